@@ -1,0 +1,92 @@
+# colibri build. `make` builds ./colibri, `make test` runs every test,
+# `make check` runs the same tests under AddressSanitizer + UBSan.
+# PORTABLE=1 builds for baseline x86-64 (the ISA kernels are still compiled with
+# their own flags and chosen at run time from CPUID).
+
+CC       ?= cc
+PORTABLE ?= 0
+BUILD    ?= build
+SAN      ?=
+
+ARCH := $(shell uname -m)
+ifeq ($(PORTABLE),1)
+  MARCH :=
+else
+  MARCH := -march=native
+endif
+
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+               -Wshadow -Wno-sign-compare -g -fopenmp -Iinclude -Isrc
+OPT      ?= -O2
+CFLAGS   := $(CFLAGS_BASE) $(OPT) $(MARCH) $(SAN) $(EXTRA_CFLAGS)
+LDFLAGS  := -fopenmp $(SAN)
+LDLIBS   := -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -lm -lpthread
+
+# Per-ISA kernel files carry their own target flags (see quant/ and kv/).
+ISA_AVX2   := -mavx2 -mfma -mf16c
+ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+              -mavx512vnni -mavx512bf16
+
+LIB_SRC_ALL := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+ifeq ($(ARCH),x86_64)
+  LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC_ALL))
+else ifeq ($(ARCH),aarch64)
+  LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC_ALL))
+else
+  LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(LIB_SRC_ALL))
+endif
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libcolibri.a
+
+.PHONY: all test check clean demo deps
+all: colibri
+
+colibri: $(BUILD)/colibri
+	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/colibri colibri; fi
+
+$(BUILD)/colibri: $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX2) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AVX512) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+tests: $(TEST_BIN)
+
+test: $(BUILD)/colibri $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+check:
+	$(MAKE) BUILD=build/san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+
+deps:
+	@sh tools/deps.sh
+
+demo: deps colibri
+	./colibri info -m models/colibri-tiny
+
+clean:
+	rm -rf build colibri
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

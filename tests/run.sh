@@ -1,0 +1,42 @@
+#!/bin/sh
+# Runs every test: the unit-test binaries (build/tests/test_*), the CLI tests
+# (tests/cli/*.sh, one test each, given the colibri binary in $COLIBRI) and the
+# oracle fixtures. Ends with the line "N passed, N failed".
+BUILD=${BUILD:-build}
+COLIBRI=${COLIBRI:-$BUILD/colibri}
+export COLIBRI BUILD
+passed=0; failed=0; failed_names=""
+log=$(mktemp -d)
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    if "$t" >"$log/$name.out" 2>&1; then status=0; else status=1; fi
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log/$name.out" | tail -n 1)
+    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p'); p=${p:-0}
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p'); f=${f:-0}
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed or no summary
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ "$f" -ne 0 ]; then
+        failed_names="$failed_names $name"
+        echo "--- $name (exit $status)"; cat "$log/$name.out"
+    else
+        echo "ok   $name ($p tests)"
+    fi
+done
+
+for t in tests/cli/*.sh; do
+    [ -f "$t" ] || continue
+    name=$(basename "$t" .sh)
+    if sh "$t" >"$log/$name.out" 2>&1; then
+        passed=$((passed + 1)); echo "ok   cli/$name"
+    else
+        failed=$((failed + 1)); failed_names="$failed_names cli/$name"
+        echo "--- cli/$name"; cat "$log/$name.out"
+    fi
+done
+
+rm -rf "$log"
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
