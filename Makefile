@@ -16,7 +16,7 @@ else
 endif
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
-               -Wshadow -Wno-sign-compare -g -fopenmp -Iinclude -Isrc
+               -Wshadow -Wno-sign-compare -Wno-missing-field-initializers -Wno-format-truncation -g -fopenmp -Iinclude -Isrc
 OPT      ?= -O2
 CFLAGS   := $(CFLAGS_BASE) $(OPT) $(MARCH) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := -fopenmp $(SAN)

@@ -100,6 +100,25 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 
 int colibri_model_vocab(const colibri_model *m);
 
+/* ---------------------------------------------------------- verification */
+
+/* Checks one oracle fixture directory (config.json, model.safetensors,
+ * reference.json, reference.safetensors as tools/make_oracle.py writes them)
+ * against Hugging Face's outputs: teacher-forced argmax agreement at positions
+ * whose reference top-2 margin exceeds the fixture's tolerance, the greedy
+ * continuation, the largest |logit difference| of prefill against HF, and of
+ * token-by-token absorbed decode against prefill. */
+struct colibri_oracle_result {
+    char name[128];
+    int tf_agree, tf_total;     /* argmax agreement over confident positions */
+    int gen_agree, gen_total;   /* greedy tokens reproduced (matching prefix) */
+    double max_dlogit;          /* prefill vs HF, all sequences */
+    double decode_dlogit;       /* absorbed decode vs expanded prefill */
+    int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
+};
+int colibri_oracle_check(const char *fixture_dir, struct colibri_oracle_result *res,
+                         struct colibri_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,113 @@
+/* api/api.c - include/colibri.h made real for models and sessions: the one
+ * place where loading, the forward pass and the per-session cache meet. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+struct colibri_model {
+    struct model m;
+};
+
+struct colibri_session {
+    colibri_model *model;
+    struct fwd_state st;
+    int pos;
+};
+
+int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
+                       struct colibri_err *err)
+{
+    if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
+    if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
+    colibri_model *cm = calloc(1, sizeof *cm);
+    if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int rc = model_load(dir, &cm->m, err);
+    if (rc) { free(cm); return rc; }
+    *out = cm;
+    return 0;
+}
+
+void colibri_model_free(colibri_model *cm)
+{
+    if (!cm) return;
+    model_free(&cm->m);
+    free(cm);
+}
+
+int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
+
+void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)
+{
+    const struct model_config *c = &cm->m.cfg;
+    memset(info, 0, sizeof *info);
+    info->family = c->model_type;
+    info->n_layers = c->num_hidden_layers;
+    info->n_dense_layers = c->first_k_dense_replace;
+    info->n_moe_layers = c->num_hidden_layers - c->first_k_dense_replace;
+    info->hidden = c->hidden_size;
+    info->vocab = c->vocab_size;
+    info->n_heads = c->num_attention_heads;
+    info->n_routed_experts = c->n_routed_experts;
+    info->n_shared_experts = c->n_shared_experts;
+    info->n_experts_per_tok = c->num_experts_per_tok;
+    info->kv_lora_rank = c->kv_lora_rank;
+    info->qk_rope_head_dim = c->qk_rope_head_dim;
+    info->q_lora_rank = c->q_lora_rank;
+    info->max_position_embeddings = c->max_position_embeddings;
+    info->n_params = cm->m.n_params;
+    for (int i = 0; i < ST_DTYPE_COUNT && i < 16; i++) {
+        info->bytes_by_dtype[i] = cm->m.bytes_by_dtype[i];
+        info->dtype_names[i] = st_dtype_name((enum st_dtype)i);
+    }
+    info->kv_bytes_per_token = (int64_t)c->num_hidden_layers * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+}
+
+int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *opts, colibri_session **out,
+                        struct colibri_err *err)
+{
+    if (!cm || !out) return err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
+    int n_ctx = opts && opts->n_ctx > 0 ? opts->n_ctx : cm->m.cfg.max_position_embeddings;
+    colibri_session *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, err);
+    if (rc) { free(s); return rc; }
+    s->model = cm;
+    *out = s;
+    return 0;
+}
+
+void colibri_session_free(colibri_session *s)
+{
+    if (!s) return;
+    fwd_state_free(&s->st);
+    free(s);
+}
+
+int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
+                            struct colibri_err *err)
+{
+    int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_EXPANDED, logits, all_logits, err);
+    if (!rc) s->pos += n;
+    return rc;
+}
+
+int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
+{
+    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, logits, 0, err);
+    if (!rc) s->pos += 1;
+    return rc;
+}
+
+int colibri_session_pos(const colibri_session *s) { return s->pos; }
+
+int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
+{
+    if (n < 0 || n > s->pos)
+        return err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
+    s->pos = n;
+    return 0;
+}

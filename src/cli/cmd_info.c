@@ -1,0 +1,48 @@
+/* colibri info: what a model is, from its config and tensor table. */
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "colibri.h"
+
+int cmd_info(int argc, char **argv)
+{
+    const char *dir = "models/colibri-tiny";
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &dir, "model directory (config.json + safetensors); default models/colibri-tiny" },
+    };
+    const struct opts_spec spec = { "colibri info [-m DIR]",
+                                    "Prints the model family, layer and expert counts, parameter count, bytes per "
+                                    "dtype and KV-cache bytes per token.",
+                                    opts, 1 };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+
+    struct colibri_err err = { 0 };
+    colibri_model *m = NULL;
+    if (colibri_model_load(dir, NULL, &m, &err)) {
+        fprintf(stderr, "colibri info: %s\n", err.msg);
+        return 1;
+    }
+    struct colibri_model_info in;
+    colibri_model_get_info(m, &in);
+    printf("model:        %s\n", dir);
+    printf("family:       %s\n", in.family);
+    printf("layers:       %d (%d dense, %d MoE)\n", in.n_layers, in.n_dense_layers, in.n_moe_layers);
+    printf("hidden:       %d, heads %d, vocab %d, context %d\n", in.hidden, in.n_heads, in.vocab,
+           in.max_position_embeddings);
+    printf("attention:    MLA, kv_lora_rank %d + rope %d, q_lora_rank %s\n", in.kv_lora_rank, in.qk_rope_head_dim,
+           in.q_lora_rank ? "set" : "none (q_proj)");
+    if (in.q_lora_rank) printf("              q_lora_rank %d\n", in.q_lora_rank);
+    printf("experts:      %d routed (top-%d) + %d shared\n", in.n_routed_experts, in.n_experts_per_tok,
+           in.n_shared_experts);
+    printf("parameters:   %lld (%.2f M)\n", (long long)in.n_params, in.n_params / 1e6);
+    printf("bytes:       ");
+    for (int i = 0; i < 16; i++)
+        if (in.bytes_by_dtype[i]) printf(" %s %lld", in.dtype_names[i], (long long)in.bytes_by_dtype[i]);
+    printf("\n");
+    printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
+    colibri_model_free(m);
+    return 0;
+}

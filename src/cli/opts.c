@@ -1,0 +1,86 @@
+#include "cli/opts.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void opts_usage(const struct opts_spec *spec, FILE *f)
+{
+    fprintf(f, "usage: %s\n\n%s\n\noptions:\n", spec->usage, spec->summary);
+    for (int i = 0; i < spec->n_opts; i++) {
+        const struct opt *o = &spec->opts[i];
+        char left[64];
+        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_FLOAT ? " X" : o->type == OPT_STR ? " S" : "";
+        if (o->short_name) snprintf(left, sizeof left, "-%c, --%s%s", o->short_name, o->name, arg);
+        else snprintf(left, sizeof left, "    --%s%s", o->name, arg);
+        fprintf(f, "  %-26s %s\n", left, o->help);
+    }
+    fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");
+}
+
+static const struct opt *find(const struct opts_spec *spec, const char *arg)
+{
+    for (int i = 0; i < spec->n_opts; i++) {
+        const struct opt *o = &spec->opts[i];
+        if (arg[0] == '-' && arg[1] == '-' && !strcmp(arg + 2, o->name)) return o;
+        if (arg[0] == '-' && arg[1] && !arg[2] && arg[1] == o->short_name && o->short_name) return o;
+    }
+    return NULL;
+}
+
+static int set_value(const struct opt *o, const char *v)
+{
+    char *end;
+    errno = 0;
+    if (o->type == OPT_STR) {
+        *(const char **)o->dest = v;
+        return 0;
+    }
+    double x = o->type == OPT_INT ? (double)strtoll(v, &end, 10) : strtod(v, &end);
+    if (errno || end == v || *end) {
+        fprintf(stderr, "colibri: --%s: '%s' is not %s\n", o->name, v, o->type == OPT_INT ? "an integer" : "a number");
+        return -1;
+    }
+    if ((o->min != 0 || o->max != 0) && (x < o->min || x > o->max)) {
+        fprintf(stderr, "colibri: --%s: %s is out of range [%g, %g]\n", o->name, v, o->min, o->max);
+        return -1;
+    }
+    if (o->type == OPT_INT) *(int *)o->dest = (int)x;
+    else *(float *)o->dest = (float)x;
+    return 0;
+}
+
+int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, int max_pos, int *n_pos)
+{
+    *n_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            opts_usage(spec, stdout);
+            return 1;
+        }
+        if (a[0] == '-' && a[1] && strcmp(a, "-")) {
+            const struct opt *o = find(spec, a);
+            if (!o) {
+                fprintf(stderr, "colibri: unknown option '%s' (see --help)\n", a);
+                return -1;
+            }
+            if (o->type == OPT_FLAG) {
+                *(int *)o->dest = 1;
+                continue;
+            }
+            if (i + 1 >= argc) {
+                fprintf(stderr, "colibri: option '%s' needs a value\n", a);
+                return -1;
+            }
+            if (set_value(o, argv[++i])) return -1;
+            continue;
+        }
+        if (*n_pos >= max_pos) {
+            fprintf(stderr, "colibri: unexpected argument '%s' (see --help)\n", a);
+            return -1;
+        }
+        pos[(*n_pos)++] = argv[i];
+    }
+    return 0;
+}

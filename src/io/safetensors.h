@@ -1,0 +1,76 @@
+/* io/safetensors.h - strict reading of safetensors checkpoints.
+ *
+ * Opens one .safetensors file, or a model directory (a single
+ * model.safetensors, or shards listed in model.safetensors.index.json), maps
+ * every file read-only and validates the whole header before any tensor is
+ * handed out: header length within the file, JSON well-formed, every entry has a
+ * known dtype, a shape and data_offsets in bounds, dtype size x shape = byte
+ * length, no two tensors overlap, no name appears twice (across shards too), and
+ * the index's weight_map agrees with the shards. Every error names the file,
+ * the tensor and the field.
+ *
+ * The mapped data stays valid until st_close(). Not thread-safe to open/close
+ * concurrently; reading tensor data from many threads is fine. */
+#ifndef COLIBRI_IO_SAFETENSORS_H
+#define COLIBRI_IO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+
+enum st_dtype {
+    ST_F32 = 0,
+    ST_BF16 = 1,
+    ST_F16 = 2,
+    ST_F8_E4M3 = 3,
+    ST_U8 = 4,
+    ST_I8 = 5,
+    ST_I32 = 6,
+    ST_I64 = 7,
+    ST_DTYPE_COUNT
+};
+
+#define ST_MAX_DIMS 8
+
+struct st_tensor {
+    char *name;
+    enum st_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    int64_t numel;
+    uint64_t nbytes;
+    const void *data;       /* into the file's mapping; not aligned in general */
+    int file;               /* index into st_set.files */
+};
+
+struct st_file {
+    char *path;
+    void *map;
+    size_t map_size;
+    char *metadata_json;    /* the "__metadata__" object printed as JSON, or NULL */
+};
+
+struct st_set {
+    struct st_file *files;
+    int n_files;
+    struct st_tensor *tensors;  /* sorted by name */
+    int n_tensors;
+};
+
+const char *st_dtype_name(enum st_dtype t);
+size_t st_dtype_size(enum st_dtype t);
+
+/* Opens a single safetensors file into *out (which must be zeroed). */
+int st_open_file(const char *path, struct st_set *out, struct colibri_err *err);
+
+/* Opens a model directory: model.safetensors.index.json when present, else
+ * model.safetensors, else the only *.safetensors file in the directory. */
+int st_open_dir(const char *dir, struct st_set *out, struct colibri_err *err);
+
+/* NULL when absent. */
+const struct st_tensor *st_find(const struct st_set *s, const char *name);
+
+void st_close(struct st_set *s);
+
+#endif

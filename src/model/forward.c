@@ -1,0 +1,304 @@
+/* The forward pass: embed -> per layer [RMSNorm -> MLA -> RMSNorm -> MLP/MoE]
+ * -> norm -> lm_head. Each step names the Hugging Face code it mirrors
+ * (transformers models/deepseek_v3/modeling_deepseek_v3.py). */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+
+/* The latent norms are built without the config's eps in HF (model-spec Q5). */
+#define LATENT_NORM_EPS 1e-6f
+
+int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    memset(st, 0, sizeof *st);
+    if (n_ctx <= 0) return err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
+    st->n_ctx = n_ctx;
+    size_t rows = (size_t)c->num_hidden_layers * (size_t)n_ctx;
+    st->latent = xalloc(rows * (size_t)c->kv_lora_rank * sizeof(float));
+    st->rope = xalloc(rows * (size_t)c->qk_rope_head_dim * sizeof(float));
+    if (!st->latent || !st->rope) {
+        fwd_state_free(st);
+        return err_set(err, COLIBRI_ENOMEM, "cannot allocate the KV cache for %d tokens", n_ctx);
+    }
+    return 0;
+}
+
+void fwd_state_free(struct fwd_state *st)
+{
+    free(st->latent);
+    free(st->rope);
+    memset(st, 0, sizeof *st);
+}
+
+/* Interleaved RoPE (the checkpoint's pairing, model-spec §2.1): pairs
+ * (x[2i], x[2i+1]) rotated by pos * inv_freq[i], cos and sin scaled by the yarn
+ * attention factor. */
+static void rope_apply(float *x, int dr, int pos, const struct model_config *c)
+{
+    for (int i = 0; i < dr / 2; i++) {
+        float angle = (float)pos * c->inv_freq[i];
+        float cs = (float)cos((double)angle) * c->rope_attention_factor;
+        float sn = (float)sin((double)angle) * c->rope_attention_factor;
+        float x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * cs - x1 * sn;
+        x[2 * i + 1] = x1 * cs + x0 * sn;
+    }
+}
+
+static void softmax_inplace(float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* SwiGLU MLP over n rows: out = down(silu(gate(x)) * up(x)). */
+static void mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out)
+{
+    int inter = w->gate.rows;
+    float *g = malloc((size_t)n * inter * sizeof *g), *u = malloc((size_t)n * inter * sizeof *u);
+    linear(&w->gate, x, n, g);
+    linear(&w->up, x, n, u);
+    for (int64_t i = 0; i < (int64_t)n * inter; i++) g[i] = silu(g[i]) * u[i];
+    linear(&w->down, g, n, out);
+    free(g);
+    free(u);
+}
+
+/* DeepseekV3TopkRouter + route_tokens_to_experts: sigmoid scores, bias for
+ * selection only, top-2-sum group scores, -inf outside the kept groups, top-k,
+ * weights from the unbiased scores normalized with +1e-20, times the routed
+ * scaling factor. */
+static void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)
+{
+    int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
+    float s[E], b[E], gscore[G];
+    int gkeep[G];
+    for (int e = 0; e < E; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        b[e] = s[e] + bias[e];
+    }
+    for (int g = 0; g < G; g++) {
+        float m1 = -INFINITY, m2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (b[e] > m1) { m2 = m1; m1 = b[e]; }
+            else if (b[e] > m2) m2 = b[e];
+        }
+        gscore[g] = m1 + m2;
+        gkeep[g] = 0;
+    }
+    for (int k = 0; k < c->topk_group; k++) {
+        int best = -1;
+        for (int g = 0; g < G; g++)
+            if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+        gkeep[best] = 1;
+    }
+    for (int e = 0; e < E; e++)
+        if (!gkeep[e / per]) b[e] = -INFINITY;
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (b[e] != -INFINITY && (best < 0 || b[e] > b[best])) best = e;
+        idx[k] = best;
+        b[best] = -INFINITY;
+        wts[k] = s[best];
+        sum += s[best];
+    }
+    for (int k = 0; k < K; k++) {
+        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
+        wts[k] *= c->routed_scaling_factor;
+    }
+}
+
+/* DeepseekV3MoE over n rows: routed experts (tokens grouped per expert so each
+ * expert's weights are read once per batch) plus the shared experts. */
+static void moe_forward(const struct model_config *c, const struct moe_weights *w, const float *x, int n,
+                        float *out)
+{
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, hid = c->hidden_size;
+    float *logits = malloc((size_t)n * E * sizeof *logits);
+    int *idx = malloc((size_t)n * K * sizeof *idx);
+    float *wts = malloc((size_t)n * K * sizeof *wts);
+    linear(&w->router, x, n, logits);
+    for (int t = 0; t < n; t++) moe_route(c, logits + (int64_t)t * E, w->score_bias, idx + t * K, wts + t * K);
+
+    if (c->n_shared_experts) mlp_forward(&w->shared, x, n, out);
+    else memset(out, 0, (size_t)n * hid * sizeof *out);
+
+    int *tok = malloc((size_t)n * K * sizeof *tok);
+    float *tw = malloc((size_t)n * K * sizeof *tw);
+    float *in = malloc((size_t)n * K * hid * sizeof *in), *res = malloc((size_t)n * K * hid * sizeof *res);
+    for (int e = 0; e < E; e++) {
+        int cnt = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (idx[t * K + k] == e) {
+                    tok[cnt] = t;
+                    tw[cnt] = wts[t * K + k];
+                    memcpy(in + (int64_t)cnt * hid, x + (int64_t)t * hid, (size_t)hid * sizeof *in);
+                    cnt++;
+                }
+        if (!cnt) continue;
+        mlp_forward(&w->experts[e], in, cnt, res);
+        for (int j = 0; j < cnt; j++)
+            for (int i = 0; i < hid; i++) out[(int64_t)tok[j] * hid + i] += tw[j] * res[(int64_t)j * hid + i];
+    }
+    free(tok); free(tw); free(in); free(res);
+    free(logits); free(idx); free(wts);
+}
+
+/* Expanded MLA (DeepseekV3Attention.forward, eager): K and V are rebuilt for
+ * every cached position from the latent, k_nope | v = kv_b(c). */
+static void attend_expanded(const struct model_config *c, const struct attn_weights *w, const float *lat,
+                            const float *rope, const float *q, int S, int pos0, float *o)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int dqk = dn + dr, dkv = dn + dv, T = pos0 + S;
+    float *kv = malloc((size_t)T * H * dkv * sizeof *kv);
+    linear(&w->kv_b, lat, T, kv);
+#pragma omp parallel
+    {
+        float *p = malloc((size_t)T * sizeof *p);
+#pragma omp for schedule(dynamic, 1)
+        for (int sh = 0; sh < S * H; sh++) {
+            int s = sh / H, h = sh % H, tn = pos0 + s + 1;
+            const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
+            for (int t = 0; t < tn; t++)
+                p[t] = (dot_f32(qn, kv + (int64_t)t * H * dkv + h * dkv, dn) +
+                        dot_f32(qp, rope + (int64_t)t * dr, dr)) * c->softmax_scale;
+            softmax_inplace(p, tn);
+            float *oh = o + (int64_t)s * H * dv + h * dv;
+            memset(oh, 0, (size_t)dv * sizeof *oh);
+            for (int t = 0; t < tn; t++) {
+                const float *v = kv + (int64_t)t * H * dkv + h * dkv + dn;
+                for (int k = 0; k < dv; k++) oh[k] += p[t] * v[k];
+            }
+        }
+        free(p);
+    }
+    free(kv);
+}
+
+/* Absorbed MLA (DeepSeek inference/model.py, attn_impl="absorb"):
+ * q_abs = W_UK[h]ᵀ q_nope, scores against the latent, o = W_UV[h] Σ p c. */
+static void attend_absorbed(const struct model_config *c, const struct attn_weights *w, const float *lat,
+                            const float *rope, const float *q, int S, int pos0, float *o)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv;
+#pragma omp parallel
+    {
+        float *p = malloc((size_t)(pos0 + S) * sizeof *p);
+        float *qa = malloc((size_t)r * sizeof *qa), *ol = malloc((size_t)r * sizeof *ol);
+#pragma omp for schedule(dynamic, 1)
+        for (int sh = 0; sh < S * H; sh++) {
+            int s = sh / H, h = sh % H, tn = pos0 + s + 1;
+            const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
+            const float *wuk = w->kv_b.w + (int64_t)h * dkv * r, *wuv = wuk + (int64_t)dn * r;
+            memset(qa, 0, (size_t)r * sizeof *qa);
+            for (int i = 0; i < dn; i++)
+                for (int j = 0; j < r; j++) qa[j] += qn[i] * wuk[(int64_t)i * r + j];
+            for (int t = 0; t < tn; t++)
+                p[t] = (dot_f32(qa, lat + (int64_t)t * r, r) + dot_f32(qp, rope + (int64_t)t * dr, dr)) *
+                       c->softmax_scale;
+            softmax_inplace(p, tn);
+            memset(ol, 0, (size_t)r * sizeof *ol);
+            for (int t = 0; t < tn; t++)
+                for (int j = 0; j < r; j++) ol[j] += p[t] * lat[(int64_t)t * r + j];
+            float *oh = o + (int64_t)s * H * dv + h * dv;
+            for (int k = 0; k < dv; k++) oh[k] = dot_f32(wuv + (int64_t)k * r, ol, r);
+        }
+        free(p); free(qa); free(ol);
+    }
+}
+
+/* One MLA block over S rows of normed input h: projects q and the latent,
+ * caches (normalized c, roped k_pe) at pos0.., and attends. */
+static void mla_forward(const struct model *m, struct fwd_state *st, int li, const float *h, int S, int pos0,
+                        enum fwd_mode mode, float *out)
+{
+    const struct model_config *c = &m->cfg;
+    const struct attn_weights *w = &m->layers[li].attn;
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr;
+    float *q = malloc((size_t)S * H * dqk * sizeof *q);
+    if (c->q_lora_rank) {
+        float *qa = malloc((size_t)S * c->q_lora_rank * sizeof *qa);
+        linear(&w->q_a, h, S, qa);
+        rmsnorm(qa, qa, w->q_a_norm, S, c->q_lora_rank, LATENT_NORM_EPS);
+        linear(&w->q_b, qa, S, q);
+        free(qa);
+    } else {
+        linear(&w->q, h, S, q);
+    }
+    float *a = malloc((size_t)S * (r + dr) * sizeof *a);
+    linear(&w->kv_a, h, S, a);
+    float *lat = st->latent + (int64_t)li * st->n_ctx * r;
+    float *rope = st->rope + (int64_t)li * st->n_ctx * dr;
+    for (int s = 0; s < S; s++) {
+        int pos = pos0 + s;
+        rmsnorm(lat + (int64_t)pos * r, a + (int64_t)s * (r + dr), w->kv_a_norm, 1, r, LATENT_NORM_EPS);
+        memcpy(rope + (int64_t)pos * dr, a + (int64_t)s * (r + dr) + r, (size_t)dr * sizeof(float));
+        rope_apply(rope + (int64_t)pos * dr, dr, pos, c);
+        for (int hh = 0; hh < H; hh++) rope_apply(q + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
+    }
+    free(a);
+    float *o = malloc((size_t)S * H * dv * sizeof *o);
+    if (mode == FWD_ABSORBED) attend_absorbed(c, w, lat, rope, q, S, pos0, o);
+    else attend_expanded(c, w, lat, rope, q, S, pos0, o);
+    linear(&w->o, o, S, out);
+    free(o);
+    free(q);
+}
+
+int model_forward(const struct model *m, struct fwd_state *st, const int32_t *tokens, int S, int pos0,
+                  enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    int hid = c->hidden_size, V = c->vocab_size;
+    if (S <= 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
+    if (pos0 < 0 || pos0 + S > st->n_ctx)
+        return err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", S, pos0,
+                       st->n_ctx);
+    for (int s = 0; s < S; s++)
+        if (tokens[s] < 0 || tokens[s] >= V)
+            return err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", tokens[s], s, V);
+
+    float *x = malloc((size_t)S * hid * sizeof *x), *h = malloc((size_t)S * hid * sizeof *h);
+    float *y = malloc((size_t)S * hid * sizeof *y);
+    if (!x || !h || !y) {
+        free(x); free(h); free(y);
+        return err_set(err, COLIBRI_ENOMEM, "out of memory for a batch of %d tokens", S);
+    }
+    for (int s = 0; s < S; s++) memcpy(x + (int64_t)s * hid, m->embed + (int64_t)tokens[s] * hid, (size_t)hid * 4);
+
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        const struct layer_weights *lw = &m->layers[li];
+        rmsnorm(h, x, lw->attn_norm, S, hid, c->rms_norm_eps);
+        mla_forward(m, st, li, h, S, pos0, mode, y);
+        for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
+        rmsnorm(h, x, lw->mlp_norm, S, hid, c->rms_norm_eps);
+        if (lw->is_moe) moe_forward(c, &lw->moe, h, S, y);
+        else mlp_forward(&lw->dense, h, S, y);
+        for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
+    }
+    if (logits) {
+        int first = all_logits ? 0 : S - 1, n = S - first;
+        rmsnorm(h, x + (int64_t)first * hid, m->final_norm, n, hid, c->rms_norm_eps);
+        linear(&m->lm_head, h, n, logits);
+    }
+    free(x); free(h); free(y);
+    return 0;
+}

@@ -1,0 +1,32 @@
+/* model/forward.h - the forward pass of a DeepSeek-V3-family model, in f32,
+ * exactly as model-spec.md §2-3 states it.
+ *
+ * A `struct fwd_state` is the per-session part: the latent cache (normalized
+ * c_kv and roped k_pe per layer per position) and nothing else; the model stays
+ * read-only, so any number of states may share one model. Prefill uses the
+ * expanded MLA form, decode the absorbed form; both read the same cache and give
+ * the same logits up to rounding. */
+#ifndef COLIBRI_MODEL_FORWARD_H
+#define COLIBRI_MODEL_FORWARD_H
+
+#include "model/model.h"
+
+struct fwd_state {
+    int n_ctx;
+    float *latent;      /* [n_layers][n_ctx][kv_lora_rank] */
+    float *rope;        /* [n_layers][n_ctx][qk_rope_head_dim] */
+};
+
+int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err);
+void fwd_state_free(struct fwd_state *st);
+
+enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
+
+/* Runs S tokens at positions pos0..pos0+S-1 (all earlier positions must already
+ * be cached), caching their rows. logits: NULL, or S x vocab floats when
+ * all_logits, else vocab floats for the last token. Token ids and positions are
+ * checked; nothing is cached on failure. */
+int model_forward(const struct model *m, struct fwd_state *st, const int32_t *tokens, int S, int pos0,
+                  enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err);
+
+#endif

@@ -1,0 +1,292 @@
+/* Loading model weights from safetensors into f32 matrices, checking that every
+ * tensor the config implies is present with the shape it implies. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "model/model.h"
+
+/* e4m3fn: S EEEE MMM, bias 7, no infinities, 0x7F/0xFF NaN. */
+static float e4m3_to_f32(uint8_t b)
+{
+    int s = b >> 7, e = (b >> 3) & 15, mant = b & 7;
+    float v;
+    if (e == 15 && mant == 7) return NAN;
+    if (e == 0) v = ldexpf((float)mant / 8.0f, -6);
+    else v = ldexpf(1.0f + (float)mant / 8.0f, e - 7);
+    return s ? -v : v;
+}
+
+static float half_to_f32(uint16_t h)
+{
+    int s = h >> 15, e = (h >> 10) & 31, mant = h & 1023;
+    float v;
+    if (e == 0) v = ldexpf((float)mant, -24);
+    else if (e == 31) v = mant ? NAN : INFINITY;
+    else v = ldexpf((float)(mant | 1024), e - 25);
+    return s ? -v : v;
+}
+
+struct loader {
+    struct st_set st;
+    const char *dir;
+    struct model *m;
+};
+
+/* Converts tensor `t` ([rows, cols] view) to a new f32 array. fp8 tensors need
+ * `<name>_scale_inv` ([ceil(rows/128), ceil(cols/128)] F32). */
+static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,
+                  struct colibri_err *err)
+{
+    float *w = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *w);
+    if (!w) return err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory (%lld x %lld)", t->name,
+                           (long long)rows, (long long)cols);
+    const uint8_t *p = t->data;
+    int64_t n = rows * cols;
+    switch (t->dtype) {
+    case ST_F32: memcpy(w, p, (size_t)n * 4); break;
+    case ST_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t bits = (uint32_t)(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
+            memcpy(&w[i], &bits, 4);
+        }
+        break;
+    case ST_F16:
+        for (int64_t i = 0; i < n; i++) w[i] = half_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+        break;
+    case ST_F8_E4M3: {
+        char sname[512];
+        snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+        const struct st_tensor *s = st_find(&L->st, sname);
+        int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+        if (!s || s->dtype != ST_F32 || s->numel != br * bc) {
+            free(w);
+            return err_set(err, COLIBRI_EFORMAT,
+                           "tensor '%s' is F8_E4M3 but '%s' is %s (need F32 [%lld, %lld])", t->name, sname,
+                           !s ? "missing" : "the wrong dtype or shape", (long long)br, (long long)bc);
+        }
+        const float *sc = s->data;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) {
+                float scale;
+                memcpy(&scale, (const uint8_t *)sc + 4 * ((i / 128) * bc + j / 128), 4);
+                w[i * cols + j] = e4m3_to_f32(p[i * cols + j]) * scale;
+            }
+        break;
+    }
+    default:
+        free(w);
+        return err_set(err, COLIBRI_EUNSUPPORTED, "tensor '%s': dtype %s cannot be used as a weight", t->name,
+                       st_dtype_name(t->dtype));
+    }
+    *out = w;
+    return 0;
+}
+
+/* Loads `name` which must have shape [rows, cols] (cols = 0: a vector [rows]). */
+static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, float **out,
+                struct colibri_err *err)
+{
+    const struct st_tensor *t = st_find(&L->st, name);
+    if (!t) return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
+    int ok = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
+                  : (t->ndim == 1 && t->shape[0] == rows);
+    if (!ok) {
+        char got[128] = "";
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        return cols ? err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld, %lld]",
+                              L->dir, name, got, (long long)rows, (long long)cols)
+                    : err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld]", L->dir,
+                              name, got, (long long)rows);
+    }
+    return to_f32(L, t, rows, cols ? cols : 1, out, err);
+}
+
+static int load_mat(struct loader *L, const char *name, int rows, int cols, struct wmat *w, struct colibri_err *err)
+{
+    w->rows = rows;
+    w->cols = cols;
+    return load(L, name, rows, cols, &w->w, err);
+}
+
+static int load_mlp(struct loader *L, const char *prefix, int inter, struct mlp_weights *mlp,
+                    struct colibri_err *err)
+{
+    char name[512];
+    int hid = L->m->cfg.hidden_size, rc;
+    snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
+    if ((rc = load_mat(L, name, inter, hid, &mlp->gate, err))) return rc;
+    snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
+    if ((rc = load_mat(L, name, inter, hid, &mlp->up, err))) return rc;
+    snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
+    return load_mat(L, name, hid, inter, &mlp->down, err);
+}
+
+/* transformers v5 fused layout: gate_up_proj [E, 2I, hid] (gate rows first),
+ * down_proj [E, hid, I]. */
+static int load_fused_experts(struct loader *L, const char *prefix, struct moe_weights *moe,
+                              struct colibri_err *err)
+{
+    const struct model_config *c = &L->m->cfg;
+    int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
+    char name[512];
+    snprintf(name, sizeof name, "%s.experts.gate_up_proj", prefix);
+    const struct st_tensor *gu = st_find(&L->st, name);
+    snprintf(name, sizeof name, "%s.experts.down_proj", prefix);
+    const struct st_tensor *dn = st_find(&L->st, name);
+    if (!gu || !dn || gu->ndim != 3 || dn->ndim != 3 || gu->shape[0] != E || gu->shape[1] != 2 * I ||
+        gu->shape[2] != hid || dn->shape[0] != E || dn->shape[1] != hid || dn->shape[2] != I ||
+        gu->dtype == ST_F8_E4M3 || dn->dtype == ST_F8_E4M3)
+        return err_set(err, COLIBRI_EFORMAT,
+                       "%s: layer '%s': routed experts missing (neither %s.experts.0.gate_proj.weight nor fused "
+                       "gate_up_proj [%d, %d, %d] / down_proj [%d, %d, %d])",
+                       L->dir, prefix, prefix, E, 2 * I, hid, E, hid, I);
+    float *guf, *dnf;
+    int rc = to_f32(L, gu, (int64_t)E * 2 * I, hid, &guf, err);
+    if (rc) return rc;
+    if ((rc = to_f32(L, dn, (int64_t)E * hid, I, &dnf, err))) { free(guf); return rc; }
+    for (int e = 0; e < E && !rc; e++) {
+        struct mlp_weights *x = &moe->experts[e];
+        x->gate = (struct wmat){ I, hid, malloc((size_t)I * hid * 4) };
+        x->up = (struct wmat){ I, hid, malloc((size_t)I * hid * 4) };
+        x->down = (struct wmat){ hid, I, malloc((size_t)hid * I * 4) };
+        if (!x->gate.w || !x->up.w || !x->down.w) { rc = err_set(err, COLIBRI_ENOMEM, "out of memory"); break; }
+        memcpy(x->gate.w, guf + (int64_t)e * 2 * I * hid, (size_t)I * hid * 4);
+        memcpy(x->up.w, guf + ((int64_t)e * 2 * I + I) * hid, (size_t)I * hid * 4);
+        memcpy(x->down.w, dnf + (int64_t)e * hid * I, (size_t)hid * I * 4);
+    }
+    free(guf);
+    free(dnf);
+    return rc;
+}
+
+static int load_layer(struct loader *L, int li, struct colibri_err *err)
+{
+    const struct model_config *c = &L->m->cfg;
+    struct layer_weights *lw = &L->m->layers[li];
+    char p[256], name[512];
+    int rc, hid = c->hidden_size, H = c->num_attention_heads;
+    int dqk = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    snprintf(p, sizeof p, "model.layers.%d", li);
+
+#define NAME(fmt) (snprintf(name, sizeof name, "%s." fmt, p), name)
+    if ((rc = load(L, NAME("input_layernorm.weight"), hid, 0, &lw->attn_norm, err))) return rc;
+    if ((rc = load(L, NAME("post_attention_layernorm.weight"), hid, 0, &lw->mlp_norm, err))) return rc;
+    struct attn_weights *a = &lw->attn;
+    if (c->q_lora_rank) {
+        if ((rc = load_mat(L, NAME("self_attn.q_a_proj.weight"), c->q_lora_rank, hid, &a->q_a, err))) return rc;
+        if ((rc = load(L, NAME("self_attn.q_a_layernorm.weight"), c->q_lora_rank, 0, &a->q_a_norm, err))) return rc;
+        if ((rc = load_mat(L, NAME("self_attn.q_b_proj.weight"), H * dqk, c->q_lora_rank, &a->q_b, err))) return rc;
+    } else if ((rc = load_mat(L, NAME("self_attn.q_proj.weight"), H * dqk, hid, &a->q, err))) {
+        return rc;
+    }
+    if ((rc = load_mat(L, NAME("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, hid,
+                       &a->kv_a, err)))
+        return rc;
+    if ((rc = load(L, NAME("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, 0, &a->kv_a_norm, err))) return rc;
+    if ((rc = load_mat(L, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_head_dim + c->v_head_dim),
+                       c->kv_lora_rank, &a->kv_b, err)))
+        return rc;
+    if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, &a->o, err))) return rc;
+
+    lw->is_moe = li >= c->first_k_dense_replace;
+    if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, &lw->dense, err);
+
+    struct moe_weights *moe = &lw->moe;
+    int E = c->n_routed_experts;
+    if ((rc = load_mat(L, NAME("mlp.gate.weight"), E, hid, &moe->router, err))) return rc;
+    if (st_find(&L->st, NAME("mlp.gate.e_score_correction_bias"))) {
+        if ((rc = load(L, name, E, 0, &moe->score_bias, err))) return rc;
+    } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
+        return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
+    if (!(moe->experts = calloc((size_t)E, sizeof *moe->experts))) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (st_find(&L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
+        for (int e = 0; e < E; e++) {
+            snprintf(name, sizeof name, "%s.mlp.experts.%d", p, e);
+            if ((rc = load_mlp(L, name, c->moe_intermediate_size, &moe->experts[e], err))) return rc;
+        }
+    } else if ((rc = load_fused_experts(L, NAME("mlp"), moe, err))) {
+        return rc;
+    }
+    if (c->n_shared_experts)
+        if ((rc = load_mlp(L, NAME("mlp.shared_experts"), c->moe_intermediate_size * c->n_shared_experts,
+                           &moe->shared, err)))
+            return rc;
+#undef NAME
+    return 0;
+}
+
+int model_load(const char *dir, struct model *m, struct colibri_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int rc = model_config_load(dir, &m->cfg, err);
+    if (rc) return rc;
+    struct loader L = { .dir = dir, .m = m };
+    if ((rc = st_open_dir(dir, &L.st, err))) return rc;
+    const struct model_config *c = &m->cfg;
+    for (int i = 0; i < L.st.n_tensors; i++) {
+        m->n_params += L.st.tensors[i].numel;
+        m->bytes_by_dtype[L.st.tensors[i].dtype] += (int64_t)L.st.tensors[i].nbytes;
+    }
+    if ((rc = load(&L, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
+    if ((rc = load(&L, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
+    if (!c->tie_word_embeddings || st_find(&L.st, "lm_head.weight")) {
+        if ((rc = load_mat(&L, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err))) goto fail;
+    } else {
+        m->lm_head = (struct wmat){ c->vocab_size, c->hidden_size, m->embed };
+    }
+    if (!(m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers))) {
+        rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
+        goto fail;
+    }
+    struct progress pr;
+    progress_start(&pr, "loading", (uint64_t)c->num_hidden_layers);
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        if ((rc = load_layer(&L, li, err))) goto fail;
+        if (c->num_hidden_layers >= 8) progress_update(&pr, (uint64_t)li + 1);
+    }
+    if (c->num_hidden_layers >= 8) progress_end(&pr);
+    st_close(&L.st);
+    return 0;
+fail:
+    st_close(&L.st);
+    model_free(m);
+    return rc;
+}
+
+static void free_mlp(struct mlp_weights *x)
+{
+    free(x->gate.w);
+    free(x->up.w);
+    free(x->down.w);
+}
+
+void model_free(struct model *m)
+{
+    if (m->layers) {
+        for (int li = 0; li < m->cfg.num_hidden_layers; li++) {
+            struct layer_weights *lw = &m->layers[li];
+            struct attn_weights *a = &lw->attn;
+            free(lw->attn_norm); free(lw->mlp_norm);
+            free(a->q_a.w); free(a->q_b.w); free(a->q.w); free(a->q_a_norm);
+            free(a->kv_a.w); free(a->kv_a_norm); free(a->kv_b.w); free(a->o.w);
+            free_mlp(&lw->dense);
+            if (lw->moe.experts)
+                for (int e = 0; e < m->cfg.n_routed_experts; e++) free_mlp(&lw->moe.experts[e]);
+            free(lw->moe.experts);
+            free(lw->moe.router.w);
+            free(lw->moe.score_bias);
+            free_mlp(&lw->moe.shared);
+        }
+        free(m->layers);
+    }
+    if (m->lm_head.w != m->embed) free(m->lm_head.w);
+    free(m->embed);
+    free(m->final_norm);
+    memset(m, 0, sizeof *m);
+}
