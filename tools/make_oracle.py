@@ -553,7 +553,10 @@ def make_fixture(name, spec, outroot):
             "fp8": "Block-fp8 (e4m3, 128x128, partial edge blocks) weights: every Linear except mlp.gate, "
                    "embed_tokens, lm_head and norms is F8_E4M3 with <name>_scale_inv F32 "
                    "[ceil(out/128), ceil(in/128)] (a multiplier: W = q * scale_inv). Expected outputs are "
-                   "HF float32 on the dequantised weights.",
+                   "HF float32 on the dequantised weights (fixed 128x128 blocks, official-kernel semantics). Note: "
+                   "transformers 5.18 FineGrainedFP8 dequantize=True derives the block size from the scale grid "
+                   "(rows/scale_rows), so it rejects or mis-dequantises partial multi-block tensors here (dense "
+                   "mlp, shared experts, q_b, kv_b); it matches bit-exactly on all other tensors.",
         }[spec["kind"]]
         notes += (" float32, eager attention, eager experts, 1 thread, CPU. Sequence logits from a single "
                   "full-sequence forward without cache. Generation: greedy, %d new tokens from the first %d "
