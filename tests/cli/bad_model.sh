@@ -1,0 +1,24 @@
+#!/bin/sh
+# Broken model directories are refused with a message naming what is wrong,
+# a non-zero exit and never a crash (exit code >= 128 would be a signal).
+set -u
+src=tests/oracle/deepseek_v3_tiny
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0
+expect() {  # expect NAME SUBSTRING: run colibri info on $tmp/NAME
+    out=$("$COLIBRI" info -m "$tmp/$1" 2>&1); rc=$?
+    if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL $1: exit $rc"; fail=1; return; fi
+    case "$out" in *"$2"*) echo "ok   $1: $out" ;; *) echo "FAIL $1: '$out' lacks '$2'"; fail=1 ;; esac
+}
+mk() { mkdir -p "$tmp/$1"; cp "$src/config.json" "$src/model.safetensors" "$tmp/$1/"; }
+
+mkdir -p "$tmp/empty"; expect empty "config.json"
+mk truncated; size=$(stat -c %s "$tmp/truncated/model.safetensors")
+head -c $((size / 2)) "$src/model.safetensors" > "$tmp/truncated/model.safetensors"; expect truncated "model.safetensors"
+mk garbled; printf 'garbage!' | dd of="$tmp/garbled/model.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect garbled "JSON"
+mk llama; sed -i 's/"deepseek_v3"/"llama"/' "$tmp/llama/config.json"; expect llama "'llama'"
+mk shape; sed -i 's/"hidden_size": *128/"hidden_size": 96/' "$tmp/shape/config.json"; expect shape "shape"
+mk noconfig; rm "$tmp/noconfig/config.json"; expect noconfig "config.json"
+mk badjson; echo '{"model_type": ' > "$tmp/badjson/config.json"; expect badjson "config.json"
+exit $fail
