@@ -84,7 +84,8 @@ deps:
 	@sh tools/deps.sh
 
 demo: deps colibri
-	./colibri info -m models/colibri-tiny
+	./colibri info -m tests/oracle/deepseek_v3_tiny
+	./colibri oracle tests/oracle/*
 
 clean:
 	rm -rf build colibri

@@ -1,0 +1,69 @@
+/* colibri bench: prefill and decode speed of a model on random tokens. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "colibri.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *dir = "models/colibri-tiny";
+    int n_prompt = 128, n_gen = 64, threads = 0, reps = 3;
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
+        { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },
+        { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
+        { "reps", 'r', OPT_INT, &reps, "repetitions; the best is reported (default 3)", 1, 100 },
+        { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
+    };
+    const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N]",
+                                    "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
+                                    "tokens one at a time (absorbed MLA), f32, and prints tokens/s (best of -r).",
+                                    opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+    struct colibri_err err = { 0 };
+    colibri_model *m = NULL;
+    struct colibri_model_opts mo = { .n_threads = threads };
+    if (colibri_model_load(dir, &mo, &m, &err)) {
+        fprintf(stderr, "colibri bench: %s\n", err.msg);
+        return 1;
+    }
+    int V = colibri_model_vocab(m);
+    int32_t *tok = malloc((size_t)(n_prompt + n_gen) * sizeof *tok);
+    srand(1);
+    for (int i = 0; i < n_prompt + n_gen; i++) tok[i] = rand() % V;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    struct colibri_session_opts so = { .n_ctx = n_prompt + n_gen };
+    double best_pre = 1e30, best_dec = 1e30;
+    for (int r = 0; r < reps && !rc; r++) {
+        colibri_session *s = NULL;
+        if ((rc = colibri_session_new(m, &so, &s, &err))) break;
+        double t0 = now();
+        rc = colibri_session_prefill(s, tok, n_prompt, logits, 0, &err);
+        double t1 = now();
+        for (int i = 0; i < n_gen && !rc; i++) rc = colibri_session_decode(s, tok[n_prompt + i], logits, &err);
+        double t2 = now();
+        colibri_session_free(s);
+        if (t1 - t0 < best_pre) best_pre = t1 - t0;
+        if (t2 - t1 < best_dec) best_dec = t2 - t1;
+    }
+    if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
+    else
+        printf("model=%s prefill=%d tok in %.3f s (%.1f tok/s) decode=%d tok in %.3f s (%.1f tok/s)\n", dir,
+               n_prompt, best_pre, n_prompt / best_pre, n_gen, best_dec, n_gen / best_dec);
+    free(tok);
+    free(logits);
+    colibri_model_free(m);
+    return rc ? 1 : 0;
+}
