@@ -1,0 +1,290 @@
+/* quant/format.c - the format traits table and each format's reference
+ * quantize (from_f32) and dequantize (to_f32). The layouts are documented in
+ * format.h; this is the one file that enumerates formats. */
+#include "quant/format.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant/fp8.h"
+#include "quant/half.h"
+#include "quant/kernels.h"
+#include "quant/qtensor.h"
+
+static_assert(QUANT_INT4_BLOCK % 2 == 0 && QUANT_INT4_BLOCK / 2 == 64,
+              "int4 block: 128 nibbles in 64 bytes");
+static_assert(QUANT_INT4_BLOCK % QUANT_ACT_BLOCK == 0,
+              "int8 activation blocks tile an int4 block");
+static_assert(QUANT_INT4_BLOCK % 32 == 0 && QUANT_INT4_BLOCK % 64 == 0,
+              "every q4 group size divides the int4 block");
+static_assert(sizeof(uint16_t) == 2 && sizeof(float) == 4, "element sizes");
+
+static size_t row_bytes_of(const struct qtensor *W)
+{
+    return quant_fmt_row_bytes(W->fmt, W->cols);
+}
+
+/* ------------------------------------------------------------ dequantize */
+
+static void f32_to_f32(const struct qtensor *W, int row, float *out)
+{
+    memcpy(out, (const uint8_t *)W->data + (size_t)row * row_bytes_of(W),
+           (size_t)W->cols * sizeof(float));
+}
+
+static void bf16_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+    for (int c = 0; c < W->cols; c++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * (size_t)c, 2);
+        out[c] = quant_bf16_to_f32(h);
+    }
+}
+
+static void f16_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+    for (int c = 0; c < W->cols; c++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * (size_t)c, 2);
+        out[c] = quant_f16_to_f32(h);
+    }
+}
+
+static void q8_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const int8_t *p = (const int8_t *)W->data + (size_t)row * row_bytes_of(W);
+    float s = W->scales[row];
+    for (int c = 0; c < W->cols; c++) out[c] = (float)p[c] * s;
+}
+
+/* Covers q4 and q4gG: the scale of column c comes from the format's geometry. */
+static void q4_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+    const struct quant_fmt_traits *t = quant_fmt_traits(W->fmt);
+    int g = t->scale_kind == QUANT_SCALE_GROUP ? t->group_cols : W->cols;
+    int ng = (W->cols + g - 1) / g;
+    const float *s = W->scales + (size_t)row * ng;
+    for (int c = 0; c < W->cols; c++) out[c] = (float)quant_int4_get(p, c) * s[c / g];
+}
+
+static void fp8b_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+    int nbc = (W->cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
+    const float *s = W->scales + (size_t)(row / QUANT_FP8B_BLOCK) * nbc;
+    for (int c = 0; c < W->cols; c++)
+        out[c] = quant_fp8_e4m3_table[p[c]] * s[c / QUANT_FP8B_BLOCK];
+}
+
+/* -------------------------------------------------------------- quantize */
+
+static float amax_of(const float *w, int n)
+{
+    float a = 0.0f;
+    for (int i = 0; i < n; i++) a = fmaxf(a, fabsf(w[i]));
+    return a;
+}
+
+static void f32_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    memcpy(data, w, (size_t)rows * cols * sizeof(float));
+}
+
+static void bf16_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    uint8_t *p = data;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        uint16_t h = quant_f32_to_bf16(w[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+static void f16_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    uint8_t *p = data;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        uint16_t h = quant_f32_to_f16(w[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+/* Symmetric: s = amax/qmax, q = round-to-nearest-even(w/s) in [-qmax, qmax]. */
+static float sym_scale(const float *w, int n, int qmax)
+{
+    float a = amax_of(w, n);
+    return a > 0.0f ? a / (float)qmax : 0.0f;
+}
+
+static int sym_code(float w, float s, int qmax)
+{
+    if (s == 0.0f) return 0;
+    long q = lrintf(w / s);
+    return (int)(q > qmax ? qmax : q < -qmax ? -qmax : q);
+}
+
+static void q8_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    int8_t *p = data;
+    for (int r = 0; r < rows; r++) {
+        const float *wr = w + (size_t)r * cols;
+        float s = sym_scale(wr, cols, 127);
+        scales[r] = s;
+        for (int c = 0; c < cols; c++) p[(size_t)r * cols + c] = (int8_t)sym_code(wr[c], s, 127);
+    }
+}
+
+static void q4_pack_row(const float *wr, int cols, int g, uint8_t *p, float *s)
+{
+    size_t rb = quant_fmt_row_bytes(QUANT_Q4, cols);
+    memset(p, 0x88, rb);                                /* padding = value 0 */
+    for (int c0 = 0, gi = 0; c0 < cols; c0 += g, gi++) {
+        int n = cols - c0 < g ? cols - c0 : g;
+        float sc = sym_scale(wr + c0, n, 7);
+        s[gi] = sc;
+        for (int c = c0; c < c0 + n; c++) {
+            uint8_t nib = (uint8_t)(sym_code(wr[c], sc, 7) + 8);
+            uint8_t *b = p + (c / QUANT_INT4_BLOCK) * (QUANT_INT4_BLOCK / 2) + c % (QUANT_INT4_BLOCK / 2);
+            if (c % QUANT_INT4_BLOCK < QUANT_INT4_BLOCK / 2) *b = (uint8_t)((*b & 0xF0) | nib);
+            else *b = (uint8_t)((*b & 0x0F) | (nib << 4));
+        }
+    }
+}
+
+static void q4_from_f32_g(const float *w, int rows, int cols, uint8_t *data, float *scales, int g)
+{
+    size_t rb = quant_fmt_row_bytes(QUANT_Q4, cols);
+    int ng = (cols + g - 1) / g;
+    for (int r = 0; r < rows; r++)
+        q4_pack_row(w + (size_t)r * cols, cols, g, data + r * rb, scales + (size_t)r * ng);
+}
+
+static void q4_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    q4_from_f32_g(w, rows, cols, data, scales, cols);
+}
+static void q4g32_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    q4_from_f32_g(w, rows, cols, data, scales, 32);
+}
+static void q4g64_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    q4_from_f32_g(w, rows, cols, data, scales, 64);
+}
+static void q4g128_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    q4_from_f32_g(w, rows, cols, data, scales, 128);
+}
+
+static void fp8b_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+{
+    uint8_t *p = data;
+    const int B = QUANT_FP8B_BLOCK;
+    int nbc = (cols + B - 1) / B;
+    for (int br = 0; br * B < rows; br++) {
+        int r1 = (br + 1) * B < rows ? (br + 1) * B : rows;
+        for (int bc = 0; bc < nbc; bc++) {
+            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+            float a = 0.0f;
+            for (int r = br * B; r < r1; r++) a = fmaxf(a, amax_of(w + (size_t)r * cols + c0, c1 - c0));
+            float s = a >= QUANT_FP8_AMAX_MIN ? a / QUANT_FP8_E4M3_MAX : 0.0f;
+            scales[(size_t)br * nbc + bc] = s;
+            for (int r = br * B; r < r1; r++)
+                for (int c = c0; c < c1; c++)
+                    p[(size_t)r * cols + c] = s == 0.0f ? 0 : quant_fp8_e4m3_encode(w[(size_t)r * cols + c] / s);
+        }
+    }
+}
+
+/* ----------------------------------------------------------------- table */
+
+static const struct quant_fmt_traits FMT[QUANT_FMT_COUNT] = {
+    [QUANT_F32] = { .name = "f32", .bits = 32, .row_align = 1, .scale_kind = QUANT_SCALE_NONE,
+                    .to_f32 = f32_to_f32, .from_f32 = f32_from_f32 },
+    [QUANT_BF16] = { .name = "bf16", .bits = 16, .row_align = 1, .scale_kind = QUANT_SCALE_NONE,
+                     .to_f32 = bf16_to_f32, .from_f32 = bf16_from_f32 },
+    [QUANT_F16] = { .name = "f16", .bits = 16, .row_align = 1, .scale_kind = QUANT_SCALE_NONE,
+                    .to_f32 = f16_to_f32, .from_f32 = f16_from_f32 },
+    [QUANT_Q8] = { .name = "q8", .bits = 8, .row_align = 1, .scale_kind = QUANT_SCALE_ROW,
+                   .to_f32 = q8_to_f32, .from_f32 = q8_from_f32 },
+    [QUANT_Q4] = { .name = "q4", .bits = 4, .row_align = QUANT_INT4_BLOCK,
+                   .scale_kind = QUANT_SCALE_ROW, .to_f32 = q4_to_f32, .from_f32 = q4_from_f32 },
+    [QUANT_Q4G32] = { .name = "q4g32", .bits = 4, .row_align = QUANT_INT4_BLOCK,
+                      .scale_kind = QUANT_SCALE_GROUP, .group_cols = 32,
+                      .to_f32 = q4_to_f32, .from_f32 = q4g32_from_f32 },
+    [QUANT_Q4G64] = { .name = "q4g64", .bits = 4, .row_align = QUANT_INT4_BLOCK,
+                      .scale_kind = QUANT_SCALE_GROUP, .group_cols = 64,
+                      .to_f32 = q4_to_f32, .from_f32 = q4g64_from_f32 },
+    [QUANT_Q4G128] = { .name = "q4g128", .bits = 4, .row_align = QUANT_INT4_BLOCK,
+                       .scale_kind = QUANT_SCALE_GROUP, .group_cols = 128,
+                       .to_f32 = q4_to_f32, .from_f32 = q4g128_from_f32 },
+    [QUANT_FP8B] = { .name = "fp8b", .bits = 8, .row_align = 1, .scale_kind = QUANT_SCALE_BLOCK2D,
+                     .group_cols = QUANT_FP8B_BLOCK, .group_rows = QUANT_FP8B_BLOCK,
+                     .to_f32 = fp8b_to_f32, .from_f32 = fp8b_from_f32 },
+};
+
+int quant_fmt_valid(int fmt)
+{
+    return fmt >= 0 && fmt < QUANT_FMT_COUNT && FMT[fmt].name != NULL;
+}
+
+const struct quant_fmt_traits *quant_fmt_traits(enum quant_fmt fmt)
+{
+    return &FMT[fmt];
+}
+
+const char *quant_fmt_name(enum quant_fmt fmt)
+{
+    return quant_fmt_valid(fmt) ? FMT[fmt].name : "?";
+}
+
+int quant_fmt_from_name(const char *name)
+{
+    for (int f = 0; f < QUANT_FMT_COUNT; f++)
+        if (FMT[f].name && strcmp(FMT[f].name, name) == 0) return f;
+    return -1;
+}
+
+size_t quant_fmt_row_bytes(enum quant_fmt fmt, int cols)
+{
+    size_t a = (size_t)FMT[fmt].row_align;
+    size_t padded = ((size_t)cols + a - 1) / a * a;
+    return padded * (size_t)FMT[fmt].bits / 8;
+}
+
+size_t quant_fmt_data_bytes(enum quant_fmt fmt, int rows, int cols)
+{
+    return (size_t)rows * quant_fmt_row_bytes(fmt, cols);
+}
+
+size_t quant_fmt_scale_count(enum quant_fmt fmt, int rows, int cols)
+{
+    const struct quant_fmt_traits *t = &FMT[fmt];
+    size_t gc = t->group_cols > 0 ? (size_t)t->group_cols : 1;
+    size_t gr = t->group_rows > 0 ? (size_t)t->group_rows : 1;
+    switch (t->scale_kind) {
+    case QUANT_SCALE_NONE: return 0;
+    case QUANT_SCALE_ROW: return (size_t)rows;
+    case QUANT_SCALE_GROUP: return (size_t)rows * (((size_t)cols + gc - 1) / gc);
+    case QUANT_SCALE_BLOCK2D: return (((size_t)rows + gr - 1) / gr) * (((size_t)cols + gc - 1) / gc);
+    }
+    return 0;
+}
+
+size_t quant_fmt_scale_index(enum quant_fmt fmt, int rows, int cols, int row, int col)
+{
+    const struct quant_fmt_traits *t = &FMT[fmt];
+    switch (t->scale_kind) {
+    case QUANT_SCALE_NONE: return 0;
+    case QUANT_SCALE_ROW: return (size_t)row;
+    case QUANT_SCALE_GROUP:
+        return (size_t)row * (size_t)((cols + t->group_cols - 1) / t->group_cols) + (size_t)(col / t->group_cols);
+    case QUANT_SCALE_BLOCK2D:
+        return (size_t)(row / t->group_rows) * (size_t)((cols + t->group_cols - 1) / t->group_cols)
+             + (size_t)(col / t->group_cols);
+    }
+    return 0;
+}

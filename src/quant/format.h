@@ -1,0 +1,100 @@
+/* quant/format.h - the weight formats: an enum, and one traits table that says
+ * how each format lays out a [rows, cols] matrix (cols = the input dimension).
+ *
+ * Every format stores two arrays: `data` (rows of packed elements, row r at
+ * r * quant_fmt_row_bytes(fmt, cols)) and, for scaled formats, `scales` (f32).
+ * All multi-byte values are little-endian.
+ *
+ *   format  element                    row bytes            scales (f32)
+ *   f32     IEEE binary32              4*cols               none
+ *   bf16    bfloat16 (f32 >> 16)       2*cols               none
+ *   f16     IEEE binary16              2*cols               none
+ *   q8      int8 q in [-127, 127]      cols                 [rows]            w = q*s
+ *   q4      int4, see below            ceil(cols/128)*64    [rows]            w = q*s
+ *   q4gG    int4, see below            ceil(cols/128)*64    [rows][ceil(cols/G)] G = 32/64/128
+ *   fp8b    e4m3fn byte (quant/fp8.h)  cols                 [ceil(rows/128)][ceil(cols/128)]
+ *
+ * int4 layout: a nibble holds q+8 with q in [-8, 7] (0x0 = -8, 0x8 = 0,
+ * 0xF = +7); the quantizer is symmetric and emits q in [-7, 7] with
+ * s = amax/7, so the round-trip error is at most s/2. A row is a sequence of
+ * 128-element blocks of 64 bytes: byte j of a block holds element j in its low
+ * nibble and element j+64 in its high nibble. (This keeps both halves of a
+ * byte in input order, so SIMD code of any width unpacks a load into two
+ * contiguous runs of elements.) A row is padded to a multiple of 128 elements
+ * with 0x8 nibbles (value 0). Group scales are f32, not f16: exact, and one
+ * code path for every format; q4g32 costs 5 bits per weight, q4g64 4.5,
+ * q4g128 4.25.
+ *
+ * q8 / q4 / q4gG scales are amax/127 or amax/7 of the row or group; a row or
+ * group whose amax is 0 gets scale 0 and all-zero codes. fp8b is DeepSeek's
+ * layout: one scale per 128x128 block, edge blocks partial; the scale is a
+ * multiplier (safetensors names it weight_scale_inv), amax/448 when we
+ * quantize.
+ *
+ * Ids are stable (they may be written into converted files): never renumber,
+ * retire an id by commenting it out.
+ */
+#ifndef COLIBRI_QUANT_FORMAT_H
+#define COLIBRI_QUANT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum quant_fmt {
+    QUANT_F32    = 0,
+    QUANT_BF16   = 1,
+    QUANT_F16    = 2,
+    QUANT_Q8     = 3,
+    QUANT_Q4     = 4,
+    QUANT_Q4G32  = 5,
+    QUANT_Q4G64  = 6,
+    QUANT_Q4G128 = 7,
+    QUANT_FP8B   = 8,
+    QUANT_FMT_COUNT
+};
+
+/* int4 storage block: 128 elements in 64 bytes (see the layout above). */
+#define QUANT_INT4_BLOCK 128
+/* fp8b scale block edge (rows and cols). */
+#define QUANT_FP8B_BLOCK 128
+
+enum quant_scale_kind {
+    QUANT_SCALE_NONE,       /* no scales array */
+    QUANT_SCALE_ROW,        /* one per row */
+    QUANT_SCALE_GROUP,      /* one per row per group of group_cols columns */
+    QUANT_SCALE_BLOCK2D,    /* one per group_rows x group_cols block */
+};
+
+struct qtensor;
+
+struct quant_fmt_traits {
+    const char *name;
+    int bits;               /* storage bits per element */
+    int row_align;          /* a row is padded to a multiple of this many elements */
+    enum quant_scale_kind scale_kind;
+    int group_cols;         /* GROUP / BLOCK2D: columns per scale */
+    int group_rows;         /* BLOCK2D: rows per scale */
+    /* Dequantizes row `row` of W into out[W->cols]. Pure; thread-safe. */
+    void (*to_f32)(const struct qtensor *W, int row, float *out);
+    /* Quantizes w[rows][cols] into data/scales sized by quant_fmt_*_bytes
+     * (padding bytes are written too). Pure; thread-safe. */
+    void (*from_f32)(const float *w, int rows, int cols, void *data, float *scales);
+};
+
+/* The traits of fmt; fmt must be a valid id (quant_fmt_valid). */
+const struct quant_fmt_traits *quant_fmt_traits(enum quant_fmt fmt);
+int quant_fmt_valid(int fmt);
+/* "q4g64" -> QUANT_Q4G64; -1 for an unknown name. */
+int quant_fmt_from_name(const char *name);
+const char *quant_fmt_name(enum quant_fmt fmt);
+
+/* Sizes of the two arrays of a [rows, cols] matrix. */
+size_t quant_fmt_row_bytes(enum quant_fmt fmt, int cols);
+size_t quant_fmt_data_bytes(enum quant_fmt fmt, int rows, int cols);
+size_t quant_fmt_scale_count(enum quant_fmt fmt, int rows, int cols);
+
+/* Index into scales[] of the scale covering element (row, col); only for
+ * scaled formats. */
+size_t quant_fmt_scale_index(enum quant_fmt fmt, int rows, int cols, int row, int col);
+
+#endif

@@ -1,0 +1,77 @@
+/* quant/kernels.h - internal: the interface between qtensor.c (the driver)
+ * and the per-ISA kernel files. Not part of the quant API.
+ *
+ * A kernel computes Y[j][r] = row r of W · activation j for r in [r0, r1)
+ * and j in [j0, j0+nj), nj <= QUANT_NB, writing Y[j * W->rows + r]. It reads
+ * the activations from a struct quant_act prepared once per call of the
+ * driver: always the f32 rows, plus, when the kernel asks for them
+ * (act_int8), int8 copies quantized per block of 32. Kernels are pure and
+ * re-entrant; the driver splits rows among threads.
+ */
+#ifndef COLIBRI_QUANT_KERNELS_H
+#define COLIBRI_QUANT_KERNELS_H
+
+#include <stdint.h>
+
+#include "quant/qtensor.h"
+
+/* Activations a kernel handles per call (register blocking in matmul). */
+#define QUANT_NB 4
+/* Elements per int8 activation block (one scale each). */
+#define QUANT_ACT_BLOCK 32
+
+struct quant_act {
+    int n, cols;
+    const float *x;         /* [n][cols] */
+    /* int8 form, present when the kernel set asks for it: */
+    int cols_pad;           /* cols rounded up to QUANT_INT4_BLOCK */
+    int nblk;               /* cols_pad / QUANT_ACT_BLOCK */
+    const int8_t *q;        /* [n][cols_pad], zero past cols */
+    const float *xs;        /* [n][nblk] block scale: x ~ q * xs */
+    const float *xsum;      /* [n][nblk] xs * sum of the block's q */
+    const float *xsum_all;  /* [n] sum over the row of xsum */
+};
+
+typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
+                              const struct quant_act *a, int j0, int nj, float *Y);
+
+/* Quantizes one activation row: q[cols_pad], xs[nblk], xsum[nblk]; returns
+ * the sum of xsum. */
+typedef float (*quant_act_prep_fn)(const float *x, int cols, int cols_pad,
+                                   int8_t *q, float *xs, float *xsum);
+
+struct quant_kernel {
+    quant_rows_fn rows;     /* NULL: no kernel at this level */
+    int act_int8;           /* reads a->q / xs / xsum */
+};
+
+struct quant_isa_table {
+    struct quant_kernel k[QUANT_FMT_COUNT];
+    quant_act_prep_fn act_prep;     /* NULL: use the reference's */
+};
+
+extern const struct quant_isa_table quant_isa_ref;
+#if defined(__x86_64__)
+extern const struct quant_isa_table quant_isa_avx2;
+extern const struct quant_isa_table quant_isa_avx512;
+#endif
+#if defined(__aarch64__)
+extern const struct quant_isa_table quant_isa_neon;
+#endif
+
+/* The reference activation quantizer (round to nearest even, scale
+ * amax/127, blocks with amax 0 get scale 0). */
+float quant_act_prep_ref(const float *x, int cols, int cols_pad,
+                         int8_t *q, float *xs, float *xsum);
+
+/* The table for a level, NULL if unavailable. Filled once (dispatch.c). */
+const struct quant_isa_table *quant_isa_table(enum quant_isa isa);
+
+/* int4 helpers: the nibble of element `col` in a row (layout in format.h). */
+static inline int quant_int4_get(const uint8_t *row, int col)
+{
+    uint8_t b = row[(col / QUANT_INT4_BLOCK) * (QUANT_INT4_BLOCK / 2) + (col % (QUANT_INT4_BLOCK / 2))];
+    return ((col % QUANT_INT4_BLOCK) < QUANT_INT4_BLOCK / 2 ? (b & 0xF) : (b >> 4)) - 8;
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* quant/qtensor.c - qtensor lifetime (make, wrap, free) and the driver of the
+ * products: prepare the activations once, then hand row blocks to the
+ * dispatched kernel, in parallel over row blocks when it is worth it. */
+#include "quant/qtensor.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "quant/kernels.h"
+
+/* Rows per unit of parallel work: small enough to balance two to a few dozen
+ * threads on decode-sized matrices, large enough to amortize a kernel call. */
+#define QUANT_ROW_BLOCK 16
+/* Below this many weight elements x activations a parallel region costs more
+ * than it saves. */
+#define QUANT_PAR_MIN_WORK (1u << 16)
+
+static int check_shape(enum quant_fmt fmt, int rows, int cols, struct colibri_err *err)
+{
+    if (!quant_fmt_valid(fmt))
+        return err_set(err, COLIBRI_EINVAL, "quant: unknown weight format id %d", (int)fmt);
+    if (rows <= 0 || cols <= 0)
+        return err_set(err, COLIBRI_EINVAL, "quant: bad shape [%d, %d] for %s", rows, cols,
+                       quant_fmt_name(fmt));
+    return 0;
+}
+
+int quant_qtensor_from_f32(enum quant_fmt fmt, int rows, int cols, const float *w,
+                           struct qtensor *out, struct colibri_err *err)
+{
+    int rc = check_shape(fmt, rows, cols, err);
+    if (rc) return rc;
+    size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    void *data = xalloc(nd);
+    float *scales = ns ? xalloc(ns * sizeof(float)) : NULL;
+    if (!data || (ns && !scales)) {
+        free(data);
+        free(scales);
+        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate %zu bytes for a [%d, %d] %s tensor",
+                       nd + ns * sizeof(float), rows, cols, quant_fmt_name(fmt));
+    }
+    quant_fmt_traits(fmt)->from_f32(w, rows, cols, data, scales);
+    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
+                             .scales = scales, .owned = 1 };
+    return 0;
+}
+
+int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
+                       const void *data, size_t data_bytes,
+                       const float *scales, size_t n_scales,
+                       struct qtensor *out, struct colibri_err *err)
+{
+    int rc = check_shape(fmt, rows, cols, err);
+    if (rc) return rc;
+    size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    if (!data || data_bytes != nd)
+        return err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu data bytes, got %zu%s",
+                       quant_fmt_name(fmt), rows, cols, nd, data_bytes, data ? "" : " (NULL)");
+    if (n_scales != ns || (ns && !scales))
+        return err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu scales, got %zu%s",
+                       quant_fmt_name(fmt), rows, cols, ns, n_scales,
+                       ns && !scales ? " (NULL)" : "");
+    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
+                             .scales = ns ? scales : NULL, .owned = 0 };
+    return 0;
+}
+
+void quant_qtensor_free(struct qtensor *W)
+{
+    if (!W) return;
+    if (W->owned) {
+        free((void *)W->data);
+        free((void *)W->scales);
+    }
+    memset(W, 0, sizeof *W);
+}
+
+void quant_dequant_rows(const struct qtensor *W, int row0, int nrows, float *out)
+{
+    const struct quant_fmt_traits *t = quant_fmt_traits(W->fmt);
+    for (int i = 0; i < nrows; i++) t->to_f32(W, row0 + i, out + (size_t)i * W->cols);
+}
+
+/* Y = X·Wᵀ with the kernels of table t. 0, or COLIBRI_ENOMEM when the int8
+ * activation buffer cannot be allocated (nothing written then). */
+static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
+                       const struct quant_isa_table *t)
+{
+    const struct quant_kernel *k = &t->k[W->fmt];
+    struct quant_act a = { .n = n, .cols = W->cols, .x = X };
+    void *buf = NULL;
+    if (k->act_int8) {
+        a.cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
+        a.nblk = a.cols_pad / QUANT_ACT_BLOCK;
+        size_t nq = (size_t)n * a.cols_pad, nf = (size_t)n * a.nblk;
+        buf = xalloc(nq + (2 * nf + (size_t)n) * sizeof(float));
+        if (!buf) return COLIBRI_ENOMEM;
+        float *xs = (float *)((uint8_t *)buf + nq), *xsum = xs + nf, *all = xsum + nf;
+        int8_t *q = buf;
+        for (int j = 0; j < n; j++)
+            all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
+                                 q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
+                                 xsum + (size_t)j * a.nblk);
+        a.q = q;
+        a.xs = xs;
+        a.xsum = xsum;
+        a.xsum_all = all;
+    }
+    int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
+    int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
+              (double)W->rows * W->cols * n >= QUANT_PAR_MIN_WORK;
+    #pragma omp parallel for schedule(static) if (par)
+    for (int b = 0; b < nblocks; b++) {
+        int r0 = b * QUANT_ROW_BLOCK;
+        int r1 = r0 + QUANT_ROW_BLOCK < W->rows ? r0 + QUANT_ROW_BLOCK : W->rows;
+        for (int j0 = 0; j0 < n; j0 += QUANT_NB)
+            k->rows(W, r0, r1, &a, j0, n - j0 < QUANT_NB ? n - j0 : QUANT_NB, Y);
+    }
+    free(buf);
+    return 0;
+}
+
+int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
+                     enum quant_isa isa, struct colibri_err *err)
+{
+    const struct quant_isa_table *t = quant_isa_table(isa);
+    if (!t)
+        return err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
+                       quant_isa_name(isa));
+    if (matmul_with(W, X, n, Y, t))
+        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate activations for %s [%d, %d] x %d",
+                       quant_fmt_name(W->fmt), W->rows, W->cols, n);
+    return 0;
+}
+
+void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y)
+{
+    if (matmul_with(W, X, n, Y, quant_isa_table(quant_isa_best())))
+        matmul_with(W, X, n, Y, quant_isa_table(QUANT_ISA_SCALAR));
+}
+
+void quant_matvec(const struct qtensor *W, const float *x, float *y)
+{
+    quant_matmul(W, x, 1, y);
+}

@@ -1,0 +1,103 @@
+/* quant/qtensor.h - a weight matrix in one of the quant/format.h formats, and
+ * the products the forward pass needs: y = W·x (decode), Y = X·Wᵀ (prefill),
+ * and dequantized row slices.
+ *
+ * A qtensor is [rows = out, cols = in]. It either owns its arrays (made by
+ * quant_qtensor_from_f32; released by quant_qtensor_free) or borrows them
+ * (quant_qtensor_wrap: e.g. bf16 or F8_E4M3 tensors inside an mmap'd
+ * safetensors file, used as stored; the caller keeps them mapped and
+ * unchanged for the qtensor's lifetime, and quant_qtensor_free only clears
+ * the struct).
+ *
+ * Threads: a qtensor is read-only after it is made; any number of threads may
+ * multiply with it at once. quant_matvec / quant_matmul parallelize over
+ * output rows with OpenMP when called outside a parallel region and the
+ * matrix is large enough; called from inside a parallel region (e.g. one
+ * thread per expert) they run on the calling thread alone, so the caller
+ * decides where the parallelism goes.
+ *
+ * Numerics: quant_isa_best() picks the kernel level. The scalar level is the
+ * reference: dequantize in f32, multiply by the f32 activations, accumulate
+ * in f32. At the AVX2 / AVX-512 levels, q8 and q4* quantize the activations to
+ * int8 per block of 32 (scale amax/127) and use integer dot products; the
+ * error against the reference is then at most
+ *     sum_j |w_j| * amax(block of x_j) / 254  +  1e-5 * sum_j |w_j x_j|
+ * (the half step of the activation rounding, plus f32 reordering). Every other
+ * format and level stays in f32: within 1e-5 * sum_j |w_j x_j| of the
+ * reference. fp8b at the SIMD levels decodes through f16 and reads the NaN
+ * codes 0x7F/0xFF as +-480 (the reference table gives NaN); our encoder never
+ * writes them and DeepSeek checkpoints do not hold them.
+ */
+#ifndef COLIBRI_QUANT_QTENSOR_H
+#define COLIBRI_QUANT_QTENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+#include "quant/format.h"
+
+struct qtensor {
+    enum quant_fmt fmt;
+    int rows, cols;
+    const void *data;       /* rows * quant_fmt_row_bytes(fmt, cols) bytes */
+    const float *scales;    /* quant_fmt_scale_count(fmt, rows, cols); NULL if none */
+    int owned;              /* 1: data and scales are freed by quant_qtensor_free */
+};
+
+/* Kernel levels, lowest first. Only the levels built for this machine's
+ * architecture and supported by its CPU are available. */
+enum quant_isa {
+    QUANT_ISA_SCALAR = 0,
+    QUANT_ISA_AVX2   = 1,
+    QUANT_ISA_AVX512 = 2,   /* F, BW, VL, DQ, VNNI */
+    QUANT_ISA_NEON   = 3,
+    QUANT_ISA_COUNT
+};
+
+/* Quantizes w[rows][cols] (row-major f32, not kept) into a new owned tensor.
+ * 0, or COLIBRI_EINVAL (bad format or shape) / COLIBRI_ENOMEM; *out is
+ * untouched on failure. */
+int quant_qtensor_from_f32(enum quant_fmt fmt, int rows, int cols, const float *w,
+                           struct qtensor *out, struct colibri_err *err);
+
+/* Makes a borrowing tensor over data (data_bytes long) and scales (n_scales
+ * floats; NULL and 0 for unscaled formats). Checks both sizes against the
+ * format: COLIBRI_EINVAL with a message naming the expected and given sizes.
+ * Nothing is copied; see the lifetime rule above. */
+int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
+                       const void *data, size_t data_bytes,
+                       const float *scales, size_t n_scales,
+                       struct qtensor *out, struct colibri_err *err);
+
+/* Frees owned arrays and zeroes *W. NULL, or a zeroed struct, is a no-op. */
+void quant_qtensor_free(struct qtensor *W);
+
+/* y[rows] = W · x[cols]. x and y must not overlap. */
+void quant_matvec(const struct qtensor *W, const float *x, float *y);
+
+/* Y[n][rows] = X[n][cols] · Wᵀ, row-major. Each weight row is read once per
+ * batch (prefill). n >= 1. */
+void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y);
+
+/* out[nrows][cols] = rows row0 .. row0+nrows-1 of W in f32 (for slices such as
+ * kv_b_proj's W_UK / W_UV of one head). Exact dequantization (no activation
+ * rounding is involved). */
+void quant_dequant_rows(const struct qtensor *W, int row0, int nrows, float *out);
+
+/* The level quant_matvec / quant_matmul use: the best the CPU supports,
+ * chosen once from CPUID. */
+enum quant_isa quant_isa_best(void);
+int quant_isa_available(enum quant_isa isa);
+const char *quant_isa_name(enum quant_isa isa);
+
+/* quant_matmul at a chosen level (tests and benchmarks compare levels with
+ * it). A format the level has no kernel for falls back to the next lower
+ * level that has one. COLIBRI_EUNSUPPORTED if the level is not available
+ * here; COLIBRI_ENOMEM if the activation buffer cannot be allocated (then Y
+ * is untouched). quant_matvec / quant_matmul fall back to the scalar level
+ * rather than fail when that allocation fails. */
+int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
+                     enum quant_isa isa, struct colibri_err *err);
+
+#endif

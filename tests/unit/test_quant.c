@@ -1,0 +1,393 @@
+/* test_quant.c - weight formats and their kernels: sizes, layouts written out
+ * by hand, quantize/dequantize error bounds, and every format x every kernel
+ * level available here against an independent double-precision reference
+ * (dequantize with to_f32, dot in double), over odd shapes and batches. */
+#include "check.h"
+#include "quant/fp8.h"
+#include "quant/half.h"
+#include "quant/kernels.h"
+#include "quant/qtensor.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng_s ^= rng_s << 13; rng_s ^= rng_s >> 7; rng_s ^= rng_s << 17;
+    return (uint32_t)(rng_s >> 16);
+}
+static float rndf(void) { return ((float)(rnd() % 2000001) - 1000000.0f) * 1e-6f; }
+
+static float *rand_vec(size_t n, float amp)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = rndf() * amp;
+    return v;
+}
+
+static const int ALL_FMTS[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
+                                QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
+#define NFMT ((int)(sizeof ALL_FMTS / sizeof ALL_FMTS[0]))
+
+static int is_int4(int f) { return f == QUANT_Q4 || f == QUANT_Q4G32 || f == QUANT_Q4G64 || f == QUANT_Q4G128; }
+static int group_of(int f, int cols)
+{
+    return f == QUANT_Q4G32 ? 32 : f == QUANT_Q4G64 ? 64 : f == QUANT_Q4G128 ? 128 : cols;
+}
+
+/* Sizes computed here from the table in format.h, by hand. */
+static void test_sizes(void)
+{
+    int rows = 300, cols = 200;
+    CHECK(quant_fmt_row_bytes(QUANT_F32, cols) == 800, "f32");
+    CHECK(quant_fmt_row_bytes(QUANT_BF16, cols) == 400, "bf16");
+    CHECK(quant_fmt_row_bytes(QUANT_F16, cols) == 400, "f16");
+    CHECK(quant_fmt_row_bytes(QUANT_Q8, cols) == 200, "q8");
+    CHECK(quant_fmt_row_bytes(QUANT_Q4, cols) == 128, "q4: 256 padded / 2");
+    CHECK(quant_fmt_row_bytes(QUANT_Q4G32, 129) == 128, "q4g32 129 cols -> 256 padded");
+    CHECK(quant_fmt_row_bytes(QUANT_Q4G64, 128) == 64, "q4g64 128");
+    CHECK(quant_fmt_row_bytes(QUANT_FP8B, cols) == 200, "fp8b");
+    CHECK(quant_fmt_scale_count(QUANT_F32, rows, cols) == 0, "f32 no scales");
+    CHECK(quant_fmt_scale_count(QUANT_Q8, rows, cols) == 300, "q8");
+    CHECK(quant_fmt_scale_count(QUANT_Q4, rows, cols) == 300, "q4");
+    CHECK(quant_fmt_scale_count(QUANT_Q4G32, rows, cols) == 300 * 7, "q4g32: ceil(200/32)=7");
+    CHECK(quant_fmt_scale_count(QUANT_Q4G64, rows, cols) == 300 * 4, "q4g64");
+    CHECK(quant_fmt_scale_count(QUANT_Q4G128, rows, cols) == 300 * 2, "q4g128");
+    CHECK(quant_fmt_scale_count(QUANT_FP8B, rows, cols) == 3 * 2, "fp8b: ceil(300/128) x ceil(200/128)");
+    CHECK(quant_fmt_scale_count(QUANT_FP8B, 576, 7168) == 5 * 56, "kv_a_proj_with_mqa: 5 scale rows");
+    CHECK(quant_fmt_data_bytes(QUANT_Q4G64, 3, 7168) == 3 * 3584, "data bytes");
+    for (int i = 0; i < NFMT; i++) {
+        const char *nm = quant_fmt_name(ALL_FMTS[i]);
+        CHECK(quant_fmt_from_name(nm) == ALL_FMTS[i], "name round trip %s", nm);
+    }
+    CHECK(quant_fmt_from_name("q3") == -1, "unknown name");
+    CHECK(!quant_fmt_valid(QUANT_FMT_COUNT) && !quant_fmt_valid(-1), "valid ids");
+}
+
+/* The int4 layout written out independently: element c sits in block c/128,
+ * byte (c%128)%64, low nibble if c%128 < 64; value nibble - 8. Random bytes
+ * cover the extremes 0x0 and 0xF, forced in at known spots too. */
+static void test_int4_layout(void)
+{
+    int rows = 3, cols = 200;
+    size_t rb = quant_fmt_row_bytes(QUANT_Q4G32, cols);
+    uint8_t *d = malloc(rows * rb);
+    for (size_t i = 0; i < rows * rb; i++) d[i] = (uint8_t)rnd();
+    d[0] = 0xF0;            /* row 0: col 0 -> -8, col 64 -> +7 */
+    d[1] = 0x0F;            /* col 1 -> +7, col 65 -> -8 */
+    int ng = 7;
+    float sc[3 * 7];
+    for (int i = 0; i < 21; i++) sc[i] = 0.5f + (float)i;
+    struct qtensor W;
+    CHECK(quant_qtensor_wrap(QUANT_Q4G32, rows, cols, d, rows * rb, sc, 21, &W, NULL) == 0, "wrap");
+    float out[3 * 200];
+    quant_dequant_rows(&W, 0, rows, out);
+    int bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            uint8_t b = d[r * rb + (c / 128) * 64 + (c % 128) % 64];
+            int nib = (c % 128) < 64 ? (b & 15) : (b >> 4);
+            float want = (float)(nib - 8) * sc[r * ng + c / 32];
+            if (out[r * cols + c] != want) bad++;
+        }
+    CHECK(bad == 0, "%d elements differ from the layout", bad);
+    CHECK(out[0] == -8 * sc[0] && out[64] == 7 * sc[2] && out[1] == 7 * sc[0] && out[65] == -8 * sc[2],
+          "nibble extremes");
+    quant_qtensor_free(&W);
+    free(d);
+}
+
+static void test_fp8b_layout(void)
+{
+    int rows = 130, cols = 260;                       /* 2 x 3 blocks, partial both ways */
+    uint8_t *d = malloc((size_t)rows * cols);
+    for (int i = 0; i < rows * cols; i++) { d[i] = (uint8_t)rnd(); if ((d[i] & 0x7F) == 0x7F) d[i] = 0x42; }
+    float sc[6] = { 1, 2, 3, 4, 5, 0.25f };
+    struct qtensor W;
+    CHECK(quant_qtensor_wrap(QUANT_FP8B, rows, cols, d, (size_t)rows * cols, sc, 6, &W, NULL) == 0, "wrap");
+    float *out = malloc((size_t)rows * cols * sizeof *out);
+    quant_dequant_rows(&W, 0, rows, out);
+    int bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            if (out[r * cols + c] != quant_fp8_e4m3_decode(d[r * cols + c]) * sc[(r / 128) * 3 + c / 128]) bad++;
+    CHECK(bad == 0, "%d fp8b elements wrong", bad);
+    /* a slice in the middle, like W_UK of one head */
+    float slice[3 * 260];
+    quant_dequant_rows(&W, 127, 3, slice);
+    CHECK(memcmp(slice, out + 127 * cols, sizeof slice) == 0, "slice across a block row edge");
+    free(out);
+    free(d);
+}
+
+static void test_wrap_checks(void)
+{
+    uint8_t d[64 * 10] = { 0 };
+    float s[20] = { 0 };
+    struct qtensor W = { 0 };
+    struct colibri_err e = { 0 };
+    CHECK(quant_qtensor_wrap(QUANT_Q4G64, 10, 100, d, sizeof d, s, 10 * 2, &W, &e) == 0, "ok: %s", e.msg);
+    CHECK(W.data == d && W.scales == s && !W.owned, "borrowed, not copied");
+    quant_qtensor_free(&W);
+    CHECK(W.data == NULL, "free clears");
+    CHECK(quant_qtensor_wrap(QUANT_Q4G64, 10, 100, d, sizeof d - 1, s, 20, &W, &e) == COLIBRI_EINVAL, "short data");
+    CHECK(strstr(e.msg, "640") != NULL, "message names the expected size: %s", e.msg);
+    CHECK(quant_qtensor_wrap(QUANT_Q4G64, 10, 100, d, sizeof d, s, 10, &W, &e) == COLIBRI_EINVAL, "scales");
+    CHECK(quant_qtensor_wrap(QUANT_Q4G64, 10, 100, d, sizeof d, NULL, 20, &W, &e) == COLIBRI_EINVAL, "NULL scales");
+    CHECK(quant_qtensor_wrap(QUANT_BF16, 10, 32, d, 640, NULL, 0, &W, &e) == 0, "bf16 no scales");
+    CHECK(quant_qtensor_wrap(QUANT_FMT_COUNT, 10, 32, d, 640, NULL, 0, &W, &e) == COLIBRI_EINVAL, "bad fmt");
+    CHECK(quant_qtensor_wrap(QUANT_F32, 0, 32, d, 0, NULL, 0, &W, &e) == COLIBRI_EINVAL, "bad shape");
+    quant_qtensor_free(NULL);
+}
+
+/* Quantize then dequantize: the per-element bound of each format. */
+static void test_roundtrip_bounds(void)
+{
+    int rows = 131, cols = 203;
+    float *w = rand_vec((size_t)rows * cols, 2.0f);
+    for (int c = 0; c < cols; c++) w[5 * cols + c] = 0.0f;           /* an all-zero row */
+    for (int c = 0; c < 40; c++) w[7 * cols + c] = 1e-3f * rndf();   /* a small group */
+    w[9 * cols + 3] = 1e-6f;                                          /* f16 subnormal */
+    float *out = malloc((size_t)rows * cols * sizeof *out);
+    for (int i = 0; i < NFMT; i++) {
+        int f = ALL_FMTS[i];
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(f, rows, cols, w, &W, NULL) == 0, "quantize %s", quant_fmt_name(f));
+        quant_dequant_rows(&W, 0, rows, out);
+        int bad = 0;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                double x = w[r * cols + c], y = out[r * cols + c], bound;
+                if (f == QUANT_F32) bound = 0;
+                else if (f == QUANT_BF16) bound = fabs(x) * 0x1p-8;
+                else if (f == QUANT_F16) bound = fmax(fabs(x) * 0x1p-11, 0x1p-25);
+                else if (f == QUANT_FP8B) {
+                    double s = W.scales[(r / 128) * 2 + c / 128];
+                    bound = fmax(fabs(x) * 0x1p-4, s * 0x1p-10) * 1.0001;
+                } else {
+                    /* scale = amax/qmax of the row or group, error <= s/2 */
+                    int g = group_of(f, cols), qmax = f == QUANT_Q8 ? 127 : 7;
+                    double amax = 0;
+                    for (int k = c / g * g; k < c / g * g + g && k < cols; k++) amax = fmax(amax, fabs(w[r * cols + k]));
+                    double s = amax / qmax;
+                    bound = s / 2 * 1.0001 + 1e-12;
+                }
+                if (fabs(x - y) > bound && bad++ < 5)
+                    CHECK(0, "%s (%d,%d): %.9g -> %.9g, bound %g", quant_fmt_name(f), r, c, x, y, bound);
+                if (r == 5 && y != 0.0) bad++;
+            }
+        CHECK(bad == 0, "%s: %d elements out of bounds", quant_fmt_name(f), bad);
+        quant_qtensor_free(&W);
+    }
+    free(out);
+    free(w);
+}
+
+/* A tensor for kernel tests: quantized from random f32, or (raw = 1) random
+ * bytes and scales wrapped as is, so every nibble / code value occurs,
+ * the extremes included. The caller frees *mem and *smem when wrapped. */
+static void make_tensor(int f, int rows, int cols, int raw, struct qtensor *W, void **mem, float **smem)
+{
+    *mem = NULL;
+    *smem = NULL;
+    if (!raw || f == QUANT_F32 || f == QUANT_BF16 || f == QUANT_F16) {
+        float *w = rand_vec((size_t)rows * cols, 1.0f);
+        CHECK(quant_qtensor_from_f32(f, rows, cols, w, W, NULL) == 0, "make");
+        free(w);
+        return;
+    }
+    size_t nd = quant_fmt_data_bytes(f, rows, cols), ns = quant_fmt_scale_count(f, rows, cols);
+    uint8_t *d = malloc(nd);
+    float *s = malloc(ns * sizeof *s);
+    for (size_t i = 0; i < nd; i++) {
+        d[i] = (uint8_t)rnd();
+        if (f == QUANT_FP8B && (d[i] & 0x7F) == 0x7F) d[i] ^= 1;    /* no NaN codes */
+        if (f == QUANT_Q8 && d[i] == 0x80) d[i] = 0x81;               /* q8 codes are in [-127, 127] */
+    }
+    if (is_int4(f))                                                  /* padding nibbles = 0x8 */
+        for (int r = 0; r < rows; r++)
+            for (int c = cols; c < (int)(quant_fmt_row_bytes(f, cols) * 2); c++) {
+                uint8_t *b = d + r * quant_fmt_row_bytes(f, cols) + (c / 128) * 64 + (c % 128) % 64;
+                *b = (c % 128) < 64 ? (uint8_t)((*b & 0xF0) | 8) : (uint8_t)((*b & 0x0F) | 0x80);
+            }
+    for (size_t i = 0; i < ns; i++) s[i] = (0.01f + (float)(rnd() % 1000) * 1e-4f) * ((i % 7 == 3) ? 0.0f : 1.0f);
+    CHECK(quant_qtensor_wrap(f, rows, cols, d, nd, s, ns, W, NULL) == 0, "wrap raw");
+    *mem = d;
+    *smem = s;
+}
+
+/* Each output of each level against the double-precision reference, with the
+ * bound the level documents (qtensor.h). */
+static int check_product(const struct qtensor *W, const float *X, int n, const float *Y,
+                         int int8_act, const char *what)
+{
+    int rows = W->rows, cols = W->cols, bad = 0;
+    float *wr = malloc((size_t)cols * sizeof *wr);
+    for (int r = 0; r < rows; r++) {
+        quant_dequant_rows(W, r, 1, wr);
+        for (int j = 0; j < n; j++) {
+            const float *x = X + (size_t)j * cols;
+            double ref = 0, mag = 0, actb = 0;
+            for (int c = 0; c < cols; c++) {
+                ref += (double)wr[c] * x[c];
+                mag += fabs((double)wr[c] * x[c]);
+            }
+            if (int8_act)
+                for (int b = 0; b * 32 < cols; b++) {
+                    double amax = 0, sw = 0;
+                    for (int c = b * 32; c < cols && c < b * 32 + 32; c++) {
+                        amax = fmax(amax, fabs(x[c]));
+                        sw += fabs(wr[c]);
+                    }
+                    actb += sw * amax / 254;
+                }
+            double tol = 1e-5 * mag + actb * 1.001 + 1e-30;
+            double got = Y[(size_t)j * rows + r];
+            if (!(fabs(got - ref) <= tol) && bad++ < 3)
+                CHECK(0, "%s r=%d j=%d: %.9g vs %.9g (tol %g, sum|terms| %g)", what, r, j, got, ref, tol, mag);
+        }
+    }
+    free(wr);
+    return bad;
+}
+
+static void test_kernels_vs_reference(void)
+{
+    static const int shapes[][2] = { { 1, 1 }, { 3, 31 }, { 17, 100 }, { 33, 129 }, { 130, 200 },
+                                     { 129, 257 }, { 20, 640 }, { 5, 1000 }, { 300, 448 } };
+    static const int batches[] = { 1, 3, 17 };
+    int levels = 0;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_available(isa)) continue;
+        levels++;
+        for (int fi = 0; fi < NFMT; fi++) {
+            int f = ALL_FMTS[fi];
+            int int8_act = quant_isa_table(isa)->k[f].act_int8;
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                int rows = shapes[si][0], cols = shapes[si][1];
+                for (int raw = 0; raw < 2; raw++) {
+                    struct qtensor W;
+                    void *mem;
+                    float *smem;
+                    make_tensor(f, rows, cols, raw, &W, &mem, &smem);
+                    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+                        int n = batches[bi];
+                        float *X = rand_vec((size_t)n * cols, 3.0f);
+                        if (cols > 40) for (int c = 0; c < 32; c++) X[c] = 0.0f;   /* an all-zero block */
+                        float *Y = malloc((size_t)n * rows * sizeof *Y);
+                        for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
+                        char what[96];
+                        snprintf(what, sizeof what, "%s/%s [%d,%d] n=%d%s", quant_isa_name(isa),
+                                 quant_fmt_name(f), rows, cols, n, raw ? " raw" : "");
+                        CHECK(quant_matmul_isa(&W, X, n, Y, isa, NULL) == 0, "%s", what);
+                        int bad = check_product(&W, X, n, Y, int8_act, what);
+                        CHECK(bad == 0, "%s: %d outputs out of tolerance", what, bad);
+                        free(X);
+                        free(Y);
+                    }
+                    quant_qtensor_free(&W);
+                    free(mem);
+                    free(smem);
+                }
+            }
+        }
+    }
+    CHECK(levels >= 1 && quant_isa_available(QUANT_ISA_SCALAR), "scalar always available");
+    CHECK(quant_isa_available(quant_isa_best()), "best is available");
+    printf("     levels tested: %d (best %s)\n", levels, quant_isa_name(quant_isa_best()));
+}
+
+/* matvec / matmul entry points agree with the forced best level, serially
+ * and when called from inside an outer parallel region (one row slice of
+ * work per thread, as a caller running experts in parallel would). */
+static void test_entry_points_and_nesting(void)
+{
+    int rows = 300, cols = 1000, n = 4;
+    float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
+    float *Y0 = malloc((size_t)n * rows * sizeof *Y0), *Y1 = malloc((size_t)n * rows * sizeof *Y1);
+    for (int fi = 0; fi < NFMT; fi++) {
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(ALL_FMTS[fi], rows, cols, w, &W, NULL) == 0, "q");
+        CHECK(quant_matmul_isa(&W, X, n, Y0, quant_isa_best(), NULL) == 0, "isa");
+        quant_matmul(&W, X, n, Y1);
+        CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s matmul == best level", quant_fmt_name(W.fmt));
+        memset(Y1, 0, (size_t)n * rows * sizeof *Y1);
+        #pragma omp parallel for num_threads(2)
+        for (int j = 0; j < n; j++) quant_matvec(&W, X + (size_t)j * cols, Y1 + (size_t)j * rows);
+        /* matvec and matmul at one level give the same bits per output */
+        CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s matvec in parallel region", quant_fmt_name(W.fmt));
+        quant_qtensor_free(&W);
+    }
+    free(w); free(X); free(Y0); free(Y1);
+}
+
+static void test_zero_rows(void)
+{
+    int rows = 4, cols = 300;
+    float *w = calloc((size_t)rows * cols, sizeof *w), x[300], y[4];
+    for (int c = 0; c < cols; c++) x[c] = rndf();
+    for (int fi = 0; fi < NFMT; fi++) {
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(ALL_FMTS[fi], rows, cols, w, &W, NULL) == 0, "q");
+        for (size_t i = 0; i < quant_fmt_scale_count(W.fmt, rows, cols); i++) CHECK(W.scales[i] == 0.0f, "scale 0");
+        for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_isa_available(isa)) continue;
+            y[0] = y[1] = y[2] = y[3] = NAN;
+            quant_matmul_isa(&W, x, 1, y, isa, NULL);
+            CHECK(y[0] == 0 && y[1] == 0 && y[2] == 0 && y[3] == 0, "%s/%s zero rows give 0",
+                  quant_isa_name(isa), quant_fmt_name(W.fmt));
+        }
+        quant_qtensor_free(&W);
+    }
+    free(w);
+}
+
+static void test_act_prep(void)
+{
+    float x[100];
+    for (int i = 0; i < 100; i++) x[i] = rndf() * 5;
+    for (int i = 32; i < 64; i++) x[i] = 0;
+    int8_t q[128];
+    float xs[4], xsum[4];
+    float all = quant_act_prep_ref(x, 100, 128, q, xs, xsum);
+    double tot = 0;
+    for (int b = 0; b < 4; b++) {
+        int sum = 0;
+        for (int c = b * 32; c < b * 32 + 32; c++) {
+            sum += q[c];
+            if (c >= 100) CHECK(q[c] == 0, "padding zero");
+            else CHECK(fabs(q[c] * (double)xs[b] - x[c]) <= xs[b] * 0.5001, "act rounding %d", c);
+        }
+        CHECK(fabsf(xsum[b] - xs[b] * sum) <= 1e-6f * fabsf(xs[b] * sum), "xsum");
+        tot += xsum[b];
+    }
+    CHECK(xs[1] == 0.0f, "zero block scale 0");
+    CHECK(fabs(all - tot) <= 1e-5 * fabs(tot) + 1e-6, "total");
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        const struct quant_isa_table *t = quant_isa_table(isa);
+        if (!t) continue;
+        int8_t q2[128];
+        float xs2[4], xsum2[4];
+        t->act_prep(x, 100, 128, q2, xs2, xsum2);
+        CHECK(memcmp(q, q2, sizeof q) == 0 && memcmp(xs, xs2, sizeof xs) == 0,
+              "%s act_prep matches the reference", quant_isa_name(isa));
+    }
+}
+
+int main(void)
+{
+    RUN_TEST(test_sizes);
+    RUN_TEST(test_int4_layout);
+    RUN_TEST(test_fp8b_layout);
+    RUN_TEST(test_wrap_checks);
+    RUN_TEST(test_roundtrip_bounds);
+    RUN_TEST(test_act_prep);
+    RUN_TEST(test_zero_rows);
+    RUN_TEST(test_kernels_vs_reference);
+    RUN_TEST(test_entry_points_and_nesting);
+    return CHECK_SUMMARY();
+}
