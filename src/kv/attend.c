@@ -1,0 +1,284 @@
+/* kv/attend.c - decode attention over a kv_cache: the exact f32 path, the
+ * native (code-domain, flash-decoding) path for every other tier, and the
+ * plain reference loop. The arithmetic is in kv/attn_kern.h. */
+#include "kv/attend.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "kv/attn_kern.h"
+
+#define KV_TILE 64   /* rows decoded and scored together (fits L2 with all heads) */
+
+struct kv_scratch {
+    int n_threads;
+    size_t cap;
+    uint8_t *buf;
+};
+
+int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err)
+{
+    struct kv_scratch *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch");
+    s->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
+    *out = s;
+    return 0;
+}
+
+void kv_scratch_free(struct kv_scratch *s)
+{
+    if (!s) return;
+    free(s->buf);
+    free(s);
+}
+
+static size_t al64(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
+
+static int scratch_reserve(struct kv_scratch *s, size_t bytes, struct colibri_err *err)
+{
+    if (bytes <= s->cap) return 0;
+    free(s->buf);
+    s->buf = xalloc(bytes);
+    s->cap = s->buf ? bytes : 0;
+    if (!s->buf) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch: %zu bytes", bytes);
+    return 0;
+}
+
+static float *carve(uint8_t **p, size_t floats)
+{
+    float *f = (float *)*p;
+    *p += al64(floats);
+    return f;
+}
+
+int kv_attend_ref(int T, int H, int r, int dr, const float *lat, const float *rope,
+                  const float *q_lat, const float *q_rope, float scale, float *out_lat)
+{
+    float *p = malloc((size_t)(T > 0 ? T : 1) * sizeof *p);
+    float *acc = malloc((size_t)r * sizeof *acc);
+    if (!p || !acc) {
+        free(p);
+        free(acc);
+        return COLIBRI_ENOMEM;
+    }
+    for (int h = 0; h < H; h++) {
+        const float *ql = q_lat + (size_t)h * r, *qr = dr ? q_rope + (size_t)h * dr : NULL;
+        for (int t = 0; t < T; t++) {
+            const float *c = lat + (size_t)t * r, *k = dr ? rope + (size_t)t * dr : NULL;
+            float s1 = 0.0f, s2 = 0.0f;
+            for (int i = 0; i < r; i++) s1 = fmaf(ql[i], c[i], s1);
+            for (int j = 0; j < dr; j++) s2 = fmaf(qr[j], k[j], s2);
+            p[t] = (s1 + s2) * scale;
+        }
+        float m = -INFINITY;
+        for (int t = 0; t < T; t++)
+            if (p[t] > m) m = p[t];
+        float sum = 0.0f;
+        for (int t = 0; t < T; t++) {
+            p[t] = kv_expf(p[t] - m);
+            sum += p[t];
+        }
+        for (int i = 0; i < r; i++) acc[i] = 0.0f;
+        for (int t = 0; t < T; t++) {
+            const float *c = lat + (size_t)t * r;
+            for (int i = 0; i < r; i++) acc[i] = fmaf(p[t], c[i], acc[i]);
+        }
+        for (int i = 0; i < r; i++) out_lat[(size_t)h * r + i] = acc[i] / sum;
+    }
+    free(p);
+    free(acc);
+    return 0;
+}
+
+/* Transposed query qT[i * ldq + h] for an unrotated f32 path. */
+static void transpose_q(const float *q, int H, int d, float *qT, int ldq)
+{
+    memset(qT, 0, (size_t)d * ldq * sizeof *qT);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < d; i++) qT[(size_t)i * ldq + h] = q[(size_t)h * d + i];
+}
+
+static int cols_ok_for(const struct kv_kern *k, int r, int dr)
+{
+    return k != kv_kern_scalar() ? r % 16 == 0 && dr % 16 == 0 : 1;
+}
+
+/* f32 latent and RoPE: the exact path (see attend.h). */
+static int attend_f32(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+                      const float *q_rope, float scale, float *out, struct kv_scratch *s,
+                      const struct kv_kern *k, struct colibri_err *err)
+{
+    const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
+    size_t need = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) +
+                  al64((size_t)T * Hp) + 2 * al64(Hp);
+    int rc = scratch_reserve(s, need, err);
+    if (rc) return rc;
+    uint8_t *p = s->buf;
+    float *qTl = carve(&p, (size_t)r * Hp), *qTr = carve(&p, (size_t)(dr ? dr : 1) * Hp);
+    float *L = carve(&p, (size_t)T * Hp), *m = carve(&p, Hp), *sum = carve(&p, Hp);
+    transpose_q(q_lat, H, r, qTl, Hp);
+    if (dr) transpose_q(q_rope, H, dr, qTr, Hp);
+    const size_t stride = c->row_bytes / sizeof(float);
+    const float *base = (const float *)kv_cache_row(c, layer, 0);
+    const int nblk = (T + KV_TILE - 1) / KV_TILE, nhb = Hp / 16;
+    int nt = s->n_threads;
+    if (nt > nblk) nt = nblk;
+    if (nt < 1) nt = 1;
+    /* per-thread output columns, in multiples of 16 */
+    const int col_unit = r % 16 == 0 ? 16 : 1, units = r / col_unit;
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int b = 0; b < nblk; b++) {
+            int t0 = b * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
+            k->scores(qTl, r, qTr, dr, Hp, base + t0 * stride, stride,
+                      base + t0 * stride + r, stride, n, scale, L + (size_t)t0 * Hp, Hp);
+        }
+#pragma omp for schedule(static)
+        for (int hb = 0; hb < nhb; hb++) {
+            for (int h = 0; h < 16; h++) {
+                m[16 * hb + h] = -INFINITY;
+                sum[16 * hb + h] = 0.0f;
+            }
+            k->colmax(L + 16 * hb, Hp, 16, T, m + 16 * hb);
+            k->expsum(L + 16 * hb, Hp, m + 16 * hb, 16, T, L + 16 * hb, sum + 16 * hb);
+        }
+        const int i0 = col_unit * (units * tid / nth), i1 = col_unit * (units * (tid + 1) / nth);
+        if (i1 > i0) {
+            for (int h = 0; h < H; h++) memset(out + (size_t)h * r + i0, 0, (size_t)(i1 - i0) * sizeof *out);
+            for (int t0 = 0; t0 < T; t0 += 4 * KV_TILE) {
+                int n = T - t0 < 4 * KV_TILE ? T - t0 : 4 * KV_TILE;
+                k->accum(L + (size_t)t0 * Hp, Hp, H, base + t0 * stride, stride, i0, i1, n, out, r);
+            }
+            for (int h = 0; h < H; h++)
+                for (int i = i0; i < i1; i++) out[(size_t)h * r + i] /= sum[h];
+        }
+    }
+    return 0;
+}
+
+/* One thread's working set in the native path. */
+struct kv_tbufs {
+    float *tileL, *tileR;   /* decoded rows, code domain */
+    float *S;               /* scores, then weights, [KV_TILE][Hp] */
+    float *m, *mt, *l;      /* running max, tile max, running sum [Hp] */
+    float *acc;             /* partial output [H][r], code domain */
+};
+
+static size_t tbufs_bytes(int r, int dr, int H, int Hp)
+{
+    return al64((size_t)KV_TILE * r) + al64((size_t)KV_TILE * (dr ? dr : 1)) +
+           al64((size_t)KV_TILE * Hp) + 3 * al64(Hp) + al64((size_t)H * r);
+}
+
+static struct kv_tbufs tbufs_at(uint8_t *p, int r, int dr, int H, int Hp)
+{
+    struct kv_tbufs b;
+    b.tileL = carve(&p, (size_t)KV_TILE * r);
+    b.tileR = carve(&p, (size_t)KV_TILE * (dr ? dr : 1));
+    b.S = carve(&p, (size_t)KV_TILE * Hp);
+    b.m = carve(&p, Hp);
+    b.mt = carve(&p, Hp);
+    b.l = carve(&p, Hp);
+    b.acc = carve(&p, (size_t)H * r);
+    return b;
+}
+
+/* Every other tier: decode each tile once, score and accumulate in the code
+ * domain with an online softmax per thread, merge, unrotate once. */
+static int attend_native(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+                         const float *q_rope, float scale, float *out, struct kv_scratch *s,
+                         const struct kv_kern *k, struct colibri_err *err)
+{
+    const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
+    const int nblk = (T + KV_TILE - 1) / KV_TILE;
+    int nt = s->n_threads;
+    if (nt > nblk) nt = nblk;
+    if (nt < 1) nt = 1;
+    const size_t per_thread = tbufs_bytes(r, dr, H, Hp);
+    size_t need = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) + nt * per_thread;
+    int rc = scratch_reserve(s, need, err);
+    if (rc) return rc;
+    uint8_t *p = s->buf;
+    float *qTl = carve(&p, (size_t)r * Hp), *qTr = carve(&p, (size_t)(dr ? dr : 1) * Hp);
+    uint8_t *thread_base = p;
+    kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
+    if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
+    const uint8_t *rows = kv_cache_row(c, layer, 0);
+    const size_t stride = c->row_bytes;
+
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+        struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, r, dr, H, Hp);
+        for (int h = 0; h < Hp; h++) {
+            b.m[h] = -INFINITY;
+            b.l[h] = 0.0f;
+        }
+        memset(b.acc, 0, (size_t)H * r * sizeof *b.acc);
+        const int b0 = nblk * tid / nth, b1 = nblk * (tid + 1) / nth;
+        for (int blk = b0; blk < b1; blk++) {
+            const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
+            const uint8_t *tr = rows + (size_t)t0 * stride;
+            kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
+            if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
+            k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
+            memcpy(b.mt, b.m, Hp * sizeof *b.mt);
+            k->colmax(b.S, Hp, Hp, n, b.mt);
+            for (int h = 0; h < H; h++) {
+                if (b.mt[h] > b.m[h] && b.l[h] != 0.0f) {
+                    const float alpha = kv_expf(b.m[h] - b.mt[h]);
+                    float *a = b.acc + (size_t)h * r;
+                    b.l[h] *= alpha;
+                    for (int i = 0; i < r; i++) a[i] *= alpha;
+                }
+            }
+            memcpy(b.m, b.mt, Hp * sizeof *b.m);
+            k->expsum(b.S, Hp, b.m, Hp, n, b.S, b.l);
+            k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, b.acc, r);
+        }
+#pragma omp barrier
+        /* merge; this thread owns heads [h0, h1) */
+        const int h0 = H * tid / nth, h1 = H * (tid + 1) / nth;
+        for (int h = h0; h < h1; h++) {
+            float M = -INFINITY, L = 0.0f, *o = out + (size_t)h * r;
+            for (int j = 0; j < nth; j++) {
+                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, r, dr, H, Hp);
+                if (bj.l[h] != 0.0f && bj.m[h] > M) M = bj.m[h];
+            }
+            memset(o, 0, (size_t)r * sizeof *o);
+            for (int j = 0; j < nth; j++) {
+                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, r, dr, H, Hp);
+                if (bj.l[h] == 0.0f) continue;   /* a thread without rows */
+                const float w = kv_expf(bj.m[h] - M);
+                const float *aj = bj.acc + (size_t)h * r;
+                L += w * bj.l[h];
+                for (int i = 0; i < r; i++) o[i] = fmaf(w, aj[i], o[i]);
+            }
+            const float inv = 1.0f / L;
+            for (int i = 0; i < r; i++) o[i] *= inv;
+        }
+        if (h1 > h0) kv_codec_finish(&c->lat, h1 - h0, out + (size_t)h0 * r);
+    }
+    return 0;
+}
+
+int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+              const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+              struct colibri_err *err)
+{
+    if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity || H < 1)
+        return err_set(err, COLIBRI_EINVAL, "kv attend: layer %d T %d H %d (cache %d x %d)",
+                       layer, T, H, c->n_layers, c->capacity);
+    if (c->dr > 0 && !q_rope) return err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
+    const struct kv_kern *k = kv_kern_get();
+    if (!cols_ok_for(k, c->r, c->dr)) k = kv_kern_scalar();
+    if (c->tier == KV_TIER_F32 && (c->dr == 0 || c->rope == KV_ROPE_F32))
+        return attend_f32(c, layer, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+    return attend_native(c, layer, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+}

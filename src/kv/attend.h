@@ -1,0 +1,50 @@
+/* kv/attend.h - absorbed-MLA decode attention over one layer of a kv_cache
+ * (model-spec.md sec. 3): for every head h and cached token t < T
+ *
+ *   logit[h][t] = (q_lat[h] . c[t] + q_rope[h] . k_pe[t]) * scale
+ *   p[h][t]     = softmax over t (f32, max-subtracted)
+ *   out_lat[h]  = sum_t p[h][t] c[t]
+ *
+ * Contract:
+ *  - f32 tier with f32 RoPE: the result is bit-identical to kv_attend_ref() on
+ *    the cached rows (same fmaf order per dot product and per token sum, same
+ *    kv_expf), whatever the thread count or CPU. Work is split so that every
+ *    (head, token) sum keeps its order: scores by rows, softmax by heads,
+ *    accumulation by output columns.
+ *  - Every other tier/RoPE combination runs the native consumer: the query is
+ *    rotated once per head, each cached row is decoded once per call (a tile of
+ *    rows at a time, in the code domain) and used by all heads through small
+ *    GEMMs, rows are split across threads with a flash-decoding merge (per
+ *    chunk max, sum and partial output), and the output is unrotated once per
+ *    head. It equals kv_attend_ref() on kv_cache_read() rows to ~1e-6 relative.
+ *  - q_lat is [H][r], q_rope is [H][dr] (may be NULL when dr == 0), out_lat is
+ *    [H][r]. T >= 1 rows starting at position 0 are read.
+ *  - The scratch holds the working memory and the thread count; it grows on
+ *    demand, is owned by the caller and must not be shared by concurrent calls.
+ *    The cache is only read: concurrent calls with different scratches are fine.
+ */
+#ifndef COLIBRI_KV_ATTEND_H
+#define COLIBRI_KV_ATTEND_H
+
+#include "colibri.h"
+#include "kv/cache.h"
+
+struct kv_scratch;
+
+/* n_threads <= 0: OpenMP's default. Free with kv_scratch_free(). */
+int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err);
+void kv_scratch_free(struct kv_scratch *s);
+
+int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+              const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+              struct colibri_err *err);
+
+/* The plain reference loop on f32 rows lat[T][r], rope[T][dr], one head at a
+ * time: s1 = fmaf over i of q_lat*c, s2 likewise over the RoPE part,
+ * logit = (s1 + s2) * scale, m = max, p = kv_expf(logit - m), sum over t in
+ * order, acc[i] = fmaf(p, c[i], acc[i]) over t in order, out = acc / sum.
+ * 0, or COLIBRI_ENOMEM. Single-threaded. */
+int kv_attend_ref(int T, int H, int r, int dr, const float *lat, const float *rope,
+                  const float *q_lat, const float *q_rope, float scale, float *out_lat);
+
+#endif

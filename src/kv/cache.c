@@ -1,0 +1,95 @@
+#include "kv/cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+int kv_cache_new(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r, int dr,
+                 int capacity, struct kv_cache **out, struct colibri_err *err)
+{
+    if ((unsigned)tier >= KV_TIER_COUNT)
+        return err_set(err, COLIBRI_EINVAL, "kv cache: unknown tier %d", (int)tier);
+    if (rope == KV_ROPE_DEFAULT) rope = kv_rope_default(tier);
+    if ((unsigned)rope >= KV_ROPE_COUNT)
+        return err_set(err, COLIBRI_EINVAL, "kv cache: unknown rope precision %d", (int)rope);
+    if (n_layers <= 0 || r <= 0 || dr < 0 || capacity <= 0)
+        return err_set(err, COLIBRI_EINVAL,
+                       "kv cache: bad shape n_layers=%d r=%d dr=%d capacity=%d",
+                       n_layers, r, dr, capacity);
+    struct kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return err_set(err, COLIBRI_ENOMEM, "kv cache struct");
+    c->tier = tier;
+    c->rope = rope;
+    c->n_layers = n_layers;
+    c->r = r;
+    c->dr = dr;
+    c->capacity = capacity;
+    int rc = kv_codec_init(&c->lat, tier, r, KV_SEED_LATENT, err);
+    if (rc) {
+        err_prefix(err, rc, "kv cache latent (kv_lora_rank %d)", r);
+        kv_cache_free(c);
+        return rc;
+    }
+    if (dr > 0) {
+        rc = kv_codec_init(&c->pe, kv_rope_tier(rope), dr, KV_SEED_ROPE, err);
+        if (rc) {
+            err_prefix(err, rc, "kv cache rope part %s (qk_rope_head_dim %d)",
+                       kv_rope_name(rope), dr);
+            kv_cache_free(c);
+            return rc;
+        }
+    }
+    c->lat_bytes = c->lat.row_bytes;
+    c->rope_bytes = dr > 0 ? c->pe.row_bytes : 0;
+    c->row_bytes = c->lat_bytes + c->rope_bytes;
+    size_t total = (size_t)n_layers * (size_t)capacity * c->row_bytes;
+    c->data = calloc(1, total);
+    if (!c->data) {
+        size_t row = c->row_bytes;
+        kv_cache_free(c);
+        return err_set(err, COLIBRI_ENOMEM, "kv cache: %zu bytes (%d layers x %d tokens x %zu B)",
+                       total, n_layers, capacity, row);
+    }
+    *out = c;
+    return 0;
+}
+
+void kv_cache_free(struct kv_cache *c)
+{
+    if (!c) return;
+    kv_codec_free(&c->lat);
+    kv_codec_free(&c->pe);
+    free(c->data);
+    free(c);
+}
+
+int kv_cache_write(struct kv_cache *c, int layer, int pos, const float *latent,
+                   const float *rope, struct colibri_err *err)
+{
+    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
+        return err_set(err, COLIBRI_ERANGE, "kv cache write: layer %d pos %d outside %d x %d",
+                       layer, pos, c->n_layers, c->capacity);
+    uint8_t *row = kv_cache_row(c, layer, pos);
+    kv_codec_encode(&c->lat, latent, row);
+    if (c->dr > 0) kv_codec_encode(&c->pe, rope, row + c->lat_bytes);
+    return 0;
+}
+
+int kv_cache_read(const struct kv_cache *c, int layer, int pos0, int n, float *latent_out,
+                  float *rope_out, struct colibri_err *err)
+{
+    if (layer < 0 || layer >= c->n_layers || pos0 < 0 || n < 0 || pos0 > c->capacity - n)
+        return err_set(err, COLIBRI_ERANGE, "kv cache read: layer %d rows %d..%d outside %d x %d",
+                       layer, pos0, pos0 + n - 1, c->n_layers, c->capacity);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = kv_cache_row(c, layer, pos0 + t);
+        if (latent_out) kv_codec_decode(&c->lat, row, latent_out + (size_t)t * c->r);
+        if (rope_out && c->dr > 0)
+            kv_codec_decode(&c->pe, row + c->lat_bytes, rope_out + (size_t)t * c->dr);
+    }
+    return 0;
+}
+
+size_t kv_cache_row_bytes(const struct kv_cache *c) { return c->row_bytes; }
+size_t kv_cache_token_bytes(const struct kv_cache *c) { return c->row_bytes * (size_t)c->n_layers; }
