@@ -11,6 +11,7 @@
 #ifndef COLIBRI_QUANT_KERNELS_H
 #define COLIBRI_QUANT_KERNELS_H
 
+#include <assert.h>
 #include <stdint.h>
 
 #include "quant/qtensor.h"

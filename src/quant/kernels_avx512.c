@@ -1,2 +1,294 @@
+/* quant/kernels_avx512.c - AVX-512 (F/BW/VL/DQ + VNNI) kernels.
+ *
+ * Float formats (f32, bf16, f16, fp8b) widen the weights to f32 and use FMA
+ * against the f32 activations; fp8b widens e4m3 through f16 (sign-extend the
+ * byte, shift left 7, clear bit 14: the f16 with the same exponent and
+ * mantissa bits, worth 2^-8 of the e4m3 value; the 2^8 is folded into the
+ * block scale). q8 / q4* multiply int8 activations (blocks of 32) with VPDPBUSD:
+ * the unsigned operand is the stored weight plus an offset (q4 nibbles are
+ * already q+8; q8 bytes are flipped to q+128), and the offset times the sum
+ * of the activation block (quant_act.xsum) is subtracted at the end.
+ *
+ * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
+ * prefill reads the weights once per QUANT_NB activations from cache and
+ * once per batch from memory.
+ */
+#include <assert.h>
+#include <immintrin.h>
+#include <math.h>
+
 #include "quant/kernels.h"
-const struct quant_isa_table quant_isa_avx512 = { .k = { [QUANT_F32] = { 0, 0 } } };
+
+#define INLINE static inline __attribute__((always_inline))
+
+static const uint8_t *row_ptr(const struct qtensor *W, int r)
+{
+    return (const uint8_t *)W->data + (size_t)r * quant_fmt_row_bytes(W->fmt, W->cols);
+}
+
+/* The row kernels are written once with an activation count NJ and
+ * instantiated for NJ = 1..4 by a switch, so the per-activation loops unroll. */
+static_assert(QUANT_NB == 4, "the kernel switches cover nj = 1..4");
+
+/* ------------------------------------------------------ f32 / bf16 / f16 */
+
+/* 16 weights of column c..c+15 (mask m selects valid lanes) as f32. */
+INLINE __m512 load_w16(int fmt, const uint8_t *p, int c, __mmask16 m)
+{
+    if (fmt == QUANT_F32) return _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+    __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
+    if (fmt == QUANT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));   /* bf16 */
+}
+
+INLINE void rows_float16(int fmt, const struct qtensor *W, int r0, int r1,
+                         const struct quant_act *a, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols;
+    const float *x[QUANT_NB];
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        __m512 acc0[QUANT_NB], acc1[QUANT_NB];
+        for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
+        int c = 0;
+        for (; c + 32 <= cols; c += 32) {
+            __m512 w0 = load_w16(fmt, p, c, 0xFFFF), w1 = load_w16(fmt, p, c + 16, 0xFFFF);
+            for (int j = 0; j < NJ; j++) {
+                acc0[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[j] + c), acc0[j]);
+                acc1[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[j] + c + 16), acc1[j]);
+            }
+        }
+        for (; c < cols; c += 16) {
+            __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+            __m512 w0 = load_w16(fmt, p, c, m);
+            for (int j = 0; j < NJ; j++)
+                acc0[j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[j]);
+        }
+        for (int j = 0; j < NJ; j++)
+            Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
+    }
+}
+
+#define FLOAT_KERNEL(name, FMT)                                                      \
+    static void rows_##name(const struct qtensor *W, int r0, int r1,                 \
+                            const struct quant_act *a, int j0, int nj, float *Y)     \
+    {                                                                                \
+        switch (nj) {                                                                \
+        case 1: rows_float16(FMT, W, r0, r1, a, j0, 1, Y); break;                   \
+        case 2: rows_float16(FMT, W, r0, r1, a, j0, 2, Y); break;                   \
+        case 3: rows_float16(FMT, W, r0, r1, a, j0, 3, Y); break;                   \
+        default: rows_float16(FMT, W, r0, r1, a, j0, 4, Y); break;                  \
+        }                                                                            \
+    }
+FLOAT_KERNEL(f32, QUANT_F32)
+FLOAT_KERNEL(bf16, QUANT_BF16)
+FLOAT_KERNEL(f16, QUANT_F16)
+
+/* ------------------------------------------------------------------ fp8b */
+
+/* 32 e4m3 bytes -> two vectors of f32 worth 2^-8 of the e4m3 values. */
+INLINE void fp8x32_to_f32_2m8(__m256i b, __m512 *lo, __m512 *hi)
+{
+    __m512i h = _mm512_cvtepi8_epi16(b);
+    h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xBF80));
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
+INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
+                         const struct quant_act *a, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK;
+    const int nbc = (cols + B - 1) / B;
+    const float *x[QUANT_NB];
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        const float *s = W->scales + (size_t)(r / B) * nbc;
+        __m512 acc[QUANT_NB];
+        for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
+        for (int bc = 0; bc < nbc; bc++) {
+            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+            __m512 b0[QUANT_NB], b1[QUANT_NB];
+            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
+            for (int c = c0; c < c1; c += 32) {
+                int n = c1 - c;
+                __mmask32 m = n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
+                __m512 wl, wh;
+                fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
+                for (int j = 0; j < NJ; j++) {
+                    b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
+                    b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
+                }
+            }
+            __m512 sv = _mm512_set1_ps(s[bc] * 256.0f);
+            for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
+        }
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
+    }
+}
+
+static void rows_fp8b(const struct qtensor *W, int r0, int r1,
+                      const struct quant_act *a, int j0, int nj, float *Y)
+{
+    switch (nj) {
+    case 1: rows_fp8b_nj(W, r0, r1, a, j0, 1, Y); break;
+    case 2: rows_fp8b_nj(W, r0, r1, a, j0, 2, Y); break;
+    case 3: rows_fp8b_nj(W, r0, r1, a, j0, 3, Y); break;
+    default: rows_fp8b_nj(W, r0, r1, a, j0, 4, Y); break;
+    }
+}
+
+/* ------------------------------------------------------------- q8 / q4* */
+
+/* One 128-element block: dlo covers elements 0..63 (int32 lanes 0-7: block
+ * chunk 0, lanes 8-15: chunk 1), dhi elements 64..127 (chunks 2, 3). f4 holds
+ * the four chunks' combined scales; the chunk scale is spread to its lanes. */
+INLINE __m512 block_fma(__m512i dlo, __m512i dhi, __m128 f4, __m512 acc)
+{
+    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 f = _mm512_castps128_ps512(f4);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), _mm512_permutexvar_ps(idx_lo, f), acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), _mm512_permutexvar_ps(idx_hi, f), acc);
+}
+
+/* Weight scales of the 4 chunks of 128-block k, for group size G (0 = one
+ * scale per row: handled by the caller). Groups past the row are masked. */
+INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
+{
+    if (G == 32) {
+        int v = ng - 4 * k;
+        return _mm_maskz_loadu_ps((__mmask8)(v >= 4 ? 0xF : (1u << v) - 1), s + 4 * k);
+    }
+    if (G == 64) {
+        int v = ng - 2 * k;
+        __m128 w2 = _mm_maskz_loadu_ps((__mmask8)(v >= 2 ? 0x3 : 0x1), s + 2 * k);
+        return _mm_unpacklo_ps(w2, w2);
+    }
+    return _mm_set1_ps(s[k]);                           /* G == 128 */
+}
+
+/* OFS: the weight offset inside the unsigned operand (8 for int4, 128 for
+ * int8). G: group size, 0 for one scale per row. INT4: nibble layout. */
+INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                        int j0, int NJ, float *Y, int INT4, int G)
+{
+    const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
+    const int ng = G ? (cols + G - 1) / G : 1;
+    const float ofs = INT4 ? 8.0f : 128.0f;
+    const int8_t *q[QUANT_NB];
+    const float *xs[QUANT_NB], *xsum[QUANT_NB];
+    for (int j = 0; j < NJ; j++) {
+        q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
+        xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
+        xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
+        __m512 acc[QUANT_NB];
+        __m128 corr[QUANT_NB];
+        for (int j = 0; j < NJ; j++) { acc[j] = _mm512_setzero_ps(); corr[j] = _mm_setzero_ps(); }
+        for (int k = 0; k < nb; k++) {
+            __m512i ulo, uhi;
+            if (INT4) {
+                __m512i v = _mm512_loadu_si512(p + 64 * (size_t)k);
+                ulo = _mm512_and_si512(v, m4);
+                uhi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            } else {
+                int c = 128 * k, n = cols - c;
+                __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
+                __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
+                ulo = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p + c), flip);
+                uhi = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p + c + 64), flip);
+            }
+            __m128 w4 = G ? chunk_scales(s, k, ng, G) : _mm_setzero_ps();
+            for (int j = 0; j < NJ; j++) {
+                const int8_t *qj = q[j] + 128 * (size_t)k;
+                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo, _mm512_loadu_si512(qj));
+                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi, _mm512_loadu_si512(qj + 64));
+                __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
+                if (G) {
+                    acc[j] = block_fma(dlo, dhi, _mm_mul_ps(w4, x4), acc[j]);
+                    corr[j] = _mm_fmadd_ps(w4, _mm_loadu_ps(xsum[j] + 4 * k), corr[j]);
+                } else {
+                    acc[j] = block_fma(dlo, dhi, x4, acc[j]);
+                }
+            }
+        }
+        for (int j = 0; j < NJ; j++) {
+            float dot = _mm512_reduce_add_ps(acc[j]), y;
+            if (G) {
+                __m128 c2 = _mm_add_ps(corr[j], _mm_movehl_ps(corr[j], corr[j]));
+                float cs = _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
+                y = dot - ofs * cs;
+            } else {
+                y = s[0] * (dot - ofs * a->xsum_all[j0 + j]);
+            }
+            Y[(size_t)(j0 + j) * W->rows + r] = y;
+        }
+    }
+}
+
+#define INT_KERNEL(name, INT4, G)                                                    \
+    static void rows_##name(const struct qtensor *W, int r0, int r1,                 \
+                            const struct quant_act *a, int j0, int nj, float *Y)     \
+    {                                                                                \
+        switch (nj) {                                                                \
+        case 1: rows_int_nj(W, r0, r1, a, j0, 1, Y, INT4, G); break;                \
+        case 2: rows_int_nj(W, r0, r1, a, j0, 2, Y, INT4, G); break;                \
+        case 3: rows_int_nj(W, r0, r1, a, j0, 3, Y, INT4, G); break;                \
+        default: rows_int_nj(W, r0, r1, a, j0, 4, Y, INT4, G); break;               \
+        }                                                                            \
+    }
+INT_KERNEL(q8, 0, 0)
+INT_KERNEL(q4, 1, 0)
+INT_KERNEL(q4g32, 1, 32)
+INT_KERNEL(q4g64, 1, 64)
+INT_KERNEL(q4g128, 1, 128)
+
+/* -------------------------------------------------- activation quantizer */
+
+/* Bit-identical to quant_act_prep_ref: same f32 operations, lane-parallel. */
+static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *xs, float *xsum)
+{
+    float total = 0.0f;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int b = 0; b * QUANT_ACT_BLOCK < cols_pad; b++) {
+        int c0 = b * QUANT_ACT_BLOCK, n = cols - c0;
+        n = n < 0 ? 0 : n > 32 ? 32 : n;
+        __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+        __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+        __m512 v0 = _mm512_maskz_loadu_ps(m0, x + c0), v1 = _mm512_maskz_loadu_ps(m1, x + c0 + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
+        float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        __m512 vi = _mm512_set1_ps(inv), lim = _mm512_set1_ps(127.0f);
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vi), -lim), lim));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vi), -lim), lim));
+        _mm_storeu_si128((__m128i *)(q + c0), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + c0 + 16), _mm512_cvtsepi32_epi8(i1));
+        int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        xs[b] = s;
+        xsum[b] = s * (float)sum;
+        total += xsum[b];
+    }
+    return total;
+}
+
+const struct quant_isa_table quant_isa_avx512 = {
+    .k = {
+        [QUANT_F32] = { rows_f32, 0 },
+        [QUANT_BF16] = { rows_bf16, 0 },
+        [QUANT_F16] = { rows_f16, 0 },
+        [QUANT_Q8] = { rows_q8, 1 },
+        [QUANT_Q4] = { rows_q4, 1 },
+        [QUANT_Q4G32] = { rows_q4g32, 1 },
+        [QUANT_Q4G64] = { rows_q4g64, 1 },
+        [QUANT_Q4G128] = { rows_q4g128, 1 },
+        [QUANT_FP8B] = { rows_fp8b, 0 },
+    },
+    .act_prep = act_prep,
+};

@@ -19,12 +19,13 @@
  * Numerics: quant_isa_best() picks the kernel level. The scalar level is the
  * reference: dequantize in f32, multiply by the f32 activations, accumulate
  * in f32. At the AVX2 / AVX-512 levels, q8 and q4* quantize the activations to
- * int8 per block of 32 (scale amax/127) and use integer dot products; the
- * error against the reference is then at most
- *     sum_j |w_j| * amax(block of x_j) / 254  +  1e-5 * sum_j |w_j x_j|
- * (the half step of the activation rounding, plus f32 reordering). Every other
- * format and level stays in f32: within 1e-5 * sum_j |w_j x_j| of the
- * reference. fp8b at the SIMD levels decodes through f16 and reads the NaN
+ * int8 per block of 32 (scale amax/127) and use integer dot products on
+ * offset weights (q+8, q+128; the offset is taken out in f32). The tests
+ * hold them to the exact product within
+ *     sum_j |w_j| * amax(block of x_j) / 254  +  1e-5 * sum_j (|w_j| + o*s_j) |x_j|
+ * (half a step of the activation rounding, plus f32 rounding of the terms and
+ * of the offset o = 8 or 128 steps of the weight scale s_j). Every other
+ * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|. fp8b at the SIMD levels decodes through f16 and reads the NaN
  * codes 0x7F/0xFF as +-480 (the reference table gives NaN); our encoder never
  * writes them and DeepSeek checkpoints do not hold them.
  */

@@ -236,7 +236,8 @@ static int check_product(const struct qtensor *W, const float *X, int n, const f
                 ref += (double)wr[c] * x[c];
                 mag += fabs((double)wr[c] * x[c]);
             }
-            if (int8_act)
+            if (int8_act) {
+                /* activation rounding: half a step of each block */
                 for (int b = 0; b * 32 < cols; b++) {
                     double amax = 0, sw = 0;
                     for (int c = b * 32; c < cols && c < b * 32 + 32; c++) {
@@ -245,6 +246,11 @@ static int check_product(const struct qtensor *W, const float *X, int n, const f
                     }
                     actb += sw * amax / 254;
                 }
+                /* the offset (8 or 128 steps) is removed in f32: its rounding */
+                double ofs = W->fmt == QUANT_Q8 ? 128 : 8;
+                for (int c = 0; c < cols; c++)
+                    mag += ofs * W->scales[quant_fmt_scale_index(W->fmt, rows, cols, r, c)] * fabs(x[c]);
+            }
             double tol = 1e-5 * mag + actb * 1.001 + 1e-30;
             double got = Y[(size_t)j * rows + r];
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
