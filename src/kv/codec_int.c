@@ -61,7 +61,8 @@ void kv_q4_0_encode(const struct kv_codec *c, float *y, uint8_t *out)
                 max = x[j];
             }
         }
-        const float d = max / -8;
+        /* an infinite value has no usable scale: the block is stored as zero */
+        const float d = isfinite(max) ? max / -8 : 0.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         struct kv_blk_q4_0 blk;
         blk.d = kv_f32_to_f16(d);
