@@ -48,10 +48,16 @@ typedef struct colibri_model colibri_model;
 
 struct colibri_model_opts {
     int n_threads;              /* 0 = OpenMP default */
+    /* Weight formats, by name (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b);
+     * NULL keeps each tensor as stored (fp8 checkpoints run as shipped). */
+    const char *experts_fmt;    /* routed experts */
+    const char *dense_fmt;      /* attention, shared experts, dense MLPs */
+    const char *embed_fmt;      /* embeddings and lm_head */
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or
- * sharded). Release with colibri_model_free(). */
+ * sharded). opts may be NULL. An unknown format name is COLIBRI_EINVAL naming
+ * the option. Release with colibri_model_free(). */
 int  colibri_model_load(const char *dir, const struct colibri_model_opts *opts,
                         colibri_model **out, struct colibri_err *err);
 void colibri_model_free(colibri_model *m);
@@ -116,8 +122,140 @@ struct colibri_oracle_result {
     double decode_dlogit;       /* absorbed decode vs expanded prefill */
     int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
 };
-int colibri_oracle_check(const char *fixture_dir, struct colibri_oracle_result *res,
-                         struct colibri_err *err);
+/* mopts (may be NULL) loads the fixture with other weight formats. */
+int colibri_oracle_check(const char *fixture_dir, const struct colibri_model_opts *mopts,
+                         struct colibri_oracle_result *res, struct colibri_err *err);
+
+/* ============================================================ tokenizer
+ * A model's own tokenizer (byte-level BPE from tokenizer.json) and chat
+ * template. A tokenizer is read-only after load: any number of threads may
+ * encode/decode with it at once. Invalid UTF-8 in text is replaced by U+FFFD
+ * (as Python's errors="replace" does) and the count of replacements is
+ * reported; it is never an error. Unsupported tokenizer.json features (model
+ * or pre-tokenizer types, normalizers) are refused at load, by name. */
+
+typedef struct colibri_tokenizer colibri_tokenizer;
+
+/* Reads dir/tokenizer.json (required), dir/tokenizer_config.json and
+ * dir/generation_config.json (optional). Release with colibri_tokenizer_free(). */
+int  colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct colibri_err *err);
+void colibri_tokenizer_free(colibri_tokenizer *t);
+
+enum colibri_encode_flags {
+    COLIBRI_ENCODE_ADD_SPECIAL   = 1 << 0, /* BOS/EOS as tokenizer_config.json says */
+    COLIBRI_ENCODE_NO_PARSE_SPECIAL = 1 << 1, /* special-token text stays plain text */
+};
+
+/* Encodes text[0..len) into a new malloc'd array *ids of *n_ids ids (free
+ * with free(); NULL when *n_ids is 0). *n_replaced (may be NULL) receives the
+ * number of invalid UTF-8 sequences replaced by U+FFFD. */
+int colibri_tokenizer_encode(const colibri_tokenizer *t, const char *text, size_t len,
+                             unsigned flags, int32_t **ids, size_t *n_ids, size_t *n_replaced,
+                             struct colibri_err *err);
+
+/* Decodes ids to the exact bytes they stand for: a new malloc'd,
+ * NUL-terminated *text of *len bytes (free with free()). skip_special drops
+ * special tokens. An id out of range is COLIBRI_ERANGE. */
+int colibri_tokenizer_decode(const colibri_tokenizer *t, const int32_t *ids, size_t n_ids,
+                             int skip_special, char **text, size_t *len, struct colibri_err *err);
+
+int32_t colibri_tokenizer_n_vocab(const colibri_tokenizer *t); /* largest id + 1 */
+int32_t colibri_tokenizer_bos(const colibri_tokenizer *t);     /* -1 if none */
+int32_t colibri_tokenizer_eos(const colibri_tokenizer *t);     /* -1 if none */
+/* 1 for ids that end generation: eos_token and generation_config eos ids. */
+int     colibri_tokenizer_is_eog(const colibri_tokenizer *t, int32_t id);
+/* The id of a token given by its exact text (added tokens first), or -1. */
+int32_t colibri_tokenizer_token_id(const colibri_tokenizer *t, const char *text);
+
+/* Chat messages; content may be NULL (rendered as ""). role is one of
+ * "system", "user", "assistant", "tool". */
+struct colibri_chat_msg {
+    const char *role;
+    const char *content;
+};
+
+/* The chat template family chosen from the model's files: "deepseek_v3",
+ * "kimi_k2", "glm", or "none" when none is recognised. */
+const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t);
+
+/* Renders messages with the model's chat template (adding the assistant
+ * prompt when add_generation_prompt), as a new malloc'd NUL-terminated
+ * string (free with free()). The result already holds BOS where the template
+ * puts it: encode it without COLIBRI_ENCODE_ADD_SPECIAL. COLIBRI_EUNSUPPORTED
+ * when the model has no recognised template. */
+int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_msg *msgs,
+                        size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
+                        struct colibri_err *err);
+
+/* Streaming detokenizer: push ids one at a time; each call gives the bytes
+ * that are ready, never ending inside a UTF-8 character. All outputs plus the
+ * final flush equal colibri_tokenizer_decode() of the same ids. The tokenizer
+ * must outlive it. Not thread-safe. */
+typedef struct colibri_detok colibri_detok;
+int  colibri_detok_new(const colibri_tokenizer *t, int skip_special, colibri_detok **out,
+                       struct colibri_err *err);
+void colibri_detok_free(colibri_detok *d);
+/* *text (valid until the next call on d) and *len get the ready bytes. */
+int  colibri_detok_push(colibri_detok *d, int32_t id, const char **text, size_t *len,
+                        struct colibri_err *err);
+void colibri_detok_flush(colibri_detok *d, const char **text, size_t *len);
+
+/* ============================================================== sampler
+ * Picks the next token from logits. Each sampler owns its RNG (seeded from
+ * opts.seed) and its token history: the same seed, settings and logits give
+ * the same tokens, and samplers never share state. Not thread-safe: one
+ * thread at a time per sampler.
+ *
+ * Order of operations: repetition/presence/frequency penalties on the raw
+ * logits (over the last repeat_last_n accepted tokens); then temperature <= 0
+ * means greedy (argmax, lowest id on ties); otherwise logits / temperature,
+ * top-k, min-p (drop p < min_p * p_max), softmax over the survivors, top-p
+ * (the smallest most-likely set with mass >= top_p), draw. Ties in ranking
+ * go to the lower id. */
+struct colibri_sampler_opts {
+    float    temperature;       /* <= 0: greedy */
+    int      top_k;             /* <= 0: off */
+    float    top_p;             /* >= 1: off */
+    float    min_p;             /* <= 0: off */
+    float    repeat_penalty;    /* 1: off; > 1 discourages repeats (divides positive logits) */
+    int      repeat_last_n;     /* window for the penalties; 0: off, -1: the whole history */
+    float    presence_penalty;  /* subtracted once from any token in the window */
+    float    frequency_penalty; /* subtracted per occurrence in the window */
+    uint64_t seed;
+};
+
+/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
+ * (repeat_penalty 1, repeat_last_n 64), seed 0. */
+struct colibri_sampler_opts colibri_sampler_default_opts(void);
+
+typedef struct colibri_sampler colibri_sampler;
+/* COLIBRI_EINVAL names the option out of range. */
+int  colibri_sampler_new(const struct colibri_sampler_opts *opts, int32_t n_vocab,
+                         colibri_sampler **out, struct colibri_err *err);
+void colibri_sampler_free(colibri_sampler *s);
+/* Returns the chosen token id (>= 0) or a negative code. logits has n_vocab
+ * floats and is left untouched. Does not record the token: call accept. */
+int32_t colibri_sampler_sample(colibri_sampler *s, const float *logits, struct colibri_err *err);
+/* Records a token (prompt or generated) for the penalties. */
+void colibri_sampler_accept(colibri_sampler *s, int32_t token);
+/* Forgets the history and re-seeds with seed. */
+void colibri_sampler_reset(colibri_sampler *s, uint64_t seed);
+
+/* Stop strings over streamed text: feed the text as it is generated; text
+ * that might be the start of a stop string is held back until it is known not
+ * to be. Not thread-safe. */
+typedef struct colibri_stop colibri_stop;
+/* Copies the n stop strings (empty strings are ignored). */
+int  colibri_stop_new(const char *const *stops, size_t n, colibri_stop **out, struct colibri_err *err);
+void colibri_stop_free(colibri_stop *st);
+/* Feeds text; *out and *out_len (valid until the next call) get the text that is
+ * safe to show. Returns 1 when a stop string has been completed (the output
+ * then ends just before it and later calls output nothing), else 0, or a
+ * negative code. */
+int  colibri_stop_feed(colibri_stop *st, const char *text, size_t len, const char **out,
+                       size_t *out_len, struct colibri_err *err);
+/* At the end of generation: the held-back text (none after a stop). */
+void colibri_stop_flush(colibri_stop *st, const char **out, size_t *out_len);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include "base/err.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "quant/format.h"
 
 struct colibri_model {
     struct model m;
@@ -23,9 +24,22 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
 {
     if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
     if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED };
+    const struct { const char *opt, *name; int *dest; } fmts[] = {
+        { "experts", opts ? opts->experts_fmt : NULL, &lo.experts_fmt },
+        { "dense", opts ? opts->dense_fmt : NULL, &lo.dense_fmt },
+        { "embed", opts ? opts->embed_fmt : NULL, &lo.embed_fmt },
+    };
+    for (int i = 0; i < 3; i++) {
+        if (!fmts[i].name) continue;
+        if ((*fmts[i].dest = quant_fmt_from_name(fmts[i].name)) < 0)
+            return err_set(err, COLIBRI_EINVAL,
+                           "--%s: unknown weight format '%s' (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b)",
+                           fmts[i].opt, fmts[i].name);
+    }
     colibri_model *cm = calloc(1, sizeof *cm);
     if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
-    int rc = model_load(dir, &cm->m, err);
+    int rc = model_load(dir, &lo, &cm->m, err);
     if (rc) { free(cm); return rc; }
     *out = cm;
     return 0;

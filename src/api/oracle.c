@@ -92,7 +92,8 @@ out:
     return rc;
 }
 
-int colibri_oracle_check(const char *dir, struct colibri_oracle_result *res, struct colibri_err *err)
+int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts, struct colibri_oracle_result *res,
+                         struct colibri_err *err)
 {
     memset(res, 0, sizeof *res);
     const char *base = strrchr(dir, '/');
@@ -119,7 +120,7 @@ int colibri_oracle_check(const char *dir, struct colibri_oracle_result *res, str
         rc = err_set(err, COLIBRI_EFORMAT, "%s: needs 'sequences' (array) and 'generation' (object)", path);
         goto out;
     }
-    if ((rc = colibri_model_load(dir, NULL, &cm, err))) goto out;
+    if ((rc = colibri_model_load(dir, mopts, &cm, err))) goto out;
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
     if ((rc = st_open_file(path, &st, err))) goto out;
     int V = colibri_model_vocab(cm), i = 0;

@@ -18,7 +18,11 @@ int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
     int n_prompt = 128, n_gen = 64, threads = 0, reps = 3;
+    struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
+        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
+        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
+        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
         { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
         { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },
         { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
@@ -34,7 +38,7 @@ int cmd_bench(int argc, char **argv)
     if (rc) return rc > 0 ? 0 : 2;
     struct colibri_err err = { 0 };
     colibri_model *m = NULL;
-    struct colibri_model_opts mo = { .n_threads = threads };
+    mo.n_threads = threads;
     if (colibri_model_load(dir, &mo, &m, &err)) {
         fprintf(stderr, "colibri bench: %s\n", err.msg);
         return 1;

@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_oracle(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 #endif

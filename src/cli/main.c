@@ -14,6 +14,7 @@ struct command {
 static const struct command COMMANDS[] = {
     { "info",     cmd_info,     "print a model's family, sizes, parameters and KV bytes per token" },
     { "oracle",   cmd_oracle,   "check oracle fixtures (logits against Hugging Face transformers)" },
+    { "tokenize", cmd_tokenize, "text to token ids as JSON (or --decode ids to text)" },
     { "bench",    cmd_bench,    "time prefill and decode (tokens/s) on a model" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])

@@ -202,11 +202,16 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
     {
         float *p = malloc((size_t)(pos0 + S) * sizeof *p);
         float *qa = malloc((size_t)r * sizeof *qa), *ol = malloc((size_t)r * sizeof *ol);
-#pragma omp for schedule(dynamic, 1)
+        float *wuk = malloc((size_t)dkv * r * sizeof *wuk), *wuv = wuk + (int64_t)dn * r;
+        int head = -1;
+#pragma omp for schedule(static)
         for (int sh = 0; sh < S * H; sh++) {
-            int s = sh / H, h = sh % H, tn = pos0 + s + 1;
+            int s = sh % S, h = sh / S, tn = pos0 + s + 1;
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
-            const float *wuk = w->kv_b.w + (int64_t)h * dkv * r, *wuv = wuk + (int64_t)dn * r;
+            if (h != head) {    /* W_UK and W_UV of this head, in f32, once per run of tokens */
+                quant_dequant_rows(&w->kv_b, h * dkv, dkv, wuk);
+                head = h;
+            }
             memset(qa, 0, (size_t)r * sizeof *qa);
             for (int i = 0; i < dn; i++)
                 for (int j = 0; j < r; j++) qa[j] += qn[i] * wuk[(int64_t)i * r + j];
@@ -220,7 +225,7 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
             float *oh = o + (int64_t)s * H * dv + h * dv;
             for (int k = 0; k < dv; k++) oh[k] = dot_f32(wuv + (int64_t)k * r, ol, r);
         }
-        free(p); free(qa); free(ol);
+        free(p); free(qa); free(ol); free(wuk);
     }
 }
 
@@ -282,7 +287,7 @@ int model_forward(const struct model *m, struct fwd_state *st, const int32_t *to
         free(x); free(h); free(y);
         return err_set(err, COLIBRI_ENOMEM, "out of memory for a batch of %d tokens", S);
     }
-    for (int s = 0; s < S; s++) memcpy(x + (int64_t)s * hid, m->embed + (int64_t)tokens[s] * hid, (size_t)hid * 4);
+    for (int s = 0; s < S; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
 
     for (int li = 0; li < c->num_hidden_layers; li++) {
         const struct layer_weights *lw = &m->layers[li];

@@ -10,14 +10,10 @@ float dot_f32(const float *a, const float *b, int n)
     return s;
 }
 
-void linear(const struct wmat *W, const float *x, int n, float *y)
+void linear(const struct qtensor *W, const float *x, int n, float *y)
 {
-    const int rows = W->rows, cols = W->cols;
-#pragma omp parallel for schedule(static) if ((int64_t)rows * cols * n > 32768)
-    for (int r = 0; r < rows; r++) {
-        const float *wr = W->w + (int64_t)r * cols;
-        for (int t = 0; t < n; t++) y[(int64_t)t * rows + r] = dot_f32(wr, x + (int64_t)t * cols, cols);
-    }
+    if (n == 1) quant_matvec(W, x, y);
+    else quant_matmul(W, x, n, y);
 }
 
 void rmsnorm(float *y, const float *x, const float *weight, int n, int d, float eps)

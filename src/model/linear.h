@@ -1,21 +1,17 @@
-/* model/linear.h - the weight matrices of the forward pass and y = x·Wᵀ.
+/* model/linear.h - the small numeric steps of the forward pass: y = x·Wᵀ over
+ * a batch (W in any quant/ format), the f32 dot product, RMSNorm.
  *
- * A `struct wmat` is one Linear weight, [rows = out, cols = in], held in f32.
- * linear() multiplies a batch of n input rows; it parallelizes over output rows
- * with OpenMP, so each weight row is read once per batch. Must not be called
- * from inside an OpenMP parallel region (it opens its own). */
+ * linear() uses quant_matvec for one row and quant_matmul for a batch, which
+ * read each weight row once per batch and parallelize over output rows. */
 #ifndef COLIBRI_MODEL_LINEAR_H
 #define COLIBRI_MODEL_LINEAR_H
 
 #include <stdint.h>
 
-struct wmat {
-    int rows, cols;
-    float *w;           /* rows x cols, owned */
-};
+#include "quant/qtensor.h"
 
 /* y[n][rows] = x[n][cols] · Wᵀ */
-void linear(const struct wmat *W, const float *x, int n, float *y);
+void linear(const struct qtensor *W, const float *x, int n, float *y);
 
 /* Σ a[i]·b[i], vectorized. */
 float dot_f32(const float *a, const float *b, int n);

@@ -4,8 +4,15 @@
  * Tensor names follow the Hugging Face checkpoint (model-spec.md §2). Routed
  * experts may be stored per expert (`mlp.experts.E.gate_proj.weight`, ...) or
  * fused (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`); both load into
- * the same per-expert matrices. Weights are widened to f32 at load (bf16, f16,
- * and fp8 e4m3 with 128x128 `weight_scale_inv` blocks). */
+ * the same per-expert matrices.
+ *
+ * Every Linear weight is a quant/ qtensor. By default a weight keeps the format
+ * it is stored in: F32 -> f32, BF16 -> bf16, F16 -> f16, and F8_E4M3 with its
+ * 128x128 `weight_scale_inv` blocks -> fp8b, used as shipped (borrowed from the
+ * mapped file, never re-quantized). struct model_load_opts asks for another
+ * format per role (routed experts, dense weights, embeddings + lm_head), which
+ * is then quantized at load from the f32 values. Norms, the router and biases
+ * stay f32. */
 #ifndef COLIBRI_MODEL_MODEL_H
 #define COLIBRI_MODEL_MODEL_H
 
@@ -15,20 +22,20 @@
 #include "model/linear.h"
 
 struct mlp_weights {            /* SwiGLU: down(silu(gate(x)) * up(x)) */
-    struct wmat gate, up, down;
+    struct qtensor gate, up, down;
 };
 
 struct attn_weights {
-    struct wmat q_a, q_b, q;    /* q_a/q_b with q_lora_rank, else q */
+    struct qtensor q_a, q_b, q;    /* q_a/q_b with q_lora_rank, else q */
     float *q_a_norm;            /* [q_lora_rank] */
-    struct wmat kv_a;           /* [r + dr, hidden] */
+    struct qtensor kv_a;           /* [r + dr, hidden] */
     float *kv_a_norm;           /* [r] */
-    struct wmat kv_b;           /* [H*(dn+dv), r] */
-    struct wmat o;              /* [hidden, H*dv] */
+    struct qtensor kv_b;           /* [H*(dn+dv), r] */
+    struct qtensor o;              /* [hidden, H*dv] */
 };
 
 struct moe_weights {
-    struct wmat router;         /* mlp.gate.weight [E, hidden] */
+    struct qtensor router;         /* mlp.gate.weight [E, hidden] */
     float *score_bias;          /* e_score_correction_bias [E] (zeros if absent) */
     struct mlp_weights *experts;/* [E] */
     struct mlp_weights shared;  /* width moe_intermediate * n_shared (absent if 0) */
@@ -42,19 +49,30 @@ struct layer_weights {
     struct moe_weights moe;
 };
 
+/* Target formats per role: a quant_fmt id, or MODEL_FMT_AS_STORED. */
+#define MODEL_FMT_AS_STORED (-1)
+struct model_load_opts {
+    int experts_fmt;            /* routed experts */
+    int dense_fmt;              /* attention, shared experts, dense MLPs */
+    int embed_fmt;              /* embed_tokens and lm_head */
+};
+
 struct model {
     struct model_config cfg;
-    float *embed;               /* [vocab, hidden] */
+    struct model_load_opts fmt;
+    struct st_set st;           /* kept mapped: as-stored tensors borrow from it */
+    struct qtensor embed;       /* [vocab, hidden] */
     float *final_norm;          /* [hidden] */
-    struct wmat lm_head;        /* shares embed's memory when tied */
+    struct qtensor lm_head;
+    int lm_head_tied;           /* lm_head is embed (not freed twice) */
     struct layer_weights *layers;
     int64_t n_params;
     int64_t bytes_by_dtype[ST_DTYPE_COUNT];
 };
 
-/* Loads DIR (config.json + safetensors). *m must be zeroed; on failure it is
- * left freed. */
-int model_load(const char *dir, struct model *m, struct colibri_err *err);
+/* Loads DIR (config.json + safetensors). opts may be NULL (all as stored). On
+ * failure *m is left freed. */
+int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err);
 void model_free(struct model *m);
 
 #endif

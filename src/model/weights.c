@@ -8,33 +8,16 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "model/model.h"
-
-/* e4m3fn: S EEEE MMM, bias 7, no infinities, 0x7F/0xFF NaN. */
-static float e4m3_to_f32(uint8_t b)
-{
-    int s = b >> 7, e = (b >> 3) & 15, mant = b & 7;
-    float v;
-    if (e == 15 && mant == 7) return NAN;
-    if (e == 0) v = ldexpf((float)mant / 8.0f, -6);
-    else v = ldexpf(1.0f + (float)mant / 8.0f, e - 7);
-    return s ? -v : v;
-}
-
-static float half_to_f32(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 31, mant = h & 1023;
-    float v;
-    if (e == 0) v = ldexpf((float)mant, -24);
-    else if (e == 31) v = mant ? NAN : INFINITY;
-    else v = ldexpf((float)(mant | 1024), e - 25);
-    return s ? -v : v;
-}
+#include "quant/fp8.h"
+#include "quant/half.h"
 
 struct loader {
-    struct st_set st;
+    struct st_set *st;
     const char *dir;
     struct model *m;
 };
+
+enum weight_role { ROLE_DENSE, ROLE_EXPERT, ROLE_EMBED, ROLE_F32 };
 
 /* Converts tensor `t` ([rows, cols] view) to a new f32 array. fp8 tensors need
  * `<name>_scale_inv` ([ceil(rows/128), ceil(cols/128)] F32). */
@@ -50,17 +33,16 @@ static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int
     case ST_F32: memcpy(w, p, (size_t)n * 4); break;
     case ST_BF16:
         for (int64_t i = 0; i < n; i++) {
-            uint32_t bits = (uint32_t)(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
-            memcpy(&w[i], &bits, 4);
+            w[i] = quant_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
         }
         break;
     case ST_F16:
-        for (int64_t i = 0; i < n; i++) w[i] = half_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+        for (int64_t i = 0; i < n; i++) w[i] = quant_f16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
         break;
     case ST_F8_E4M3: {
         char sname[512];
         snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
-        const struct st_tensor *s = st_find(&L->st, sname);
+        const struct st_tensor *s = st_find(L->st, sname);
         int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
         if (!s || s->dtype != ST_F32 || s->numel != br * bc) {
             free(w);
@@ -73,7 +55,7 @@ static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int
             for (int64_t j = 0; j < cols; j++) {
                 float scale;
                 memcpy(&scale, (const uint8_t *)sc + 4 * ((i / 128) * bc + j / 128), 4);
-                w[i * cols + j] = e4m3_to_f32(p[i * cols + j]) * scale;
+                w[i * cols + j] = quant_fp8_e4m3_decode(p[i * cols + j]) * scale;
             }
         break;
     }
@@ -86,11 +68,11 @@ static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int
     return 0;
 }
 
-/* Loads `name` which must have shape [rows, cols] (cols = 0: a vector [rows]). */
-static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, float **out,
-                struct colibri_err *err)
+/* Finds `name` and checks it has shape [rows, cols] (cols = 0: a vector [rows]). */
+static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
+                       struct colibri_err *err)
 {
-    const struct st_tensor *t = st_find(&L->st, name);
+    const struct st_tensor *t = st_find(L->st, name);
     if (!t) return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
     int ok = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
                   : (t->ndim == 1 && t->shape[0] == rows);
@@ -103,27 +85,73 @@ static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, 
                     : err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld]", L->dir,
                               name, got, (long long)rows);
     }
-    return to_f32(L, t, rows, cols ? cols : 1, out, err);
+    *out = t;
+    return 0;
 }
 
-static int load_mat(struct loader *L, const char *name, int rows, int cols, struct wmat *w, struct colibri_err *err)
+/* Loads a vector or matrix as f32. */
+static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, float **out,
+                struct colibri_err *err)
 {
-    w->rows = rows;
-    w->cols = cols;
-    return load(L, name, rows, cols, &w->w, err);
+    const struct st_tensor *t;
+    int rc = find_shaped(L, name, rows, cols, &t, err);
+    return rc ? rc : to_f32(L, t, rows, cols ? cols : 1, out, err);
 }
 
-static int load_mlp(struct loader *L, const char *prefix, int inter, struct mlp_weights *mlp,
+static int target_format(const struct loader *L, enum weight_role role, const struct st_tensor *t)
+{
+    int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt
+             : role == ROLE_DENSE  ? L->m->fmt.dense_fmt
+             : role == ROLE_EMBED  ? L->m->fmt.embed_fmt : QUANT_F32;
+    if (want != MODEL_FMT_AS_STORED) return want;
+    return t->dtype == ST_BF16 ? QUANT_BF16 : t->dtype == ST_F16 ? QUANT_F16
+         : t->dtype == ST_F8_E4M3 ? QUANT_FP8B : QUANT_F32;
+}
+
+/* Borrows an F8_E4M3 weight and its block scales from the mapping, as shipped. */
+static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int cols, struct qtensor *w,
                     struct colibri_err *err)
+{
+    char sname[512];
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+    const struct st_tensor *s = st_find(L->st, sname);
+    size_t want = quant_fmt_scale_count(QUANT_FP8B, rows, cols);
+    if (!s || s->dtype != ST_F32 || (size_t)s->numel != want)
+        return err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 but '%s' is %s (need F32, %zu values)", t->name,
+                       sname, !s ? "missing" : "the wrong dtype or shape", want);
+    if ((uintptr_t)s->data % sizeof(float))
+        return err_set(err, COLIBRI_EFORMAT, "tensor '%s': data offset is not 4-byte aligned", sname);
+    int rc = quant_qtensor_wrap(QUANT_FP8B, rows, cols, t->data, t->nbytes, s->data, want, w, err);
+    return rc ? err_prefix(err, rc, "tensor '%s'", t->name) : 0;
+}
+
+/* Loads a Linear weight [rows, cols] in the format its role asks for. */
+static int load_mat(struct loader *L, const char *name, int rows, int cols, enum weight_role role,
+                    struct qtensor *w, struct colibri_err *err)
+{
+    const struct st_tensor *t;
+    int rc = find_shaped(L, name, rows, cols, &t, err);
+    if (rc) return rc;
+    int fmt = target_format(L, role, t);
+    if (fmt == QUANT_FP8B && t->dtype == ST_F8_E4M3) return wrap_fp8(L, t, rows, cols, w, err);
+    float *f;
+    if ((rc = to_f32(L, t, rows, cols, &f, err))) return rc;
+    rc = quant_qtensor_from_f32((enum quant_fmt)fmt, rows, cols, f, w, err);
+    free(f);
+    return rc ? err_prefix(err, rc, "tensor '%s'", name) : 0;
+}
+
+static int load_mlp(struct loader *L, const char *prefix, int inter, enum weight_role role,
+                    struct mlp_weights *mlp, struct colibri_err *err)
 {
     char name[512];
     int hid = L->m->cfg.hidden_size, rc;
     snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
-    if ((rc = load_mat(L, name, inter, hid, &mlp->gate, err))) return rc;
+    if ((rc = load_mat(L, name, inter, hid, role, &mlp->gate, err))) return rc;
     snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
-    if ((rc = load_mat(L, name, inter, hid, &mlp->up, err))) return rc;
+    if ((rc = load_mat(L, name, inter, hid, role, &mlp->up, err))) return rc;
     snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
-    return load_mat(L, name, hid, inter, &mlp->down, err);
+    return load_mat(L, name, hid, inter, role, &mlp->down, err);
 }
 
 /* transformers v5 fused layout: gate_up_proj [E, 2I, hid] (gate rows first),
@@ -135,9 +163,9 @@ static int load_fused_experts(struct loader *L, const char *prefix, struct moe_w
     int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
     char name[512];
     snprintf(name, sizeof name, "%s.experts.gate_up_proj", prefix);
-    const struct st_tensor *gu = st_find(&L->st, name);
+    const struct st_tensor *gu = st_find(L->st, name);
     snprintf(name, sizeof name, "%s.experts.down_proj", prefix);
-    const struct st_tensor *dn = st_find(&L->st, name);
+    const struct st_tensor *dn = st_find(L->st, name);
     if (!gu || !dn || gu->ndim != 3 || dn->ndim != 3 || gu->shape[0] != E || gu->shape[1] != 2 * I ||
         gu->shape[2] != hid || dn->shape[0] != E || dn->shape[1] != hid || dn->shape[2] != I ||
         gu->dtype == ST_F8_E4M3 || dn->dtype == ST_F8_E4M3)
@@ -149,15 +177,13 @@ static int load_fused_experts(struct loader *L, const char *prefix, struct moe_w
     int rc = to_f32(L, gu, (int64_t)E * 2 * I, hid, &guf, err);
     if (rc) return rc;
     if ((rc = to_f32(L, dn, (int64_t)E * hid, I, &dnf, err))) { free(guf); return rc; }
+    int fmt = target_format(L, ROLE_EXPERT, gu);
     for (int e = 0; e < E && !rc; e++) {
         struct mlp_weights *x = &moe->experts[e];
-        x->gate = (struct wmat){ I, hid, malloc((size_t)I * hid * 4) };
-        x->up = (struct wmat){ I, hid, malloc((size_t)I * hid * 4) };
-        x->down = (struct wmat){ hid, I, malloc((size_t)hid * I * 4) };
-        if (!x->gate.w || !x->up.w || !x->down.w) { rc = err_set(err, COLIBRI_ENOMEM, "out of memory"); break; }
-        memcpy(x->gate.w, guf + (int64_t)e * 2 * I * hid, (size_t)I * hid * 4);
-        memcpy(x->up.w, guf + ((int64_t)e * 2 * I + I) * hid, (size_t)I * hid * 4);
-        memcpy(x->down.w, dnf + (int64_t)e * hid * I, (size_t)hid * I * 4);
+        if ((rc = quant_qtensor_from_f32(fmt, I, hid, guf + (int64_t)e * 2 * I * hid, &x->gate, err)) ||
+            (rc = quant_qtensor_from_f32(fmt, I, hid, guf + ((int64_t)e * 2 * I + I) * hid, &x->up, err)) ||
+            (rc = quant_qtensor_from_f32(fmt, hid, I, dnf + (int64_t)e * hid * I, &x->down, err)))
+            break;
     }
     free(guf);
     free(dnf);
@@ -178,67 +204,71 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     if ((rc = load(L, NAME("post_attention_layernorm.weight"), hid, 0, &lw->mlp_norm, err))) return rc;
     struct attn_weights *a = &lw->attn;
     if (c->q_lora_rank) {
-        if ((rc = load_mat(L, NAME("self_attn.q_a_proj.weight"), c->q_lora_rank, hid, &a->q_a, err))) return rc;
+        if ((rc = load_mat(L, NAME("self_attn.q_a_proj.weight"), c->q_lora_rank, hid, ROLE_DENSE, &a->q_a, err))) return rc;
         if ((rc = load(L, NAME("self_attn.q_a_layernorm.weight"), c->q_lora_rank, 0, &a->q_a_norm, err))) return rc;
-        if ((rc = load_mat(L, NAME("self_attn.q_b_proj.weight"), H * dqk, c->q_lora_rank, &a->q_b, err))) return rc;
-    } else if ((rc = load_mat(L, NAME("self_attn.q_proj.weight"), H * dqk, hid, &a->q, err))) {
+        if ((rc = load_mat(L, NAME("self_attn.q_b_proj.weight"), H * dqk, c->q_lora_rank, ROLE_DENSE, &a->q_b, err))) return rc;
+    } else if ((rc = load_mat(L, NAME("self_attn.q_proj.weight"), H * dqk, hid, ROLE_DENSE, &a->q, err))) {
         return rc;
     }
     if ((rc = load_mat(L, NAME("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, hid,
-                       &a->kv_a, err)))
+                       ROLE_DENSE, &a->kv_a, err)))
         return rc;
     if ((rc = load(L, NAME("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, 0, &a->kv_a_norm, err))) return rc;
     if ((rc = load_mat(L, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_head_dim + c->v_head_dim),
-                       c->kv_lora_rank, &a->kv_b, err)))
+                       c->kv_lora_rank, ROLE_DENSE, &a->kv_b, err)))
         return rc;
-    if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, &a->o, err))) return rc;
+    if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
 
     lw->is_moe = li >= c->first_k_dense_replace;
-    if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, &lw->dense, err);
+    if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, ROLE_DENSE, &lw->dense, err);
 
     struct moe_weights *moe = &lw->moe;
     int E = c->n_routed_experts;
-    if ((rc = load_mat(L, NAME("mlp.gate.weight"), E, hid, &moe->router, err))) return rc;
-    if (st_find(&L->st, NAME("mlp.gate.e_score_correction_bias"))) {
+    if ((rc = load_mat(L, NAME("mlp.gate.weight"), E, hid, ROLE_F32, &moe->router, err))) return rc;
+    if (st_find(L->st, NAME("mlp.gate.e_score_correction_bias"))) {
         if ((rc = load(L, name, E, 0, &moe->score_bias, err))) return rc;
     } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
         return err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
     if (!(moe->experts = calloc((size_t)E, sizeof *moe->experts))) return err_set(err, COLIBRI_ENOMEM, "out of memory");
-    if (st_find(&L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
+    if (st_find(L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
         for (int e = 0; e < E; e++) {
             snprintf(name, sizeof name, "%s.mlp.experts.%d", p, e);
-            if ((rc = load_mlp(L, name, c->moe_intermediate_size, &moe->experts[e], err))) return rc;
+            if ((rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT, &moe->experts[e], err))) return rc;
         }
     } else if ((rc = load_fused_experts(L, NAME("mlp"), moe, err))) {
         return rc;
     }
     if (c->n_shared_experts)
         if ((rc = load_mlp(L, NAME("mlp.shared_experts"), c->moe_intermediate_size * c->n_shared_experts,
-                           &moe->shared, err)))
+                           ROLE_DENSE, &moe->shared, err)))
             return rc;
 #undef NAME
     return 0;
 }
 
-int model_load(const char *dir, struct model *m, struct colibri_err *err)
+int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
+    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
-    struct loader L = { .dir = dir, .m = m };
-    if ((rc = st_open_dir(dir, &L.st, err))) return rc;
+    struct loader L = { .st = &m->st, .dir = dir, .m = m };
+    if ((rc = st_open_dir(dir, &m->st, err))) return rc;
     const struct model_config *c = &m->cfg;
-    for (int i = 0; i < L.st.n_tensors; i++) {
-        m->n_params += L.st.tensors[i].numel;
-        m->bytes_by_dtype[L.st.tensors[i].dtype] += (int64_t)L.st.tensors[i].nbytes;
+    for (int i = 0; i < m->st.n_tensors; i++) {
+        m->n_params += m->st.tensors[i].numel;
+        m->bytes_by_dtype[m->st.tensors[i].dtype] += (int64_t)m->st.tensors[i].nbytes;
     }
-    if ((rc = load(&L, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
+    if ((rc = load_mat(&L, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->embed, err)))
+        goto fail;
     if ((rc = load(&L, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
-    if (!c->tie_word_embeddings || st_find(&L.st, "lm_head.weight")) {
-        if ((rc = load_mat(&L, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err))) goto fail;
+    if (!c->tie_word_embeddings || st_find(&m->st, "lm_head.weight")) {
+        if ((rc = load_mat(&L, "lm_head.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->lm_head, err)))
+            goto fail;
     } else {
-        m->lm_head = (struct wmat){ c->vocab_size, c->hidden_size, m->embed };
+        m->lm_head = m->embed;
+        m->lm_head_tied = 1;
     }
     if (!(m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers))) {
         rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
@@ -251,19 +281,17 @@ int model_load(const char *dir, struct model *m, struct colibri_err *err)
         if (c->num_hidden_layers >= 8) progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) progress_end(&pr);
-    st_close(&L.st);
     return 0;
 fail:
-    st_close(&L.st);
     model_free(m);
     return rc;
 }
 
 static void free_mlp(struct mlp_weights *x)
 {
-    free(x->gate.w);
-    free(x->up.w);
-    free(x->down.w);
+    quant_qtensor_free(&x->gate);
+    quant_qtensor_free(&x->up);
+    quant_qtensor_free(&x->down);
 }
 
 void model_free(struct model *m)
@@ -273,20 +301,23 @@ void model_free(struct model *m)
             struct layer_weights *lw = &m->layers[li];
             struct attn_weights *a = &lw->attn;
             free(lw->attn_norm); free(lw->mlp_norm);
-            free(a->q_a.w); free(a->q_b.w); free(a->q.w); free(a->q_a_norm);
-            free(a->kv_a.w); free(a->kv_a_norm); free(a->kv_b.w); free(a->o.w);
+            quant_qtensor_free(&a->q_a); quant_qtensor_free(&a->q_b); quant_qtensor_free(&a->q);
+            free(a->q_a_norm);
+            quant_qtensor_free(&a->kv_a); free(a->kv_a_norm);
+            quant_qtensor_free(&a->kv_b); quant_qtensor_free(&a->o);
             free_mlp(&lw->dense);
             if (lw->moe.experts)
                 for (int e = 0; e < m->cfg.n_routed_experts; e++) free_mlp(&lw->moe.experts[e]);
             free(lw->moe.experts);
-            free(lw->moe.router.w);
+            quant_qtensor_free(&lw->moe.router);
             free(lw->moe.score_bias);
             free_mlp(&lw->moe.shared);
         }
         free(m->layers);
     }
-    if (m->lm_head.w != m->embed) free(m->lm_head.w);
-    free(m->embed);
+    if (!m->lm_head_tied) quant_qtensor_free(&m->lm_head);
+    quant_qtensor_free(&m->embed);
     free(m->final_norm);
+    st_close(&m->st);
     memset(m, 0, sizeof *m);
 }
