@@ -43,7 +43,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libcolibri.a
 
-.PHONY: all test check clean demo deps
+.PHONY: all test check clean demo deps bench
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -76,6 +76,13 @@ tests: $(TEST_BIN)
 
 test: $(BUILD)/colibri $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# Kernel benchmark programs (bench/*.c), not run by test.
+bench: $(BUILD)/bench/matvec
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
 check:
 	$(MAKE) BUILD=build/san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test

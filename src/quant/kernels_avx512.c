@@ -96,11 +96,23 @@ INLINE void fp8x32_to_f32_2m8(__m256i b, __m512 *lo, __m512 *hi)
     *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
+/* One 32-column step of an fp8b row: widen, multiply into the block sums. */
+INLINE void fp8_step(const uint8_t *p, const float *const *x, int c, __mmask32 m, int NJ,
+                     __m512 *b0, __m512 *b1)
+{
+    __m512 wl, wh;
+    fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
+    for (int j = 0; j < NJ; j++) {
+        b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
+        b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
+    }
+}
+
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
     const int cols = W->cols, B = QUANT_FP8B_BLOCK;
-    const int nbc = (cols + B - 1) / B;
+    const int nbc = (cols + B - 1) / B, nfull = cols / B;
     const float *x[QUANT_NB];
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
     for (int r = r0; r < r1; r++) {
@@ -109,17 +121,15 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
         __m512 acc[QUANT_NB];
         for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
         for (int bc = 0; bc < nbc; bc++) {
-            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
             __m512 b0[QUANT_NB], b1[QUANT_NB];
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
-            for (int c = c0; c < c1; c += 32) {
-                int n = c1 - c;
-                __mmask32 m = n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
-                __m512 wl, wh;
-                fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
-                for (int j = 0; j < NJ; j++) {
-                    b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
-                    b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
+            int c0 = bc * B;
+            if (bc < nfull) {
+                for (int c = c0; c < c0 + B; c += 32) fp8_step(p, x, c, 0xFFFFFFFFu, NJ, b0, b1);
+            } else {
+                for (int c = c0; c < cols; c += 32) {
+                    int n = cols - c;
+                    fp8_step(p, x, c, n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1), NJ, b0, b1);
                 }
             }
             __m512 sv = _mm512_set1_ps(s[bc] * 256.0f);

@@ -1,0 +1,177 @@
+/* bench/matvec.c - weight-format kernel throughput, as ratios measured in one
+ * run: a read-bandwidth probe (sum over a 1 GiB buffer with every OpenMP
+ * thread), then per format the matvec (decode) rate in GB/s of weight bytes
+ * (data + scales) as a fraction of the probe, and the matmul (prefill) rate
+ * in GFLOP/s for batches of 16 and 64. Prints a markdown report on stdout.
+ *
+ * The matvec matrix is sized per format to about 512 MiB of weights (many
+ * times the last-level cache), cols = 7168 (DeepSeek-V3's hidden size), so
+ * it streams from memory as a decode step does. Weights are random bytes
+ * shaped to valid, normal values; the rate does not depend on them.
+ *
+ * usage: matvec [MiB per matvec matrix, default 512] */
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "quant/kernels.h"
+#include "quant/qtensor.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static inline uint64_t next(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng;
+}
+
+/* Random bytes that decode to normal values of moderate size. */
+static void fill(enum quant_fmt f, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t r = next();
+        if (f == QUANT_F32) r = (r & 0x807FFFFF807FFFFFull) | 0x3C0000003C000000ull;
+        else if (f == QUANT_BF16) r = (r & 0x807F807F807F807Full) | 0x3C003C003C003C00ull;
+        else if (f == QUANT_F16) r = (r & 0x83FF83FF83FF83FFull) | 0x3800380038003800ull;
+        else if (f == QUANT_FP8B) r &= 0xBFBFBFBFBFBFBFBFull;     /* exponent <= 7: no NaN */
+        memcpy(p + i, &r, 8);
+    }
+}
+
+static void cpu_model(char *out, size_t n)
+{
+    snprintf(out, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                snprintf(out, n, "%s", c + 2);
+                out[strcspn(out, "\n")] = 0;
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Read bandwidth: every thread sums its slice of a 1 GiB buffer; best of 5. */
+static double probe_bandwidth(void)
+{
+    size_t bytes = (size_t)1 << 30, n = bytes / 8;
+    uint64_t *buf = xalloc(bytes);
+    if (!buf) return 0;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = i;      /* fault in, on the threads that read */
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_sec();
+        uint64_t s = 0;
+        #pragma omp parallel for schedule(static) reduction(+ : s)
+        for (size_t i = 0; i < n; i++) s += buf[i];
+        double dt = now_sec() - t0;
+        sink += s;
+        if (bytes / dt > best) best = bytes / dt;
+    }
+    free(buf);
+    return best / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    size_t mib = argc > 1 ? (size_t)atoi(argv[1]) : 512;
+    char model[256];
+    cpu_model(model, sizeof model);
+    struct utsname u;
+    uname(&u);
+    int threads = omp_get_max_threads();
+    enum quant_isa isa = quant_isa_best();
+
+    printf("## Machine\n\n- CPU: %s (%ld logical CPUs online), %s %s\n- OpenMP threads: %d\n"
+           "- kernel level: %s\n\n", model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.machine,
+           threads, quant_isa_name(isa));
+    fflush(stdout);
+
+    double bw = probe_bandwidth();
+    printf("## Read-bandwidth probe\n\nsum of a 1 GiB buffer, %d threads, best of 5: **%.1f GB/s**\n\n",
+           threads, bw);
+    printf("## matvec (decode): y = W x, cols = 7168, ~%zu MiB of weights per matrix\n\n", mib);
+    printf("| format | rows | weight bytes | ms / matvec (median) | GB/s | of probe |\n");
+    printf("|---|---:|---:|---:|---:|---:|\n");
+    fflush(stdout);
+
+    const int cols = 7168;
+    static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
+                                QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
+    const int nf = sizeof fmts / sizeof fmts[0];
+    double gflops[9][2] = { { 0 } };
+    float *x = xalloc(64 * (size_t)cols * sizeof(float));
+    for (size_t i = 0; i < 64 * (size_t)cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+
+    for (int fi = 0; fi < nf; fi++) {
+        enum quant_fmt f = fmts[fi];
+        size_t rb = quant_fmt_row_bytes(f, cols);
+        int rows = (int)((mib << 20) / rb) / 128 * 128;
+        size_t nd = quant_fmt_data_bytes(f, rows, cols), ns = quant_fmt_scale_count(f, rows, cols);
+        uint8_t *d = xalloc(nd);
+        float *s = ns ? xalloc(ns * sizeof(float)) : NULL;
+        float *y = xalloc((size_t)64 * rows * sizeof(float));
+        if (!d || (ns && !s) || !y) { fprintf(stderr, "out of memory\n"); return 1; }
+        fill(f, d, nd);
+        for (size_t i = 0; i < ns; i++) s[i] = 1e-3f * (float)(1 + next() % 100);
+        struct qtensor W;
+        if (quant_qtensor_wrap(f, rows, cols, d, nd, s, ns, &W, NULL)) return 1;
+
+        double t[64];
+        int it = 0;
+        quant_matvec(&W, x, y);                                  /* warm-up */
+        double t_end = now_sec() + 1.0;
+        while (it < 64 && (it < 8 || now_sec() < t_end)) {
+            double t0 = now_sec();
+            quant_matvec(&W, x, y);
+            t[it++] = now_sec() - t0;
+        }
+        qsort(t, it, sizeof t[0], cmp_d);
+        double med = t[it / 2], bytes = (double)nd + (double)ns * 4;
+        printf("| %s | %d | %.0f MiB | %.2f | %.1f | %.0f%% |\n", quant_fmt_name(f), rows,
+               bytes / (1 << 20), med * 1e3, bytes / med / 1e9, 100 * bytes / med / 1e9 / bw);
+        fflush(stdout);
+
+        /* prefill: a 4096 x 7168 slice of the same matrix, batches 16 and 64 */
+        struct qtensor P = W;
+        P.rows = rows < 4096 ? rows : 4096;
+        for (int bi = 0; bi < 2; bi++) {
+            int n = bi ? 64 : 16;
+            quant_matmul(&P, x, n, y);
+            double best = 1e30;
+            for (int rep = 0; rep < 3; rep++) {
+                double t0 = now_sec();
+                quant_matmul(&P, x, n, y);
+                double dt = now_sec() - t0;
+                if (dt < best) best = dt;
+            }
+            gflops[fi][bi] = 2.0 * P.rows * cols * n / best / 1e9;
+        }
+        free(d);
+        free(s);
+        free(y);
+    }
+    printf("\n## matmul (prefill): Y = X Wᵀ, W 4096 x 7168, best of 3\n\n");
+    printf("| format | GFLOP/s n=16 | GFLOP/s n=64 |\n|---|---:|---:|\n");
+    for (int fi = 0; fi < nf; fi++)
+        printf("| %s | %.1f | %.1f |\n", quant_fmt_name(fmts[fi]), gflops[fi][0], gflops[fi][1]);
+    free(x);
+    return 0;
+}
