@@ -24,7 +24,9 @@ windows of N tokens, each preceded by BOS).
 Expert balance: HF's noaux_tc router has no auxiliary loss, so after every
 optimizer step each MoE layer's e_score_correction_bias (an F32 buffer, saved
 with the weights) is updated as in DeepSeek-V3:
-    bias_e += gamma * sign(mean_load - load_e)     (gamma = --bias-gamma)
+    bias_e += gamma * sign(mean_load - load_e)
+(gamma = --bias-gamma-early for the first --bias-early-frac of the run, so the
+router balances within a few dozen steps, then --bias-gamma = 1e-3 as DeepSeek.)
 """
 import argparse
 import datetime as dt
@@ -79,6 +81,7 @@ def model_config(vocab=8192):
         eos_token_id=1,
         pad_token_id=2,
         use_cache=True,
+        num_nextn_predict_layers=0,  # no MTP weights
     )
 
 
@@ -225,6 +228,9 @@ def main():
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--bias-gamma", type=float, default=1e-3)
+    ap.add_argument("--bias-gamma-early", type=float, default=1e-2,
+                    help="gamma during the first --bias-early-frac of the run (fast initial balancing)")
+    ap.add_argument("--bias-early-frac", type=float, default=0.15)
     ap.add_argument("--bf16", type=int, default=1, help="bf16 autocast (weights and AdamW stay f32)")
     ap.add_argument("--experts-impl", default="grouped_mm")
     ap.add_argument("--attn-impl", default="sdpa")
@@ -321,7 +327,7 @@ def main():
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
-        imb = loadmon.update_bias(a.bias_gamma)
+        imb = loadmon.update_bias(a.bias_gamma_early if p < a.bias_early_frac else a.bias_gamma)
         dt_s = time.time() - t0
         train_s += dt_s
         step += 1
@@ -334,7 +340,7 @@ def main():
             rec = {"step": step, "tokens": tokens, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
                    "gnorm": round(float(gn), 3), "seq": seqlen, "tok_s": round(tok_log / el, 1),
                    "train_min": round(train_s / 60, 2), "p": round(p, 4),
-                   "max_load": round(max(imb), 2) if imb else None,
+                   "max_load": [round(v, 2) for v in imb],
                    "utc": dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S")}
             print(json.dumps(rec), flush=True)
             hist.append(rec)
