@@ -1,2 +1,258 @@
+/* quant/kernels_avx2.c - AVX2 + FMA + F16C kernels (x86-64 without AVX-512).
+ *
+ * Float formats widen to f32 and use FMA (fp8b through f16, as in the AVX-512
+ * file: sign-extend, shift left 7, clear bit 14, then x 2^8 folded into the
+ * block scale). q8 / q4* use int8 activations (blocks of 32) and VPMADDUBSW:
+ * q4 multiplies the stored nibble q+8 (unsigned) by the activation and takes
+ * 8 x the block's activation sum out at the end; q8 uses |w| and the
+ * activation with w's sign (no offset). Neither can saturate the 16-bit
+ * pair sums (15*127*2 and 127*127*2 < 32767). Column tails that do not fill a
+ * vector are finished in scalar code.
+ */
+#include <assert.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/fp8.h"
+#include "quant/half.h"
 #include "quant/kernels.h"
-const struct quant_isa_table quant_isa_avx2 = { .k = { [QUANT_F32] = { 0, 0 } } };
+
+#define INLINE static inline __attribute__((always_inline))
+
+static_assert(QUANT_NB == 4, "the kernel switches cover nj = 1..4");
+
+static const uint8_t *row_ptr(const struct qtensor *W, int r)
+{
+    return (const uint8_t *)W->data + (size_t)r * quant_fmt_row_bytes(W->fmt, W->cols);
+}
+
+static float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* ------------------------------------------------------ f32 / bf16 / f16 */
+
+INLINE __m256 load_w8(int fmt, const uint8_t *p, int c)
+{
+    if (fmt == QUANT_F32) return _mm256_loadu_ps((const float *)(p + 4 * (size_t)c));
+    __m128i h = _mm_loadu_si128((const __m128i *)(p + 2 * (size_t)c));
+    if (fmt == QUANT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INLINE float scalar_w(int fmt, const uint8_t *p, int c)
+{
+    if (fmt == QUANT_F32) { float w; memcpy(&w, p + 4 * (size_t)c, 4); return w; }
+    uint16_t h;
+    memcpy(&h, p + 2 * (size_t)c, 2);
+    return fmt == QUANT_F16 ? quant_f16_to_f32(h) : quant_bf16_to_f32(h);
+}
+
+INLINE void rows_float8(int fmt, const struct qtensor *W, int r0, int r1,
+                        const struct quant_act *a, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols;
+    const float *x[QUANT_NB];
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        __m256 acc0[QUANT_NB], acc1[QUANT_NB];
+        for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+        int c = 0;
+        for (; c + 16 <= cols; c += 16) {
+            __m256 w0 = load_w8(fmt, p, c), w1 = load_w8(fmt, p, c + 8);
+            for (int j = 0; j < NJ; j++) {
+                acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[j] + c), acc0[j]);
+                acc1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[j] + c + 8), acc1[j]);
+            }
+        }
+        for (int j = 0; j < NJ; j++) {
+            float y = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
+            for (int t = c; t < cols; t++) y += scalar_w(fmt, p, t) * x[j][t];
+            Y[(size_t)(j0 + j) * W->rows + r] = y;
+        }
+    }
+}
+
+#define NJ_SWITCH(call)                                   \
+    switch (nj) {                                         \
+    case 1: call(1); break;                               \
+    case 2: call(2); break;                               \
+    case 3: call(3); break;                               \
+    default: call(4); break;                              \
+    }
+
+static void rows_f32(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_float8(QUANT_F32, W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+static void rows_bf16(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_float8(QUANT_BF16, W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+static void rows_f16(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_float8(QUANT_F16, W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+
+/* ------------------------------------------------------------------ fp8b */
+
+/* 16 e4m3 bytes -> two vectors of f32 worth 2^-8 of the e4m3 values. */
+INLINE void fp8x16_to_f32_2m8(__m128i b, __m256 *lo, __m256 *hi)
+{
+    __m256i h = _mm256_cvtepi8_epi16(b);
+    h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xBF80));
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
+                         const struct quant_act *a, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    const float *x[QUANT_NB];
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        const float *s = W->scales + (size_t)(r / B) * nbc;
+        __m256 acc[QUANT_NB];
+        float tail[QUANT_NB] = { 0 };
+        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
+        for (int bc = 0; bc < nbc; bc++) {
+            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols, c = c0;
+            __m256 b0[QUANT_NB], b1[QUANT_NB];
+            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm256_setzero_ps();
+            for (; c + 16 <= c1; c += 16) {
+                __m256 wl, wh;
+                fp8x16_to_f32_2m8(_mm_loadu_si128((const __m128i *)(p + c)), &wl, &wh);
+                for (int j = 0; j < NJ; j++) {
+                    b0[j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[j] + c), b0[j]);
+                    b1[j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[j] + c + 8), b1[j]);
+                }
+            }
+            __m256 sv = _mm256_set1_ps(s[bc] * 256.0f);
+            for (int j = 0; j < NJ; j++) {
+                acc[j] = _mm256_fmadd_ps(_mm256_add_ps(b0[j], b1[j]), sv, acc[j]);
+                float t = 0.0f;
+                for (int u = c; u < c1; u++) t += quant_fp8_e4m3_table[p[u]] * x[j][u];
+                tail[j] += t * s[bc];
+            }
+        }
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = hsum8(acc[j]) + tail[j];
+    }
+}
+
+static void rows_fp8b(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_fp8b_nj(W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+
+/* ------------------------------------------------------------- q8 / q4* */
+
+/* Sum of u8 x s8 over 32 bytes as 8 int32 lanes. */
+INLINE __m256 dot32(__m256i u, __m256i s)
+{
+    __m256i p = _mm256_maddubs_epi16(u, s);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+/* INT4: 1 for the q4 family (nibbles), 0 for q8. G: group size, 0 = per row. */
+INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                        int j0, int NJ, float *Y, int INT4, int G)
+{
+    const int cols = W->cols, nchunk = (cols + 31) / 32;
+    const int ng = G ? (cols + G - 1) / G : 1;
+    const int8_t *q[QUANT_NB];
+    const float *xs[QUANT_NB], *xsum[QUANT_NB];
+    for (int j = 0; j < NJ; j++) {
+        q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
+        xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
+        xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r);
+        const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
+        __m256 acc[QUANT_NB];
+        float corr[QUANT_NB] = { 0 };
+        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
+        for (int ch = 0; ch < nchunk; ch++) {
+            __m256i u;                          /* unsigned operand */
+            __m256i sg = _mm256_setzero_si256();/* q8: the weights, for the sign */
+            if (INT4) {
+                /* chunk ch of block k: lo nibbles of bytes (ch%2)*32.. for
+                 * chunks 0,1 of the block, hi nibbles for chunks 2,3 */
+                int k = ch / 4, cc = ch % 4;
+                __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * (size_t)k + 32 * (cc & 1)));
+                u = cc < 2 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            } else {
+                int n = cols - 32 * ch;
+                if (n >= 32) {
+                    sg = _mm256_loadu_si256((const __m256i *)(p + 32 * (size_t)ch));
+                } else {
+                    uint8_t tmp[32] = { 0 };
+                    memcpy(tmp, p + 32 * (size_t)ch, (size_t)n);
+                    sg = _mm256_loadu_si256((const __m256i *)tmp);
+                }
+                u = _mm256_abs_epi8(sg);
+            }
+            float w = G ? s[ch * 32 / G] : 1.0f;
+            for (int j = 0; j < NJ; j++) {
+                __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + 32 * (size_t)ch));
+                if (!INT4) xq = _mm256_sign_epi8(xq, sg);
+                acc[j] = _mm256_fmadd_ps(dot32(u, xq), _mm256_set1_ps(w * xs[j][ch]), acc[j]);
+                if (INT4 && G) corr[j] += w * xsum[j][ch];
+            }
+        }
+        for (int j = 0; j < NJ; j++) {
+            float dot = hsum8(acc[j]), y;
+            if (!INT4) y = s[0] * dot;
+            else if (G) y = dot - 8.0f * corr[j];
+            else y = s[0] * (dot - 8.0f * a->xsum_all[j0 + j]);
+            Y[(size_t)(j0 + j) * W->rows + r] = y;
+        }
+    }
+}
+
+#define INT_KERNEL(name, INT4, G)                                                        \
+    static void rows_##name(const struct qtensor *W, int r0, int r1,                     \
+                            const struct quant_act *a, int j0, int nj, float *Y)         \
+    {                                                                                    \
+        switch (nj) {                                                                    \
+        case 1: rows_int_nj(W, r0, r1, a, j0, 1, Y, INT4, G); break;                    \
+        case 2: rows_int_nj(W, r0, r1, a, j0, 2, Y, INT4, G); break;                    \
+        case 3: rows_int_nj(W, r0, r1, a, j0, 3, Y, INT4, G); break;                    \
+        default: rows_int_nj(W, r0, r1, a, j0, 4, Y, INT4, G); break;                   \
+        }                                                                                \
+    }
+INT_KERNEL(q8, 0, 0)
+INT_KERNEL(q4, 1, 0)
+INT_KERNEL(q4g32, 1, 32)
+INT_KERNEL(q4g64, 1, 64)
+INT_KERNEL(q4g128, 1, 128)
+
+const struct quant_isa_table quant_isa_avx2 = {
+    .k = {
+        [QUANT_F32] = { rows_f32, 0 },
+        [QUANT_BF16] = { rows_bf16, 0 },
+        [QUANT_F16] = { rows_f16, 0 },
+        [QUANT_Q8] = { rows_q8, 1 },
+        [QUANT_Q4] = { rows_q4, 1 },
+        [QUANT_Q4G32] = { rows_q4g32, 1 },
+        [QUANT_Q4G64] = { rows_q4g64, 1 },
+        [QUANT_Q4G128] = { rows_q4g128, 1 },
+        [QUANT_FP8B] = { rows_fp8b, 0 },
+    },
+    .act_prep = NULL,
+};
