@@ -82,6 +82,11 @@ typedef struct colibri_session colibri_session;
 
 struct colibri_session_opts {
     int n_ctx;                  /* 0 = the model's max_position_embeddings */
+    /* KV-cache tier by name: f32 (NULL, the reference) bf16 fp8 int8r q4_0
+     * tq4 tq3 tq2 polar4 polar3; and the RoPE part's precision: f32 bf16 fp8
+     * int8 (NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
+    const char *kv_tier;
+    const char *kv_rope;
 };
 
 int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *opts,
@@ -98,8 +103,12 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n,
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits,
                            struct colibri_err *err);
 
-/* Number of tokens in the session's cache. */
+/* Number of tokens in the session's cache, and its capacity. */
 int colibri_session_pos(const colibri_session *s);
+int colibri_session_n_ctx(const colibri_session *s);
+
+/* Bytes the session's KV cache spends per token, all layers (latent + RoPE). */
+int64_t colibri_session_kv_token_bytes(const colibri_session *s);
 
 /* Forgets every cached token at position >= n (n <= pos). */
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err);
@@ -122,8 +131,10 @@ struct colibri_oracle_result {
     double decode_dlogit;       /* absorbed decode vs expanded prefill */
     int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
 };
-/* mopts (may be NULL) loads the fixture with other weight formats. */
+/* mopts (may be NULL) loads the fixture with other weight formats; kv_tier and
+ * kv_rope (may be NULL) run it on a quantized KV cache. */
 int colibri_oracle_check(const char *fixture_dir, const struct colibri_model_opts *mopts,
+                         const char *kv_tier, const char *kv_rope,
                          struct colibri_oracle_result *res, struct colibri_err *err);
 
 /* ============================================================ tokenizer

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "kv/codec.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/format.h"
@@ -85,9 +86,16 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
 {
     if (!cm || !out) return err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
     int n_ctx = opts && opts->n_ctx > 0 ? opts->n_ctx : cm->m.cfg.max_position_embeddings;
+    int tier = KV_TIER_F32, rope = KV_ROPE_DEFAULT;
+    if (opts && opts->kv_tier && (tier = kv_tier_from_name(opts->kv_tier)) < 0)
+        return err_set(err, COLIBRI_EINVAL,
+                       "--kv: unknown KV tier '%s' (f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3)", opts->kv_tier);
+    if (opts && opts->kv_rope && (rope = kv_rope_from_name(opts->kv_rope)) < 0)
+        return err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (f32 bf16 fp8 int8)",
+                       opts->kv_rope);
     colibri_session *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, COLIBRI_ENOMEM, "out of memory");
-    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, err);
+    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, (enum kv_tier)tier, (enum kv_rope_prec)rope, err);
     if (rc) { free(s); return rc; }
     s->model = cm;
     *out = s;
@@ -117,6 +125,10 @@ int colibri_session_decode(colibri_session *s, int32_t token, float *logits, str
 }
 
 int colibri_session_pos(const colibri_session *s) { return s->pos; }
+
+int colibri_session_n_ctx(const colibri_session *s) { return s->st.n_ctx; }
+
+int64_t colibri_session_kv_token_bytes(const colibri_session *s) { return (int64_t)kv_cache_token_bytes(s->st.kv); }
 
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {

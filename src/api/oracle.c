@@ -33,11 +33,12 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-static int check_sequence(colibri_model *cm, const int32_t *tok, int S, const cJSON *margins, const float *ref,
+static int check_sequence(colibri_model *cm, const struct colibri_session_opts *base, const int32_t *tok, int S, const cJSON *margins, const float *ref,
                           double tol, struct colibri_oracle_result *res, struct colibri_err *err)
 {
     int V = colibri_model_vocab(cm), rc;
-    struct colibri_session_opts so = { .n_ctx = S };
+    struct colibri_session_opts so = *base;
+    so.n_ctx = S;
     colibri_session *s = NULL;
     float *pre = malloc((size_t)S * V * sizeof *pre), *dec = malloc((size_t)V * sizeof *dec);
     if ((rc = colibri_session_new(cm, &so, &s, err))) goto out;
@@ -70,11 +71,12 @@ out:
     return rc;
 }
 
-static int check_generation(colibri_model *cm, const int32_t *prompt, int np, const int32_t *want, int ng,
+static int check_generation(colibri_model *cm, const struct colibri_session_opts *base, const int32_t *prompt, int np, const int32_t *want, int ng,
                             struct colibri_oracle_result *res, struct colibri_err *err)
 {
     int V = colibri_model_vocab(cm), rc;
-    struct colibri_session_opts so = { .n_ctx = np + ng + 1 };
+    struct colibri_session_opts so = *base;
+    so.n_ctx = np + ng + 1;
     colibri_session *s = NULL;
     float *logits = malloc((size_t)V * sizeof *logits);
     if ((rc = colibri_session_new(cm, &so, &s, err))) goto out;
@@ -92,8 +94,8 @@ out:
     return rc;
 }
 
-int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts, struct colibri_oracle_result *res,
-                         struct colibri_err *err)
+int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts, const char *kv_tier,
+                         const char *kv_rope, struct colibri_oracle_result *res, struct colibri_err *err)
 {
     memset(res, 0, sizeof *res);
     const char *base = strrchr(dir, '/');
@@ -109,6 +111,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
 
     colibri_model *cm = NULL;
     struct st_set st = { 0 };
+    struct colibri_session_opts sopts = { .kv_tier = kv_tier, .kv_rope = kv_rope };
     int rc;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ref, "name");
     if (cJSON_IsString(name)) snprintf(res->name, sizeof res->name, "%s", name->valuestring);
@@ -141,7 +144,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         }
         float *reflog = malloc(lt->nbytes);
         memcpy(reflog, lt->data, lt->nbytes);
-        rc = check_sequence(cm, tok, S, cJSON_GetObjectItemCaseSensitive(sq, "top2_margin"), reflog, tol, res, err);
+        rc = check_sequence(cm, &sopts, tok, S, cJSON_GetObjectItemCaseSensitive(sq, "top2_margin"), reflog, tol, res, err);
         free(reflog);
         free(tok);
         if (rc) goto out;
@@ -154,7 +157,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         rc = err_set(err, COLIBRI_EFORMAT, "reference.json: generation.prompt/tokens are not id arrays");
         goto out;
     }
-    rc = check_generation(cm, prompt, np, want, ng, res, err);
+    rc = check_generation(cm, &sopts, prompt, np, want, ng, res, err);
     free(prompt);
     free(want);
     res->pass = !rc && res->tf_agree == res->tf_total && res->gen_agree == res->gen_total &&

@@ -9,14 +9,17 @@ int cmd_oracle(int argc, char **argv)
 {
     struct colibri_model_opts mo = { 0 };
     int no_gate = 0;
+    const char *kv = NULL, *kv_rope = NULL;
     const struct opt opts[] = {
+        { "kv", 0, OPT_STR, &kv, "KV-cache tier (f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3; default f32)" },
+        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (f32 bf16 fp8 int8; default per tier)" },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
         { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
         { "no-gate", 0, OPT_FLAG, &no_gate, "report only: exit 0 whatever the agreement (for quantized runs)" },
     };
     const struct opts_spec spec = {
-        "colibri oracle [--experts FMT] [--dense FMT] [--embed FMT] [--no-gate] FIXTURE_DIR...",
+        "colibri oracle [--kv TIER] [--experts FMT] [--dense FMT] [--embed FMT] [--no-gate] FIXTURE_DIR...",
         "Checks each oracle fixture (tools/make_oracle.py) and prints one line per fixture:\n"
         "  NAME tf=A/B gen=C/D max_dlogit=X decode_dlogit=Y\n"
         "tf: teacher-forced argmax agreement at positions whose HF top-2 margin exceeds the tolerance;\n"
@@ -35,7 +38,7 @@ int cmd_oracle(int argc, char **argv)
     for (int i = 0; i < npos; i++) {
         struct colibri_err err = { 0 };
         struct colibri_oracle_result r;
-        if (colibri_oracle_check(pos[i], &mo, &r, &err)) {
+        if (colibri_oracle_check(pos[i], &mo, kv, kv_rope, &r, &err)) {
             fprintf(stderr, "colibri oracle: %s: %s\n", pos[i], err.msg);
             bad = 1;
             continue;

@@ -16,6 +16,8 @@ static const struct command COMMANDS[] = {
     { "oracle",   cmd_oracle,   "check oracle fixtures (logits against Hugging Face transformers)" },
     { "tokenize", cmd_tokenize, "text to token ids as JSON (or --decode ids to text)" },
     { "bench",    cmd_bench,    "time prefill and decode (tokens/s) on a model" },
+    { "serve",    cmd_serve,    "OpenAI-compatible HTTP server (completions, chat, SSE, slots with prefix reuse)" },
+    { "eval",     cmd_eval,     "teacher-force a text: perplexity, top-1 and KL of each KV tier against f32" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

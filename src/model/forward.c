@@ -13,27 +13,59 @@
 /* The latent norms are built without the config's eps in HF (model-spec Q5). */
 #define LATENT_NORM_EPS 1e-6f
 
-int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err)
+int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, enum kv_tier tier,
+                   enum kv_rope_prec rope, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     memset(st, 0, sizeof *st);
     if (n_ctx <= 0) return err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
     st->n_ctx = n_ctx;
-    size_t rows = (size_t)c->num_hidden_layers * (size_t)n_ctx;
-    st->latent = xalloc(rows * (size_t)c->kv_lora_rank * sizeof(float));
-    st->rope = xalloc(rows * (size_t)c->qk_rope_head_dim * sizeof(float));
-    if (!st->latent || !st->rope) {
-        fwd_state_free(st);
-        return err_set(err, COLIBRI_ENOMEM, "cannot allocate the KV cache for %d tokens", n_ctx);
-    }
-    return 0;
+    int rc = kv_cache_new(tier, rope, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
+                          err);
+    if (!rc) rc = kv_scratch_new(0, &st->scratch, err);
+    if (rc) fwd_state_free(st);
+    return rc;
 }
 
 void fwd_state_free(struct fwd_state *st)
 {
-    free(st->latent);
-    free(st->rope);
+    kv_cache_free(st->kv);
+    kv_scratch_free(st->scratch);
     memset(st, 0, sizeof *st);
+}
+
+/* Cached rows of one layer as f32 arrays with strides (in floats). The f32
+ * tier is read in place; other tiers are decoded into owned buffers. */
+struct kv_rows {
+    const float *lat, *rope;
+    int64_t lat_stride, rope_stride;
+    float *owned;
+};
+
+static int is_plain_f32(const struct kv_cache *kv)
+{
+    return kv->tier == KV_TIER_F32 && kv->rope == KV_ROPE_F32;
+}
+
+static int rows_get(const struct kv_cache *kv, int layer, int T, struct kv_rows *out, struct colibri_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (is_plain_f32(kv)) {
+        const float *base = (const float *)kv_cache_row(kv, layer, 0);
+        out->lat = base;
+        out->rope = base + kv->r;
+        out->lat_stride = out->rope_stride = (int64_t)(kv->row_bytes / sizeof(float));
+        return 0;
+    }
+    out->owned = malloc((size_t)T * (kv->r + kv->dr) * sizeof(float));
+    if (!out->owned) return err_set(err, COLIBRI_ENOMEM, "out of memory decoding %d cached rows", T);
+    float *lat = out->owned, *rope = out->owned + (int64_t)T * kv->r;
+    int rc = kv_cache_read(kv, layer, 0, T, lat, rope, err);
+    out->lat = lat;
+    out->rope = rope;
+    out->lat_stride = kv->r;
+    out->rope_stride = kv->dr;
+    return rc;
 }
 
 /* Interleaved RoPE (the checkpoint's pairing, model-spec §2.1): pairs
@@ -161,13 +193,16 @@ static void moe_forward(const struct model_config *c, const struct moe_weights *
 
 /* Expanded MLA (DeepseekV3Attention.forward, eager): K and V are rebuilt for
  * every cached position from the latent, k_nope | v = kv_b(c). */
-static void attend_expanded(const struct model_config *c, const struct attn_weights *w, const float *lat,
-                            const float *rope, const float *q, int S, int pos0, float *o)
+static void attend_expanded(const struct model_config *c, const struct attn_weights *w, const struct kv_rows *rows,
+                            const float *q, int S, int pos0, float *o)
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
-    int dqk = dn + dr, dkv = dn + dv, T = pos0 + S;
+    int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, T = pos0 + S;
     float *kv = malloc((size_t)T * H * dkv * sizeof *kv);
+    float *lat = malloc((size_t)T * r * sizeof *lat);
+    for (int t = 0; t < T; t++) memcpy(lat + (int64_t)t * r, rows->lat + t * rows->lat_stride, (size_t)r * sizeof *lat);
     linear(&w->kv_b, lat, T, kv);
+    free(lat);
 #pragma omp parallel
     {
         float *p = malloc((size_t)T * sizeof *p);
@@ -177,7 +212,7 @@ static void attend_expanded(const struct model_config *c, const struct attn_weig
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
             for (int t = 0; t < tn; t++)
                 p[t] = (dot_f32(qn, kv + (int64_t)t * H * dkv + h * dkv, dn) +
-                        dot_f32(qp, rope + (int64_t)t * dr, dr)) * c->softmax_scale;
+                        dot_f32(qp, rows->rope + t * rows->rope_stride, dr)) * c->softmax_scale;
             softmax_inplace(p, tn);
             float *oh = o + (int64_t)s * H * dv + h * dv;
             memset(oh, 0, (size_t)dv * sizeof *oh);
@@ -193,8 +228,8 @@ static void attend_expanded(const struct model_config *c, const struct attn_weig
 
 /* Absorbed MLA (DeepSeek inference/model.py, attn_impl="absorb"):
  * q_abs = W_UK[h]ᵀ q_nope, scores against the latent, o = W_UV[h] Σ p c. */
-static void attend_absorbed(const struct model_config *c, const struct attn_weights *w, const float *lat,
-                            const float *rope, const float *q, int S, int pos0, float *o)
+static void attend_absorbed(const struct model_config *c, const struct attn_weights *w, const struct kv_rows *rows,
+                            const float *q, int S, int pos0, float *o)
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv;
@@ -216,12 +251,14 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
             for (int i = 0; i < dn; i++)
                 for (int j = 0; j < r; j++) qa[j] += qn[i] * wuk[(int64_t)i * r + j];
             for (int t = 0; t < tn; t++)
-                p[t] = (dot_f32(qa, lat + (int64_t)t * r, r) + dot_f32(qp, rope + (int64_t)t * dr, dr)) *
-                       c->softmax_scale;
+                p[t] = (dot_f32(qa, rows->lat + t * rows->lat_stride, r) +
+                        dot_f32(qp, rows->rope + t * rows->rope_stride, dr)) * c->softmax_scale;
             softmax_inplace(p, tn);
             memset(ol, 0, (size_t)r * sizeof *ol);
-            for (int t = 0; t < tn; t++)
-                for (int j = 0; j < r; j++) ol[j] += p[t] * lat[(int64_t)t * r + j];
+            for (int t = 0; t < tn; t++) {
+                const float *ct = rows->lat + t * rows->lat_stride;
+                for (int j = 0; j < r; j++) ol[j] += p[t] * ct[j];
+            }
             float *oh = o + (int64_t)s * H * dv + h * dv;
             for (int k = 0; k < dv; k++) oh[k] = dot_f32(wuv + (int64_t)k * r, ol, r);
         }
@@ -229,15 +266,52 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
     }
 }
 
+/* Absorbed MLA through kv_attend's native consumer (quantized tiers): the
+ * absorbed queries of all heads go in, Σ p c per head comes out, and W_UV is
+ * applied once per head. */
+static int attend_absorbed_native(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
+                                  int li, const float *q, int S, int pos0, float *o, struct colibri_err *err)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0;
+    float *wkv = malloc((size_t)H * dkv * r * sizeof *wkv);
+    float *qa = malloc((size_t)H * r * sizeof *qa), *qp = malloc((size_t)H * dr * sizeof *qp);
+    float *ol = malloc((size_t)H * r * sizeof *ol);
+    if (!wkv || !qa || !qp || !ol) {
+        rc = err_set(err, COLIBRI_ENOMEM, "out of memory in decode attention");
+        goto out;
+    }
+    quant_dequant_rows(&w->kv_b, 0, H * dkv, wkv);
+    for (int s = 0; s < S && !rc; s++) {
+        for (int h = 0; h < H; h++) {
+            const float *qn = q + (int64_t)s * H * dqk + h * dqk, *wuk = wkv + (int64_t)h * dkv * r;
+            float *qah = qa + (int64_t)h * r;
+            memset(qah, 0, (size_t)r * sizeof *qah);
+            for (int i = 0; i < dn; i++)
+                for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[(int64_t)i * r + j];
+            memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
+        }
+        rc = kv_attend(st->kv, li, pos0 + s + 1, H, qa, qp, c->softmax_scale, ol, st->scratch, err);
+        for (int h = 0; h < H && !rc; h++) {
+            const float *wuv = wkv + ((int64_t)h * dkv + dn) * r;
+            float *oh = o + (int64_t)s * H * dv + h * dv;
+            for (int k = 0; k < dv; k++) oh[k] = dot_f32(wuv + (int64_t)k * r, ol + (int64_t)h * r, r);
+        }
+    }
+out:
+    free(wkv); free(qa); free(qp); free(ol);
+    return rc;
+}
+
 /* One MLA block over S rows of normed input h: projects q and the latent,
  * caches (normalized c, roped k_pe) at pos0.., and attends. */
-static void mla_forward(const struct model *m, struct fwd_state *st, int li, const float *h, int S, int pos0,
-                        enum fwd_mode mode, float *out)
+static int mla_forward(const struct model *m, struct fwd_state *st, int li, const float *h, int S, int pos0,
+                       enum fwd_mode mode, float *out, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     const struct attn_weights *w = &m->layers[li].attn;
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
-    int r = c->kv_lora_rank, dqk = dn + dr;
+    int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
     float *q = malloc((size_t)S * H * dqk * sizeof *q);
     if (c->q_lora_rank) {
         float *qa = malloc((size_t)S * c->q_lora_rank * sizeof *qa);
@@ -250,22 +324,31 @@ static void mla_forward(const struct model *m, struct fwd_state *st, int li, con
     }
     float *a = malloc((size_t)S * (r + dr) * sizeof *a);
     linear(&w->kv_a, h, S, a);
-    float *lat = st->latent + (int64_t)li * st->n_ctx * r;
-    float *rope = st->rope + (int64_t)li * st->n_ctx * dr;
-    for (int s = 0; s < S; s++) {
+    for (int s = 0; s < S && !rc; s++) {
         int pos = pos0 + s;
-        rmsnorm(lat + (int64_t)pos * r, a + (int64_t)s * (r + dr), w->kv_a_norm, 1, r, LATENT_NORM_EPS);
-        memcpy(rope + (int64_t)pos * dr, a + (int64_t)s * (r + dr) + r, (size_t)dr * sizeof(float));
-        rope_apply(rope + (int64_t)pos * dr, dr, pos, c);
+        float *lat = a + (int64_t)s * (r + dr), *rope = lat + r;
+        rmsnorm(lat, lat, w->kv_a_norm, 1, r, LATENT_NORM_EPS);
+        rope_apply(rope, dr, pos, c);
+        rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
         for (int hh = 0; hh < H; hh++) rope_apply(q + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
     }
     free(a);
     float *o = malloc((size_t)S * H * dv * sizeof *o);
-    if (mode == FWD_ABSORBED) attend_absorbed(c, w, lat, rope, q, S, pos0, o);
-    else attend_expanded(c, w, lat, rope, q, S, pos0, o);
-    linear(&w->o, o, S, out);
+    if (!rc) {
+        if (mode == FWD_ABSORBED && !is_plain_f32(st->kv)) {
+            rc = attend_absorbed_native(c, w, st, li, q, S, pos0, o, err);
+        } else {
+            struct kv_rows rows;
+            rc = rows_get(st->kv, li, pos0 + S, &rows, err);
+            if (!rc && mode == FWD_ABSORBED) attend_absorbed(c, w, &rows, q, S, pos0, o);
+            else if (!rc) attend_expanded(c, w, &rows, q, S, pos0, o);
+            free(rows.owned);
+        }
+    }
+    if (!rc) linear(&w->o, o, S, out);
     free(o);
     free(q);
+    return rc;
 }
 
 int model_forward(const struct model *m, struct fwd_state *st, const int32_t *tokens, int S, int pos0,
@@ -289,21 +372,22 @@ int model_forward(const struct model *m, struct fwd_state *st, const int32_t *to
     }
     for (int s = 0; s < S; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
 
+    int rc = 0;
     for (int li = 0; li < c->num_hidden_layers; li++) {
         const struct layer_weights *lw = &m->layers[li];
         rmsnorm(h, x, lw->attn_norm, S, hid, c->rms_norm_eps);
-        mla_forward(m, st, li, h, S, pos0, mode, y);
+        if ((rc = mla_forward(m, st, li, h, S, pos0, mode, y, err))) break;
         for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
         rmsnorm(h, x, lw->mlp_norm, S, hid, c->rms_norm_eps);
         if (lw->is_moe) moe_forward(c, &lw->moe, h, S, y);
         else mlp_forward(&lw->dense, h, S, y);
         for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
     }
-    if (logits) {
+    if (logits && !rc) {
         int first = all_logits ? 0 : S - 1, n = S - first;
         rmsnorm(h, x + (int64_t)first * hid, m->final_norm, n, hid, c->rms_norm_eps);
         linear(&m->lm_head, h, n, logits);
     }
     free(x); free(h); free(y);
-    return 0;
+    return rc;
 }

@@ -2,22 +2,28 @@
  * exactly as model-spec.md §2-3 states it.
  *
  * A `struct fwd_state` is the per-session part: the latent cache (normalized
- * c_kv and roped k_pe per layer per position) and nothing else; the model stays
- * read-only, so any number of states may share one model. Prefill uses the
- * expanded MLA form, decode the absorbed form; both read the same cache and give
- * the same logits up to rounding. */
+ * c_kv and roped k_pe per layer per position, a kv/ cache in some tier) and
+ * attention scratch; the model stays read-only, so any number of states may
+ * share one model. Prefill uses the expanded MLA form on rows decoded from the
+ * cache; decode uses the absorbed form, reading the f32 tier directly and every
+ * other tier through kv_attend's native consumer. Both read the same cache and
+ * give the same logits up to rounding. The f32 tier is the reference path. */
 #ifndef COLIBRI_MODEL_FORWARD_H
 #define COLIBRI_MODEL_FORWARD_H
 
+#include "kv/attend.h"
+#include "kv/cache.h"
 #include "model/model.h"
 
 struct fwd_state {
     int n_ctx;
-    float *latent;      /* [n_layers][n_ctx][kv_lora_rank] */
-    float *rope;        /* [n_layers][n_ctx][qk_rope_head_dim] */
+    struct kv_cache *kv;        /* n_layers x n_ctx rows */
+    struct kv_scratch *scratch; /* for kv_attend */
 };
 
-int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err);
+/* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the reference). */
+int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, enum kv_tier tier,
+                    enum kv_rope_prec rope, struct colibri_err *err);
 void fwd_state_free(struct fwd_state *st);
 
 enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
