@@ -1,0 +1,198 @@
+/* bench/attn.c - decode attention alone, per KV tier against f32 in the same
+ * run: one kv_attend() call = one token, one layer. DeepSeek-V3 dims by
+ * default (r = 512 latent + dr = 64 RoPE), contexts 1k/4k/8k/32k, 16 and 128
+ * heads, 2 threads. Rows are i.i.d. Gaussian (the time does not depend on the
+ * values). Prints a markdown table; --out FILE also writes it there with the
+ * machine's CPU model.
+ *
+ *   build/bench/attn [--threads N] [--tiers f32,tq4,...] [--ctx 1024,8192]
+ *                    [--heads 16,128] [--r 512] [--dr 64] [--min-time S] [--out FILE]
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "kv/attend.h"
+#include "kv/attn_kern.h"
+#include "kv/cache.h"
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (s && *s && n < max) {
+        out[n++] = atoi(s);
+        s = strchr(s, ',');
+        if (s) s++;
+    }
+    return n;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float gauss(void)
+{
+    double u[2];
+    for (int k = 0; k < 2; k++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        u[k] = ((rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    }
+    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+static void cpu_model(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p++;
+                while (*p == ' ') p++;
+                p[strcspn(p, "\n")] = 0;
+                snprintf(buf, n, "%s", p);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+#define MAXC 8
+#define MAXH 4
+
+int main(int argc, char **argv)
+{
+    int threads = 2, r = 512, dr = 64;
+    double min_time = 0.4;
+    const char *tiers = "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3", *out_path = NULL;
+    int ctx[MAXC] = {1024, 4096, 8192, 32768}, nctx = 4, heads[MAXH] = {16, 128}, nheads = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--threads") && v) threads = atoi(v), i++;
+        else if (!strcmp(a, "--tiers") && v) tiers = v, i++;
+        else if (!strcmp(a, "--ctx") && v) nctx = parse_list(v, ctx, MAXC), i++;
+        else if (!strcmp(a, "--heads") && v) nheads = parse_list(v, heads, MAXH), i++;
+        else if (!strcmp(a, "--r") && v) r = atoi(v), i++;
+        else if (!strcmp(a, "--dr") && v) dr = atoi(v), i++;
+        else if (!strcmp(a, "--min-time") && v) min_time = atof(v), i++;
+        else if (!strcmp(a, "--out") && v) out_path = v, i++;
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--tiers a,b] [--ctx n,m] [--heads n,m] "
+                            "[--r R] [--dr DR] [--min-time S] [--out FILE]\n", argv[0]);
+            return 2;
+        }
+    }
+    int tlist[KV_TIER_COUNT], ntiers = 0, have_f32 = 0;
+    {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", tiers);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int t = kv_tier_from_name(tok);
+            if (t < 0) { fprintf(stderr, "unknown tier %s\n", tok); return 2; }
+            if (t == KV_TIER_F32) have_f32 = 1;
+            if (ntiers < KV_TIER_COUNT) tlist[ntiers++] = t;
+        }
+    }
+    if (!have_f32) {   /* f32 is the baseline of every ratio: run it first */
+        memmove(tlist + 1, tlist, sizeof(int) * (ntiers < KV_TIER_COUNT ? ntiers : KV_TIER_COUNT - 1));
+        tlist[0] = KV_TIER_F32;
+        if (ntiers < KV_TIER_COUNT) ntiers++;
+    }
+    int maxT = 0, maxH = 0;
+    for (int k = 0; k < nctx; k++) if (ctx[k] > maxT) maxT = ctx[k];
+    for (int k = 0; k < nheads; k++) if (heads[k] > maxH) maxH = heads[k];
+    omp_set_num_threads(threads);
+
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    float *ql = malloc(sizeof(float) * maxH * r), *qr = malloc(sizeof(float) * maxH * (dr + 1));
+    float *out = malloc(sizeof(float) * maxH * r), *lat = malloc(sizeof(float) * r);
+    float *pe = malloc(sizeof(float) * (dr + 1));
+    for (int i = 0; i < maxH * r; i++) ql[i] = gauss();
+    for (int i = 0; i < maxH * dr; i++) qr[i] = gauss();
+    double ms[KV_TIER_COUNT][MAXH][MAXC];
+    size_t rowb[KV_TIER_COUNT];
+    struct kv_scratch *sc = NULL;
+    kv_scratch_new(threads, &sc, NULL);
+    fprintf(stderr, "attn bench: %s, %d threads, kernels %s, r=%d dr=%d\n", cpu, threads,
+            kv_kern_get()->name, r, dr);
+    struct kv_cache *caches[KV_TIER_COUNT] = {0};
+    for (int ti = 0; ti < ntiers; ti++) {
+        struct colibri_err err = {0};
+        if (kv_cache_new(tlist[ti], KV_ROPE_DEFAULT, 1, r, dr, maxT, &caches[ti], &err)) {
+            fprintf(stderr, "%s: %s\n", kv_tier_name(tlist[ti]), err.msg);
+            return 1;
+        }
+        rowb[ti] = kv_cache_row_bytes(caches[ti]);
+        for (int p = 0; p < maxT; p++) {
+            for (int i = 0; i < r; i++) lat[i] = gauss();
+            for (int i = 0; i < dr; i++) pe[i] = gauss();
+            kv_cache_write(caches[ti], 0, p, lat, pe, NULL);
+        }
+    }
+    /* Tiers take turns call by call, so a load change on a shared machine
+     * hits every tier of a cell alike; each keeps its best time. */
+    for (int hi = 0; hi < nheads; hi++)
+        for (int ci = 0; ci < nctx; ci++) {
+            const int H = heads[hi], T = ctx[ci];
+            const float scale = 1.0f / sqrtf((float)(r + dr));
+            double best[KV_TIER_COUNT], t0 = now_sec();
+            for (int ti = 0; ti < ntiers; ti++) {
+                best[ti] = 1e30;
+                kv_attend(caches[ti], 0, T, H, ql, qr, scale, out, sc, NULL);   /* warm-up */
+            }
+            int rounds = 0;
+            while (rounds < 3 || now_sec() - t0 < min_time * ntiers) {
+                for (int ti = 0; ti < ntiers; ti++) {
+                    double a = now_sec();
+                    kv_attend(caches[ti], 0, T, H, ql, qr, scale, out, sc, NULL);
+                    double d = now_sec() - a;
+                    if (d < best[ti]) best[ti] = d;
+                }
+                rounds++;
+            }
+            for (int ti = 0; ti < ntiers; ti++) {
+                ms[ti][hi][ci] = best[ti] * 1e3;
+                fprintf(stderr, "  %-7s H=%3d T=%6d  %8.3f ms  x%.2f (%d rounds)\n",
+                        kv_tier_name(tlist[ti]), H, T, best[ti] * 1e3, best[ti] / best[0], rounds);
+            }
+        }
+    for (int ti = 0; ti < ntiers; ti++) kv_cache_free(caches[ti]);
+    kv_scratch_free(sc);
+
+    /* the table */
+    char *tab = NULL;
+    size_t tabn = 0;
+    FILE *m = open_memstream(&tab, &tabn);
+    fprintf(m, "Machine: %s, %d threads (OpenMP), kv kernels: %s. r = %d, dr = %d, one layer, "
+               "one token; best of >= 3 calls and >= %.1f s per tier per cell, tiers interleaved call by call. Ratios are against f32 "
+               "in the same run.\n\n", cpu, threads, kv_kern_get()->name, r, dr, min_time);
+    fprintf(m, "| tier | B/token/layer | bytes vs f32 |");
+    for (int hi = 0; hi < nheads; hi++)
+        for (int ci = 0; ci < nctx; ci++) fprintf(m, " H=%d T=%dk ms (x f32) |", heads[hi], ctx[ci] / 1024);
+    fprintf(m, "\n|---|---|---|");
+    for (int k = 0; k < nheads * nctx; k++) fprintf(m, "---|");
+    fprintf(m, "\n");
+    for (int ti = 0; ti < ntiers; ti++) {
+        fprintf(m, "| %s | %zu | %.3f |", kv_tier_name(tlist[ti]), rowb[ti], (double)rowb[ti] / rowb[0]);
+        for (int hi = 0; hi < nheads; hi++)
+            for (int ci = 0; ci < nctx; ci++)
+                fprintf(m, " %.3f (%.2f) |", ms[ti][hi][ci], ms[ti][hi][ci] / ms[0][hi][ci]);
+        fprintf(m, "\n");
+    }
+    fclose(m);
+    fputs(tab, stdout);
+    if (out_path) {
+        FILE *f = fopen(out_path, "w");
+        if (!f) { perror(out_path); return 1; }
+        fputs(tab, f);
+        fclose(f);
+    }
+    free(tab);
+    free(ql); free(qr); free(out); free(lat); free(pe);
+    return 0;
+}
