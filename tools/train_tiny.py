@@ -27,6 +27,9 @@ with the weights) is updated as in DeepSeek-V3:
     bias_e += gamma * sign(mean_load - load_e)
 (gamma = --bias-gamma-early for the first --bias-early-frac of the run, so the
 router balances within a few dozen steps, then --bias-gamma = 1e-3 as DeepSeek.)
+As in DeepSeek-V3 a small complementary sequence-wise balance loss (--aux-alpha)
+is added, and the router weights learn at --router-lr-scale x the LR; without
+these the 16-expert router collapses onto one expert within ~20 steps.
 """
 import argparse
 import datetime as dt
@@ -156,10 +159,14 @@ def heldout_ppl(model, ids, ctx, max_windows, autocast, bsz=8):
 class ExpertLoad:
     """Forward hooks on every MoE router: count the experts chosen per token."""
 
-    def __init__(self, model):
+    def __init__(self, model, k, alpha):
         self.gates = []
         self.counts = []
         self.enabled = True
+        self.k = k
+        self.alpha = alpha
+        self.bsz = 1
+        self.aux = []
         for layer in model.model.layers:
             g = getattr(layer.mlp, "gate", None)
             if g is None or not hasattr(g, "e_score_correction_bias"):
@@ -172,7 +179,18 @@ class ExpertLoad:
         def f(mod, inp, out):
             if self.enabled:
                 idx = out[2].reshape(-1)
-                self.counts[i] += torch.bincount(idx, minlength=self.counts[i].numel()).float()
+                E = self.counts[i].numel()
+                self.counts[i] += torch.bincount(idx, minlength=E).float()
+                if self.alpha > 0 and torch.is_grad_enabled():
+                    # DeepSeek-V3 complementary sequence-wise balance loss:
+                    # alpha * sum_i f_i P_i per sequence, f_i = E/(K*S) * count_i,
+                    # P_i = mean_t s_i,t / sum_j s_j,t (sigmoid scores s)
+                    sc = out[0].sigmoid().view(self.bsz, -1, E)
+                    S = sc.shape[1]
+                    Pi = (sc / sc.sum(-1, keepdim=True)).mean(1)
+                    oh = torch.zeros(self.bsz * S, E).scatter_(1, out[2].view(-1, self.k), 1.0)
+                    fi = oh.view(self.bsz, S, E).sum(1) * (E / (self.k * S))
+                    self.aux.append(self.alpha * (fi * Pi).sum(-1).mean())
         return f
 
     @torch.no_grad()
@@ -231,6 +249,9 @@ def main():
     ap.add_argument("--bias-gamma-early", type=float, default=1e-2,
                     help="gamma during the first --bias-early-frac of the run (fast initial balancing)")
     ap.add_argument("--bias-early-frac", type=float, default=0.15)
+    ap.add_argument("--aux-alpha", type=float, default=1e-2,
+                    help="DeepSeek-V3 sequence-wise balance loss weight (0 = off)")
+    ap.add_argument("--router-lr-scale", type=float, default=0.1)
     ap.add_argument("--bf16", type=int, default=1, help="bf16 autocast (weights and AdamW stay f32)")
     ap.add_argument("--experts-impl", default="grouped_mm")
     ap.add_argument("--attn-impl", default="sdpa")
@@ -260,10 +281,13 @@ def main():
     model = DeepseekV3ForCausalLM(cfg)
     model.train()
     nparam = sum(p.numel() for p in model.parameters())
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "norm" not in n]
+    is_router = lambda n: n.endswith("mlp.gate.weight")
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "norm" not in n and not is_router(n)]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "norm" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
-                             {"params": no_decay, "weight_decay": 0.0}],
+    router = [p for n, p in model.named_parameters() if is_router(n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd, "lr_scale": 1.0},
+                             {"params": no_decay, "weight_decay": 0.0, "lr_scale": 1.0},
+                             {"params": router, "weight_decay": 0.0, "lr_scale": a.router_lr_scale}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     step = 0
     tokens = 0
@@ -288,7 +312,7 @@ def main():
                       if k in ("hidden_size", "num_hidden_layers", "n_routed_experts", "vocab_size")}),
           flush=True)
 
-    loadmon = ExpertLoad(model)
+    loadmon = ExpertLoad(model, cfg.num_experts_per_tok, a.aux_alpha)
     held = encode_text(a.tokenizer, a.heldout) if os.path.exists(a.heldout) else None
     dl = deadline_ts(a.deadline)
     tok_per_step = a.batch * a.seq
@@ -319,12 +343,15 @@ def main():
         bsz = max(1, tok_per_step // seqlen)
         lr = lr_at(p, a.lr, a.warmup_frac, a.min_lr_frac)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         t0 = time.time()
         x = sampler.batch(bsz, seqlen)
+        loadmon.bsz = bsz
+        loadmon.aux = []
         loss = lm_loss(model, x, bool(a.bf16))
+        aux = sum(loadmon.aux) if loadmon.aux else torch.zeros(())
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + aux).backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         imb = loadmon.update_bias(a.bias_gamma_early if p < a.bias_early_frac else a.bias_gamma)
@@ -337,7 +364,8 @@ def main():
         n_acc += 1
         if step % a.log_every == 0 or a.bench:
             el = time.time() - t_log
-            rec = {"step": step, "tokens": tokens, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
+            rec = {"step": step, "tokens": tokens, "loss": round(loss_acc / n_acc, 4),
+                   "aux": round(float(aux), 5), "lr": round(lr, 6),
                    "gnorm": round(float(gn), 3), "seq": seqlen, "tok_s": round(tok_log / el, 1),
                    "train_min": round(train_s / 60, 2), "p": round(p, 4),
                    "max_load": [round(v, 2) for v in imb],
