@@ -107,6 +107,16 @@ int colibri_session_decode(colibri_session *s, int32_t token, float *logits,
 int colibri_session_pos(const colibri_session *s);
 int colibri_session_n_ctx(const colibri_session *s);
 
+/* The token ids cached at positions [0, pos); valid until the next call that
+ * changes the session. */
+const int32_t *colibri_session_tokens(const colibri_session *s);
+
+/* Length of the longest common prefix of the cached tokens and tokens[0..n).
+ * To reuse a cache for a new prompt: truncate to this length (keeping at least
+ * one token to prefill, so the last prompt token yields logits) and prefill
+ * the rest. */
+int colibri_session_common_prefix(const colibri_session *s, const int32_t *tokens, int n);
+
 /* Bytes the session's KV cache spends per token, all layers (latent + RoPE). */
 int64_t colibri_session_kv_token_bytes(const colibri_session *s);
 

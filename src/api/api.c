@@ -4,21 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/internal.h"
 #include "base/err.h"
 #include "kv/codec.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/format.h"
 
-struct colibri_model {
-    struct model m;
-};
-
-struct colibri_session {
-    colibri_model *model;
-    struct fwd_state st;
-    int pos;
-};
 
 int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
                        struct colibri_err *err)
@@ -97,6 +89,11 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     if (!s) return err_set(err, COLIBRI_ENOMEM, "out of memory");
     int rc = fwd_state_init(&s->st, &cm->m, n_ctx, (enum kv_tier)tier, (enum kv_rope_prec)rope, err);
     if (rc) { free(s); return rc; }
+    if (!(s->tokens = malloc((size_t)n_ctx * sizeof *s->tokens))) {
+        fwd_state_free(&s->st);
+        free(s);
+        return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
     s->model = cm;
     *out = s;
     return 0;
@@ -106,6 +103,7 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     fwd_state_free(&s->st);
+    free(s->tokens);
     free(s);
 }
 
@@ -113,20 +111,32 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
                             struct colibri_err *err)
 {
     int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_EXPANDED, logits, all_logits, err);
-    if (!rc) s->pos += n;
+    if (!rc) {
+        memcpy(s->tokens + s->pos, tokens, (size_t)n * sizeof *tokens);
+        s->pos += n;
+    }
     return rc;
 }
 
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
 {
     int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, logits, 0, err);
-    if (!rc) s->pos += 1;
+    if (!rc) s->tokens[s->pos++] = token;
     return rc;
 }
 
 int colibri_session_pos(const colibri_session *s) { return s->pos; }
 
 int colibri_session_n_ctx(const colibri_session *s) { return s->st.n_ctx; }
+
+const int32_t *colibri_session_tokens(const colibri_session *s) { return s->tokens; }
+
+int colibri_session_common_prefix(const colibri_session *s, const int32_t *tokens, int n)
+{
+    int i = 0;
+    while (i < n && i < s->pos && s->tokens[i] == tokens[i]) i++;
+    return i;
+}
 
 int64_t colibri_session_kv_token_bytes(const colibri_session *s) { return (int64_t)kv_cache_token_bytes(s->st.kv); }
 
