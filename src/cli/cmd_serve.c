@@ -1,0 +1,91 @@
+/* colibri serve: the OpenAI-compatible HTTP server (src/serve/). This file
+ * only parses options, handles signals and prints; the server is serve.h. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "colibri.h"
+#include "serve/serve.h"
+
+int cmd_serve(int argc, char **argv)
+{
+    struct serve_opts so = { .model_dir = "models/colibri-tiny", .host = "127.0.0.1", .port = 8080, .n_slots = 4,
+                             .max_queue = 64, .drain_s = 30 };
+    const char *kv = NULL, *kv_dir = NULL;
+    int max_body_kib = 4096, drain = 30;
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &so.model_dir, "model directory (config.json, safetensors, tokenizer.json); "
+                                                "default models/colibri-tiny" },
+        { "host", 0, OPT_STR, &so.host, "numeric address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)" },
+        { "port", 0, OPT_INT, &so.port, "TCP port (default 8080; 0 = any free port, printed at start)", 0, 65535 },
+        { "slots", 0, OPT_INT, &so.n_slots, "sessions generating at once (default 4)", 1, 64 },
+        { "ctx", 0, OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
+        { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 "
+                                 "(default f32)" },
+        { "kv-dir", 0, OPT_STR, &kv_dir, "persist slot caches here (NOT AVAILABLE YET: the session API has no cache "
+                                         "save/restore; the flag is refused)" },
+        { "api-key", 0, OPT_STR, &so.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics "
+                                              "(default: $COLIBRI_API_KEY, else none)" },
+        { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
+        { "max-body", 0, OPT_INT, &max_body_kib, "largest request body in KiB before 413 (default 4096)", 1,
+          1 << 20 },
+        { "threads", 't', OPT_INT, &so.n_threads, "compute threads (default: OpenMP's)", 0, 4096 },
+        { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
+                                       "them (default 30)", 0, 86400 },
+        { "step-delay-ms", 0, OPT_INT, &so.step_delay_ms, "sleep after each scheduler step (testing aid; default 0)",
+          0, 10000 },
+    };
+    const struct opts_spec spec = {
+        "colibri serve [-m DIR] [--host ADDR] [--port N] [--slots N] [--ctx N] [--kv TIER] [--api-key KEY]",
+        "Serves the model over HTTP with the OpenAI API: GET /v1/models, POST /v1/completions,\n"
+        "POST /v1/chat/completions (streaming or not), GET /health, GET /metrics (Prometheus).\n"
+        "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
+        "busy slots advance together, one token each per scheduler step. SIGTERM or SIGINT stops\n"
+        "accepting, lets running requests finish (--drain), and exits 0.",
+        opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (kv_dir) {
+        fprintf(stderr, "colibri serve: --kv-dir %s: KV cache persistence is not available yet (the session API "
+                        "has no cache save/restore); refusing rather than ignoring it\n", kv_dir);
+        return 2;
+    }
+    so.kv_tier = kv;
+    if (!so.api_key) so.api_key = getenv("COLIBRI_API_KEY");
+    so.max_body = (size_t)max_body_kib * 1024;
+    so.drain_s = drain;
+
+    /* Signals are taken synchronously by this thread (sigwait); every server
+     * thread inherits the blocked mask, so none of them is interrupted. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct colibri_err err = { 0 };
+    serve *sv = NULL;
+    if (serve_new(&so, &sv, &err)) {
+        fprintf(stderr, "colibri serve: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "colibri serve: model '%s' from %s, %d slots, listening on http://%s%s%s:%d\n",
+            serve_model_id(sv), so.model_dir, so.n_slots, strchr(so.host, ':') ? "[" : "", so.host,
+            strchr(so.host, ':') ? "]" : "", serve_port(sv));
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "colibri serve: %s: no new requests; finishing running ones (up to %d s)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", drain);
+    fflush(stderr);
+    serve_shutdown(sv);
+    serve_free(sv);
+    fprintf(stderr, "colibri serve: stopped\n");
+    return 0;
+}

@@ -1,0 +1,419 @@
+/* serve/http.c - libmicrohttpd glue: routing, auth, the body size limit,
+ * JSON and SSE responses, and noticing clients that went away.
+ *
+ * The daemon runs one thread per connection, so a handler may block: a
+ * non-streaming request waits for its job in the access handler, a streaming
+ * one in the response's content-reader callback. While waiting, the handler
+ * wakes every WAIT_MS to poll the socket for a hang-up (POLLRDHUP); a client
+ * that closed its side cancels its job, which frees its slot at the
+ * scheduler's next step. A failed write (the other way a disconnect shows up
+ * during a stream) ends the response, and its free callback cancels the job. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "serve/serve_impl.h"
+
+#define WAIT_MS 50
+
+enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT };
+
+static const struct {
+    const char *path, *method;
+    enum metrics_endpoint ep;
+    int auth;                   /* needs the API key when one is set */
+} ROUTES[] = {
+    [R_NONE] = { "", "", METRICS_EP_OTHER, 0 },
+    [R_HEALTH] = { "/health", "GET", METRICS_EP_HEALTH, 0 },
+    [R_MODELS] = { "/v1/models", "GET", METRICS_EP_MODELS, 1 },
+    [R_METRICS] = { "/metrics", "GET", METRICS_EP_METRICS, 1 },
+    [R_COMPLETIONS] = { "/v1/completions", "POST", METRICS_EP_COMPLETIONS, 1 },
+    [R_CHAT] = { "/v1/chat/completions", "POST", METRICS_EP_CHAT, 1 },
+};
+#define N_ROUTES (int)(sizeof ROUTES / sizeof ROUTES[0])
+
+/* Per-request state, from the first call of the access handler to the
+ * completion notification. */
+struct req {
+    enum route route;
+    int fd;
+    struct sbuf body;
+    int too_large;
+};
+
+/* A streaming response's state, owned by its content reader. */
+struct stream {
+    struct serve *sv;
+    struct job *job;            /* one reference */
+    int fd;
+    struct sbuf out;
+    int next_ev, started, done;
+    size_t chars;
+};
+
+/* ------------------------------------------------------------ responses */
+
+static enum MHD_Result respond(struct serve *sv, struct MHD_Connection *c, int status, const char *ctype,
+                               const char *body)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    /* the body may be partly unread: do not try to find the next request in it */
+    if (status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    metrics_count_response(&sv->met, status);
+    return ret;
+}
+
+static enum MHD_Result respond_json(struct serve *sv, struct MHD_Connection *c, int status, char *owned_json)
+{
+    if (!owned_json) return respond(sv, c, 500, "application/json",
+                                    "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
+    enum MHD_Result r = respond(sv, c, status, "application/json", owned_json);
+    free(owned_json);
+    return r;
+}
+
+static enum MHD_Result respond_error(struct serve *sv, struct MHD_Connection *c, const struct oai_error *e)
+{
+    return respond_json(sv, c, e->status, oai_error_json(e));
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* 1 when the peer has closed its end of the connection (or it failed). */
+static int client_gone(int fd)
+{
+    if (fd < 0) return 0;
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Waits until j has more than `seen` events or is finished. Returns 0 after
+ * cancelling j when the client went away meanwhile, else 1. */
+static int wait_job(struct job *j, int fd, int seen)
+{
+    pthread_mutex_lock(&j->mu);
+    while (j->finish == JOB_RUNNING && j->n_ev <= seen) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WAIT_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT) {
+            pthread_mutex_unlock(&j->mu);
+            if (client_gone(fd)) {
+                atomic_store(&j->cancelled, 1);
+                return 0;
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return 1;
+}
+
+static void job_error(const struct job *j, struct oai_error *e)
+{
+    if (j->finish == JOB_FIN_CANCELLED)
+        oai_error_set(e, 503, "server_error", NULL, NULL, "the request was cancelled: the server is shutting down");
+    else oai_error_set(e, j->err_status ? j->err_status : 500, "server_error", NULL, NULL, "%s", j->err_msg);
+}
+
+/* ------------------------------------------------------------ streaming */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    struct job *j = st->job;
+    const struct oai_model *m = &st->sv->om;
+    for (;;) {
+        if (st->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->out.n > 0) {
+            size_t k = st->out.n < max ? st->out.n : max;
+            memcpy(buf, st->out.s, k);
+            sb_consume(&st->out, k);
+            return (ssize_t)k;
+        }
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (!st->started) {
+            st->started = 1;
+            oai_stream_start(&st->out, m, j);
+            continue;
+        }
+        if (!wait_job(j, st->fd, st->next_ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        pthread_mutex_lock(&j->mu);
+        oai_stream_events(&st->out, m, j, st->next_ev, j->n_ev, &st->chars);
+        st->next_ev = j->n_ev;
+        if (j->finish != JOB_RUNNING) {
+            if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) oai_stream_end(&st->out, m, j);
+            else {
+                struct oai_error e;
+                job_error(j, &e);
+                oai_stream_error(&st->out, &e);
+            }
+            st->done = 1;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *st = cls;
+    atomic_store(&st->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
+    job_release(st->job);
+    sb_free(&st->out);
+    free(st);
+}
+
+/* ------------------------------------------------------------ endpoints */
+
+static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
+{
+    struct oai_error e;
+    struct job *j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
+    if (!j) return respond_error(sv, c, &e);
+    enum sched_submit_result sr = sched_submit(sv->sched, j);
+    if (sr != SCHED_OK) {
+        job_release(j);
+        if (sr == SCHED_FULL)
+            oai_error_set(&e, 429, "server_busy", "queue_full", NULL,
+                          "every slot is busy and the queue is full (%d waiting); retry later", sv->o.max_queue);
+        else oai_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
+        return respond_error(sv, c, &e);
+    }
+    if (j->p.stream) {
+        struct stream *st = calloc(1, sizeof *st);
+        if (!st) {
+            atomic_store(&j->cancelled, 1);
+            job_release(j);
+            return MHD_NO;
+        }
+        st->sv = sv;
+        st->job = j;
+        st->fd = rq->fd;
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st,
+                                                                   stream_free);
+        if (!r) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        metrics_count_response(&sv->met, 200);
+        return ret;
+    }
+    if (!wait_job(j, rq->fd, INT32_MAX)) {
+        job_release(j);
+        return MHD_NO;          /* the client is gone: close without a response */
+    }
+    pthread_mutex_lock(&j->mu);
+    enum MHD_Result ret;
+    if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) {
+        char *s = oai_response(&sv->om, j);
+        pthread_mutex_unlock(&j->mu);
+        ret = respond_json(sv, c, 200, s);
+    } else {
+        job_error(j, &e);
+        pthread_mutex_unlock(&j->mu);
+        ret = respond_error(sv, c, &e);
+    }
+    job_release(j);
+    return ret;
+}
+
+static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c)
+{
+    struct metrics_gauges g;
+    sched_gauges(sv->sched, &g);
+    char *s = metrics_render(&sv->met, &g);
+    if (!s) return MHD_NO;
+    enum MHD_Result r = respond(sv, c, 200, "text/plain; version=0.0.4", s);
+    free(s);
+    return r;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Equal-time comparison, so the key cannot be guessed byte by byte. */
+static int key_equal(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned diff = (unsigned)(na ^ nb);
+    for (size_t i = 0; i < na; i++) diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (nb ? nb : 1)];
+    return diff == 0;
+}
+
+static int authorized(const struct serve *sv, struct MHD_Connection *c)
+{
+    if (!sv->o.api_key || !sv->o.api_key[0]) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_equal(h, sv->o.api_key);
+}
+
+/* The route for url, or R_NONE; *path_known tells a wrong method from an
+ * unknown path. */
+static enum route find_route(const char *url, const char *method, int *path_known)
+{
+    *path_known = 0;
+    for (int i = 1; i < N_ROUTES; i++)
+        if (!strcmp(url, ROUTES[i].path)) {
+            *path_known = 1;
+            if (!strcmp(method, ROUTES[i].method)) return (enum route)i;
+        }
+    return R_NONE;
+}
+
+/* Checks that need no body: route, auth, declared size. A response queued
+ * here ends the request (libmicrohttpd then closes the connection if a body
+ * was announced and not read). */
+static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, struct req *rq, const char *url,
+                                  const char *method)
+{
+    struct oai_error e;
+    int known;
+    rq->route = find_route(url, method, &known);
+    atomic_fetch_add(&sv->met.requests[ROUTES[rq->route].ep], 1);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    rq->fd = ci ? ci->connect_fd : -1;
+    if (rq->route == R_NONE) {
+        if (known)
+            oai_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s", method, url);
+        else oai_error_set(&e, 404, "invalid_request_error", NULL, NULL, "unknown endpoint %s %s", method, url);
+        return respond_error(sv, c, &e);
+    }
+    if (ROUTES[rq->route].auth && !authorized(sv, c)) {
+        oai_error_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                      "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
+        return respond_error(sv, c, &e);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (!errno && end != cl && n > sv->o.max_body) {
+            oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
+                          "the request body (%llu bytes) is over the limit of %zu bytes", n, sv->o.max_body);
+            return respond_error(sv, c, &e);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **ctx)
+{
+    struct serve *sv = cls;
+    struct req *rq = *ctx;
+    if (!rq) {
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        *ctx = rq;
+        return first_call(sv, c, rq, url, method);
+    }
+    if (*upload_size) {
+        if (!rq->too_large && rq->body.n + *upload_size > sv->o.max_body) {
+            rq->too_large = 1;
+            sb_free(&rq->body);
+        }
+        if (!rq->too_large) sb_append(&rq->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    struct oai_error e;
+    if (rq->too_large) {
+        oai_error_set(&e, 413, "invalid_request_error", NULL, NULL, "the request body is over the limit of %zu bytes",
+                      sv->o.max_body);
+        return respond_error(sv, c, &e);
+    }
+    if (rq->body.failed) {
+        oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory reading the request body");
+        return respond_error(sv, c, &e);
+    }
+    if (atomic_load(&sv->stopping) && rq->route != R_HEALTH && rq->route != R_METRICS) {
+        oai_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
+        return respond_error(sv, c, &e);
+    }
+    switch (rq->route) {
+    case R_HEALTH:
+        if (atomic_load(&sv->stopping)) return respond(sv, c, 503, "application/json", "{\"status\":\"stopping\"}");
+        return respond(sv, c, 200, "application/json", "{\"status\":\"ok\"}");
+    case R_MODELS: return respond_json(sv, c, 200, oai_models_json(&sv->om));
+    case R_METRICS: return do_metrics(sv, c);
+    case R_COMPLETIONS: return do_generate(sv, c, rq, JOB_COMPLETION);
+    case R_CHAT: return do_generate(sv, c, rq, JOB_CHAT);
+    default: return MHD_NO;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode why)
+{
+    struct req *rq = *ctx;
+    if (!rq) return;
+    sb_free(&rq->body);
+    free(rq);
+    *ctx = NULL;
+}
+
+/* ------------------------------------------------------------ daemon */
+
+int http_start(struct serve *sv, struct colibri_err *err)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, sv->o.host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)sv->o.port);
+    } else if (inet_pton(AF_INET6, sv->o.host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)sv->o.port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        return err_set(err, COLIBRI_EINVAL, "--host '%s' is not a numeric IPv4 or IPv6 address", sv->o.host);
+    }
+    sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
+                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                                  MHD_OPTION_END);
+    if (!sv->daemon)
+        return err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
+                       sv->o.host, sv->o.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    sv->port = di ? di->port : sv->o.port;
+    return 0;
+}
+
+void http_quiesce(struct serve *sv)
+{
+    if (!sv->daemon) return;
+    MHD_socket fd = MHD_quiesce_daemon(sv->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void http_stop(struct serve *sv)
+{
+    if (!sv->daemon) return;
+    MHD_stop_daemon(sv->daemon);
+    sv->daemon = NULL;
+}

@@ -1,0 +1,85 @@
+/* serve/job.c - a request's shared state; see job.h. */
+#include "serve/job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct job *job_new(enum job_kind kind)
+{
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->kind = kind;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->cancelled, 0);
+    atomic_init(&j->refs, 1);
+    return j;
+}
+
+void job_retain(struct job *j) { atomic_fetch_add(&j->refs, 1); }
+
+void job_release(struct job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
+    for (int i = 0; i < j->n_ev; i++) free(j->ev[i].text);
+    for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    free(j->ev);
+    free(j->prompt);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+int job_push(struct job *j, struct job_event *ev)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->n_ev == j->cap_ev) {
+        int cap = j->cap_ev ? 2 * j->cap_ev : 64;
+        struct job_event *nev = realloc(j->ev, (size_t)cap * sizeof *nev);
+        if (!nev) {
+            pthread_mutex_unlock(&j->mu);
+            free(ev->text);
+            return COLIBRI_ENOMEM;
+        }
+        j->ev = nev;
+        j->cap_ev = cap;
+    }
+    j->ev[j->n_ev++] = *ev;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->finish == JOB_RUNNING) {
+        j->finish = fin;
+        j->n_cached = n_cached;
+        j->n_gen = n_gen;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_fail(struct job *j, int http_status, const char *msg)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->finish == JOB_RUNNING) {
+        j->finish = JOB_FIN_ERROR;
+        j->err_status = http_status;
+        snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+const char *job_finish_name(enum job_finish f)
+{
+    static const char *const names[] = {
+        [JOB_RUNNING] = "running", [JOB_FIN_STOP] = "stop", [JOB_FIN_LENGTH] = "length",
+        [JOB_FIN_CANCELLED] = "cancelled", [JOB_FIN_ERROR] = "error",
+    };
+    return names[f];
+}

@@ -1,0 +1,90 @@
+/* serve/job.h - one generation request, shared between the HTTP thread that
+ * received it and the scheduler thread that runs it.
+ *
+ * The request part (kind, params, prompt) is written by oai_parse.c before the
+ * job is submitted and read-only afterwards. The output part (events, done,
+ * finish reason, error) is appended by the scheduler under `mu` and read by
+ * the HTTP thread under `mu`; `cv` is signalled on every change. `cancelled`
+ * is set by the HTTP side (client gone, shutdown) and polled by the scheduler.
+ *
+ * Reference counted: job_new() returns one reference (the HTTP side's); the
+ * scheduler takes another when the job is submitted. The last job_release()
+ * frees it. */
+#ifndef COLIBRI_SERVE_JOB_H
+#define COLIBRI_SERVE_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+
+#define JOB_MAX_STOP 4
+#define JOB_MAX_TOP 20
+
+enum job_kind { JOB_COMPLETION = 0, JOB_CHAT = 1 };
+
+enum job_finish { JOB_RUNNING = 0, JOB_FIN_STOP, JOB_FIN_LENGTH, JOB_FIN_CANCELLED, JOB_FIN_ERROR };
+
+struct job_params {
+    int max_tokens;
+    float temperature, top_p, presence_penalty, frequency_penalty;
+    uint64_t seed;
+    int stream, include_usage;
+    int logprobs;               /* completions: 0/1 (with n_top); chat: 0/1 */
+    int n_top;                  /* alternatives per token, 0..JOB_MAX_TOP */
+    char *stop[JOB_MAX_STOP];
+    int n_stop;
+};
+
+/* One generated token (id >= 0) or trailing text released at the end (id < 0). */
+struct job_event {
+    int32_t id;
+    float logprob;
+    int n_top;
+    int32_t top_id[JOB_MAX_TOP];
+    float top_lp[JOB_MAX_TOP];
+    char *text;                 /* valid UTF-8, NUL-terminated, may be "" */
+    size_t len;
+};
+
+struct job {
+    /* request: read-only once submitted */
+    enum job_kind kind;
+    struct job_params p;
+    int32_t *prompt;
+    int n_prompt;
+    char id[40];                /* "cmpl-..." or "chatcmpl-..." */
+    long created;               /* unix seconds */
+
+    /* output: under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job_event *ev;
+    int n_ev, cap_ev;
+    enum job_finish finish;     /* JOB_RUNNING until done */
+    int n_cached;               /* prompt tokens reused from the slot's cache */
+    int n_gen;                  /* tokens sampled (an end-of-generation token included) */
+    int err_status;             /* HTTP status for JOB_FIN_ERROR */
+    char err_msg[256];
+
+    atomic_int cancelled;
+    atomic_int refs;
+};
+
+/* A new job with one reference, or NULL when out of memory. */
+struct job *job_new(enum job_kind kind);
+void job_retain(struct job *j);
+void job_release(struct job *j);
+
+/* Scheduler side (each takes mu and signals cv). job_push takes ownership of
+ * ev->text (malloc'd). Returns 0 or COLIBRI_ENOMEM. */
+int  job_push(struct job *j, struct job_event *ev);
+void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen);
+void job_fail(struct job *j, int http_status, const char *msg);
+
+/* "stop", "length", ... as OpenAI names finish reasons. */
+const char *job_finish_name(enum job_finish f);
+
+#endif

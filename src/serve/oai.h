@@ -1,0 +1,67 @@
+/* serve/oai.h - the OpenAI wire format: request bodies in, response bodies
+ * and SSE chunks out.
+ *
+ * Parsing (oai_parse.c) validates every field it uses and names the field at
+ * fault in the error; fields it does not know are ignored, as OpenAI clients
+ * send many optional ones. Emitting (oai_emit.c) reads a job's events: the
+ * caller holds job->mu while calling the oai_*_events / oai_response
+ * functions. All strings returned are malloc'd, NUL-terminated; the caller
+ * frees them. Thread-safe (pure functions of their inputs). */
+#ifndef COLIBRI_SERVE_OAI_H
+#define COLIBRI_SERVE_OAI_H
+
+#include <stddef.h>
+
+#include "colibri.h"
+#include "serve/job.h"
+#include "serve/sbuf.h"
+
+/* What the parser needs to know about the served model. */
+struct oai_model {
+    const char *id;             /* the model name clients must send (or omit) */
+    const colibri_tokenizer *tok;
+    int n_vocab;                /* the model's vocabulary (token-id prompts) */
+    int n_ctx;                  /* tokens per slot */
+    long created;
+};
+
+/* An error response: HTTP status and the OpenAI error object's fields. */
+struct oai_error {
+    int status;
+    const char *type;           /* "invalid_request_error", ... */
+    const char *code;           /* NULL or "model_not_found", ... */
+    char param[64];             /* the field at fault, "" if none */
+    char msg[512];
+};
+
+/* Parses a /v1/completions (JOB_COMPLETION) or /v1/chat/completions
+ * (JOB_CHAT) body into a new job (one reference), tokenizing its prompt.
+ * Returns NULL and fills *e on any problem. */
+struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char *body, size_t len,
+                      struct oai_error *e);
+
+/* Fills *e (printf-style message). Returns e->status. */
+int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* {"error": {...}} for e. */
+char *oai_error_json(const struct oai_error *e);
+
+/* The body of GET /v1/models. */
+char *oai_models_json(const struct oai_model *m);
+
+/* The non-streaming response of a finished job (caller holds j->mu). */
+char *oai_response(const struct oai_model *m, const struct job *j);
+
+/* Streaming: appends "data: {...}\n\n" chunks. oai_stream_start adds the
+ * chat role chunk (nothing for completions); oai_stream_events one chunk per
+ * event in [from, to); oai_stream_end the finish chunk, the usage chunk when
+ * asked for, and "data: [DONE]" (caller holds j->mu for the last two). */
+void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j);
+void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+                       size_t *text_chars);
+void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j);
+/* An error after the stream has started: a data chunk holding {"error":...}, then [DONE]. */
+void oai_stream_error(struct sbuf *out, const struct oai_error *e);
+
+#endif

@@ -1,0 +1,262 @@
+/* serve/oai_emit.c - OpenAI response bodies and SSE chunks from job events;
+ * see oai.h. Token texts in logprobs are each token decoded alone (so a
+ * token holding part of a character shows U+FFFD there; its raw bytes are in
+ * "bytes" for chat). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/oai.h"
+#include "serve/utf8.h"
+
+char *oai_error_json(const struct oai_error *e)
+{
+    cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message", e->msg);
+    cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
+    else cJSON_AddNullToObject(err, "param");
+    if (e->code) cJSON_AddStringToObject(err, "code", e->code);
+    else cJSON_AddNullToObject(err, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+char *oai_models_json(const struct oai_model *m)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(mo, "id", m->id);
+    cJSON_AddStringToObject(mo, "object", "model");
+    cJSON_AddNumberToObject(mo, "created", (double)m->created);
+    cJSON_AddStringToObject(mo, "owned_by", "colibri");
+    cJSON_AddNumberToObject(mo, "context_length", m->n_ctx);
+    cJSON_AddItemToArray(data, mo);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ------------------------------------------------------------ logprobs */
+
+/* The token's own bytes (malloc'd, *n) and their sanitized text (malloc'd). */
+static char *token_text(const colibri_tokenizer *t, int32_t id, char **raw, size_t *n)
+{
+    char *bytes = NULL;
+    size_t len = 0;
+    *raw = NULL;
+    *n = 0;
+    if (colibri_tokenizer_decode(t, &id, 1, 0, &bytes, &len, NULL)) return strdup("");
+    char *txt = utf8_sanitize(bytes, len, NULL);
+    *raw = bytes;
+    *n = len;
+    return txt ? txt : strdup("");
+}
+
+static cJSON *chat_logprob_item(const colibri_tokenizer *t, int32_t id, float lp)
+{
+    char *raw;
+    size_t n;
+    char *txt = token_text(t, id, &raw, &n);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", txt ? txt : "");
+    cJSON_AddNumberToObject(o, "logprob", lp);
+    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)raw[i]));
+    free(txt);
+    free(raw);
+    return o;
+}
+
+/* Logprobs of events [from, to) in the endpoint's shape; *chars is the text
+ * length (code points) before `from`, advanced past `to`. */
+static cJSON *logprobs_json(const struct oai_model *m, const struct job *j, int from, int to, size_t *chars)
+{
+    if (j->kind == JOB_CHAT) {
+        cJSON *lp = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(lp, "content");
+        for (int i = from; i < to; i++) {
+            const struct job_event *ev = &j->ev[i];
+            if (ev->id < 0) continue;
+            cJSON *item = chat_logprob_item(m->tok, ev->id, ev->logprob);
+            cJSON *top = cJSON_AddArrayToObject(item, "top_logprobs");
+            for (int k = 0; k < ev->n_top; k++)
+                cJSON_AddItemToArray(top, chat_logprob_item(m->tok, ev->top_id[k], ev->top_lp[k]));
+            cJSON_AddItemToArray(content, item);
+        }
+        cJSON_AddNullToObject(lp, "refusal");
+        return lp;
+    }
+    cJSON *lp = cJSON_CreateObject();
+    cJSON *tokens = cJSON_AddArrayToObject(lp, "tokens");
+    cJSON *tlp = cJSON_AddArrayToObject(lp, "token_logprobs");
+    cJSON *top = cJSON_AddArrayToObject(lp, "top_logprobs");
+    cJSON *off = cJSON_AddArrayToObject(lp, "text_offset");
+    for (int i = from; i < to; i++) {
+        const struct job_event *ev = &j->ev[i];
+        if (ev->id >= 0) {
+            char *raw;
+            size_t n;
+            char *txt = token_text(m->tok, ev->id, &raw, &n);
+            cJSON_AddItemToArray(tokens, cJSON_CreateString(txt ? txt : ""));
+            free(txt);
+            free(raw);
+            cJSON_AddItemToArray(tlp, cJSON_CreateNumber(ev->logprob));
+            cJSON *alts = cJSON_CreateObject();
+            for (int k = 0; k < ev->n_top; k++) {
+                char *t2 = token_text(m->tok, ev->top_id[k], &raw, &n);
+                /* two tokens with the same text keep the likelier one, as a map must */
+                if (t2 && !cJSON_GetObjectItemCaseSensitive(alts, t2))
+                    cJSON_AddNumberToObject(alts, t2, ev->top_lp[k]);
+                free(t2);
+                free(raw);
+            }
+            cJSON_AddItemToArray(top, alts);
+            cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*chars));
+        }
+        *chars += utf8_count(ev->text, ev->len);
+    }
+    return lp;
+}
+
+/* ------------------------------------------------------------ responses */
+
+static void add_usage(cJSON *o, const struct job *j)
+{
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+}
+
+static cJSON *envelope(const struct oai_model *m, const struct job *j, const char *object)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", m->id);
+    return o;
+}
+
+static const char *finish_reason(const struct job *j)
+{
+    return j->finish == JOB_FIN_LENGTH ? "length" : "stop";
+}
+
+char *oai_response(const struct oai_model *m, const struct job *j)
+{
+    int chat = j->kind == JOB_CHAT;
+    cJSON *o = envelope(m, j, chat ? "chat.completion" : "text_completion");
+    struct sbuf text = { 0 };
+    sb_puts(&text, "");
+    for (int i = 0; i < j->n_ev; i++) sb_append(&text, j->ev[i].text, j->ev[i].len);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
+        cJSON_AddNullToObject(msg, "refusal");
+    } else {
+        cJSON_AddStringToObject(c, "text", text.s ? text.s : "");
+    }
+    size_t chars = 0;
+    if (j->p.logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, 0, j->n_ev, &chars));
+    else cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", finish_reason(j));
+    cJSON_AddItemToArray(choices, c);
+    add_usage(o, j);
+    sb_free(&text);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ------------------------------------------------------------ streaming */
+
+static void emit(struct sbuf *out, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) { out->failed = 1; return; }
+    sb_puts(out, "data: ");
+    sb_puts(out, s);
+    sb_puts(out, "\n\n");
+    free(s);
+}
+
+static cJSON *chunk(const struct oai_model *m, const struct job *j, cJSON **choice)
+{
+    int chat = j->kind == JOB_CHAT;
+    cJSON *o = envelope(m, j, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    *choice = cJSON_CreateObject();
+    cJSON_AddNumberToObject(*choice, "index", 0);
+    cJSON_AddItemToArray(choices, *choice);
+    if (j->p.include_usage) cJSON_AddNullToObject(o, "usage");
+    return o;
+}
+
+void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j)
+{
+    if (j->kind != JOB_CHAT) return;
+    cJSON *c, *o = chunk(m, j, &c);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    cJSON_AddStringToObject(d, "role", "assistant");
+    cJSON_AddStringToObject(d, "content", "");
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    emit(out, o);
+}
+
+void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+                       size_t *text_chars)
+{
+    for (int i = from; i < to; i++) {
+        const struct job_event *ev = &j->ev[i];
+        int has_lp = j->p.logprobs && ev->id >= 0;
+        if (!ev->len && !has_lp) continue;
+        cJSON *c, *o = chunk(m, j, &c);
+        if (j->kind == JOB_CHAT) cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "delta"), "content", ev->text);
+        else cJSON_AddStringToObject(c, "text", ev->text);
+        if (has_lp) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, i, i + 1, text_chars));
+        else {
+            *text_chars += utf8_count(ev->text, ev->len);
+            cJSON_AddNullToObject(c, "logprobs");
+        }
+        cJSON_AddNullToObject(c, "finish_reason");
+        emit(out, o);
+    }
+}
+
+void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+{
+    cJSON *c, *o = chunk(m, j, &c);
+    if (j->kind == JOB_CHAT) cJSON_AddObjectToObject(c, "delta");
+    else cJSON_AddStringToObject(c, "text", "");
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", finish_reason(j));
+    emit(out, o);
+    if (j->p.include_usage) {
+        o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(o, "choices");
+        add_usage(o, j);
+        emit(out, o);
+    }
+    sb_puts(out, "data: [DONE]\n\n");
+}
+
+void oai_stream_error(struct sbuf *out, const struct oai_error *e)
+{
+    char *s = oai_error_json(e);
+    if (!s) { out->failed = 1; return; }
+    sb_puts(out, "data: ");
+    sb_puts(out, s);
+    sb_puts(out, "\n\ndata: [DONE]\n\n");
+    free(s);
+}

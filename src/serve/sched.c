@@ -1,0 +1,436 @@
+/* serve/sched.c - slots, prefix reuse, the queue and the scheduler thread;
+ * see sched.h.
+ *
+ * Invariants (scheduler thread):
+ *  (1) slot->n_toks == colibri_session_pos(sess); the session itself knows
+ *      which tokens it holds (colibri_session_common_prefix).
+ *  (2) A busy slot with n_done < job->n_prompt is prefilling; otherwise
+ *      slot->logits hold the distribution for the next token.
+ *  (3) A job is in at most one place: the queue or one slot. The scheduler's
+ *      reference is dropped exactly when it leaves that place. */
+#include "serve/sched.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "serve/sbuf.h"
+#include "serve/utf8.h"
+
+struct slot {
+    colibri_session *sess;
+    int n_toks;
+    float *logits;
+    struct job *job;            /* NULL when free */
+    int n_done;                 /* prompt tokens in the cache */
+    int n_cached;               /* of those, reused from an earlier request */
+    int n_gen;
+    colibri_sampler *smp;
+    colibri_detok *dt;
+    colibri_stop *stop;
+    char carry[8];              /* an incomplete UTF-8 tail held for the next token */
+    int n_carry;
+    uint64_t last_used;
+};
+
+struct sched {
+    colibri_model *model;
+    const colibri_tokenizer *tok;
+    struct sched_opts o;
+    struct metrics *met;
+    int n_vocab;                /* the model's */
+    int n_tok_vocab;            /* the tokenizer's: ids at or above it are never sampled */
+    int64_t kv_bytes_per_token;
+    struct slot *slots;
+    uint64_t use_clock;
+
+    pthread_mutex_t mu;         /* guards everything below */
+    pthread_cond_t cv;
+    struct job **queue;         /* FIFO ring of max_queue */
+    int q_head, q_len;
+    int n_busy;
+    int64_t kv_tokens;
+    int closed, quit;
+    pthread_t thread;
+    int thread_started;
+};
+
+/* ------------------------------------------------------------ text output */
+
+/* Turns raw bytes (possibly ending inside a character, possibly invalid)
+ * into an event text: the complete part is sanitized and returned, the
+ * incomplete tail stays in the slot's carry (or is flushed when final). */
+static char *take_text(struct slot *sl, const char *p, size_t n, int final, size_t *len)
+{
+    char tmp[512];
+    char *buf = tmp;
+    size_t total = (size_t)sl->n_carry + n;
+    if (total > sizeof tmp && !(buf = malloc(total))) return NULL;
+    memcpy(buf, sl->carry, (size_t)sl->n_carry);
+    if (n) memcpy(buf + sl->n_carry, p, n);
+    size_t keep = final ? total : utf8_complete_len(buf, total);
+    sl->n_carry = (int)(total - keep);  /* at most 3 bytes */
+    memcpy(sl->carry, buf + keep, (size_t)sl->n_carry);
+    char *out = utf8_sanitize(buf, keep, len);
+    if (buf != tmp) free(buf);
+    return out;
+}
+
+/* log-softmax of the chosen token and the n_top most likely tokens. */
+static void fill_logprobs(const float *logits, int V, struct job_event *ev, int n_top)
+{
+    float mx = logits[0];
+    for (int i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
+    float lse = mx + (float)log(sum);
+    ev->logprob = logits[ev->id] - lse;
+    ev->n_top = 0;
+    for (int i = 0; i < V && n_top > 0; i++) {
+        float v = logits[i];
+        if (ev->n_top == n_top && v <= logits[ev->top_id[n_top - 1]]) continue;
+        int k = ev->n_top < n_top ? ev->n_top++ : n_top - 1;
+        while (k > 0 && logits[ev->top_id[k - 1]] < v) {
+            ev->top_id[k] = ev->top_id[k - 1];
+            k--;
+        }
+        ev->top_id[k] = i;
+    }
+    for (int k = 0; k < ev->n_top; k++) ev->top_lp[k] = logits[ev->top_id[k]] - lse;
+}
+
+/* ------------------------------------------------------------ slot steps */
+
+static void slot_release(struct sched *s, struct slot *sl)
+{
+    colibri_sampler_free(sl->smp);
+    colibri_detok_free(sl->dt);
+    colibri_stop_free(sl->stop);
+    sl->smp = NULL;
+    sl->dt = NULL;
+    sl->stop = NULL;
+    sl->n_carry = 0;
+    struct job *j = sl->job;
+    pthread_mutex_lock(&s->mu);
+    sl->job = NULL;
+    s->n_busy--;
+    pthread_mutex_unlock(&s->mu);
+    sl->last_used = ++s->use_clock;
+    job_release(j);
+}
+
+static void slot_fail(struct sched *s, struct slot *sl, int status, const char *msg)
+{
+    job_fail(sl->job, status, msg);
+    /* the cache may hold part of a failed forward: trust only what pos says */
+    sl->n_toks = colibri_session_pos(sl->sess);
+    slot_release(s, sl);
+}
+
+/* Ends a generation: flushes held-back text (none after a stop string was
+ * completed, stop_hit), publishes the finish. */
+static void slot_finish(struct sched *s, struct slot *sl, enum job_finish fin, int stop_hit)
+{
+    struct job *j = sl->job;
+    if (fin != JOB_FIN_CANCELLED) {
+        struct sbuf tail = { 0 };
+        struct colibri_err err = { 0 };
+        const char *p = NULL;
+        size_t n = 0;
+        colibri_detok_flush(sl->dt, &p, &n);
+        if (!stop_hit && n) {
+            const char *sp = NULL;
+            size_t sn = 0;
+            stop_hit = colibri_stop_feed(sl->stop, p, n, &sp, &sn, &err) == 1;
+            sb_append(&tail, sp, sn);
+        }
+        if (!stop_hit) {
+            colibri_stop_flush(sl->stop, &p, &n);
+            sb_append(&tail, p, n);
+        }
+        struct job_event ev = { .id = -1 };
+        ev.text = take_text(sl, tail.s, tail.n, 1, &ev.len);
+        sb_free(&tail);
+        if (ev.text && ev.len) job_push(j, &ev);
+        else free(ev.text);
+        atomic_fetch_add(&s->met->finished, 1);
+    } else {
+        atomic_fetch_add(&s->met->cancelled, 1);
+    }
+    job_finish(j, fin, sl->n_cached, sl->n_gen);
+    slot_release(s, sl);
+}
+
+/* Gives job j to slot sl: prefix reuse, per-request sampler and text state. */
+static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
+{
+    struct colibri_err err = { 0 };
+    sl->job = j;
+    int lcp = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
+    if (lcp >= j->n_prompt) lcp = j->n_prompt - 1;  /* recompute one token to get its logits */
+    if (colibri_session_truncate(sl->sess, lcp, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    sl->n_toks = lcp;
+    sl->n_done = lcp;
+    sl->n_cached = lcp;
+    sl->n_gen = 0;
+    sl->n_carry = 0;
+    struct colibri_sampler_opts so = colibri_sampler_default_opts();
+    so.temperature = j->p.temperature;
+    so.top_k = 0;
+    so.top_p = j->p.top_p;
+    so.min_p = 0;
+    so.repeat_penalty = 1;
+    so.presence_penalty = j->p.presence_penalty;
+    so.frequency_penalty = j->p.frequency_penalty;
+    so.repeat_last_n = (j->p.presence_penalty != 0 || j->p.frequency_penalty != 0) ? -1 : 0;
+    so.seed = j->p.seed;
+    if (colibri_sampler_new(&so, s->n_vocab, &sl->smp, &err) ||
+        colibri_detok_new(s->tok, 1, &sl->dt, &err) ||
+        colibri_stop_new((const char *const *)j->p.stop, (size_t)j->p.n_stop, &sl->stop, &err)) {
+        slot_fail(s, sl, 500, err.msg);
+        return;
+    }
+    atomic_fetch_add(&s->met->prompt_tokens, (uint64_t)j->n_prompt);
+    atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)lcp);
+}
+
+static void slot_prefill(struct sched *s, struct slot *sl)
+{
+    struct job *j = sl->job;
+    struct colibri_err err = { 0 };
+    int n = j->n_prompt - sl->n_done;
+    if (n > s->o.prefill_chunk) n = s->o.prefill_chunk;
+    int last = sl->n_done + n == j->n_prompt;
+    if (colibri_session_prefill(sl->sess, j->prompt + sl->n_done, n, last ? sl->logits : NULL, 0, &err)) {
+        slot_fail(s, sl, 500, err.msg);
+        return;
+    }
+    sl->n_toks += n;
+    sl->n_done += n;
+}
+
+static void slot_generate(struct sched *s, struct slot *sl)
+{
+    struct job *j = sl->job;
+    struct colibri_err err = { 0 };
+    /* checkpoints pad their vocabulary past the tokenizer's: never emit those ids */
+    for (int i = s->n_tok_vocab; i < s->n_vocab; i++) sl->logits[i] = -INFINITY;
+    int32_t t = colibri_sampler_sample(sl->smp, sl->logits, &err);
+    if (t < 0) { slot_fail(s, sl, 500, err.msg); return; }
+    sl->n_gen++;
+    atomic_fetch_add(&s->met->generated_tokens, 1);
+    if (colibri_tokenizer_is_eog(s->tok, t)) { slot_finish(s, sl, JOB_FIN_STOP, 0); return; }
+    colibri_sampler_accept(sl->smp, t);
+
+    struct job_event ev = { .id = t };
+    if (j->p.logprobs) fill_logprobs(sl->logits, s->n_vocab, &ev, j->p.n_top);
+    const char *piece = NULL, *safe = NULL;
+    size_t n_piece = 0, n_safe = 0;
+    if (colibri_detok_push(sl->dt, t, &piece, &n_piece, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    int hit = colibri_stop_feed(sl->stop, piece, n_piece, &safe, &n_safe, &err);
+    if (hit < 0) { slot_fail(s, sl, 500, err.msg); return; }
+    ev.text = take_text(sl, safe, n_safe, 0, &ev.len);
+    if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return; }
+
+    if (hit == 1) { slot_finish(s, sl, JOB_FIN_STOP, 1); return; }
+    if (sl->n_gen >= j->p.max_tokens || sl->n_toks >= s->o.n_ctx) { slot_finish(s, sl, JOB_FIN_LENGTH, 0); return; }
+    if (colibri_session_decode(sl->sess, t, sl->logits, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    sl->n_toks++;
+}
+
+/* ------------------------------------------------------------ the thread */
+
+/* The free slot with the longest common prefix with j's prompt; ties go to
+ * the least recently used. Called with mu held. */
+static struct slot *pick_slot(struct sched *s, const struct job *j)
+{
+    struct slot *best = NULL;
+    int best_lcp = -1;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->job) continue;
+        int lcp = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
+        if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) {
+            best = sl;
+            best_lcp = lcp;
+        }
+    }
+    return best;
+}
+
+static void *sched_main(void *arg)
+{
+    struct sched *s = arg;
+    for (;;) {
+        struct slot *assign_sl[64];
+        struct job *assign_j[64];
+        int n_assign = 0;
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && s->n_busy == 0 && s->q_len == 0) pthread_cond_wait(&s->cv, &s->mu);
+        if (s->quit && s->n_busy == 0 && s->q_len == 0) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        while (s->q_len > 0 && s->n_busy < s->o.n_slots && n_assign < 64) {
+            struct job *j = s->queue[s->q_head];
+            s->q_head = (s->q_head + 1) % s->o.max_queue;
+            s->q_len--;
+            if (atomic_load(&j->cancelled)) {
+                job_finish(j, JOB_FIN_CANCELLED, 0, 0);
+                atomic_fetch_add(&s->met->cancelled, 1);
+                job_release(j);
+                continue;
+            }
+            struct slot *sl = pick_slot(s, j);
+            sl->job = j;        /* reserve; slot_assign completes it */
+            s->n_busy++;
+            assign_sl[n_assign] = sl;
+            assign_j[n_assign++] = j;
+        }
+        pthread_mutex_unlock(&s->mu);
+
+        for (int i = 0; i < n_assign; i++) slot_assign(s, assign_sl[i], assign_j[i]);
+        int stepped = 0;
+        for (int i = 0; i < s->o.n_slots; i++) {
+            struct slot *sl = &s->slots[i];
+            if (!sl->job) continue;
+            stepped = 1;
+            if (atomic_load(&sl->job->cancelled)) slot_finish(s, sl, JOB_FIN_CANCELLED, 0);
+            else if (sl->n_done < sl->job->n_prompt) slot_prefill(s, sl);
+            else slot_generate(s, sl);
+        }
+        int64_t kv = 0;
+        for (int i = 0; i < s->o.n_slots; i++) kv += s->slots[i].n_toks;
+        pthread_mutex_lock(&s->mu);
+        s->kv_tokens = kv;
+        pthread_mutex_unlock(&s->mu);
+        if (stepped && s->o.step_delay_ms > 0) {
+            struct timespec ts = { s->o.step_delay_ms / 1000, (long)(s->o.step_delay_ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ public */
+
+int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_opts *o, struct metrics *met,
+              struct sched **out, struct colibri_err *err)
+{
+    if (o->n_slots < 1 || o->n_slots > 64 || o->n_ctx < 2 || o->max_queue < 1)
+        return err_set(err, COLIBRI_EINVAL, "scheduler: slots must be 1..64, ctx >= 2, queue >= 1 (got %d, %d, %d)",
+                       o->n_slots, o->n_ctx, o->max_queue);
+    struct sched *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->model = m;
+    s->tok = t;
+    s->o = *o;
+    if (s->o.prefill_chunk <= 0) s->o.prefill_chunk = 256;
+    s->met = met;
+    s->n_vocab = colibri_model_vocab(m);
+    s->n_tok_vocab = colibri_tokenizer_n_vocab(t);
+    if (s->n_tok_vocab > s->n_vocab) s->n_tok_vocab = s->n_vocab;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->queue = calloc((size_t)o->max_queue, sizeof *s->queue);
+    s->slots = calloc((size_t)o->n_slots, sizeof *s->slots);
+    if (!s->queue || !s->slots) goto oom_free;
+    struct colibri_session_opts so = { .n_ctx = o->n_ctx, .kv_tier = o->kv_tier };
+    for (int i = 0; i < o->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        int rc = colibri_session_new(m, &so, &sl->sess, err);
+        if (rc) { sched_free(s); return rc; }
+        s->kv_bytes_per_token = colibri_session_kv_token_bytes(sl->sess);
+        sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
+        if (!sl->logits) goto oom_free;
+    }
+    if (pthread_create(&s->thread, NULL, sched_main, s)) {
+        sched_free(s);
+        return err_set(err, COLIBRI_ENOMEM, "scheduler: cannot start its thread");
+    }
+    s->thread_started = 1;
+    *out = s;
+    return 0;
+oom_free:
+    sched_free(s);
+oom:
+    return err_set(err, COLIBRI_ENOMEM, "scheduler: out of memory");
+}
+
+enum sched_submit_result sched_submit(struct sched *s, struct job *j)
+{
+    pthread_mutex_lock(&s->mu);
+    enum sched_submit_result r = SCHED_OK;
+    if (s->closed) r = SCHED_CLOSED;
+    else if (s->q_len >= s->o.max_queue) r = SCHED_FULL;
+    else {
+        job_retain(j);
+        s->queue[(s->q_head + s->q_len) % s->o.max_queue] = j;
+        s->q_len++;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+void sched_gauges(struct sched *s, struct metrics_gauges *g)
+{
+    pthread_mutex_lock(&s->mu);
+    g->queue_depth = s->q_len;
+    g->slots_busy = s->n_busy;
+    g->slots_total = s->o.n_slots;
+    g->kv_tokens = s->kv_tokens;
+    g->kv_bytes = s->kv_tokens * s->kv_bytes_per_token;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_close(struct sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_busy(struct sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_busy + s->q_len;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void sched_cancel_all(struct sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->q_len; i++) atomic_store(&s->queue[(s->q_head + i) % s->o.max_queue]->cancelled, 1);
+    for (int i = 0; i < s->o.n_slots; i++)
+        if (s->slots[i].job) atomic_store(&s->slots[i].job->cancelled, 1);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_free(struct sched *s)
+{
+    if (!s) return;
+    if (s->thread_started) {
+        sched_cancel_all(s);
+        pthread_mutex_lock(&s->mu);
+        s->closed = 1;
+        s->quit = 1;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    if (s->slots)
+        for (int i = 0; i < s->o.n_slots; i++) {
+            colibri_session_free(s->slots[i].sess);
+            free(s->slots[i].logits);
+        }
+    free(s->slots);
+    free(s->queue);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

@@ -1,0 +1,52 @@
+/* serve/sched.h - slots, the wait queue and the scheduler thread.
+ *
+ * A slot is one colibri_session plus the list of tokens its cache holds. A
+ * submitted job waits in a FIFO; when a slot is free the scheduler gives the
+ * job to the free slot whose cached tokens share the longest prefix with the
+ * job's prompt (ties: the least recently used), truncates that session to the
+ * shared prefix and prefills only the rest, in chunks, so that other slots keep
+ * decoding meanwhile. Each scheduler iteration advances every busy slot by one
+ * step (a prefill chunk or one generated token): continuous batching, with one
+ * forward per slot per step until the API offers a batched forward.
+ *
+ * Threads: sched_submit, sched_gauges, sched_close, sched_cancel_all and
+ * sched_busy may be called from any thread. Everything about slots runs on the
+ * scheduler thread only. The model and tokenizer must outlive the scheduler. */
+#ifndef COLIBRI_SERVE_SCHED_H
+#define COLIBRI_SERVE_SCHED_H
+
+#include "colibri.h"
+#include "serve/job.h"
+#include "serve/metrics.h"
+
+struct sched_opts {
+    int n_slots;
+    int n_ctx;                  /* tokens per slot */
+    const char *kv_tier;        /* NULL = f32 */
+    int max_queue;              /* waiting jobs before sched_submit says full */
+    int step_delay_ms;          /* sleep after each busy iteration */
+    int prefill_chunk;          /* prompt tokens per slot per iteration */
+};
+
+struct sched;
+
+/* Creates the slots' sessions and starts the scheduler thread. met (counters)
+ * must outlive the scheduler. */
+int  sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_opts *o, struct metrics *met,
+               struct sched **out, struct colibri_err *err);
+
+enum sched_submit_result { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2 };
+/* Queues j (taking a reference of its own). The job must be fully parsed. */
+enum sched_submit_result sched_submit(struct sched *s, struct job *j);
+
+void sched_gauges(struct sched *s, struct metrics_gauges *g);
+/* Refuses later submissions (SCHED_CLOSED); queued and running jobs go on. */
+void sched_close(struct sched *s);
+/* Number of jobs queued or running. */
+int  sched_busy(struct sched *s);
+/* Marks every queued and running job cancelled. */
+void sched_cancel_all(struct sched *s);
+/* Cancels whatever is left, joins the thread, frees the sessions. */
+void sched_free(struct sched *s);
+
+#endif

@@ -1,0 +1,100 @@
+/* serve/serve.c - the server's lifecycle: load, start, drain, stop; see
+ * serve.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "serve/serve_impl.h"
+
+/* The last non-empty path component of dir, as the model id. */
+static void model_id_from_dir(const char *dir, char *out, size_t cap)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    snprintf(out, cap, "%.*s", (int)(n - b), dir + b);
+    if (!out[0]) snprintf(out, cap, "colibri");
+}
+
+int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *err)
+{
+    struct serve *sv = calloc(1, sizeof *sv);
+    if (!sv) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    sv->o = *opts;
+    atomic_init(&sv->stopping, 0);
+    metrics_init(&sv->met);
+    struct colibri_model_opts mo = { .n_threads = opts->n_threads };
+    int rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
+    if (rc) goto fail;
+    rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);
+    if (rc) {
+        err_prefix(err, rc, "%s: the server needs the model's tokenizer", opts->model_dir);
+        goto fail;
+    }
+    struct colibri_model_info info;
+    colibri_model_get_info(sv->model, &info);
+    int n_ctx = opts->n_ctx;
+    if (n_ctx <= 0) n_ctx = info.max_position_embeddings < 4096 ? info.max_position_embeddings : 4096;
+    if (n_ctx > info.max_position_embeddings) {
+        rc = err_set(err, COLIBRI_EINVAL, "--ctx %d is more than the model's context (%d tokens)", n_ctx,
+                     info.max_position_embeddings);
+        goto fail;
+    }
+    sv->o.n_ctx = n_ctx;
+    model_id_from_dir(opts->model_dir, sv->model_id, sizeof sv->model_id);
+    sv->om = (struct oai_model){ .id = sv->model_id, .tok = sv->tok, .n_vocab = info.vocab, .n_ctx = n_ctx,
+                                 .created = (long)time(NULL) };
+    struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .max_queue = opts->max_queue,
+                             .step_delay_ms = opts->step_delay_ms };
+    rc = sched_new(sv->model, sv->tok, &so, &sv->met, &sv->sched, err);
+    if (rc) goto fail;
+    rc = http_start(sv, err);
+    if (rc) goto fail;
+    *out = sv;
+    return 0;
+fail:
+    serve_free(sv);
+    return rc;
+}
+
+int serve_port(const serve *sv) { return sv->port; }
+const char *serve_model_id(const serve *sv) { return sv->model_id; }
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+void serve_shutdown(serve *sv)
+{
+    if (!sv || atomic_exchange(&sv->stopping, 1)) return;
+    sched_close(sv->sched);
+    http_quiesce(sv);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (sched_busy(sv->sched) == 0) break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 >= sv->o.drain_s) {
+            sched_cancel_all(sv->sched);
+            while (sched_busy(sv->sched)) sleep_ms(10);
+            break;
+        }
+        sleep_ms(20);
+    }
+    http_stop(sv);
+}
+
+void serve_free(serve *sv)
+{
+    if (!sv) return;
+    if (sv->daemon) http_stop(sv);
+    sched_free(sv->sched);
+    colibri_tokenizer_free(sv->tok);
+    colibri_model_free(sv->model);
+    free(sv);
+}

@@ -1,0 +1,56 @@
+/* serve/serve.h - `colibri serve`: an OpenAI-compatible HTTP server over the
+ * public API (include/colibri.h) only.
+ *
+ * A server owns: one model and its tokenizer (loaded by serve_new), N slots
+ * (one colibri_session each), a FIFO of requests waiting for a slot, one
+ * scheduler thread that steps every busy slot once per iteration, and a
+ * libmicrohttpd daemon (one thread per connection) that parses requests,
+ * queues them and streams their output. Modules:
+ *   http.c      libmicrohttpd glue: routing, auth, body limit, SSE, disconnects
+ *   oai_parse.c OpenAI request JSON -> struct job (errors name the field)
+ *   oai_emit.c  struct job events -> OpenAI response JSON / SSE chunks
+ *   sched.c     slots, prefix reuse, queue, the scheduler thread
+ *   job.c       one request's shared state between its HTTP thread and the scheduler
+ *   metrics.c   counters and the Prometheus text of GET /metrics
+ *
+ * Lifetime: serve_new() loads and binds; serving runs on internal threads until
+ * serve_shutdown(), which stops accepting, lets in-flight requests finish (up
+ * to opts.drain_s seconds, then cancels them) and joins every thread. Then
+ * serve_free(). serve_shutdown() must be called from one thread (not a signal
+ * handler); every other function here is called from that same thread too. */
+#ifndef COLIBRI_SERVE_H
+#define COLIBRI_SERVE_H
+
+#include <stddef.h>
+
+#include "colibri.h"
+
+struct serve_opts {
+    const char *model_dir;      /* config.json + safetensors + tokenizer.json */
+    const char *host;           /* numeric IPv4 or IPv6 address */
+    int port;                   /* 0 = any free port (see serve_port) */
+    int n_slots;                /* sessions decoding at once */
+    int n_ctx;                  /* tokens per slot; 0 = min(model context, 4096) */
+    const char *kv_tier;        /* KV-cache tier name (NULL = f32), see colibri_session_opts */
+    int max_queue;              /* requests waiting for a slot before 429 */
+    size_t max_body;            /* request body bytes before 413 */
+    const char *api_key;        /* NULL or "" = no auth */
+    int n_threads;              /* 0 = OpenMP default */
+    int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
+    double drain_s;             /* shutdown: wait this long for in-flight work */
+};
+
+typedef struct serve serve;
+
+/* Loads the model and tokenizer, creates the slots, starts the scheduler and
+ * binds host:port. On failure nothing is left running. */
+int  serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *err);
+/* The bound port (useful with opts.port == 0). */
+int  serve_port(const serve *sv);
+/* The model id served on /v1/models (the model directory's last component). */
+const char *serve_model_id(const serve *sv);
+/* Stops accepting, drains or cancels in-flight requests, joins threads. */
+void serve_shutdown(serve *sv);
+void serve_free(serve *sv);
+
+#endif

@@ -1,0 +1,39 @@
+/* serve/serve_impl.h - the server object shared by serve.c (lifecycle) and
+ * http.c (request handling). Internal to src/serve/.
+ *
+ * Everything here is written by serve_new() before the daemon starts and is
+ * read-only afterwards, except the atomics and what sched/metrics guard
+ * themselves. */
+#ifndef COLIBRI_SERVE_IMPL_H
+#define COLIBRI_SERVE_IMPL_H
+
+#include <stdatomic.h>
+
+#include "serve/metrics.h"
+#include "serve/oai.h"
+#include "serve/sched.h"
+#include "serve/serve.h"
+
+struct MHD_Daemon;
+
+struct serve {
+    struct serve_opts o;
+    colibri_model *model;
+    colibri_tokenizer *tok;
+    char model_id[256];
+    struct oai_model om;
+    struct metrics met;
+    struct sched *sched;
+    struct MHD_Daemon *daemon;
+    int port;
+    atomic_int stopping;        /* shutdown begun: no new work, waits give up */
+};
+
+/* Starts the libmicrohttpd daemon on sv->o.host:port (http.c). */
+int  http_start(struct serve *sv, struct colibri_err *err);
+/* Stops accepting new connections (existing ones go on). */
+void http_quiesce(struct serve *sv);
+/* Closes every connection and joins the connection threads. */
+void http_stop(struct serve *sv);
+
+#endif

@@ -1,0 +1,85 @@
+#!/bin/sh
+# colibri serve: starts two servers on free loopback ports over a test model
+# (an oracle fixture plus a small tokenizer, tests/serve/make_test_model.py),
+# runs tests/serve/test_serve.py against them with the official openai client,
+# then checks that SIGTERM drains an in-flight stream and exits 0. Bounded in
+# time; kills what it started on every exit path.
+set -u
+COLIBRI=${COLIBRI:-build/colibri}
+PY=${PYTHON:-python3}
+tmp=$(mktemp -d)
+pid_a=""; pid_b=""; pid_c=""
+
+cleanup() {
+    for p in $pid_a $pid_b $pid_c; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "serve.sh: $*"; for f in "$tmp"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
+
+if ! "$PY" -c 'import openai' 2>/dev/null; then
+    fail "python package 'openai' missing (pip install -r tests/requirements.txt)"
+fi
+"$PY" tests/serve/make_test_model.py tests/oracle/deepseek_v3_tiny "$tmp/test-model" || fail "make_test_model"
+
+# start NAME ARGS...: runs the server in the background, waits for its port.
+start() {
+    name=$1; shift
+    : >"$tmp/$name.log"
+    "$COLIBRI" serve -m "$tmp/test-model" --host 127.0.0.1 --port 0 --threads 1 --api-key test-key "$@" \
+        >"$tmp/$name.log" 2>&1 &
+    eval "pid_$name=$!"
+    i=0
+    while [ $i -lt 200 ]; do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+        [ -n "$port" ] && { eval "port_$name=$port"; return 0; }
+        eval "kill -0 \$pid_$name" 2>/dev/null || fail "server $name exited at start"
+        sleep 0.05; i=$((i + 1))
+    done
+    fail "server $name did not start within 10 s"
+}
+
+# stop NAME: SIGTERM, wait up to 15 s, require exit status 0.
+stop() {
+    eval "p=\$pid_$1"
+    kill -TERM "$p" || fail "server $1 is gone before SIGTERM"
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -0 "$p" 2>/dev/null && fail "server $1 still running 15 s after SIGTERM"
+    wait "$p"; rc=$?
+    eval "pid_$1=''"
+    [ "$rc" -eq 0 ] || fail "server $1 exited $rc after SIGTERM"
+}
+
+start a --slots 4 --max-body 64
+start b --slots 1 --queue 1 --step-delay-ms 20
+export SERVE_URL="http://127.0.0.1:$port_a" SERVE_URL_B="http://127.0.0.1:$port_b"
+export SERVE_KEY=test-key SERVE_MODEL=test-model
+timeout 150 "$PY" tests/serve/test_serve.py || fail "tests/serve/test_serve.py failed"
+stop a
+stop b
+
+# SIGTERM during a stream: the stream completes ([DONE]) and the server exits 0.
+start c --slots 1 --step-delay-ms 10
+"$PY" - "$port_c" >"$tmp/drain.out" 2>&1 <<'EOF' &
+import json, sys, urllib.request
+body = json.dumps({"prompt": [5, 6, 7], "max_tokens": 60, "temperature": 0, "stream": True}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", data=body,
+                             headers={"Authorization": "Bearer test-key", "Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=30) as r:
+    text = r.read().decode()
+print("DONE" if text.rstrip().endswith("data: [DONE]") else "TRUNCATED", text.count("data: {"))
+EOF
+client=$!
+i=0
+until grep -q 'colibri_slots_busy 1' "$tmp/m.txt" 2>/dev/null || [ $i -ge 200 ]; do
+    curl -s -H 'Authorization: Bearer test-key' "http://127.0.0.1:$port_c/metrics" >"$tmp/m.txt" 2>/dev/null \
+        || "$PY" -c "import urllib.request,sys; r=urllib.request.Request('http://127.0.0.1:$port_c/metrics', headers={'Authorization':'Bearer test-key'}); sys.stdout.write(urllib.request.urlopen(r).read().decode())" >"$tmp/m.txt"
+    sleep 0.05; i=$((i + 1))
+done
+stop c
+wait "$client"
+grep -q '^DONE' "$tmp/drain.out" || fail "stream not completed across SIGTERM: $(cat "$tmp/drain.out")"
+echo "serve: all passed"

@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""Tests of `colibri serve` against live servers (started by tests/cli/serve.sh).
+
+Environment:
+  SERVE_URL      the main server (4 slots, API key SERVE_KEY, --max-body 64 KiB)
+  SERVE_URL_B    a server with 1 slot, a queue of 1 and a per-step delay, for
+                 the queue-full, disconnect and cancellation tests
+  SERVE_KEY      the API key of both
+  SERVE_MODEL    the model id both serve
+
+The model is a random oracle fixture: the tests check the server's behaviour
+(shapes, agreement between paths, limits), never the text itself.
+Prints one line per test and "N passed, N failed"; exits 1 on any failure.
+"""
+import concurrent.futures as cf
+import http.client
+import json
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+import openai
+
+URL = os.environ["SERVE_URL"]
+URL_B = os.environ["SERVE_URL_B"]
+KEY = os.environ["SERVE_KEY"]
+MODEL = os.environ["SERVE_MODEL"]
+
+client = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0, timeout=60)
+client_b = openai.OpenAI(base_url=URL_B + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+PROMPTS = ["Hello, world!", "Say hello", "Count to five", "Write a haiku about the sea",
+           "What is the capital of France?", "One two three", "The quick brown fox", "Once upon a time"]
+
+
+# ------------------------------------------------------------------ helpers
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def raw(method, path, body=None, headers=None, url=URL):
+    """(status, parsed JSON or text) of one request, auth added unless given."""
+    h = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
+    h.update(headers or {})
+    h = {k: v for k, v in h.items() if v is not None}
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def host_port(url):
+    m = re.match(r"http://([^:/]+):(\d+)", url)
+    return m.group(1), int(m.group(2))
+
+
+def socket_request(raw_bytes, url=URL, read_all=True):
+    """Sends raw bytes, returns (status, response bytes)."""
+    s = socket.create_connection(host_port(url), timeout=30)
+    try:
+        try:
+            s.sendall(raw_bytes)
+        except (BrokenPipeError, ConnectionResetError):
+            pass            # the server may answer and close before reading everything
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not read_all and b"\r\n\r\n" in out:
+                break
+        status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/") else 0
+        return status, out
+    finally:
+        s.close()
+
+
+def metrics(url=URL):
+    st, text = raw("GET", "/metrics", url=url)
+    check(st == 200, f"/metrics status {st}")
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, val = line.rsplit(" ", 1)
+            out[name] = float(val)
+    return out
+
+
+def wait_metric(url, name, pred, timeout=20):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = metrics(url).get(name)
+        if v is not None and pred(v):
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"{name} never satisfied the condition (last {metrics(url).get(name)})")
+
+
+def complete(prompt, **kw):
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    return client.completions.create(model=MODEL, prompt=prompt, **kw)
+
+
+def chat(content, **kw):
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}], **kw)
+
+
+def stream_completion_text(prompt, **kw):
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    text, finish, lps = "", None, []
+    for ch in client.completions.create(model=MODEL, prompt=prompt, stream=True, **kw):
+        if not ch.choices:
+            continue
+        c = ch.choices[0]
+        text += c.text
+        if c.logprobs and c.logprobs.tokens:
+            lps += list(zip(c.logprobs.tokens, c.logprobs.token_logprobs))
+        if c.finish_reason:
+            finish = c.finish_reason
+    return text, finish, lps
+
+
+def stream_chat_text(content, cl=None, **kw):
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    text, finish, lps, usage = "", None, [], None
+    cl = cl or client
+    for ch in cl.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
+                                         stream=True, **kw):
+        if ch.usage:
+            usage = ch.usage
+        if not ch.choices:
+            continue
+        c = ch.choices[0]
+        text += c.delta.content or ""
+        if c.logprobs and c.logprobs.content:
+            lps += [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs]) for t in c.logprobs.content]
+        if c.finish_reason:
+            finish = c.finish_reason
+    return text, finish, lps, usage
+
+
+def long_greedy_prompt(min_chars=12):
+    """A prompt whose greedy continuation has at least min_chars characters."""
+    for p in PROMPTS:
+        r = complete(p, max_tokens=24)
+        if len(r.choices[0].text) >= min_chars:
+            return p, r
+    raise AssertionError("no prompt gives a long enough greedy continuation")
+
+
+# ------------------------------------------------------------------ API shape
+
+def test_models():
+    ms = client.models.list()
+    ids = [m.id for m in ms.data]
+    check(ids == [MODEL], f"models {ids}")
+
+
+def test_health_without_key():
+    st, body = raw("GET", "/health", headers={"Authorization": None})
+    check(st == 200 and body.get("status") == "ok", f"{st} {body}")
+
+
+def test_completion_basic():
+    r = complete("Hello, world!", max_tokens=8)
+    c = r.choices[0]
+    check(r.object == "text_completion" and r.model == MODEL, f"{r.object} {r.model}")
+    check(isinstance(c.text, str) and c.finish_reason in ("stop", "length"), f"{c}")
+    u = r.usage
+    check(u.prompt_tokens > 0 and 1 <= u.completion_tokens <= 8, f"usage {u}")
+    check(u.total_tokens == u.prompt_tokens + u.completion_tokens, f"usage {u}")
+    if c.finish_reason == "length":
+        check(u.completion_tokens == 8, f"length finish with {u.completion_tokens} tokens")
+
+
+def test_completion_greedy_is_deterministic_and_reuses_prefix():
+    a = complete("The quick brown fox", max_tokens=10)
+    b = complete("The quick brown fox", max_tokens=10)
+    check(a.choices[0].text == b.choices[0].text, "greedy outputs differ")
+    cached = b.usage.prompt_tokens_details.cached_tokens
+    check(cached == b.usage.prompt_tokens - 1, f"cached {cached} of {b.usage.prompt_tokens} prompt tokens")
+
+
+def test_completion_stream_equals_nonstream():
+    for p in PROMPTS[:3]:
+        r = complete(p, max_tokens=12)
+        text, finish, _ = stream_completion_text(p, max_tokens=12)
+        check(text == r.choices[0].text, f"{p!r}: stream {text!r} vs {r.choices[0].text!r}")
+        check(finish == r.choices[0].finish_reason, f"finish {finish} vs {r.choices[0].finish_reason}")
+
+
+def test_chat_basic_and_stream():
+    r = chat("Say hello", max_tokens=10)
+    c = r.choices[0]
+    check(r.object == "chat.completion" and c.message.role == "assistant", f"{r}")
+    check(isinstance(c.message.content, str) and c.finish_reason in ("stop", "length"), f"{c}")
+    text, finish, _, usage = stream_chat_text("Say hello", max_tokens=10, stream_options={"include_usage": True})
+    check(text == c.message.content, f"stream {text!r} vs {c.message.content!r}")
+    check(finish == c.finish_reason, f"{finish} vs {c.finish_reason}")
+    check(usage is not None and usage.completion_tokens == r.usage.completion_tokens, f"usage {usage}")
+    check(usage.prompt_tokens == r.usage.prompt_tokens, f"usage {usage} vs {r.usage}")
+
+
+def test_chat_multi_turn_and_content_parts():
+    msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "user", "content": [{"type": "text", "text": "Count "}, {"type": "text", "text": "to five"}]}]
+    r = client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=5, temperature=0)
+    msgs[3]["content"] = "Count to five"
+    r2 = client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=5, temperature=0)
+    check(r.choices[0].message.content == r2.choices[0].message.content, "content parts differ from the string")
+    check(r.usage.prompt_tokens == r2.usage.prompt_tokens, "prompt tokens differ")
+
+
+def test_token_id_prompt():
+    ids = [10, 20, 30, 40, 50]
+    r = complete(ids, max_tokens=4)
+    check(r.usage.prompt_tokens == len(ids), f"prompt_tokens {r.usage.prompt_tokens}")
+    r2 = complete([ids], max_tokens=4)
+    check(r2.choices[0].text == r.choices[0].text, "[[ids]] differs from [ids]")
+
+
+def test_max_tokens_one():
+    r = complete("Once upon a time", max_tokens=1)
+    check(r.usage.completion_tokens == 1, f"{r.usage}")
+
+
+def test_seed_reproducible():
+    a = complete("Once upon a time", temperature=1.0, top_p=0.9, seed=1234, max_tokens=12)
+    b = complete("Once upon a time", temperature=1.0, top_p=0.9, seed=1234, max_tokens=12)
+    check(a.choices[0].text == b.choices[0].text, "same seed, different text")
+
+
+def test_logprobs_completion():
+    r = complete("Hello, world!", max_tokens=8, logprobs=3)
+    lp = r.choices[0].logprobs
+    n = len(lp.tokens)
+    check(n >= 1 and len(lp.token_logprobs) == n and len(lp.top_logprobs) == n and len(lp.text_offset) == n,
+          f"lengths {lp}")
+    check(n in (r.usage.completion_tokens, r.usage.completion_tokens - 1), f"{n} tokens vs usage {r.usage}")
+    check("".join(lp.tokens).replace("\ufffd", "") == r.choices[0].text.replace("\ufffd", "") or
+          "\ufffd" in r.choices[0].text, "tokens do not spell the text")
+    for tok, l, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        check(l <= 0 and 1 <= len(top) <= 3, f"{tok} {l} {top}")
+        check(sum(math.exp(v) for v in top.values()) <= 1 + 1e-4, f"top probabilities over 1: {top}")
+        # greedy: the chosen token is the most likely one
+        check(abs(max(top.values()) - l) < 1e-5, f"greedy token {tok} {l} is not the top {top}")
+    check(lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0, f"offsets {lp.text_offset}")
+
+
+def test_logprobs_completion_stream_equals_nonstream():
+    r = complete("Count to five", max_tokens=8, logprobs=2)
+    lp = r.choices[0].logprobs
+    _, _, slp = stream_completion_text("Count to five", max_tokens=8, logprobs=2)
+    check([t for t, _ in slp] == lp.tokens, f"tokens {slp} vs {lp.tokens}")
+    check(all(abs(a - b) < 1e-6 for (_, a), b in zip(slp, lp.token_logprobs)), "logprobs differ")
+
+
+def test_logprobs_chat():
+    r = chat("Say hello", max_tokens=6, logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    check(len(content) >= 1, "no logprobs")
+    for t in content:
+        check(t.logprob <= 0 and len(t.top_logprobs) == 2, f"{t}")
+        check(bytes(t.bytes).decode("utf-8", "replace") == t.token, f"bytes vs token {t}")
+        check(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob, "top_logprobs not sorted")
+        check(abs(t.top_logprobs[0].logprob - t.logprob) < 1e-5, "greedy token is not the top one")
+    _, _, slp, _ = stream_chat_text("Say hello", max_tokens=6, logprobs=True, top_logprobs=2)
+    check([(t, round(l, 5)) for t, l, _ in slp] == [(t.token, round(t.logprob, 5)) for t in content],
+          "streamed logprobs differ")
+    r0 = chat("Say hello", max_tokens=3, logprobs=True)
+    check(all(len(t.top_logprobs) == 0 for t in r0.choices[0].logprobs.content), "top_logprobs without asking")
+
+
+def test_stop_strings():
+    p, full = long_greedy_prompt()
+    text = full.choices[0].text
+    stop = text[4:7]
+    cut = text[:text.index(stop)]
+    r = complete(p, max_tokens=24, stop=[stop])
+    check(r.choices[0].text == cut and r.choices[0].finish_reason == "stop",
+          f"stop {stop!r}: {r.choices[0].text!r} ({r.choices[0].finish_reason}), want {cut!r}")
+    s_text, s_finish, _ = stream_completion_text(p, max_tokens=24, stop=stop)
+    check(s_text == cut and s_finish == "stop", f"stream stop: {s_text!r} {s_finish}")
+    r = complete(p, max_tokens=24, stop=["\x01never\x02", stop])
+    check(r.choices[0].text == cut, "second stop string ignored")
+
+
+def test_concurrent_streams_equal_sequential():
+    reqs = []
+    for i in range(16):
+        p = PROMPTS[i % len(PROMPTS)] + (" again" * (i // len(PROMPTS)))
+        reqs.append((p, 16 if i % 2 else 10))
+    seq = [stream_chat_text(p, max_tokens=n)[:2] for p, n in reqs]
+    with cf.ThreadPoolExecutor(16) as ex:
+        par = list(ex.map(lambda pn: stream_chat_text(pn[0], max_tokens=pn[1])[:2], reqs))
+    for i, (a, b) in enumerate(zip(seq, par)):
+        check(a == b, f"request {i}: sequential {a!r} vs concurrent {b!r}")
+
+
+# ------------------------------------------------------------------ errors via the client
+
+def expect(exc, fn, status, param=None, words=()):
+    try:
+        fn()
+    except exc as e:
+        check(e.status_code == status, f"status {e.status_code}, want {status}")
+        body = e.body if isinstance(e.body, dict) else {}
+        err = body.get("error", body)
+        if param is not None:
+            check(err.get("param") == param, f"param {err.get('param')!r}, want {param!r}: {err}")
+        for w in words:
+            check(w in err.get("message", ""), f"{w!r} not in {err.get('message')!r}")
+        return err
+    raise AssertionError(f"no {exc.__name__}")
+
+
+def test_error_negative_max_tokens():
+    expect(openai.BadRequestError, lambda: complete("hi", max_tokens=-1), 400, "max_tokens")
+
+
+def test_error_huge_max_tokens():
+    err = expect(openai.BadRequestError, lambda: complete([1, 2, 3], max_tokens=10**9), 400, "max_tokens",
+                 ("256", "3 prompt tokens", str(10**9)))
+    check(err.get("code") == "context_length_exceeded", f"{err}")
+    long_prompt = list(range(10, 250))      # 240 tokens; the test servers' context is 256
+    expect(openai.BadRequestError, lambda: complete(long_prompt, max_tokens=17), 400, "max_tokens", ("257",))
+    complete(long_prompt, max_tokens=16)
+    expect(openai.BadRequestError, lambda: complete(list(range(10, 266)), max_tokens=1), 400, "prompt", ("256",))
+
+
+def test_error_wrong_types():
+    expect(openai.BadRequestError, lambda: complete("hi", temperature="hot"), 400, "temperature", ("number",))
+    expect(openai.BadRequestError, lambda: complete("hi", max_tokens=2.5), 400, "max_tokens", ("integer",))
+    expect(openai.BadRequestError, lambda: complete("hi", stop=5), 400, "stop")
+    expect(openai.BadRequestError, lambda: complete("hi", top_p=1.5), 400, "top_p")
+    expect(openai.BadRequestError, lambda: complete(5), 400, "prompt")
+    expect(openai.BadRequestError, lambda: complete([1, 99999]), 400, "prompt", ("prompt[1]",))
+    expect(openai.BadRequestError, lambda: complete("hi", stream="yes"), 400, "stream")
+    expect(openai.BadRequestError, lambda: chat("hi", logprobs=True, top_logprobs=50), 400, "top_logprobs")
+
+
+def test_error_missing_messages():
+    expect(openai.BadRequestError,
+           lambda: client.chat.completions.create(model=MODEL, messages=[], max_tokens=3), 400, "messages")
+    st, body = raw("POST", "/v1/chat/completions", {"model": MODEL, "max_tokens": 3})
+    check(st == 400 and body["error"]["param"] == "messages", f"{st} {body}")
+    st, body = raw("POST", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]})
+    check(st == 400 and "wizard" in body["error"]["message"], f"{st} {body}")
+    st, body = raw("POST", "/v1/completions", {"model": MODEL, "max_tokens": 3})
+    check(st == 400 and body["error"]["param"] == "prompt", f"{st} {body}")
+
+
+def test_error_n_greater_than_one():
+    expect(openai.BadRequestError, lambda: complete("hi", n=2), 400, "n")
+
+
+def test_error_unknown_model():
+    expect(openai.NotFoundError, lambda: client.completions.create(model="gpt-17", prompt="hi", max_tokens=2), 404,
+           "model", ("gpt-17",))
+
+
+def test_error_bad_auth():
+    bad = openai.OpenAI(base_url=URL + "/v1", api_key="wrong-key", max_retries=0)
+    expect(openai.AuthenticationError, lambda: bad.models.list(), 401)
+    expect(openai.AuthenticationError,
+           lambda: bad.completions.create(model=MODEL, prompt="hi", max_tokens=2), 401)
+    st, body = raw("GET", "/v1/models", headers={"Authorization": None})
+    check(st == 401 and body["error"]["code"] == "invalid_api_key", f"{st} {body}")
+    st, _ = raw("GET", "/metrics", headers={"Authorization": "Basic " + KEY})
+    check(st == 401, f"metrics with Basic auth: {st}")
+
+
+# ------------------------------------------------------------------ malformed HTTP
+
+def test_invalid_json():
+    for body in (b"{bad json", b"", b"[1, 2]", b"null", b'{"prompt": "x",}', b"\xff\xfe{}"):
+        st, res = raw("POST", "/v1/completions", body)
+        check(st == 400 and "error" in res, f"{body!r}: {st} {res}")
+
+
+def test_oversized_body():
+    big = {"model": MODEL, "prompt": "x" * (70 * 1024), "max_tokens": 1}
+    st, res = raw("POST", "/v1/completions", big)
+    check(st == 413, f"declared big body: {st} {res}")
+    # chunked, so the size is only known while reading
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    chunk = b"x" * 8192
+    body = b"".join(b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(10)) + b"0\r\n\r\n"
+    st, out = socket_request(head + body)
+    check(st == 413, f"chunked big body: {st} {out[:200]!r}")
+    # a huge declared length is refused before any body is sent
+    st, out = socket_request((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                              "Content-Length: 99999999999\r\n\r\n").encode(), read_all=False)
+    check(st == 413, f"huge Content-Length: {st} {out[:200]!r}")
+
+
+def test_unknown_path_and_method():
+    st, res = raw("GET", "/v1/nothing")
+    check(st == 404, f"{st} {res}")
+    st, res = raw("GET", "/v1/completions")
+    check(st == 405, f"{st} {res}")
+    st, res = raw("DELETE", "/v1/models")
+    check(st == 405, f"{st} {res}")
+
+
+def test_garbage_request_line():
+    st, out = socket_request(b"HELLO\r\n\r\n")
+    check(st in (0, 400, 405, 505), f"garbage: {st} {out[:100]!r}")
+    st, res = raw("GET", "/health", headers={"Authorization": None})
+    check(st == 200, "server unwell after garbage")
+
+
+def test_metrics_text():
+    before = metrics()
+    complete("Hello, world!", max_tokens=3)
+    after = metrics()
+    for name in ("colibri_queue_depth", "colibri_slots_busy", "colibri_slots_total", "colibri_kv_bytes",
+                 "colibri_prompt_tokens_total", "colibri_generated_tokens_total"):
+        check(name in after, f"{name} missing")
+    key = 'colibri_requests_total{endpoint="completions"}'
+    check(after[key] == before[key] + 1, f"{key}: {before[key]} -> {after[key]}")
+    check(after["colibri_generated_tokens_total"] > before["colibri_generated_tokens_total"], "no tokens counted")
+    check(after["colibri_slots_total"] == 4 and after["colibri_kv_bytes"] > 0, f"{after}")
+
+
+# ------------------------------------------------------------------ queue, disconnect (server B)
+
+def open_stream(url, max_tokens):
+    """Starts a streaming completion on a raw socket; returns it after the first data chunk."""
+    body = json.dumps({"model": MODEL, "prompt": [5, 6, 7], "max_tokens": max_tokens, "temperature": 0,
+                       "stream": True}).encode()
+    s = socket.create_connection(host_port(url), timeout=30)
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    buf = b""
+    while b"data: " not in buf:
+        chunk = s.recv(4096)
+        check(chunk, "stream closed before the first chunk")
+        buf += chunk
+    check(buf.startswith(b"HTTP/1.1 200"), f"stream status: {buf[:100]!r}")
+    return s
+
+
+def test_disconnect_cancels_and_frees_slot():
+    before = metrics(URL_B)["colibri_requests_cancelled_total"]
+    s = open_stream(URL_B, 200)
+    check(metrics(URL_B)["colibri_slots_busy"] == 1, "slot not busy during the stream")
+    s.close()
+    wait_metric(URL_B, "colibri_slots_busy", lambda v: v == 0)
+    after = metrics(URL_B)["colibri_requests_cancelled_total"]
+    check(after == before + 1, f"cancelled {before} -> {after}")
+    # the slot works again
+    r = client_b.completions.create(model=MODEL, prompt=[5, 6, 7], max_tokens=2, temperature=0)
+    check(r.usage.completion_tokens >= 1, "slot unusable after a disconnect")
+
+
+def test_queue_full_429_and_nonstream_disconnect():
+    s = open_stream(URL_B, 200)                       # holds the only slot
+    results = {}
+
+    def queued():
+        try:
+            results["b"] = client_b.completions.create(model=MODEL, prompt=[8, 9], max_tokens=3, temperature=0)
+        except Exception as e:      # noqa: BLE001 - reported below
+            results["b"] = e
+
+    t = threading.Thread(target=queued)
+    t.start()
+    wait_metric(URL_B, "colibri_queue_depth", lambda v: v == 1)
+    expect(openai.RateLimitError,
+           lambda: client_b.completions.create(model=MODEL, prompt=[8, 9], max_tokens=3), 429)
+    s.close()                                          # frees the slot: the queued request runs
+    t.join(30)
+    check(not t.is_alive(), "queued request never finished")
+    check(isinstance(results.get("b"), openai.types.Completion), f"queued request: {results.get('b')!r}")
+    # a non-streaming client that leaves while queued or running is cancelled too
+    s = open_stream(URL_B, 200)
+    body = json.dumps({"model": MODEL, "prompt": [8, 9], "max_tokens": 100}).encode()
+    c = socket.create_connection(host_port(URL_B), timeout=30)
+    c.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    wait_metric(URL_B, "colibri_queue_depth", lambda v: v == 1)
+    before = metrics(URL_B)["colibri_requests_cancelled_total"]
+    c.close()
+    s.close()
+    wait_metric(URL_B, "colibri_requests_cancelled_total", lambda v: v == before + 2)
+    wait_metric(URL_B, "colibri_slots_busy", lambda v: v == 0)
+    wait_metric(URL_B, "colibri_queue_depth", lambda v: v == 0)
+
+
+# ------------------------------------------------------------------ runner
+
+def main():
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    only = sys.argv[1:]
+    passed = failed = 0
+    for name, fn in tests:
+        if only and name not in only:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {name} ({time.time() - t0:.2f} s)", flush=True)
+        except Exception:  # noqa: BLE001 - every failure is reported
+            failed += 1
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
