@@ -1,8 +1,8 @@
 /* quant/kernels_neon.c - NEON kernels for aarch64 (baseline ARMv8-A: no
- * dotprod, no bf16 extension needed). Built only on aarch64; the x86
- * development machines only check that it compiles for that target, so
- * these kernels have not been run here: test_quant runs them against the
- * reference on any aarch64 machine.
+ * dotprod, no bf16 extension needed). Built only on aarch64. No aarch64
+ * hardware was at hand: test_quant passed on these kernels cross-compiled
+ * (aarch64-linux-gnu-gcc 12) and run under qemu-user, which checks results,
+ * not speed; their speed is unmeasured.
  *
  * Float formats widen to f32 and use FMA (fp8b through f16: sign-extend,
  * shift left 7, clear bit 14, x 2^8 folded into the block scale). q8 / q4*
