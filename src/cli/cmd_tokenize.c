@@ -7,60 +7,8 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "colibri.h"
-
-struct tok_opts {
-    const char *dir, *text, *file;
-    int decode, no_special, bench;
-};
-
-enum opt_kind { OPT_STR, OPT_FLAG };
-struct opt_row {
-    const char *name, *alias;
-    enum opt_kind kind;
-    size_t field;               /* offset in struct tok_opts */
-    const char *help;
-};
-
-#define FIELD(f) offsetof(struct tok_opts, f)
-static const struct opt_row OPTS[] = {
-    { "--model", "-m", OPT_STR, FIELD(dir), "model directory (holds tokenizer.json)" },
-    { "--tokenizer", NULL, OPT_STR, FIELD(dir), "directory holding tokenizer.json (same as -m)" },
-    { "--text", "-t", OPT_STR, FIELD(text), "the text (with --decode: a JSON array of ids)" },
-    { "--file", "-f", OPT_STR, FIELD(file), "read the text from a file ('-' = stdin)" },
-    { "--decode", NULL, OPT_FLAG, FIELD(decode), "decode a JSON array of ids to text" },
-    { "--no-special", NULL, OPT_FLAG, FIELD(no_special), "no BOS/EOS, and special-token text stays text" },
-    { "--bench", NULL, OPT_FLAG, FIELD(bench), "time the encoding, print MB/s instead of ids" },
-};
-#define N_OPTS (sizeof OPTS / sizeof OPTS[0])
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: colibri tokenize (-m DIR | --tokenizer DIR) (--text T | --file F) [--decode]\n\n");
-    for (size_t i = 0; i < N_OPTS; i++)
-        fprintf(f, "  %-4s %-14s %s\n", OPTS[i].alias ? OPTS[i].alias : "", OPTS[i].name, OPTS[i].help);
-}
-
-static int parse(int argc, char **argv, struct tok_opts *o)
-{
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 1; }
-        const struct opt_row *r = NULL;
-        for (size_t k = 0; k < N_OPTS && !r; k++)
-            if (!strcmp(argv[i], OPTS[k].name) || (OPTS[k].alias && !strcmp(argv[i], OPTS[k].alias)))
-                r = &OPTS[k];
-        if (!r) { fprintf(stderr, "colibri tokenize: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
-        if (r->kind == OPT_FLAG) { *(int *)((char *)o + r->field) = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "colibri tokenize: %s needs a value\n", argv[i]); return 2; }
-        *(const char **)((char *)o + r->field) = argv[++i];
-    }
-    if (!o->dir || (!o->text == !o->file)) {
-        fprintf(stderr, "colibri tokenize: need -m/--tokenizer DIR and exactly one of --text, --file\n");
-        usage(stderr);
-        return 2;
-    }
-    return 0;
-}
 
 static char *read_input(const char *path, size_t *len)
 {
@@ -117,9 +65,29 @@ static double wall(void)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    struct tok_opts o = { 0 };
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
+    struct { const char *dir, *text, *file; int decode, no_special, bench; } o = { 0 };
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &o.dir, "model directory (holds tokenizer.json)" },
+        { "tokenizer", 0, OPT_STR, &o.dir, "directory holding tokenizer.json (same as -m)" },
+        { "text", 't', OPT_STR, &o.text, "the text (with --decode: a JSON array of ids)" },
+        { "file", 'f', OPT_STR, &o.file, "read the text from a file ('-' = stdin)" },
+        { "decode", 0, OPT_FLAG, &o.decode, "decode a JSON array of ids back to the exact bytes" },
+        { "no-special", 0, OPT_FLAG, &o.no_special, "no BOS/EOS, and special-token text stays plain text" },
+        { "bench", 0, OPT_FLAG, &o.bench, "time the encoding and print MB/s instead of the ids" },
+    };
+    const struct opts_spec spec = {
+        "colibri tokenize (-m DIR | --tokenizer DIR) (--text T | --file F) [--decode]",
+        "Prints the ids of the text as a JSON array, BOS/EOS added as tokenizer_config.json says; "
+        "invalid UTF-8 is replaced by U+FFFD with a warning. --decode prints the bytes of a JSON array of ids.",
+        opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!o.dir || !o.text == !o.file) {
+        fprintf(stderr, "colibri tokenize: need -m/--tokenizer DIR and exactly one of --text, --file\n");
+        opts_usage(&spec, stderr);
+        return 2;
+    }
 
     size_t len = 0;
     char *owned = NULL;
