@@ -70,6 +70,53 @@ int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
     return 0;
 }
 
+int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
+                          struct qtensor *out, struct colibri_err *err)
+{
+    int rc = check_shape(fmt, src->rows, src->cols, err);
+    if (rc) return rc;
+    const int rows = src->rows, cols = src->cols, slab = QUANT_FP8B_BLOCK;
+    size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    uint8_t *data = xalloc(nd);
+    float *scales = ns ? xalloc(ns * sizeof(float)) : NULL;
+    int nslab = (rows + slab - 1) / slab, failed = 0;
+    if (data && (!ns || scales)) {
+        /* Every format's arrays are row-major in whole 128-row slabs, so slab
+         * k's data starts at row 128k and its scales after those of 128k rows. */
+        int par = !omp_in_parallel() && nslab > 1;
+        #pragma omp parallel if (par) reduction(| : failed)
+        {
+            float *buf = malloc((size_t)slab * cols * sizeof(float));
+            if (!buf) failed = 1;
+            #pragma omp for schedule(dynamic)
+            for (int k = 0; k < nslab; k++) {
+                if (!buf) continue;
+                int r0 = k * slab, n = rows - r0 < slab ? rows - r0 : slab;
+                quant_dequant_rows(src, r0, n, buf);
+                quant_fmt_traits(fmt)->from_f32(buf, n, cols, data + (size_t)r0 * quant_fmt_row_bytes(fmt, cols),
+                                                scales ? scales + quant_fmt_scale_count(fmt, r0, cols) : NULL);
+            }
+            free(buf);
+        }
+    }
+    if (!data || (ns && !scales) || failed) {
+        free(data);
+        free(scales);
+        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate for converting [%d, %d] %s to %s",
+                       rows, cols, quant_fmt_name(src->fmt), quant_fmt_name(fmt));
+    }
+    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
+                             .scales = scales, .owned = 1 };
+    return 0;
+}
+
+size_t quant_qtensor_bytes(const struct qtensor *W)
+{
+    return quant_fmt_data_bytes(W->fmt, W->rows, W->cols) +
+           quant_fmt_scale_count(W->fmt, W->rows, W->cols) * sizeof(float);
+}
+
 void quant_qtensor_free(struct qtensor *W)
 {
     if (!W) return;
@@ -129,6 +176,7 @@ int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
                      enum quant_isa isa, struct colibri_err *err)
 {
     const struct quant_isa_table *t = quant_isa_table(isa);
+    if (n <= 0) return err_set(err, COLIBRI_EINVAL, "quant: batch of %d activations", n);
     if (!t)
         return err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
                        quant_isa_name(isa));
@@ -140,6 +188,7 @@ int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
 
 void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y)
 {
+    if (n <= 0) return;
     if (matmul_with(W, X, n, Y, quant_isa_table(quant_isa_best())))
         matmul_with(W, X, n, Y, quant_isa_table(QUANT_ISA_SCALAR));
 }

@@ -71,6 +71,18 @@ int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
                        const float *scales, size_t n_scales,
                        struct qtensor *out, struct colibri_err *err);
 
+/* Re-encodes src in fmt into a new owned tensor (e.g. fp8b or bf16 weights
+ * quantized to q4g64 at load). Goes through f32 128 rows at a time, so no
+ * f32 copy of the whole matrix is made; slabs run in parallel with OpenMP
+ * (same rule as quant_matmul). The result equals quant_qtensor_from_f32 of
+ * src dequantized. 0, or COLIBRI_EINVAL / COLIBRI_ENOMEM; *out untouched on
+ * failure. */
+int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
+                          struct qtensor *out, struct colibri_err *err);
+
+/* Bytes of data plus scales (what a matvec reads). */
+size_t quant_qtensor_bytes(const struct qtensor *W);
+
 /* Frees owned arrays and zeroes *W. NULL, or a zeroed struct, is a no-op. */
 void quant_qtensor_free(struct qtensor *W);
 

@@ -384,6 +384,37 @@ static void test_act_prep(void)
     }
 }
 
+/* convert == from_f32 of the dequantized source, bit for bit, across slab
+ * edges (rows not a multiple of 128) and from every source format. */
+static void test_convert(void)
+{
+    int rows = 300, cols = 130;
+    float *w = rand_vec((size_t)rows * cols, 1.0f), *d = malloc((size_t)rows * cols * sizeof *d);
+    for (int si = 0; si < NFMT; si++) {
+        struct qtensor S;
+        CHECK(quant_qtensor_from_f32(ALL_FMTS[si], rows, cols, w, &S, NULL) == 0, "src");
+        quant_dequant_rows(&S, 0, rows, d);
+        for (int di = 0; di < NFMT; di++) {
+            struct qtensor A, B;
+            CHECK(quant_qtensor_convert(&S, ALL_FMTS[di], &A, NULL) == 0, "convert");
+            CHECK(quant_qtensor_from_f32(ALL_FMTS[di], rows, cols, d, &B, NULL) == 0, "direct");
+            CHECK(quant_qtensor_bytes(&A) == quant_qtensor_bytes(&B), "bytes");
+            size_t ns = quant_fmt_scale_count(A.fmt, rows, cols);
+            CHECK(memcmp(A.data, B.data, quant_fmt_data_bytes(A.fmt, rows, cols)) == 0 &&
+                  (ns == 0 || memcmp(A.scales, B.scales, ns * sizeof(float)) == 0),
+                  "%s -> %s differs from quantizing the dequantized source",
+                  quant_fmt_name(S.fmt), quant_fmt_name(A.fmt));
+            quant_qtensor_free(&A);
+            quant_qtensor_free(&B);
+        }
+        quant_qtensor_free(&S);
+    }
+    CHECK(quant_qtensor_bytes(&(struct qtensor){ .fmt = QUANT_Q4G64, .rows = 2, .cols = 100 }) == 2 * 64 + 2 * 2 * 4,
+          "q4g64 [2,100]: 2 rows of 64 bytes + 4 scales");
+    free(w);
+    free(d);
+}
+
 int main(void)
 {
     RUN_TEST(test_sizes);
@@ -395,5 +426,6 @@ int main(void)
     RUN_TEST(test_zero_rows);
     RUN_TEST(test_kernels_vs_reference);
     RUN_TEST(test_entry_points_and_nesting);
+    RUN_TEST(test_convert);
     return CHECK_SUMMARY();
 }
