@@ -7,6 +7,9 @@
  *
  *   build/bench/attn [--threads N] [--tiers f32,tq4,...] [--ctx 1024,8192]
  *                    [--heads 16,128] [--r 512] [--dr 64] [--min-time S] [--out FILE]
+ *                    [--no-int8]
+ * Tiers with an int8 form (int8r, q4_0, tq*) are timed twice: the exact native
+ * consumer and the opt-in int8 dot-product one (kv_scratch_set_int8).
  */
 #include <math.h>
 #include <omp.h>
@@ -18,6 +21,7 @@
 #include "kv/attend.h"
 #include "kv/attn_kern.h"
 #include "kv/cache.h"
+#include "kv/codec.h"
 
 static int parse_list(const char *s, int *out, int max)
 {
@@ -66,7 +70,7 @@ static void cpu_model(char *buf, size_t n)
 
 int main(int argc, char **argv)
 {
-    int threads = 2, r = 512, dr = 64;
+    int threads = 2, r = 512, dr = 64, with_int8 = 1;
     double min_time = 0.4;
     const char *tiers = "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3", *out_path = NULL;
     int ctx[MAXC] = {1024, 4096, 8192, 32768}, nctx = 4, heads[MAXH] = {16, 128}, nheads = 2;
@@ -80,6 +84,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--dr") && v) dr = atoi(v), i++;
         else if (!strcmp(a, "--min-time") && v) min_time = atof(v), i++;
         else if (!strcmp(a, "--out") && v) out_path = v, i++;
+        else if (!strcmp(a, "--no-int8")) with_int8 = 0;
         else {
             fprintf(stderr, "usage: %s [--threads N] [--tiers a,b] [--ctx n,m] [--heads n,m] "
                             "[--r R] [--dr DR] [--min-time S] [--out FILE]\n", argv[0]);
@@ -114,10 +119,14 @@ int main(int argc, char **argv)
     float *pe = malloc(sizeof(float) * (dr + 1));
     for (int i = 0; i < maxH * r; i++) ql[i] = gauss();
     for (int i = 0; i < maxH * dr; i++) qr[i] = gauss();
-    double ms[KV_TIER_COUNT][MAXH][MAXC];
-    size_t rowb[KV_TIER_COUNT];
-    struct kv_scratch *sc = NULL;
+    enum { MAXV = 2 * KV_TIER_COUNT };
+    double ms[MAXV][MAXH][MAXC];
+    size_t rowb[MAXV];
+    int vtier[MAXV], vint8[MAXV], nv = 0;   /* variants: a tier, with or without int8 dots */
+    struct kv_scratch *sc = NULL, *sc8 = NULL;
     kv_scratch_new(threads, &sc, NULL);
+    kv_scratch_new(threads, &sc8, NULL);
+    kv_scratch_set_int8(sc8, 1);
     fprintf(stderr, "attn bench: %s, %d threads, kernels %s, r=%d dr=%d\n", cpu, threads,
             kv_kern_get()->name, r, dr);
     struct kv_cache *caches[KV_TIER_COUNT] = {0};
@@ -127,7 +136,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", kv_tier_name(tlist[ti]), err.msg);
             return 1;
         }
-        rowb[ti] = kv_cache_row_bytes(caches[ti]);
+        vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
+        if (with_int8 && kv_kern_q8_get() && kv_codec_q8_group(&caches[ti]->lat))
+            vtier[nv] = ti, vint8[nv] = 1, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
         for (int p = 0; p < maxT; p++) {
             for (int i = 0; i < r; i++) lat[i] = gauss();
             for (int i = 0; i < dr; i++) pe[i] = gauss();
@@ -140,29 +151,31 @@ int main(int argc, char **argv)
         for (int ci = 0; ci < nctx; ci++) {
             const int H = heads[hi], T = ctx[ci];
             const float scale = 1.0f / sqrtf((float)(r + dr));
-            double best[KV_TIER_COUNT], t0 = now_sec();
-            for (int ti = 0; ti < ntiers; ti++) {
-                best[ti] = 1e30;
-                kv_attend(caches[ti], 0, T, H, ql, qr, scale, out, sc, NULL);   /* warm-up */
+            double best[MAXV], t0 = now_sec();
+            for (int v = 0; v < nv; v++) {
+                best[v] = 1e30;
+                kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, vint8[v] ? sc8 : sc, NULL);
             }
             int rounds = 0;
-            while (rounds < 3 || now_sec() - t0 < min_time * ntiers) {
-                for (int ti = 0; ti < ntiers; ti++) {
+            while (rounds < 3 || now_sec() - t0 < min_time * nv) {
+                for (int v = 0; v < nv; v++) {
                     double a = now_sec();
-                    kv_attend(caches[ti], 0, T, H, ql, qr, scale, out, sc, NULL);
+                    kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, vint8[v] ? sc8 : sc, NULL);
                     double d = now_sec() - a;
-                    if (d < best[ti]) best[ti] = d;
+                    if (d < best[v]) best[v] = d;
                 }
                 rounds++;
             }
-            for (int ti = 0; ti < ntiers; ti++) {
-                ms[ti][hi][ci] = best[ti] * 1e3;
-                fprintf(stderr, "  %-7s H=%3d T=%6d  %8.3f ms  x%.2f (%d rounds)\n",
-                        kv_tier_name(tlist[ti]), H, T, best[ti] * 1e3, best[ti] / best[0], rounds);
+            for (int v = 0; v < nv; v++) {
+                ms[v][hi][ci] = best[v] * 1e3;
+                fprintf(stderr, "  %-7s%s H=%3d T=%6d  %8.3f ms  x%.2f (%d rounds)\n",
+                        kv_tier_name(tlist[vtier[v]]), vint8[v] ? " int8" : "     ", H, T,
+                        best[v] * 1e3, best[v] / best[0], rounds);
             }
         }
     for (int ti = 0; ti < ntiers; ti++) kv_cache_free(caches[ti]);
     kv_scratch_free(sc);
+    kv_scratch_free(sc8);
 
     /* the table */
     char *tab = NULL;
@@ -177,11 +190,12 @@ int main(int argc, char **argv)
     fprintf(m, "\n|---|---|---|");
     for (int k = 0; k < nheads * nctx; k++) fprintf(m, "---|");
     fprintf(m, "\n");
-    for (int ti = 0; ti < ntiers; ti++) {
-        fprintf(m, "| %s | %zu | %.3f |", kv_tier_name(tlist[ti]), rowb[ti], (double)rowb[ti] / rowb[0]);
+    for (int v = 0; v < nv; v++) {
+        fprintf(m, "| %s%s | %zu | %.3f |", kv_tier_name(tlist[vtier[v]]), vint8[v] ? " (int8 dots)" : "",
+                rowb[v], (double)rowb[v] / rowb[0]);
         for (int hi = 0; hi < nheads; hi++)
             for (int ci = 0; ci < nctx; ci++)
-                fprintf(m, " %.3f (%.2f) |", ms[ti][hi][ci], ms[ti][hi][ci] / ms[0][hi][ci]);
+                fprintf(m, " %.3f (%.2f) |", ms[v][hi][ci], ms[v][hi][ci] / ms[0][hi][ci]);
         fprintf(m, "\n");
     }
     fclose(m);

@@ -16,6 +16,7 @@
 
 struct kv_scratch {
     int n_threads;
+    int int8;           /* use the int8 dot-product consumer where a tier has one */
     size_t cap;
     uint8_t *buf;
 };
@@ -28,6 +29,8 @@ int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *e
     *out = s;
     return 0;
 }
+
+void kv_scratch_set_int8(struct kv_scratch *s, int on) { s->int8 = on != 0; }
 
 void kv_scratch_free(struct kv_scratch *s)
 {
@@ -167,25 +170,41 @@ struct kv_tbufs {
     float *tileL, *tileR;   /* decoded rows, code domain */
     float *S;               /* scores, then weights, [KV_TILE][Hp] */
     float *m, *mt, *l;      /* running max, tile max, running sum [Hp] */
-    float *acc;             /* partial output [H][r], code domain */
+    float *acc;             /* partial output [Hp][r], code domain */
+    uint8_t *u;             /* int8 path: u8 codes [KV_TILE][r] */
+    float *us;              /* int8 path: their scales [KV_TILE][G] */
+    float *R;               /* int8 path: RoPE scores [KV_TILE][Hp] */
+    uint8_t *work;          /* int8 path: accumulation work */
 };
 
-static size_t tbufs_bytes(int r, int dr, int H, int Hp)
+struct kv_native_dims { int r, dr, Hp, G, gs, q8; };
+
+static size_t tbufs_bytes(const struct kv_native_dims *d)
 {
-    return al64((size_t)KV_TILE * r) + al64((size_t)KV_TILE * (dr ? dr : 1)) +
-           al64((size_t)KV_TILE * Hp) + 3 * al64(Hp) + al64((size_t)H * r);
+    size_t b = al64((size_t)KV_TILE * d->r) + al64((size_t)KV_TILE * (d->dr ? d->dr : 1)) +
+               al64((size_t)KV_TILE * d->Hp) + 3 * al64(d->Hp) + al64((size_t)d->Hp * d->r);
+    if (d->q8)
+        b += al64((size_t)KV_TILE * d->r / 4 + 1) + al64((size_t)KV_TILE * d->G) +
+             al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
+    return b;
 }
 
-static struct kv_tbufs tbufs_at(uint8_t *p, int r, int dr, int H, int Hp)
+static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
 {
-    struct kv_tbufs b;
-    b.tileL = carve(&p, (size_t)KV_TILE * r);
-    b.tileR = carve(&p, (size_t)KV_TILE * (dr ? dr : 1));
-    b.S = carve(&p, (size_t)KV_TILE * Hp);
-    b.m = carve(&p, Hp);
-    b.mt = carve(&p, Hp);
-    b.l = carve(&p, Hp);
-    b.acc = carve(&p, (size_t)H * r);
+    struct kv_tbufs b = {0};
+    b.tileL = carve(&p, (size_t)KV_TILE * d->r);
+    b.tileR = carve(&p, (size_t)KV_TILE * (d->dr ? d->dr : 1));
+    b.S = carve(&p, (size_t)KV_TILE * d->Hp);
+    b.m = carve(&p, d->Hp);
+    b.mt = carve(&p, d->Hp);
+    b.l = carve(&p, d->Hp);
+    b.acc = carve(&p, (size_t)d->Hp * d->r);
+    if (d->q8) {
+        b.u = (uint8_t *)carve(&p, (size_t)KV_TILE * d->r / 4 + 1);
+        b.us = carve(&p, (size_t)KV_TILE * d->G);
+        b.R = carve(&p, (size_t)KV_TILE * d->Hp);
+        b.work = (uint8_t *)carve(&p, kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
+    }
     return b;
 }
 
@@ -197,37 +216,61 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
 {
     const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
     const int nblk = (T + KV_TILE - 1) / KV_TILE;
+    const struct kv_kern_q8 *k8 = s->int8 ? kv_kern_q8_get() : NULL;
+    struct kv_native_dims d = {.r = r, .dr = dr, .Hp = Hp};
+    d.q8 = k8 && k8->decode[c->tier] && k == kv_kern_get() && r % 32 == 0;
+    d.gs = d.q8 ? kv_codec_q8_group(&c->lat) : r;
+    d.G = r / d.gs;
     int nt = s->n_threads;
     if (nt > nblk) nt = nblk;
     if (nt < 1) nt = 1;
-    const size_t per_thread = tbufs_bytes(r, dr, H, Hp);
-    size_t need = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) + nt * per_thread;
-    int rc = scratch_reserve(s, need, err);
+    const size_t per_thread = tbufs_bytes(&d);
+    size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
+    if (d.q8) shared += al64((size_t)r * Hp / 4) + al64(Hp) + al64((size_t)d.G * Hp);
+    int rc = scratch_reserve(s, shared + nt * per_thread, err);
     if (rc) return rc;
     uint8_t *p = s->buf;
     float *qTl = carve(&p, (size_t)r * Hp), *qTr = carve(&p, (size_t)(dr ? dr : 1) * Hp);
+    int8_t *q8T = NULL;
+    float *sq = NULL;
+    int32_t *qsum = NULL;
+    if (d.q8) {
+        q8T = (int8_t *)carve(&p, (size_t)r * Hp / 4);
+        sq = carve(&p, Hp);
+        qsum = (int32_t *)carve(&p, (size_t)d.G * Hp);
+    }
     uint8_t *thread_base = p;
     kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
+    if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
     const uint8_t *rows = kv_cache_row(c, layer, 0);
     const size_t stride = c->row_bytes;
 
 #pragma omp parallel num_threads(nt)
     {
         const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-        struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, r, dr, H, Hp);
+        struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, &d);
         for (int h = 0; h < Hp; h++) {
             b.m[h] = -INFINITY;
             b.l[h] = 0.0f;
         }
-        memset(b.acc, 0, (size_t)H * r * sizeof *b.acc);
+        memset(b.acc, 0, (size_t)Hp * r * sizeof *b.acc);
         const int b0 = nblk * tid / nth, b1 = nblk * (tid + 1) / nth;
         for (int blk = b0; blk < b1; blk++) {
             const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
             const uint8_t *tr = rows + (size_t)t0 * stride;
-            kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
             if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
-            k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
+            if (d.q8) {
+                k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                if (dr)
+                    k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
+                else
+                    memset(b.R, 0, (size_t)n * Hp * sizeof *b.R);
+                k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, b.R, scale, b.S);
+            } else {
+                kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
+                k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
+            }
             memcpy(b.mt, b.m, Hp * sizeof *b.mt);
             k->colmax(b.S, Hp, Hp, n, b.mt);
             for (int h = 0; h < H; h++) {
@@ -240,7 +283,10 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
             }
             memcpy(b.m, b.mt, Hp * sizeof *b.m);
             k->expsum(b.S, Hp, b.m, Hp, n, b.S, b.l);
-            k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, b.acc, r);
+            if (d.q8)
+                k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.gs, b.acc, b.work);
+            else
+                k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, b.acc, r);
         }
 #pragma omp barrier
         /* merge; this thread owns heads [h0, h1) */
@@ -248,12 +294,12 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
         for (int h = h0; h < h1; h++) {
             float M = -INFINITY, L = 0.0f, *o = out + (size_t)h * r;
             for (int j = 0; j < nth; j++) {
-                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, r, dr, H, Hp);
+                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, &d);
                 if (bj.l[h] != 0.0f && bj.m[h] > M) M = bj.m[h];
             }
             memset(o, 0, (size_t)r * sizeof *o);
             for (int j = 0; j < nth; j++) {
-                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, r, dr, H, Hp);
+                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, &d);
                 if (bj.l[h] == 0.0f) continue;   /* a thread without rows */
                 const float w = kv_expf(bj.m[h] - M);
                 const float *aj = bj.acc + (size_t)h * r;

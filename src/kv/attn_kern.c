@@ -82,6 +82,7 @@ static const struct kv_kern KV_KERN_SCALAR = {
 const struct kv_kern *kv_kern_scalar(void) { return &KV_KERN_SCALAR; }
 
 static const struct kv_kern *kv_kern_chosen;
+static const struct kv_kern_q8 *kv_kern_q8_chosen;
 static pthread_once_t kv_kern_once = PTHREAD_ONCE_INIT;
 
 static void kv_kern_pick(void)
@@ -92,6 +93,8 @@ static void kv_kern_pick(void)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         kv_kern_chosen = &kv_kern_avx512;
+    if (kv_kern_chosen == &kv_kern_avx512 && __builtin_cpu_supports("avx512vnni"))
+        kv_kern_q8_chosen = &kv_kern_q8_avx512;
 #endif
 }
 
@@ -99,4 +102,17 @@ const struct kv_kern *kv_kern_get(void)
 {
     pthread_once(&kv_kern_once, kv_kern_pick);
     return kv_kern_chosen;
+}
+
+const struct kv_kern_q8 *kv_kern_q8_get(void)
+{
+    pthread_once(&kv_kern_once, kv_kern_pick);
+    return kv_kern_q8_chosen;
+}
+
+size_t kv_q8_work_bytes(int nmax, int r, int gs, int Hp)
+{
+    size_t n2 = ((size_t)nmax + 1) & ~(size_t)1;
+    size_t G = (size_t)r / gs;
+    return (n2 / 2 * r + G * (n2 / 2) * Hp + G * Hp + Hp) * 4 + 256;
 }

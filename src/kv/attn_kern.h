@@ -41,6 +41,39 @@ struct kv_kern {
     kv_decode_rows_fn rows[KV_TIER_COUNT];
 };
 
+/* The int8 dot-product (VNNI) consumer, opt-in (kv_scratch_set_int8): rows of
+ * the tiers whose code is an int8 times a per-row or per-32 scale (int8r,
+ * q4_0, tq*) are scored against an int8 copy of the rotated query (one scale
+ * per head, vpdpbusd) and accumulated with int16 weights (one scale per head,
+ * scale group and tile, vpdpwssd). It is an approximation of the native consumer (~1e-3
+ * relative, most of it from the int8 query), not bit-compatible with it.
+ *
+ * Tile layouts: u[t * r + i] = code + 128 (u8), s[t * G + g] = scale of group
+ * g (G = r / gs; gs = r for a per-row scale, 32 for q4_0).
+ * q8T[(i / 4) * Hp * 4 + h * 4 + i % 4] = int8 query, sq[h] its scale,
+ * qsum[g * Hp + h] = sum of the int8 query over group g. */
+struct kv_kern_q8 {
+    void (*decode[KV_TIER_COUNT])(const struct kv_codec *c, const uint8_t *in, size_t stride,
+                                  int n, uint8_t *u, float *s);
+    void (*quant_query)(const float *qT, int r, int Hp, int gs, int8_t *q8T, float *sq,
+                        int32_t *qsum);
+    /* S[t * Hp + h] = (sq[h] * sum_g s[t][g] * (q8 . code)_g + R[t * Hp + h]) * scale */
+    void (*scores)(const int8_t *q8T, const float *sq, const int32_t *qsum, int r, int gs,
+                   int Hp, const uint8_t *u, const float *s, int n, const float *R,
+                   float scale, float *S);
+    /* acc[h * r + i] += sum_t P[t * Hp + h] * s[t][g(i)] * code[t][i] for h < H
+     * (rows h in [H, Hp) of acc are scratch). work: kv_q8_work_bytes(). */
+    void (*accum)(const float *P, int Hp, int H, const uint8_t *u, const float *s, int n,
+                  int r, int gs, float *acc, uint8_t *work);
+};
+/* Bytes of accum's work buffer for n <= nmax rows. */
+size_t kv_q8_work_bytes(int nmax, int r, int gs, int Hp);
+/* NULL without AVX-512 VNNI. */
+const struct kv_kern_q8 *kv_kern_q8_get(void);
+#if defined(__x86_64__)
+extern const struct kv_kern_q8 kv_kern_q8_avx512;
+#endif
+
 /* The table for this CPU (AVX-512 F/BW/VL/DQ when present, else scalar). */
 const struct kv_kern *kv_kern_get(void);
 const struct kv_kern *kv_kern_scalar(void);

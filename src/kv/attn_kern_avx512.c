@@ -93,22 +93,42 @@ static void scores_avx512(const float *qa, int da, const float *qb, int db, int 
     }
 }
 
-/* nh heads x nv*16 columns of acc in registers, t ascending. */
-static inline __attribute__((always_inline)) void
-accum_blk(int nh, int nv, const float *p, int ldp, const float *x, size_t sx, int n,
-          float *acc, int lda)
+/* 8 heads x 32 columns of acc in 16 named registers, t ascending (GCC keeps
+ * an array of __m512 on the stack, so the block is spelled out). */
+static void accum_8x32(const float *p, int ldp, const float *x, size_t sx, int n,
+                       float *acc, int lda)
+{
+#define KV_LD(h) __m512 a##h##0 = _mm512_loadu_ps(acc + (size_t)(h) * lda), \
+                        a##h##1 = _mm512_loadu_ps(acc + (size_t)(h) * lda + 16)
+    KV_LD(0); KV_LD(1); KV_LD(2); KV_LD(3); KV_LD(4); KV_LD(5); KV_LD(6); KV_LD(7);
+#undef KV_LD
+    for (int t = 0; t < n; t++) {
+        const __m512 x0 = _mm512_loadu_ps(x + t * sx), x1 = _mm512_loadu_ps(x + t * sx + 16);
+        const float *pt = p + (size_t)t * ldp;
+#define KV_FMA(h) do { const __m512 w = _mm512_set1_ps(pt[h]);  \
+                       a##h##0 = _mm512_fmadd_ps(w, x0, a##h##0); \
+                       a##h##1 = _mm512_fmadd_ps(w, x1, a##h##1); } while (0)
+        KV_FMA(0); KV_FMA(1); KV_FMA(2); KV_FMA(3); KV_FMA(4); KV_FMA(5); KV_FMA(6); KV_FMA(7);
+#undef KV_FMA
+    }
+#define KV_ST(h) do { _mm512_storeu_ps(acc + (size_t)(h) * lda, a##h##0); \
+                      _mm512_storeu_ps(acc + (size_t)(h) * lda + 16, a##h##1); } while (0)
+    KV_ST(0); KV_ST(1); KV_ST(2); KV_ST(3); KV_ST(4); KV_ST(5); KV_ST(6); KV_ST(7);
+#undef KV_ST
+}
+
+/* Any nh <= 8 heads x nv (1 or 2) x 16 columns: tails, not the hot loop. */
+static void accum_blk(int nh, int nv, const float *p, int ldp, const float *x, size_t sx,
+                      int n, float *acc, int lda)
 {
     __m512 r[8][2];
     for (int h = 0; h < nh; h++)
         for (int v = 0; v < nv; v++) r[h][v] = _mm512_loadu_ps(acc + (size_t)h * lda + 16 * v);
     for (int t = 0; t < n; t++) {
-        __m512 x0 = _mm512_loadu_ps(x + t * sx), x1 = x0;
-        if (nv == 2) x1 = _mm512_loadu_ps(x + t * sx + 16);
-        const float *pt = p + (size_t)t * ldp;
-        for (int h = 0; h < nh; h++) {
-            __m512 w = _mm512_set1_ps(pt[h]);
-            r[h][0] = _mm512_fmadd_ps(w, x0, r[h][0]);
-            if (nv == 2) r[h][1] = _mm512_fmadd_ps(w, x1, r[h][1]);
+        for (int v = 0; v < nv; v++) {
+            const __m512 xv = _mm512_loadu_ps(x + t * sx + 16 * v);
+            for (int h = 0; h < nh; h++)
+                r[h][v] = _mm512_fmadd_ps(_mm512_set1_ps(p[(size_t)t * ldp + h]), xv, r[h][v]);
         }
     }
     for (int h = 0; h < nh; h++)
@@ -123,13 +143,10 @@ static void accum_avx512(const float *p, int ldp, int H, const float *x, size_t 
         const float *ph = p + h0;
         float *ah = acc + (size_t)h0 * lda;
         int i = i0;
-        if (nh == 8) {
-            for (; i + 32 <= i1; i += 32) accum_blk(8, 2, ph, ldp, x + i, sx, n, ah + i, lda);
-            for (; i + 16 <= i1; i += 16) accum_blk(8, 1, ph, ldp, x + i, sx, n, ah + i, lda);
-        } else {
-            for (; i + 32 <= i1; i += 32) accum_blk(nh, 2, ph, ldp, x + i, sx, n, ah + i, lda);
-            for (; i + 16 <= i1; i += 16) accum_blk(nh, 1, ph, ldp, x + i, sx, n, ah + i, lda);
-        }
+        if (nh == 8)
+            for (; i + 32 <= i1; i += 32) accum_8x32(ph, ldp, x + i, sx, n, ah + i, lda);
+        for (; i + 32 <= i1; i += 32) accum_blk(nh, 2, ph, ldp, x + i, sx, n, ah + i, lda);
+        for (; i + 16 <= i1; i += 16) accum_blk(nh, 1, ph, ldp, x + i, sx, n, ah + i, lda);
         for (; i < i1; i++)
             for (int h = 0; h < nh; h++)
                 for (int t = 0; t < n; t++)

@@ -20,19 +20,19 @@ static const struct kv_codec_traits KV_TRAITS[KV_TIER_COUNT] = {
     [KV_TIER_FP8]    = { .name = "fp8", .rot = KV_ROT_NONE, .dim_multiple = 1,
                          .row_bytes = kv_fp8_row_bytes, .encode = kv_fp8_encode,
                          .decode_rot = kv_fp8_decode },
-    [KV_TIER_INT8R]  = { .name = "int8r", .rot = KV_ROT_FULL, .dim_multiple = 1,
+    [KV_TIER_INT8R]  = { .name = "int8r", .rot = KV_ROT_FULL, .dim_multiple = 1, .q8_group = -1,
                          .row_bytes = kv_int8r_row_bytes, .encode = kv_int8r_encode,
                          .decode_rot = kv_int8r_decode },
-    [KV_TIER_Q4_0]   = { .name = "q4_0", .rot = KV_ROT_256, .dim_multiple = 32,
+    [KV_TIER_Q4_0]   = { .name = "q4_0", .rot = KV_ROT_256, .dim_multiple = 32, .q8_group = 32,
                          .row_bytes = kv_q4_0_row_bytes, .encode = kv_q4_0_encode,
                          .decode_rot = kv_q4_0_decode },
-    [KV_TIER_TQ4]    = { .name = "tq4", .rot = KV_ROT_FULL, .dim_multiple = 8,
+    [KV_TIER_TQ4]    = { .name = "tq4", .rot = KV_ROT_FULL, .dim_multiple = 8, .q8_group = -1,
                          .row_bytes = kv_tq4_row_bytes, .init = kv_tq_init,
                          .encode = kv_tq_encode, .decode_rot = kv_tq_decode },
-    [KV_TIER_TQ3]    = { .name = "tq3", .rot = KV_ROT_FULL, .dim_multiple = 8,
+    [KV_TIER_TQ3]    = { .name = "tq3", .rot = KV_ROT_FULL, .dim_multiple = 8, .q8_group = -1,
                          .row_bytes = kv_tq3_row_bytes, .init = kv_tq_init,
                          .encode = kv_tq_encode, .decode_rot = kv_tq_decode },
-    [KV_TIER_TQ2]    = { .name = "tq2", .rot = KV_ROT_FULL, .dim_multiple = 8,
+    [KV_TIER_TQ2]    = { .name = "tq2", .rot = KV_ROT_FULL, .dim_multiple = 8, .q8_group = -1,
                          .row_bytes = kv_tq2_row_bytes, .init = kv_tq_init,
                          .encode = kv_tq_encode, .decode_rot = kv_tq_decode },
     [KV_TIER_POLAR4] = { .name = "polar4", .rot = KV_ROT_FULL, .dim_multiple = 2,
@@ -146,6 +146,11 @@ void kv_codec_free(struct kv_codec *c)
 }
 
 int kv_codec_rotated(const struct kv_codec *c) { return c->rot.n != 0; }
+
+int kv_codec_q8_group(const struct kv_codec *c)
+{
+    return c->t->q8_group < 0 ? c->dim : c->t->q8_group;
+}
 float kv_codec_gain(const struct kv_codec *c) { return c->gain; }
 
 void kv_codec_encode(const struct kv_codec *c, const float *x, uint8_t *out)

@@ -28,7 +28,8 @@
  *          [fp16 d][16 B nibbles]: d = signed absmax / -8, q = min(15,
  *          (int)(x/d + 8.5)), low nibble = element j, high = element j + 16
  *   tqB    dim x B-bit Lloyd-Max N(0,1) indices (LSB-first bit stream)
- *          + f32 norm |x|; y-hat_i = gain * norm / sqrt(dim) * level[idx]
+ *          + f32 norm |x|; y-hat_i = gain * norm / sqrt(dim) * level[idx], the
+ *          levels snapped to an int8 grid (level_max / 127 steps)
  *   polarB PolarQuant on the rotated row with full-depth recursion and one
  *          radius per row: level 1 angles (pairs of values) uniform on [0, 2pi),
  *          levels >= 2 (pairs of radii) from 1-D k-means on the exact density
@@ -88,7 +89,10 @@ struct kv_codec {
     float gain;                 /* decode() = gain x MSE reconstruction */
     struct kv_rot rot;          /* rot.n == 0 for unrotated tiers */
     int bits;                   /* tq: bits per index */
-    float level[16];            /* tq: Lloyd-Max levels for N(0,1), ascending */
+    float level[16];            /* tq: Lloyd-Max levels for N(0,1), ascending,
+                                   snapped to level_q[k] * level_unit */
+    int8_t level_q[16];         /* tq: the levels in int8 units (max 127) */
+    float level_unit;
     float thresh[15];           /* tq: decision thresholds between levels */
     struct kv_polar_tab *polar; /* polar: per-level codebooks; owned */
     const struct kv_codec_traits *t;
@@ -122,6 +126,9 @@ void kv_codec_free(struct kv_codec *c);
 /* 1 if the tier stores a rotated row (decode_rot differs from decode). */
 int kv_codec_rotated(const struct kv_codec *c);
 float kv_codec_gain(const struct kv_codec *c);
+/* Tiers whose code is an int8 times a scale (int8r, q4_0, tq*): the columns
+ * sharing one scale (dim for one per row, 32 for q4_0); 0 for the others. */
+int kv_codec_q8_group(const struct kv_codec *c);
 
 /* Reference semantics: x[dim] -> out[row_bytes] and back. */
 void kv_codec_encode(const struct kv_codec *c, const float *x, uint8_t *out);

@@ -16,6 +16,8 @@ struct kv_codec_traits {
     const char *name;
     enum kv_rot_kind rot;
     int dim_multiple;                   /* dim must be a multiple of this */
+    int q8_group;                       /* int8 form: 0 none, -1 one scale per row,
+                                           else the columns per scale */
     size_t (*row_bytes)(int dim);
     int  (*init)(struct kv_codec *c, struct colibri_err *err);   /* may be NULL */
     void (*fini)(struct kv_codec *c);                             /* may be NULL */

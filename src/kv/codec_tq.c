@@ -53,6 +53,17 @@ int kv_tq_init(struct kv_codec *c, struct colibri_err *err)
     double D;
     kv_lloyd_max_gauss(c->bits, c->level, c->thresh, &D);
     c->gain = (float)(1.0 / (1.0 - D));
+    /* Snap the levels to multiples of level_max/127 so that a code is an int8
+     * times one scale per row (the int8 dot-product path reads them that way).
+     * This moves each level by at most level_max/254, which raises the MSE by
+     * under 0.5% at 4 bits (the relMSE test holds it to the anchor). */
+    const int K = 1 << c->bits;
+    c->level_unit = c->level[K - 1] / 127.0f;
+    for (int k = 0; k < K; k++) {
+        c->level_q[k] = (int8_t)lrintf(c->level[k] / c->level_unit);
+        c->level[k] = c->level_q[k] * c->level_unit;
+    }
+    for (int k = 0; k + 1 < K; k++) c->thresh[k] = 0.5f * (c->level[k] + c->level[k + 1]);
     return 0;
 }
 

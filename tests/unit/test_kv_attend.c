@@ -9,7 +9,9 @@
 
 #include "check.h"
 #include "kv/attend.h"
+#include "kv/attn_kern.h"
 #include "kv/cache.h"
+#include "kv/rotate.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void)
@@ -65,6 +67,9 @@ static double head_rel_err(const float *out, const float *ref, int H, int r)
 
 /* Runs kv_attend with 1 and 2 threads against kv_attend_ref on decoded rows;
  * returns the worst relative error, or -1 if the f32 tier is not bit-exact. */
+static int use_int8;        /* run_case: turn on the int8 dot-product consumer */
+static double int8_vs_ref8; /* run_case: worst error against the int8-query reference */
+
 static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, float qamp)
 {
     struct kv_cache *c = filled(t, rp, s, 1.0f);
@@ -78,10 +83,28 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     struct colibri_err err = {0};
     CHECK(kv_cache_read(c, 1, 0, s.T, lat, pe, &err) == 0, "read: %s", err.msg);
     CHECK(kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, ql, qr, scale, ref) == 0, "ref");
+    float *ref8 = NULL;
+    if (use_int8 && kv_codec_q8_group(&c->lat)) {
+        /* the same reference with the query the int8 consumer sees: rotated,
+         * rounded to int8 with one scale per head, rotated back */
+        float *q8 = malloc(sizeof(float) * s.H * s.r);
+        ref8 = malloc(sizeof(float) * s.H * s.r);
+        for (int h = 0; h < s.H; h++) {
+            float *y = q8 + (size_t)h * s.r, amax = 0;
+            memcpy(y, ql + (size_t)h * s.r, sizeof(float) * s.r);
+            kv_rot_apply(&c->lat.rot, y);
+            for (int i = 0; i < s.r; i++) amax = fmaxf(amax, fabsf(y[i]));
+            for (int i = 0; i < s.r; i++) y[i] = (float)lrintf(y[i] * (127.0f / amax)) * (amax / 127.0f);
+            kv_rot_inverse(&c->lat.rot, y);
+        }
+        kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, q8, qr, scale, ref8);
+        free(q8);
+    }
     double worst = 0;
     for (int nt = 1; nt <= 2; nt++) {
         struct kv_scratch *sc = NULL;
         CHECK(kv_scratch_new(nt, &sc, NULL) == 0, "scratch");
+        kv_scratch_set_int8(sc, use_int8);
         for (int i = 0; i < s.H * s.r; i++) out[i] = NAN;
         CHECK(kv_attend(c, 1, s.T, s.H, ql, qr, scale, out, sc, &err) == 0, "attend: %s", err.msg);
         if (t == KV_TIER_F32 && c->rope == KV_ROPE_F32) {
@@ -90,6 +113,7 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
                   s.T, s.H, s.r, nt);
         }
         worst = fmax(worst, head_rel_err(out, ref, s.H, s.r));
+        if (ref8) int8_vs_ref8 = fmax(int8_vs_ref8, head_rel_err(out, ref8, s.H, s.r));
         kv_scratch_free(sc);
     }
     free(ql);
@@ -97,6 +121,7 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     free(lat);
     free(pe);
     free(ref);
+    free(ref8);
     free(out);
     kv_cache_free(c);
     return worst;
@@ -173,11 +198,40 @@ static void test_cache_shape_and_bounds(void)
     kv_cache_free(c);
 }
 
+/* The opt-in int8 consumer is an approximation: it must still follow
+ * decode-then-attend closely (a fault in layouts or scales gives errors of
+ * order 1), and match exactly where it does not apply. */
+static void test_int8_consumer(void)
+{
+    const int have = kv_kern_q8_get() != NULL;
+    printf("  int8 (VNNI) consumer %s\n", have ? "available" : "not available on this CPU");
+    use_int8 = 1;
+    for (int t = 0; t < KV_TIER_COUNT; t++) {
+        double worst = 0;
+        int8_vs_ref8 = 0;
+        for (size_t k = 0; k < sizeof SHAPES / sizeof *SHAPES; k++) {
+            double e = run_case(t, KV_ROPE_DEFAULT, SHAPES[k], 1.0f);
+            worst = fmax(worst, e);
+        }
+        double e = run_case(t, KV_ROPE_DEFAULT, (struct shape){2000, 16, 128, 32}, 8.0f);
+        worst = fmax(worst, e);
+        const int approx = have && kv_tier_row_bytes(t, 128) && (t == KV_TIER_INT8R ||
+                           t == KV_TIER_Q4_0 || t == KV_TIER_TQ4 || t == KV_TIER_TQ3 || t == KV_TIER_TQ2);
+        printf("  %-7s int8 consumer vs decode-then-attend: max rel err %.3g; vs the same with "
+               "the int8 query: %.3g\n", kv_tier_name(t), worst, int8_vs_ref8);
+        CHECK(worst <= (approx ? 8e-2 : 1e-5), "%s int8 consumer rel err %.3g", kv_tier_name(t), worst);
+        CHECK(int8_vs_ref8 <= (approx ? 1e-3 : 1e-5), "%s int8 consumer vs int8-query reference %.3g",
+              kv_tier_name(t), int8_vs_ref8);
+    }
+    use_int8 = 0;
+}
+
 int main(void)
 {
     RUN_TEST(test_cache_shape_and_bounds);
     RUN_TEST(test_native_equals_decode_then_attend);
     RUN_TEST(test_rope_precisions);
     RUN_TEST(test_sharp_softmax);
+    RUN_TEST(test_int8_consumer);
     return CHECK_SUMMARY();
 }
