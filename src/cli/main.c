@@ -15,6 +15,8 @@ static const struct command COMMANDS[] = {
     { "info",     cmd_info,     "print a model's family, sizes, parameters and KV bytes per token" },
     { "oracle",   cmd_oracle,   "check oracle fixtures (logits against Hugging Face transformers)" },
     { "tokenize", cmd_tokenize, "text to token ids as JSON (or --decode ids to text)" },
+    { "run",      cmd_run,      "generate text from a prompt, streamed, then prefill/decode tokens/s" },
+    { "chat",     cmd_chat,     "chat with a model in the terminal (the cache is kept between turns)" },
     { "bench",    cmd_bench,    "time prefill and decode (tokens/s) on a model" },
     { "serve",    cmd_serve,    "OpenAI-compatible HTTP server (completions, chat, SSE, slots with prefix reuse)" },
     { "eval",     cmd_eval,     "teacher-force a text: perplexity, top-1 and KL of each KV tier against f32" },

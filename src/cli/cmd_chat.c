@@ -1,0 +1,173 @@
+/* cli/cmd_chat.c - `colibri chat`: a multi-turn chat in the terminal. Each
+ * turn renders the whole conversation with the model's chat template and
+ * reuses the session's cache for the common prefix, so only the new tokens
+ * are prefilled. Lines starting with '/' are commands (/reset, /exit). Uses
+ * only colibri.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/generate.h"
+#include "cli/opts.h"
+#include "colibri.h"
+
+struct convo {
+    struct colibri_chat_msg *m;
+    char **owned;               /* the strings of m, freed with the conversation */
+    size_t n, cap;
+};
+
+static int convo_add(struct convo *c, const char *role, char *content)
+{
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? 2 * c->cap : 16;
+        struct colibri_chat_msg *nm = realloc(c->m, ncap * sizeof *nm);
+        if (!nm) return -1;
+        c->m = nm;
+        char **no = realloc(c->owned, ncap * sizeof *no);
+        if (!no) return -1;
+        c->owned = no;
+        c->cap = ncap;
+    }
+    c->m[c->n] = (struct colibri_chat_msg){ role, content };
+    c->owned[c->n++] = content;
+    return 0;
+}
+
+static void convo_clear(struct convo *c, size_t keep)
+{
+    while (c->n > keep) free(c->owned[--c->n]);
+}
+
+/* Reads one line (without the newline) into a malloc'd string; NULL at EOF. */
+static char *read_line(FILE *f)
+{
+    size_t cap = 256, n = 0;
+    char *s = malloc(cap);
+    int ch;
+    while (s && (ch = fgetc(f)) != EOF && ch != '\n') {
+        if (n + 2 > cap) {
+            char *ns = realloc(s, cap *= 2);
+            if (!ns) { free(s); return NULL; }
+            s = ns;
+        }
+        s[n++] = (char)ch;
+    }
+    if (!s || (n == 0 && ch == EOF)) { free(s); return NULL; }
+    s[n] = 0;
+    return s;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL;
+    int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
+    struct colibri_sampler_opts so = colibri_sampler_default_opts();
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
+        { "system", 0, OPT_STR, &system, "system prompt" },
+        { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most (default 512)", 1, 1 << 24 },
+        { "temp", 0, OPT_FLOAT, &so.temperature, "temperature; 0 = greedy (default 0.8)", 0, 100 },
+        { "top-k", 0, OPT_INT, &so.top_k, "keep the k most likely tokens; 0 = off (default 40)", 0, 1 << 24 },
+        { "top-p", 0, OPT_FLOAT, &so.top_p, "nucleus mass; 1 = off (default 0.95)", 0, 1 },
+        { "min-p", 0, OPT_FLOAT, &so.min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },
+        { "repeat-penalty", 0, OPT_FLOAT, &so.repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 },
+        { "seed", 's', OPT_INT, &seed, "sampler seed (default 0)", 0, 2147483647 },
+        { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
+        { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
+        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+    };
+    const struct opts_spec spec = {
+        "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",
+        "Chats in the terminal: type a message and press Enter; /reset starts over, /exit or end of input "
+        "quits. The cache is kept between turns, so only new tokens are prefilled; each reply ends with a "
+        "line (on stderr) giving prefill and decode tokens/s.",
+        opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+    so.seed = (uint64_t)seed;
+
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *tok = NULL;
+    colibri_model *m = NULL;
+    colibri_session *s = NULL;
+    colibri_sampler *smp = NULL;
+    struct convo c = { 0 };
+    int status = 1, tty = isatty(0);
+    struct colibri_model_opts mo = { .n_threads = threads };
+    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier };
+
+    if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
+        colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err))
+        goto fail;
+    if (!strcmp(colibri_tokenizer_chat_name(tok), "none")) {
+        fprintf(stderr, "colibri chat: %s has no chat template colibri knows (deepseek_v3, kimi_k2, glm)\n", dir);
+        goto done;
+    }
+    size_t base = 0;
+    if (system) {
+        char *sys = strdup(system);
+        if (!sys || convo_add(&c, "system", sys)) { free(sys); goto oom; }
+        base = 1;
+    }
+    if (tty) fprintf(stderr, "colibri chat (%s, template %s): /reset, /exit\n", dir, colibri_tokenizer_chat_name(tok));
+
+    for (;;) {
+        if (tty) { fprintf(stderr, "> "); fflush(stderr); }
+        char *line = read_line(stdin);
+        if (!line || !strcmp(line, "/exit")) { free(line); break; }
+        if (!strcmp(line, "/reset")) {
+            free(line);
+            convo_clear(&c, base);
+            continue;
+        }
+        if (!line[0]) { free(line); continue; }
+        if (convo_add(&c, "user", line)) { free(line); goto oom; }
+
+        char *text = NULL;
+        size_t len, replaced = 0, n_ids = 0;
+        int32_t *ids = NULL;
+        if (colibri_chat_render(tok, c.m, c.n, 1, &text, &len, &err) ||
+            colibri_tokenizer_encode(tok, text, len, 0, &ids, &n_ids, &replaced, &err)) {
+            free(text);
+            goto fail;
+        }
+        free(text);
+        if (replaced)
+            fprintf(stderr, "colibri chat: warning: %zu invalid UTF-8 sequence%s replaced by U+FFFD\n", replaced,
+                    replaced == 1 ? "" : "s");
+        struct gen_stats st;
+        char *reply = NULL;
+        rc = gen_run(s, tok, smp, NULL, colibri_model_vocab(m), ids, (int)n_ids, n_predict, stdout, &reply, &st,
+                     &err);
+        free(ids);
+        if (rc == COLIBRI_ERANGE) {   /* the conversation outgrew the context: say so, drop the turn */
+            fprintf(stderr, "colibri chat: %s; /reset to start over\n", err.msg);
+            convo_clear(&c, c.n - 1);
+            continue;
+        }
+        if (rc) goto fail;
+        printf("\n");
+        fflush(stdout);
+        gen_print_stats(stderr, &st);
+        if (convo_add(&c, "assistant", reply)) { free(reply); goto oom; }
+    }
+    status = 0;
+    goto done;
+oom:
+    snprintf(err.msg, sizeof err.msg, "out of memory");
+fail:
+    fprintf(stderr, "colibri chat: %s\n", err.msg);
+done:
+    convo_clear(&c, 0);
+    free(c.m);
+    free(c.owned);
+    colibri_sampler_free(smp);
+    colibri_session_free(s);
+    colibri_model_free(m);
+    colibri_tokenizer_free(tok);
+    return status;
+}

@@ -1,0 +1,146 @@
+/* cli/cmd_run.c - `colibri run`: one prompt in, generated text streamed out,
+ * then a line with prefill and decode tokens/s (on stderr, so stdout holds
+ * only the text). Uses only colibri.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/generate.h"
+#include "cli/opts.h"
+#include "colibri.h"
+
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = realloc(buf, 2 * cap + 1);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    if (f != stdin) fclose(f);
+    if (buf) { buf[n] = 0; *len = n; }
+    return buf;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
+    const char *kv_tier = NULL;
+    int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0;
+    struct colibri_sampler_opts so = colibri_sampler_default_opts();
+    struct colibri_model_opts mo = { 0 };
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
+        { "prompt", 'p', OPT_STR, &prompt, "the prompt text" },
+        { "file", 'f', OPT_STR, &file, "read the prompt from a file ('-' = stdin)" },
+        { "n-predict", 'n', OPT_INT, &n_predict, "tokens to generate at most (default 128)", 1, 1 << 24 },
+        { "temp", 0, OPT_FLOAT, &so.temperature, "temperature; 0 = greedy (default 0.8)", 0, 100 },
+        { "top-k", 0, OPT_INT, &so.top_k, "keep the k most likely tokens; 0 = off (default 40)", 0, 1 << 24 },
+        { "top-p", 0, OPT_FLOAT, &so.top_p, "nucleus mass; 1 = off (default 0.95)", 0, 1 },
+        { "min-p", 0, OPT_FLOAT, &so.min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },
+        { "repeat-penalty", 0, OPT_FLOAT, &so.repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 },
+        { "presence-penalty", 0, OPT_FLOAT, &so.presence_penalty, "presence penalty (default 0)", -100, 100 },
+        { "seed", 's', OPT_INT, &seed, "sampler seed (default 0): same seed, same text", 0, 2147483647 },
+        { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
+        { "chat", 0, OPT_FLAG, &chat, "wrap the prompt in the model's chat template" },
+        { "system", 0, OPT_STR, &system, "system prompt (implies --chat)" },
+        { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
+        { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
+        { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
+        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
+    };
+    const struct opts_spec spec = {
+        "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
+        "[--seed S] [--ctx N] [--chat] [--system TEXT]",
+        "Generates text after the prompt and streams it to stdout; the last line (on stderr) gives "
+        "prefill and decode tokens/s. Stops at the model's end-of-sequence token, --stop text, -n tokens "
+        "or a full context. Invalid UTF-8 in the prompt is replaced by U+FFFD with a warning.",
+        opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!prompt == !file) {
+        fprintf(stderr, "colibri run: give the prompt with exactly one of -p TEXT or -f FILE\n");
+        return 2;
+    }
+    so.seed = (uint64_t)seed;
+    if (system) chat = 1;
+
+    size_t len = 0;
+    char *owned = NULL;
+    if (file) {
+        if (!(owned = read_text(file, &len))) { perror(file); return 1; }
+        prompt = owned;
+    } else {
+        len = strlen(prompt);
+    }
+    if (len == 0) {
+        fprintf(stderr, "colibri run: the prompt is empty: nothing to continue\n");
+        free(owned);
+        return 1;
+    }
+
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *tok = NULL;
+    colibri_model *m = NULL;
+    colibri_session *s = NULL;
+    colibri_sampler *smp = NULL;
+    colibri_stop *stop = NULL;
+    char *rendered = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0, replaced = 0, rlen;
+    int status = 1;
+    mo.n_threads = threads;
+
+    if (colibri_tokenizer_load(dir, &tok, &err)) goto fail;
+    const char *text = prompt;
+    if (chat) {
+        struct colibri_chat_msg msgs[2];
+        int n = 0;
+        if (system) msgs[n++] = (struct colibri_chat_msg){ "system", system };
+        msgs[n++] = (struct colibri_chat_msg){ "user", prompt };
+        if (colibri_chat_render(tok, msgs, (size_t)n, 1, &rendered, &rlen, &err)) goto fail;
+        text = rendered;
+        len = rlen;
+    }
+    /* A chat rendering already holds its BOS and role tokens (as text to be parsed). */
+    unsigned flags = chat ? 0 : raw ? COLIBRI_ENCODE_NO_PARSE_SPECIAL : COLIBRI_ENCODE_ADD_SPECIAL;
+    if (colibri_tokenizer_encode(tok, text, len, flags, &ids, &n_ids, &replaced, &err)) goto fail;
+    if (replaced)
+        fprintf(stderr, "colibri run: warning: %zu invalid UTF-8 sequence%s in the prompt replaced by U+FFFD\n",
+                replaced, replaced == 1 ? "" : "s");
+    if (colibri_model_load(dir, &mo, &m, &err)) goto fail;
+    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier };
+    if (colibri_session_new(m, &sopt, &s, &err)) goto fail;
+    int vocab = colibri_model_vocab(m);
+    if (colibri_sampler_new(&so, vocab, &smp, &err)) goto fail;
+    if (stop_str && colibri_stop_new(&stop_str, 1, &stop, &err)) goto fail;
+
+    struct gen_stats st;
+    if (gen_run(s, tok, smp, stop, vocab, ids, (int)n_ids, n_predict, stdout, NULL, &st, &err)) goto fail;
+    printf("\n");
+    fflush(stdout);
+    gen_print_stats(stderr, &st);
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "colibri run: %s\n", err.msg);
+done:
+    colibri_stop_free(stop);
+    colibri_sampler_free(smp);
+    colibri_session_free(s);
+    colibri_model_free(m);
+    colibri_tokenizer_free(tok);
+    free(ids);
+    free(rendered);
+    free(owned);
+    return status;
+}
