@@ -125,6 +125,18 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 
 int colibri_model_vocab(const colibri_model *m);
 
+/* ------------------------------------------------------------ conversion */
+
+/* Rewrites the checkpoint in src_dir into dst_dir with the weight formats of
+ * opts (NULL names keep a role as stored): a sharded safetensors container
+ * (format in docs/FORMATS.md) that colibri_model_load reads like any
+ * checkpoint. Resumable (finished shards of an identical earlier run are
+ * kept), atomic per shard, verified after writing. shard_bytes 0 = 4 GiB. */
+struct colibri_convert_report { int shards, shards_reused, tensors; uint64_t bytes; };
+int colibri_convert(const char *src_dir, const char *dst_dir, const struct colibri_model_opts *opts,
+                    uint64_t shard_bytes, int show_progress, struct colibri_convert_report *rep,
+                    struct colibri_err *err);
+
 /* ---------------------------------------------------------- verification */
 
 /* Checks one oracle fixture directory (config.json, model.safetensors,

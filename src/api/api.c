@@ -7,16 +7,15 @@
 #include "api/internal.h"
 #include "base/err.h"
 #include "kv/codec.h"
+#include "model/convert.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/format.h"
 
 
-int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
-                       struct colibri_err *err)
+/* Format names of opts -> ids (MODEL_FMT_AS_STORED for NULL). */
+static int parse_formats(const struct colibri_model_opts *opts, struct model_load_opts *out, struct colibri_err *err)
 {
-    if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
-    if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
     struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED };
     const struct { const char *opt, *name; int *dest; } fmts[] = {
         { "experts", opts ? opts->experts_fmt : NULL, &lo.experts_fmt },
@@ -30,12 +29,36 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
                            "--%s: unknown weight format '%s' (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b)",
                            fmts[i].opt, fmts[i].name);
     }
+    *out = lo;
+    return 0;
+}
+
+int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
+                       struct colibri_err *err)
+{
+    if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
+    if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
+    struct model_load_opts lo;
+    int rc = parse_formats(opts, &lo, err);
+    if (rc) return rc;
     colibri_model *cm = calloc(1, sizeof *cm);
     if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
-    int rc = model_load(dir, &lo, &cm->m, err);
+    rc = model_load(dir, &lo, &cm->m, err);
     if (rc) { free(cm); return rc; }
     *out = cm;
     return 0;
+}
+
+int colibri_convert(const char *src_dir, const char *dst_dir, const struct colibri_model_opts *opts,
+                    uint64_t shard_bytes, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err)
+{
+    struct convert_opts co = { .shard_bytes = shard_bytes, .show_progress = show_progress };
+    int rc = parse_formats(opts, &co.fmt, err);
+    if (rc) return rc;
+    struct convert_report r;
+    rc = model_convert(src_dir, dst_dir, &co, &r, err);
+    if (!rc && rep) *rep = (struct colibri_convert_report){ r.shards, r.shards_reused, r.tensors, r.bytes };
+    return rc;
 }
 
 void colibri_model_free(colibri_model *cm)

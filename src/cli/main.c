@@ -20,6 +20,7 @@ static const struct command COMMANDS[] = {
     { "bench",    cmd_bench,    "time prefill and decode (tokens/s) on a model" },
     { "serve",    cmd_serve,    "OpenAI-compatible HTTP server (completions, chat, SSE, slots with prefix reuse)" },
     { "eval",     cmd_eval,     "teacher-force a text: perplexity, top-1 and KL of each KV tier against f32" },
+    { "convert",  cmd_convert,  "rewrite a checkpoint with chosen weight formats (sharded, resumable, verified)" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

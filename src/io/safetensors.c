@@ -158,7 +158,18 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     int rc = 0, first = s->n_tensors;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) {
+                rc = err_set(err, COLIBRI_EFORMAT, "%s: '__metadata__' is not a JSON object", path);
+                break;
+            }
+            for (const cJSON *kv = e->child; kv; kv = kv->next)
+                if (!cJSON_IsString(kv)) {
+                    rc = err_set(err, COLIBRI_EFORMAT, "%s: __metadata__['%s'] is not a string", path, kv->string);
+                    break;
+                }
+            if (rc) break;
             files[fi].metadata_json = cJSON_PrintUnformatted(e);
+            files[fi].metadata = cJSON_Duplicate(e, 1);
             continue;
         }
         if (grow((void **)&s->tensors, s->n_tensors, cap_tensors, sizeof *s->tensors)) {
@@ -317,6 +328,12 @@ const struct st_tensor *st_find(const struct st_set *s, const char *name)
     return bsearch(&key, s->tensors, (size_t)s->n_tensors, sizeof key, cmp_tensor_name);
 }
 
+const char *st_tensor_meta(const struct st_set *s, const struct st_tensor *t, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s->files[t->file].metadata, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 void st_close(struct st_set *s)
 {
     for (int i = 0; i < s->n_tensors; i++) free(s->tensors[i].name);
@@ -324,6 +341,7 @@ void st_close(struct st_set *s)
         if (s->files[i].map) munmap(s->files[i].map, s->files[i].map_size);
         free(s->files[i].path);
         free(s->files[i].metadata_json);
+        cJSON_Delete(s->files[i].metadata);
     }
     free(s->tensors);
     free(s->files);

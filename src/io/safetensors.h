@@ -44,11 +44,13 @@ struct st_tensor {
     int file;               /* index into st_set.files */
 };
 
+struct cJSON;
 struct st_file {
     char *path;
     void *map;
     size_t map_size;
     char *metadata_json;    /* the "__metadata__" object printed as JSON, or NULL */
+    struct cJSON *metadata; /* the same, parsed (string values only), or NULL */
 };
 
 struct st_set {
@@ -70,6 +72,10 @@ int st_open_dir(const char *dir, struct st_set *out, struct colibri_err *err);
 
 /* NULL when absent. */
 const struct st_tensor *st_find(const struct st_set *s, const char *name);
+
+/* The string value of `key` in the __metadata__ of the file holding tensor t,
+ * or NULL. Valid until st_close(). */
+const char *st_tensor_meta(const struct st_set *s, const struct st_tensor *t, const char *key);
 
 void st_close(struct st_set *s);
 

@@ -75,4 +75,9 @@ struct model {
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err);
 void model_free(struct model *m);
 
+/* Tensor t viewed as [rows, cols], widened to a new malloc'd f32 array (F32,
+ * BF16, F16, and F8_E4M3 with its `<name>_scale_inv` 128x128 block scales). */
+int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,
+                        struct colibri_err *err);
+
 #endif

@@ -19,10 +19,8 @@ struct loader {
 
 enum weight_role { ROLE_DENSE, ROLE_EXPERT, ROLE_EMBED, ROLE_F32 };
 
-/* Converts tensor `t` ([rows, cols] view) to a new f32 array. fp8 tensors need
- * `<name>_scale_inv` ([ceil(rows/128), ceil(cols/128)] F32). */
-static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,
-                  struct colibri_err *err)
+int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,
+                        struct colibri_err *err)
 {
     float *w = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *w);
     if (!w) return err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory (%lld x %lld)", t->name,
@@ -42,7 +40,7 @@ static int to_f32(struct loader *L, const struct st_tensor *t, int64_t rows, int
     case ST_F8_E4M3: {
         char sname[512];
         snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
-        const struct st_tensor *s = st_find(L->st, sname);
+        const struct st_tensor *s = st_find(st, sname);
         int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
         if (!s || s->dtype != ST_F32 || s->numel != br * bc) {
             free(w);
@@ -95,7 +93,7 @@ static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, 
 {
     const struct st_tensor *t;
     int rc = find_shaped(L, name, rows, cols, &t, err);
-    return rc ? rc : to_f32(L, t, rows, cols ? cols : 1, out, err);
+    return rc ? rc : model_tensor_to_f32(L->st, t, rows, cols ? cols : 1, out, err);
 }
 
 static int target_format(const struct loader *L, enum weight_role role, const struct st_tensor *t)
@@ -125,17 +123,64 @@ static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int c
     return rc ? err_prefix(err, rc, "tensor '%s'", t->name) : 0;
 }
 
+/* A weight packed by `colibri convert`: U8 [rows, row bytes] + F32 `<name>_scale`,
+ * its format named in the file's metadata (model/convert.h). Borrowed from the
+ * mapping when the role keeps it, else dequantized and quantized again. */
+static int load_packed(struct loader *L, const struct st_tensor *t, const char *fmt_name, int rows, int cols,
+                       enum weight_role role, struct qtensor *w, struct colibri_err *err)
+{
+    int fmt = quant_fmt_from_name(fmt_name);
+    if (fmt < 0)
+        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': unknown packed format '%s' in metadata", L->dir,
+                       t->name, fmt_name);
+    size_t rb = quant_fmt_row_bytes(fmt, cols), n_scales = quant_fmt_scale_count(fmt, rows, cols);
+    if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != rows || (size_t)t->shape[1] != rb)
+        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': packed %s needs U8 [%d, %zu]", L->dir, t->name,
+                       fmt_name, rows, rb);
+    const float *scales = NULL;
+    if (n_scales) {
+        char sname[512];
+        snprintf(sname, sizeof sname, "%s_scale", t->name);
+        const struct st_tensor *s = st_find(L->st, sname);
+        if (!s || s->dtype != ST_F32 || (size_t)s->numel != n_scales)
+            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need F32 with %zu values)", L->dir, sname,
+                           !s ? "missing" : "the wrong dtype or size", n_scales);
+        if ((uintptr_t)s->data % sizeof(float))
+            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': data is not 4-byte aligned", L->dir, sname);
+        scales = s->data;
+    }
+    struct qtensor stored;
+    int rc = quant_qtensor_wrap(fmt, rows, cols, t->data, t->nbytes, scales, n_scales, &stored, err);
+    if (rc) return err_prefix(err, rc, "tensor '%s'", t->name);
+    int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt
+             : role == ROLE_EMBED ? L->m->fmt.embed_fmt : QUANT_F32;
+    if (want == MODEL_FMT_AS_STORED || want == fmt) {
+        *w = stored;
+        return 0;
+    }
+    float *f = malloc((size_t)rows * cols * sizeof *f);
+    if (!f) return err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", t->name);
+    quant_dequant_rows(&stored, 0, rows, f);
+    rc = quant_qtensor_from_f32((enum quant_fmt)want, rows, cols, f, w, err);
+    free(f);
+    return rc;
+}
+
 /* Loads a Linear weight [rows, cols] in the format its role asks for. */
 static int load_mat(struct loader *L, const char *name, int rows, int cols, enum weight_role role,
                     struct qtensor *w, struct colibri_err *err)
 {
-    const struct st_tensor *t;
+    const struct st_tensor *t = st_find(L->st, name);
+    char key[600];
+    snprintf(key, sizeof key, "colibri.fmt.%s", name);
+    const char *packed = t ? st_tensor_meta(L->st, t, key) : NULL;
+    if (packed) return load_packed(L, t, packed, rows, cols, role, w, err);
     int rc = find_shaped(L, name, rows, cols, &t, err);
     if (rc) return rc;
     int fmt = target_format(L, role, t);
     if (fmt == QUANT_FP8B && t->dtype == ST_F8_E4M3) return wrap_fp8(L, t, rows, cols, w, err);
     float *f;
-    if ((rc = to_f32(L, t, rows, cols, &f, err))) return rc;
+    if ((rc = model_tensor_to_f32(L->st, t, rows, cols, &f, err))) return rc;
     rc = quant_qtensor_from_f32((enum quant_fmt)fmt, rows, cols, f, w, err);
     free(f);
     return rc ? err_prefix(err, rc, "tensor '%s'", name) : 0;
@@ -174,9 +219,9 @@ static int load_fused_experts(struct loader *L, const char *prefix, struct moe_w
                        "gate_up_proj [%d, %d, %d] / down_proj [%d, %d, %d])",
                        L->dir, prefix, prefix, E, 2 * I, hid, E, hid, I);
     float *guf, *dnf;
-    int rc = to_f32(L, gu, (int64_t)E * 2 * I, hid, &guf, err);
+    int rc = model_tensor_to_f32(L->st, gu, (int64_t)E * 2 * I, hid, &guf, err);
     if (rc) return rc;
-    if ((rc = to_f32(L, dn, (int64_t)E * hid, I, &dnf, err))) { free(guf); return rc; }
+    if ((rc = model_tensor_to_f32(L->st, dn, (int64_t)E * hid, I, &dnf, err))) { free(guf); return rc; }
     int fmt = target_format(L, ROLE_EXPERT, gu);
     for (int e = 0; e < E && !rc; e++) {
         struct mlp_weights *x = &moe->experts[e];

@@ -1,0 +1,383 @@
+#include "model/convert.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "io/st_write.h"
+#include "quant/qtensor.h"
+
+enum item_kind { ITEM_COPY, ITEM_WEIGHT };
+
+/* One source tensor and what it becomes: a byte copy, or a weight in `fmt`
+ * (one or two output tensors). */
+struct item {
+    const struct st_tensor *src;
+    enum item_kind kind;
+    int fmt, rows, cols;
+    int shard;
+    struct st_out_tensor out[2];
+    int n_out;
+    char names[2][520];
+    uint64_t hash[2];
+};
+
+static int role_format(const struct convert_opts *o, const char *name)
+{
+    if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight")) return o->fmt.embed_fmt;
+    if (strstr(name, ".mlp.experts.")) return o->fmt.experts_fmt;
+    if (strstr(name, ".mlp.shared_experts.")) return o->fmt.dense_fmt;
+    static const char *const dense[] = { ".self_attn.q_a_proj.weight", ".self_attn.q_b_proj.weight",
+                                         ".self_attn.q_proj.weight", ".self_attn.kv_a_proj_with_mqa.weight",
+                                         ".self_attn.kv_b_proj.weight", ".self_attn.o_proj.weight",
+                                         ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight" };
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        size_t n = strlen(name), k = strlen(dense[i]);
+        if (n > k && !strcmp(name + n - k, dense[i])) return o->fmt.dense_fmt;
+    }
+    return MODEL_FMT_AS_STORED;
+}
+
+static int is_float_dtype(enum st_dtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F8_E4M3; }
+
+/* Decides each source tensor's fate. A weight whose format changes drops its
+ * `_scale_inv` companion (it is folded into the conversion). */
+static int make_plan(const struct st_set *st, const struct convert_opts *o, struct item *items, int *n_items,
+                     struct colibri_err *err)
+{
+    int n = 0;
+    for (int i = 0; i < st->n_tensors; i++) {
+        const struct st_tensor *t = &st->tensors[i];
+        size_t len = strlen(t->name);
+        if (len > 10 && !strcmp(t->name + len - 10, "_scale_inv")) {
+            char wname[512];
+            snprintf(wname, sizeof wname, "%.*s", (int)(len - 10), t->name);
+            const struct st_tensor *w = st_find(st, wname);
+            if (w && w->ndim == 2 && is_float_dtype(w->dtype) && role_format(o, wname) != MODEL_FMT_AS_STORED)
+                continue;
+        }
+        if (strstr(t->name, "colibri") || (t->dtype == ST_U8 && len > 6 && strstr(t->name, ".weight")))
+            return err_set(err, COLIBRI_EUNSUPPORTED,
+                           "tensor '%s' looks already converted; convert from the original checkpoint", t->name);
+        struct item *it = &items[n++];
+        memset(it, 0, sizeof *it);
+        it->src = t;
+        int fmt = t->ndim == 2 && is_float_dtype(t->dtype) ? role_format(o, t->name) : MODEL_FMT_AS_STORED;
+        if (fmt == MODEL_FMT_AS_STORED) {
+            it->kind = ITEM_COPY;
+            it->n_out = 1;
+            snprintf(it->names[0], sizeof it->names[0], "%s", t->name);
+            it->out[0] = (struct st_out_tensor){ it->names[0], t->dtype, t->ndim, { 0 }, t->nbytes };
+            memcpy(it->out[0].shape, t->shape, sizeof t->shape);
+            continue;
+        }
+        it->kind = ITEM_WEIGHT;
+        it->fmt = fmt;
+        it->rows = (int)t->shape[0];
+        it->cols = (int)t->shape[1];
+        size_t data = quant_fmt_data_bytes(fmt, it->rows, it->cols);
+        size_t ns = quant_fmt_scale_count(fmt, it->rows, it->cols);
+        snprintf(it->names[0], sizeof it->names[0], "%s", t->name);
+        struct st_out_tensor *d = &it->out[0];
+        *d = (struct st_out_tensor){ it->names[0], ST_U8, 2, { it->rows, 0 }, data };
+        if (fmt == QUANT_F32 || fmt == QUANT_BF16 || fmt == QUANT_F16 || fmt == QUANT_FP8B) {
+            d->dtype = fmt == QUANT_F32 ? ST_F32 : fmt == QUANT_BF16 ? ST_BF16 : fmt == QUANT_F16 ? ST_F16 : ST_F8_E4M3;
+            d->shape[1] = it->cols;
+        } else {
+            d->shape[1] = (int64_t)quant_fmt_row_bytes(fmt, it->cols);
+        }
+        it->n_out = 1;
+        if (ns) {
+            snprintf(it->names[1], sizeof it->names[1], "%s%s", t->name, fmt == QUANT_FP8B ? "_scale_inv" : "_scale");
+            struct st_out_tensor *s = &it->out[1];
+            *s = (struct st_out_tensor){ it->names[1], ST_F32, 1, { (int64_t)ns }, ns * 4 };
+            if (fmt == QUANT_FP8B) {
+                s->ndim = 2;
+                s->shape[0] = (it->rows + 127) / 128;
+                s->shape[1] = (it->cols + 127) / 128;
+            }
+            it->n_out = 2;
+        }
+    }
+    *n_items = n;
+    return 0;
+}
+
+static uint64_t plan_hash(const struct item *items, int n, int shard, const struct convert_opts *o)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0x636f6e76ull);
+    XXH64_update(h, &o->fmt, sizeof o->fmt);
+    XXH64_update(h, &shard, sizeof shard);
+    for (int i = 0; i < n; i++) {
+        if (items[i].shard != shard) continue;
+        const struct item *it = &items[i];
+        XXH64_update(h, it->src->name, strlen(it->src->name) + 1);
+        XXH64_update(h, &it->src->dtype, sizeof it->src->dtype);
+        XXH64_update(h, it->src->shape, sizeof it->src->shape);
+        /* The source bytes' identity without reading them all: size and a
+         * hash of the first and last 4 KiB. */
+        size_t k = it->src->nbytes < 4096 ? it->src->nbytes : 4096;
+        XXH64_update(h, it->src->data, k);
+        XXH64_update(h, (const uint8_t *)it->src->data + it->src->nbytes - k, k);
+        XXH64_update(h, &it->fmt, sizeof it->fmt);
+    }
+    uint64_t v = XXH64_digest(h);
+    XXH64_freeState(h);
+    return v;
+}
+
+/* Writes `bytes` and folds them into *hash. */
+static int put(FILE *f, const void *p, size_t n, XXH64_state_t *h)
+{
+    XXH64_update(h, p, n);
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+static int write_item(FILE *f, const struct st_set *st, struct item *it, const char *path, struct colibri_err *err)
+{
+    XXH64_state_t *h = XXH64_createState();
+    int rc = 0;
+    if (it->kind == ITEM_COPY) {
+        XXH64_reset(h, 0);
+        if (put(f, it->src->data, it->src->nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        it->hash[0] = XXH64_digest(h);
+    } else {
+        float *w;
+        struct qtensor q;
+        if ((rc = model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) goto out;
+        rc = quant_qtensor_from_f32((enum quant_fmt)it->fmt, it->rows, it->cols, w, &q, err);
+        free(w);
+        if (rc) goto out;
+        XXH64_reset(h, 0);
+        if (put(f, q.data, it->out[0].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        it->hash[0] = XXH64_digest(h);
+        if (!rc && it->n_out == 2) {
+            XXH64_reset(h, 0);
+            if (put(f, q.scales, it->out[1].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+            it->hash[1] = XXH64_digest(h);
+        }
+        quant_qtensor_free(&q);
+    }
+out:
+    XXH64_freeState(h);
+    return rc;
+}
+
+/* A finished shard from an earlier run with the same plan is kept. */
+static int shard_is_done(const char *path, const char *want_plan)
+{
+    struct st_set s = { 0 };
+    struct colibri_err e;
+    if (st_open_file(path, &s, &e)) return 0;
+    const char *plan = s.n_tensors ? st_tensor_meta(&s, &s.tensors[0], "colibri.plan") : NULL;
+    int ok = plan && !strcmp(plan, want_plan);
+    st_close(&s);
+    return ok;
+}
+
+static int write_shard(const char *dst, const char *fname, const struct st_set *st, struct item *items, int n,
+                       int shard, const char *plan, struct progress *pr, uint64_t *done, struct colibri_err *err)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dst, fname);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int cap = 0;
+    for (int i = 0; i < n; i++) cap += items[i].shard == shard ? items[i].n_out : 0;
+    struct st_out_tensor *outs = malloc((size_t)(cap + 1) * sizeof *outs);
+    const char **meta = malloc((size_t)(2 * cap + 2) * sizeof *meta);
+    char (*keys)[600] = malloc((size_t)(cap + 1) * sizeof *keys);
+    if (!outs || !meta || !keys) {
+        free(outs); free(meta); free(keys);
+        return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+    }
+    int no = 0, n_meta = 1;
+    meta[0] = "colibri.plan";
+    meta[1] = plan;
+    for (int i = 0; i < n; i++) {
+        if (items[i].shard != shard) continue;
+        for (int k = 0; k < items[i].n_out; k++) outs[no++] = items[i].out[k];
+        if (items[i].out[0].dtype == ST_U8) {
+            snprintf(keys[n_meta], 600, "colibri.fmt.%s", items[i].names[0]);
+            meta[2 * n_meta] = keys[n_meta];
+            meta[2 * n_meta + 1] = quant_fmt_name((enum quant_fmt)items[i].fmt);
+            n_meta++;
+        }
+    }
+    FILE *f = fopen(tmp, "wb");
+    int rc = f ? st_write_header(f, tmp, outs, no, meta, n_meta, err)
+               : err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    free(outs); free(meta); free(keys);
+    if (!f) return rc;
+    for (int i = 0; i < n && !rc; i++) {
+        if (items[i].shard != shard) continue;
+        rc = write_item(f, st, &items[i], tmp, err);
+        for (int k = 0; k < items[i].n_out; k++) *done += items[i].out[k].nbytes;
+        if (pr) progress_update(pr, *done);
+    }
+    if (!rc && (fflush(f) || fsync(fileno(f)))) rc = err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
+    if (fclose(f) && !rc) rc = err_set(err, COLIBRI_EIO, "%s: close failed", tmp);
+    if (!rc && rename(tmp, path)) rc = err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(errno));
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+/* Reads every written tensor back and compares its hash. */
+static int verify_shard(const char *dst, const char *fname, const struct item *items, int n, int shard,
+                        struct colibri_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dst, fname);
+    struct st_set s = { 0 };
+    int rc = st_open_file(path, &s, err);
+    for (int i = 0; i < n && !rc; i++) {
+        if (items[i].shard != shard) continue;
+        for (int k = 0; k < items[i].n_out && !rc; k++) {
+            const struct st_tensor *t = st_find(&s, items[i].names[k]);
+            if (!t || t->nbytes != items[i].out[k].nbytes || XXH64(t->data, t->nbytes, 0) != items[i].hash[k])
+                rc = err_set(err, COLIBRI_EIO, "%s: tensor '%s' did not read back as written", path, items[i].names[k]);
+        }
+    }
+    st_close(&s);
+    return rc;
+}
+
+static int copy_file(const char *src, const char *dst, const char *name, int required, struct colibri_err *err)
+{
+    char a[4096], b[4096], tmp[4200];
+    snprintf(a, sizeof a, "%s/%s", src, name);
+    snprintf(b, sizeof b, "%s/%s", dst, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", b);
+    size_t len;
+    char *buf = read_file_all(a, &len);
+    if (!buf) return required ? err_set(err, COLIBRI_EIO, "%s: cannot read: %s", a, strerror(errno)) : 0;
+    FILE *f = fopen(tmp, "wb");
+    int rc = !f || fwrite(buf, 1, len, f) != len || fflush(f) || fsync(fileno(f));
+    if (f) fclose(f);
+    free(buf);
+    if (rc || rename(tmp, b)) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", b, strerror(errno));
+    return 0;
+}
+
+/* Shards of an earlier conversion with another shard count are not part of
+ * this container any more. */
+static void remove_stale_shards(const char *dst, int n_shards)
+{
+    DIR *d = opendir(dst);
+    if (!d) return;
+    struct dirent *de;
+    char keep[32], path[4096];
+    snprintf(keep, sizeof keep, "-of-%05d.safetensors", n_shards);
+    while ((de = readdir(d))) {
+        int a, b;
+        size_t len = strlen(de->d_name);
+        if (sscanf(de->d_name, "model-%5d-of-%5d.safetensors", &a, &b) == 2 && len == 32 &&
+            strcmp(de->d_name + 11, keep)) {
+            snprintf(path, sizeof path, "%s/%s", dst, de->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+static int write_index(const char *dst, const struct item *items, int n, int n_shards, uint64_t total,
+                       struct colibri_err *err)
+{
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON_AddNumberToObject(meta, "total_size", (double)total);
+    cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
+    char fname[64];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < items[i].n_out; k++) {
+            snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", items[i].shard + 1, n_shards);
+            cJSON_AddStringToObject(wm, items[i].names[k], fname);
+        }
+    char *json = cJSON_Print(root);
+    cJSON_Delete(root);
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dst);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || fputs(json, f) == EOF || fflush(f) || fsync(fileno(f));
+    if (f) fclose(f);
+    free(json);
+    if (bad || rename(tmp, path)) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return 0;
+}
+
+int model_convert(const char *src, const char *dst, const struct convert_opts *o, struct convert_report *rep,
+                  struct colibri_err *err)
+{
+    memset(rep, 0, sizeof *rep);
+    struct model_config cfg;
+    int rc = model_config_load(src, &cfg, err);
+    if (rc) return rc;
+    struct st_set st = { 0 };
+    if ((rc = st_open_dir(src, &st, err))) return rc;
+    if (mkdir(dst, 0755) && errno != EEXIST) {
+        st_close(&st);
+        return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
+    }
+    struct item *items = calloc((size_t)st.n_tensors + 1, sizeof *items);
+    int n = 0;
+    if ((rc = make_plan(&st, o, items, &n, err))) goto out;
+
+    uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30), cur = 0, total = 0;
+    int shard = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
+        if (cur && cur + b > limit) { shard++; cur = 0; }
+        items[i].shard = shard;
+        cur += b;
+        total += b;
+    }
+    int n_shards = shard + 1;
+    struct progress pr;
+    if (o->show_progress) progress_start(&pr, "converting", total);
+    uint64_t done = 0;
+    for (int s = 0; s < n_shards && !rc; s++) {
+        char fname[64], plan[32];
+        snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+        snprintf(plan, sizeof plan, "%016llx", (unsigned long long)plan_hash(items, n, s, o));
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dst, fname);
+        if (shard_is_done(path, plan)) {
+            rep->shards_reused++;
+            for (int i = 0; i < n; i++)
+                if (items[i].shard == s) done += items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
+            if (o->show_progress) progress_update(&pr, done);
+            continue;
+        }
+        rc = write_shard(dst, fname, &st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
+        if (!rc) rc = verify_shard(dst, fname, items, n, s, err);
+    }
+    if (o->show_progress) progress_end(&pr);
+    if (!rc) rc = write_index(dst, items, n, n_shards, total, err);
+    if (!rc) remove_stale_shards(dst, n_shards);
+    if (!rc) rc = copy_file(src, dst, "config.json", 1, err);
+    if (!rc) rc = copy_file(src, dst, "tokenizer.json", 0, err);
+    if (!rc) rc = copy_file(src, dst, "tokenizer_config.json", 0, err);
+    if (!rc) rc = copy_file(src, dst, "generation_config.json", 0, err);
+    if (!rc) {
+        /* The whole container must open as a checkpoint. */
+        struct st_set check = { 0 };
+        rc = st_open_dir(dst, &check, err);
+        st_close(&check);
+    }
+    rep->shards = n_shards;
+    rep->tensors = n;
+    rep->bytes = total;
+out:
+    free(items);
+    st_close(&st);
+    return rc;
+}
