@@ -290,6 +290,16 @@ int  colibri_stop_feed(colibri_stop *st, const char *text, size_t len, const cha
 /* At the end of generation: the held-back text (none after a stop). */
 void colibri_stop_flush(colibri_stop *st, const char **out, size_t *out_len);
 
+/* ============================================================== serving
+ * For programs that run sessions on threads other than the one that loaded
+ * the model (colibri serve runs every session on one scheduler thread). */
+
+/* Makes forward passes started from the calling thread use n compute threads
+ * (n <= 0: leave the default). colibri_model_opts.n_threads reaches only the
+ * thread that called colibri_model_load; a worker thread calls this once
+ * before its first prefill or decode. Affects only the calling thread. */
+void colibri_thread_set_compute_threads(int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,11 +5,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "colibri.h"
 #include "serve/serve.h"
+
+/* OpenMP workers that spin between parallel regions (libgomp's default)
+ * take the CPU from the connection threads that send each token: on a 2-core
+ * machine a single stream ran 30x slower. The runtime reads OMP_WAIT_POLICY
+ * only when it loads, so the server re-executes itself once with "passive",
+ * unless the user chose a policy. Returns only if that is not possible. */
+static void reexec_with_passive_wait(int argc, char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    char **av = calloc((size_t)argc + 3, sizeof *av);
+    if (!av) return;
+    av[0] = "colibri";
+    av[1] = "serve";
+    for (int i = 0; i < argc; i++) av[i + 2] = argv[i];
+    execv("/proc/self/exe", av);
+    free(av);
+    unsetenv("OMP_WAIT_POLICY");
+}
 
 int cmd_serve(int argc, char **argv)
 {
@@ -45,11 +64,13 @@ int cmd_serve(int argc, char **argv)
         "POST /v1/chat/completions (streaming or not), GET /health, GET /metrics (Prometheus).\n"
         "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
         "busy slots advance together, one token each per scheduler step. SIGTERM or SIGINT stops\n"
-        "accepting, lets running requests finish (--drain), and exits 0.",
+        "accepting, lets running requests finish (--drain), and exits 0. OMP_WAIT_POLICY defaults to\n"
+        "passive here (spinning compute threads starve the connection threads); set it to override.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
+    reexec_with_passive_wait(argc, argv);
     if (kv_dir) {
         fprintf(stderr, "colibri serve: --kv-dir %s: KV cache persistence is not available yet (the session API "
                         "has no cache save/restore); refusing rather than ignoring it\n", kv_dir);

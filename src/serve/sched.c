@@ -263,6 +263,7 @@ static struct slot *pick_slot(struct sched *s, const struct job *j)
 static void *sched_main(void *arg)
 {
     struct sched *s = arg;
+    colibri_thread_set_compute_threads(s->o.n_threads);
     for (;;) {
         struct slot *assign_sl[64];
         struct job *assign_j[64];

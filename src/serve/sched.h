@@ -26,6 +26,7 @@ struct sched_opts {
     int max_queue;              /* waiting jobs before sched_submit says full */
     int step_delay_ms;          /* sleep after each busy iteration */
     int prefill_chunk;          /* prompt tokens per slot per iteration */
+    int n_threads;              /* compute threads of the scheduler thread (0 = default) */
 };
 
 struct sched;
