@@ -1,6 +1,7 @@
 /* api/api.c - include/colibri.h made real for models and sessions: the one
  * place where loading, the forward pass and the per-session cache meet. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,58 @@ int colibri_convert(const char *src_dir, const char *dst_dir, const struct colib
     if (rc) return rc;
     struct convert_report r;
     rc = model_convert(src_dir, dst_dir, &co, &r, err);
+    if (!rc && rep) *rep = (struct colibri_convert_report){ r.shards, r.shards_reused, r.tensors, r.bytes };
+    return rc;
+}
+
+/* Architecture presets for colibri_synth: config.json texts with a %d for
+ * the layer count. */
+static const struct { const char *name; int layers; const char *json; } SYNTH_PRESETS[] = {
+    { "v2-lite", 27,
+      "{\"model_type\":\"deepseek_v3\",\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":102400,"
+      "\"hidden_size\":2048,\"intermediate_size\":10944,\"moe_intermediate_size\":1408,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":16,\"num_key_value_heads\":16,\"q_lora_rank\":null,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"n_routed_experts\":64,"
+      "\"n_shared_experts\":2,\"num_experts_per_tok\":6,\"n_group\":1,\"topk_group\":1,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":1.0,\"norm_topk_prob\":false,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":4096,\"rope_theta\":10000,"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    { "v3", 61,
+      "{\"model_type\":\"deepseek_v3\",\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":129280,"
+      "\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":128,\"num_key_value_heads\":128,\"q_lora_rank\":1536,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"n_routed_experts\":256,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":8,\"n_group\":8,\"topk_group\":4,"
+      "\"first_k_dense_replace\":3,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":163840,\"rope_theta\":10000,"
+      "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":4096,"
+      "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    { "tiny", 4,
+      "{\"model_type\":\"deepseek_v3\",\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":1000,"
+      "\"hidden_size\":256,\"intermediate_size\":512,\"moe_intermediate_size\":128,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"q_lora_rank\":96,\"kv_lora_rank\":128,"
+      "\"qk_nope_head_dim\":32,\"qk_rope_head_dim\":32,\"v_head_dim\":32,\"n_routed_experts\":8,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"n_group\":2,\"topk_group\":1,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":1024,\"rope_theta\":10000,"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+};
+
+int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
+                  uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err)
+{
+    int p = -1;
+    for (size_t i = 0; i < sizeof SYNTH_PRESETS / sizeof SYNTH_PRESETS[0]; i++)
+        if (!strcmp(preset, SYNTH_PRESETS[i].name)) p = (int)i;
+    if (p < 0) return err_set(err, COLIBRI_EINVAL, "--preset: unknown preset '%s' (v2-lite, v3, tiny)", preset);
+    struct convert_opts co = { .show_progress = show_progress };
+    int rc = parse_formats(opts, &co.fmt, err);
+    if (rc) return rc;
+    char json[4096];
+    snprintf(json, sizeof json, SYNTH_PRESETS[p].json, n_layers > 0 ? n_layers : SYNTH_PRESETS[p].layers);
+    struct convert_report r;
+    rc = model_synth(dst_dir, json, &co, seed, &r, err);
     if (!rc && rep) *rep = (struct colibri_convert_report){ r.shards, r.shards_reused, r.tensors, r.bytes };
     return rc;
 }

@@ -21,6 +21,7 @@ static const struct command COMMANDS[] = {
     { "serve",    cmd_serve,    "OpenAI-compatible HTTP server (completions, chat, SSE, slots with prefix reuse)" },
     { "eval",     cmd_eval,     "teacher-force a text: perplexity, top-1 and KL of each KV tier against f32" },
     { "convert",  cmd_convert,  "rewrite a checkpoint with chosen weight formats (sharded, resumable, verified)" },
+    { "synth",    cmd_synth,    "write a random-weight model in real shapes (for benchmarks)" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

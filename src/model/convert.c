@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +19,16 @@
 
 enum item_kind { ITEM_COPY, ITEM_WEIGHT };
 
+/* How a synthetic tensor's values are drawn (model_synth). */
+enum gen_kind { GEN_NONE, GEN_LINEAR, GEN_EMBED, GEN_NORM, GEN_BIAS };
+
 /* One source tensor and what it becomes: a byte copy, or a weight in `fmt`
- * (one or two output tensors). */
+ * (one or two output tensors). Synthetic items have no source and are drawn
+ * from a seeded generator instead. */
 struct item {
     const struct st_tensor *src;
+    enum gen_kind gen;
+    uint64_t seed;
     enum item_kind kind;
     int fmt, rows, cols;
     int shard;
@@ -48,6 +55,39 @@ static int role_format(const struct convert_opts *o, const char *name)
 }
 
 static int is_float_dtype(enum st_dtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F8_E4M3; }
+
+/* Makes `it` a weight [rows, cols] written in fmt: the data tensor, and its
+ * scales when the format has them. */
+static void set_weight_outputs(struct item *it, const char *name, int rows, int cols, int fmt)
+{
+    it->kind = ITEM_WEIGHT;
+    it->fmt = fmt;
+    it->rows = rows;
+    it->cols = cols;
+    size_t data = quant_fmt_data_bytes(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    snprintf(it->names[0], sizeof it->names[0], "%s", name);
+    struct st_out_tensor *d = &it->out[0];
+    *d = (struct st_out_tensor){ it->names[0], ST_U8, 2, { rows, 0 }, data };
+    if (fmt == QUANT_F32 || fmt == QUANT_BF16 || fmt == QUANT_F16 || fmt == QUANT_FP8B) {
+        d->dtype = fmt == QUANT_F32 ? ST_F32 : fmt == QUANT_BF16 ? ST_BF16 : fmt == QUANT_F16 ? ST_F16 : ST_F8_E4M3;
+        d->shape[1] = cols;
+    } else {
+        d->shape[1] = (int64_t)quant_fmt_row_bytes(fmt, cols);
+    }
+    it->n_out = 1;
+    if (ns) {
+        snprintf(it->names[1], sizeof it->names[1], "%s%s", name, fmt == QUANT_FP8B ? "_scale_inv" : "_scale");
+        struct st_out_tensor *sc = &it->out[1];
+        *sc = (struct st_out_tensor){ it->names[1], ST_F32, 1, { (int64_t)ns }, ns * 4 };
+        if (fmt == QUANT_FP8B) {
+            sc->ndim = 2;
+            sc->shape[0] = (rows + 127) / 128;
+            sc->shape[1] = (cols + 127) / 128;
+        }
+        it->n_out = 2;
+    }
+}
 
 /* Decides each source tensor's fate. A weight whose format changes drops its
  * `_scale_inv` companion (it is folded into the conversion). */
@@ -80,33 +120,7 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, stru
             memcpy(it->out[0].shape, t->shape, sizeof t->shape);
             continue;
         }
-        it->kind = ITEM_WEIGHT;
-        it->fmt = fmt;
-        it->rows = (int)t->shape[0];
-        it->cols = (int)t->shape[1];
-        size_t data = quant_fmt_data_bytes(fmt, it->rows, it->cols);
-        size_t ns = quant_fmt_scale_count(fmt, it->rows, it->cols);
-        snprintf(it->names[0], sizeof it->names[0], "%s", t->name);
-        struct st_out_tensor *d = &it->out[0];
-        *d = (struct st_out_tensor){ it->names[0], ST_U8, 2, { it->rows, 0 }, data };
-        if (fmt == QUANT_F32 || fmt == QUANT_BF16 || fmt == QUANT_F16 || fmt == QUANT_FP8B) {
-            d->dtype = fmt == QUANT_F32 ? ST_F32 : fmt == QUANT_BF16 ? ST_BF16 : fmt == QUANT_F16 ? ST_F16 : ST_F8_E4M3;
-            d->shape[1] = it->cols;
-        } else {
-            d->shape[1] = (int64_t)quant_fmt_row_bytes(fmt, it->cols);
-        }
-        it->n_out = 1;
-        if (ns) {
-            snprintf(it->names[1], sizeof it->names[1], "%s%s", t->name, fmt == QUANT_FP8B ? "_scale_inv" : "_scale");
-            struct st_out_tensor *s = &it->out[1];
-            *s = (struct st_out_tensor){ it->names[1], ST_F32, 1, { (int64_t)ns }, ns * 4 };
-            if (fmt == QUANT_FP8B) {
-                s->ndim = 2;
-                s->shape[0] = (it->rows + 127) / 128;
-                s->shape[1] = (it->cols + 127) / 128;
-            }
-            it->n_out = 2;
-        }
+        set_weight_outputs(it, t->name, (int)t->shape[0], (int)t->shape[1], fmt);
     }
     *n_items = n;
     return 0;
@@ -121,6 +135,14 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
     for (int i = 0; i < n; i++) {
         if (items[i].shard != shard) continue;
         const struct item *it = &items[i];
+        if (!it->src) {
+            XXH64_update(h, it->names[0], strlen(it->names[0]) + 1);
+            XXH64_update(h, it->out[0].shape, sizeof it->out[0].shape);
+            XXH64_update(h, &it->gen, sizeof it->gen);
+            XXH64_update(h, &it->seed, sizeof it->seed);
+            XXH64_update(h, &it->fmt, sizeof it->fmt);
+            continue;
+        }
         XXH64_update(h, it->src->name, strlen(it->src->name) + 1);
         XXH64_update(h, &it->src->dtype, sizeof it->src->dtype);
         XXH64_update(h, it->src->shape, sizeof it->src->shape);
@@ -143,18 +165,60 @@ static int put(FILE *f, const void *p, size_t n, XXH64_state_t *h)
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *x) { return ((splitmix64(x) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+/* Draws n values for a synthetic item: Linear weights N(0,1)/sqrt(fan_in),
+ * embeddings N(0,1), norm weights U[0.5,1.5], correction biases U[0,0.3]
+ * (the non-degenerate initialization of model-spec.md §7). */
+static float *generate(const struct item *it, int64_t n)
+{
+    float *w = malloc((size_t)(n > 0 ? n : 1) * sizeof *w);
+    if (!w) return NULL;
+    uint64_t x = it->seed ^ XXH64(it->names[0], strlen(it->names[0]), 0);
+    double sd = it->gen == GEN_LINEAR ? 1.0 / sqrt((double)it->cols) : 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (it->gen == GEN_NORM) { w[i] = (float)(0.5 + uniform01(&x)); continue; }
+        if (it->gen == GEN_BIAS) { w[i] = (float)(0.3 * uniform01(&x)); continue; }
+        double u1 = uniform01(&x), u2 = uniform01(&x);
+        w[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    return w;
+}
+
 static int write_item(FILE *f, const struct st_set *st, struct item *it, const char *path, struct colibri_err *err)
 {
     XXH64_state_t *h = XXH64_createState();
     int rc = 0;
-    if (it->kind == ITEM_COPY) {
+    if (it->kind == ITEM_COPY && it->gen != GEN_NONE) {
+        float *w = generate(it, (int64_t)(it->out[0].nbytes / 4));
+        XXH64_reset(h, 0);
+        if (!w) rc = err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+        else if (put(f, w, it->out[0].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        it->hash[0] = XXH64_digest(h);
+        free(w);
+    } else if (it->kind == ITEM_COPY) {
         XXH64_reset(h, 0);
         if (put(f, it->src->data, it->src->nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
         it->hash[0] = XXH64_digest(h);
     } else {
         float *w;
         struct qtensor q;
-        if ((rc = model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) goto out;
+        if (it->gen != GEN_NONE) {
+            if (!(w = generate(it, (int64_t)it->rows * it->cols))) {
+                rc = err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+                goto out;
+            }
+        } else if ((rc = model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) {
+            goto out;
+        }
         rc = quant_qtensor_from_f32((enum quant_fmt)it->fmt, it->rows, it->cols, w, &q, err);
         free(w);
         if (rc) goto out;
@@ -314,23 +378,14 @@ static int write_index(const char *dst, const struct item *items, int n, int n_s
     return 0;
 }
 
-int model_convert(const char *src, const char *dst, const struct convert_opts *o, struct convert_report *rep,
-                  struct colibri_err *err)
+/* Assigns items to shards, writes (or keeps) every shard, the index and the
+ * side files, and checks the result opens as a checkpoint. */
+static int write_container(const char *src, const char *dst, const struct st_set *st, struct item *items, int n,
+                           const struct convert_opts *o, struct convert_report *rep, struct colibri_err *err)
 {
-    memset(rep, 0, sizeof *rep);
-    struct model_config cfg;
-    int rc = model_config_load(src, &cfg, err);
-    if (rc) return rc;
-    struct st_set st = { 0 };
-    if ((rc = st_open_dir(src, &st, err))) return rc;
-    if (mkdir(dst, 0755) && errno != EEXIST) {
-        st_close(&st);
+    int rc = 0;
+    if (mkdir(dst, 0755) && errno != EEXIST)
         return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
-    }
-    struct item *items = calloc((size_t)st.n_tensors + 1, sizeof *items);
-    int n = 0;
-    if ((rc = make_plan(&st, o, items, &n, err))) goto out;
-
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30), cur = 0, total = 0;
     int shard = 0;
     for (int i = 0; i < n; i++) {
@@ -342,7 +397,7 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
     }
     int n_shards = shard + 1;
     struct progress pr;
-    if (o->show_progress) progress_start(&pr, "converting", total);
+    if (o->show_progress) progress_start(&pr, "writing", total);
     uint64_t done = 0;
     for (int s = 0; s < n_shards && !rc; s++) {
         char fname[64], plan[32];
@@ -357,16 +412,16 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
             if (o->show_progress) progress_update(&pr, done);
             continue;
         }
-        rc = write_shard(dst, fname, &st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
+        rc = write_shard(dst, fname, st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
         if (!rc) rc = verify_shard(dst, fname, items, n, s, err);
     }
     if (o->show_progress) progress_end(&pr);
     if (!rc) rc = write_index(dst, items, n, n_shards, total, err);
     if (!rc) remove_stale_shards(dst, n_shards);
-    if (!rc) rc = copy_file(src, dst, "config.json", 1, err);
-    if (!rc) rc = copy_file(src, dst, "tokenizer.json", 0, err);
-    if (!rc) rc = copy_file(src, dst, "tokenizer_config.json", 0, err);
-    if (!rc) rc = copy_file(src, dst, "generation_config.json", 0, err);
+    if (!rc && src) rc = copy_file(src, dst, "config.json", 1, err);
+    if (!rc && src) rc = copy_file(src, dst, "tokenizer.json", 0, err);
+    if (!rc && src) rc = copy_file(src, dst, "tokenizer_config.json", 0, err);
+    if (!rc && src) rc = copy_file(src, dst, "generation_config.json", 0, err);
     if (!rc) {
         /* The whole container must open as a checkpoint. */
         struct st_set check = { 0 };
@@ -376,8 +431,116 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
     rep->shards = n_shards;
     rep->tensors = n;
     rep->bytes = total;
-out:
+    return rc;
+}
+
+int model_convert(const char *src, const char *dst, const struct convert_opts *o, struct convert_report *rep,
+                  struct colibri_err *err)
+{
+    memset(rep, 0, sizeof *rep);
+    struct model_config cfg;
+    int rc = model_config_load(src, &cfg, err);
+    if (rc) return rc;
+    struct st_set st = { 0 };
+    if ((rc = st_open_dir(src, &st, err))) return rc;
+    struct item *items = calloc((size_t)st.n_tensors + 1, sizeof *items);
+    int n = 0;
+    if (!items) rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!rc) rc = make_plan(&st, o, items, &n, err);
+    if (!rc) rc = write_container(src, dst, &st, items, n, o, rep, err);
     free(items);
     st_close(&st);
+    return rc;
+}
+
+/* Appends a synthetic item: a weight in the role's format (AS_STORED: bf16),
+ * or an f32 vector (cols == 0). */
+static void add_synth(struct item *items, int *n, const char *name, int rows, int cols, int fmt, enum gen_kind gen,
+                      uint64_t seed)
+{
+    struct item *it = &items[(*n)++];
+    memset(it, 0, sizeof *it);
+    it->gen = gen;
+    it->seed = seed;
+    if (cols) {
+        set_weight_outputs(it, name, rows, cols, fmt == MODEL_FMT_AS_STORED ? QUANT_BF16 : fmt);
+        return;
+    }
+    it->kind = ITEM_COPY;
+    it->n_out = 1;
+    snprintf(it->names[0], sizeof it->names[0], "%s", name);
+    it->out[0] = (struct st_out_tensor){ it->names[0], ST_F32, 1, { rows }, (uint64_t)rows * 4 };
+}
+
+int model_synth(const char *dst, const char *config_json, const struct convert_opts *o, uint64_t seed,
+                struct convert_report *rep, struct colibri_err *err)
+{
+    memset(rep, 0, sizeof *rep);
+    struct model_config c;
+    int rc = model_config_parse(config_json, "synthetic config", &c, err);
+    if (rc) return rc;
+    if (mkdir(dst, 0755) && errno != EEXIST)
+        return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
+    int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
+    int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers;
+    int64_t cap = 8 + (int64_t)L * (20 + 3 * (int64_t)E);
+    struct item *items = calloc((size_t)cap, sizeof *items);
+    if (!items) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int n = 0, ef = o->fmt.embed_fmt, df = o->fmt.dense_fmt, xf = o->fmt.experts_fmt;
+    char nm[512];
+    add_synth(items, &n, "model.embed_tokens.weight", c.vocab_size, hid, ef, GEN_EMBED, seed);
+    add_synth(items, &n, "model.norm.weight", hid, 0, 0, GEN_NORM, seed);
+    add_synth(items, &n, "lm_head.weight", c.vocab_size, hid, ef, GEN_LINEAR, seed);
+    for (int l = 0; l < L; l++) {
+#define N(fmt_) (snprintf(nm, sizeof nm, "model.layers.%d." fmt_, l), nm)
+        add_synth(items, &n, N("input_layernorm.weight"), hid, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("post_attention_layernorm.weight"), hid, 0, 0, GEN_NORM, seed);
+        if (c.q_lora_rank) {
+            add_synth(items, &n, N("self_attn.q_a_proj.weight"), c.q_lora_rank, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("self_attn.q_a_layernorm.weight"), c.q_lora_rank, 0, 0, GEN_NORM, seed);
+            add_synth(items, &n, N("self_attn.q_b_proj.weight"), H * dqk, c.q_lora_rank, df, GEN_LINEAR, seed);
+        } else {
+            add_synth(items, &n, N("self_attn.q_proj.weight"), H * dqk, hid, df, GEN_LINEAR, seed);
+        }
+        add_synth(items, &n, N("self_attn.kv_a_proj_with_mqa.weight"), c.kv_lora_rank + c.qk_rope_head_dim, hid, df,
+                  GEN_LINEAR, seed);
+        add_synth(items, &n, N("self_attn.kv_a_layernorm.weight"), c.kv_lora_rank, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("self_attn.kv_b_proj.weight"), H * (c.qk_nope_head_dim + c.v_head_dim),
+                  c.kv_lora_rank, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("self_attn.o_proj.weight"), hid, H * c.v_head_dim, df, GEN_LINEAR, seed);
+        if (l < c.first_k_dense_replace) {
+            add_synth(items, &n, N("mlp.gate_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("mlp.up_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("mlp.down_proj.weight"), hid, c.intermediate_size, df, GEN_LINEAR, seed);
+            continue;
+        }
+        add_synth(items, &n, N("mlp.gate.weight"), E, hid, QUANT_F32, GEN_LINEAR, seed);
+        add_synth(items, &n, N("mlp.gate.e_score_correction_bias"), E, 0, 0, GEN_BIAS, seed);
+        int I = c.moe_intermediate_size, Is = I * c.n_shared_experts;
+        for (int e = 0; e < E; e++) {
+            char base[256];
+            snprintf(base, sizeof base, "model.layers.%d.mlp.experts.%d", l, e);
+            snprintf(nm, sizeof nm, "%s.gate_proj.weight", base);
+            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+            snprintf(nm, sizeof nm, "%s.up_proj.weight", base);
+            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+            snprintf(nm, sizeof nm, "%s.down_proj.weight", base);
+            add_synth(items, &n, nm, hid, I, xf, GEN_LINEAR, seed);
+        }
+        if (Is) {
+            add_synth(items, &n, N("mlp.shared_experts.gate_proj.weight"), Is, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("mlp.shared_experts.up_proj.weight"), Is, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("mlp.shared_experts.down_proj.weight"), hid, Is, df, GEN_LINEAR, seed);
+        }
+#undef N
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dst);
+    FILE *f = fopen(path, "w");
+    int bad = !f || fputs(config_json, f) == EOF;
+    if (f && fclose(f)) bad = 1;
+    if (bad) rc = err_set(err, COLIBRI_EIO, "%s: cannot write", path);
+    if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
+    free(items);
     return rc;
 }

@@ -38,4 +38,11 @@ struct convert_report {
 int model_convert(const char *src, const char *dst, const struct convert_opts *o, struct convert_report *rep,
                   struct colibri_err *err);
 
+/* Writes a synthetic model with random weights (non-degenerate init, seeded)
+ * in the shapes of config_json (a config.json text, written to dst too) and the
+ * formats of o (roles left AS_STORED are bf16), in the container layout above.
+ * For benchmarks a tiny fixture cannot stand in for. */
+int model_synth(const char *dst, const char *config_json, const struct convert_opts *o, uint64_t seed,
+                struct convert_report *rep, struct colibri_err *err);
+
 #endif
