@@ -1,0 +1,869 @@
+/* kv/persist.c - the KV file format (docs/FORMATS.md, "KV files").
+ *
+ *   off  size  field                      off  size  field
+ *     0     8  magic "COLIBRKV"           124    16  rope_name
+ *     8     2  write_version (1)          140     4  latent_bits
+ *    10     2  read_version (1)           144     4  rope_bits
+ *    12     4  header_bytes (256)         148     4  reserved (0)
+ *    16     8  records_offset (4096)      152     8  latent_seed
+ *    24     8  salt                       160     8  rope_seed
+ *    32     8  model fingerprint          168     4  latent_bytes
+ *    40    48  weights label              172     4  rope_bytes
+ *    88     4  n_layers                   176     4  row_bytes
+ *    92     4  r                          180     4  record_bytes
+ *    96     4  dr                         184     8  codec_check
+ *   100     4  tier                       192    56  reserved (0)
+ *   104    16  tier_name                  248     8  XXH64([0,248), seed 0)
+ *   120     4  rope
+ *
+ *   count slot (at 512 and 1024): 0 "KVCN", 4 u32 0, 8 u64 seq, 16 u64 count,
+ *     24 u64 XXH64(slot[0,24), salt)
+ *   record i (at 4096 + i*R): 0 u32 i, 4 i32 token, 8 rows (layer-major),
+ *     R-8 u64 XXH64(record[0,R-8), salt)
+ *
+ * The invariants are numbered in kv/persist.h; comments below cite them. */
+#include "kv/persist.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "base/err.h"
+
+#define KV_BATCH_BYTES (4u << 20)   /* records are read and written in batches of about this */
+#define KV_PROBE_SEED  0x70726f6265ull  /* "probe" */
+
+struct kv_file {
+    const struct kv_io *io;
+    void *fh;
+    char *path;
+    struct kv_file_hdr hdr;     /* the file on disk */
+    struct kv_file_hdr want;    /* the caller's cache; == hdr except while an upgrade is pending */
+    int upgrade_pending;
+    int read_only;
+    uint64_t count;             /* published records */
+    uint64_t seq;               /* seq of the slot holding count */
+    int slot;                   /* 0: A, 1: B */
+    uint64_t size;              /* file bytes */
+    uint64_t *sums;             /* checksum of record i, i < count */
+    uint64_t sums_cap;
+    uint8_t *buf;               /* one batch of records */
+    size_t buf_bytes;
+};
+
+/* ------------------------------------------------------------ byte order */
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static int io_err(struct colibri_err *err, int rc, const char *what, const char *path)
+{
+    return err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, strerror(-rc));
+}
+
+/* ---------------------------------------------------------------- header */
+
+/* The probe row of docs/FORMATS.md: x[i] = (XXH64(u32le(i), "probe") >> 40) / 2^24 * 8 - 4. */
+static uint64_t codec_check_part(const struct kv_codec *c, XXH64_state_t *st)
+{
+    float *x = malloc((size_t)c->dim * sizeof *x);
+    uint8_t *row = malloc(c->row_bytes);
+    if (!x || !row) {
+        free(x);
+        free(row);
+        return 0;
+    }
+    for (int i = 0; i < c->dim; i++) {
+        uint8_t le[4];
+        put32(le, (uint32_t)i);
+        x[i] = (float)((double)(XXH64(le, 4, KV_PROBE_SEED) >> 40) / 16777216.0 * 8.0 - 4.0);
+    }
+    kv_codec_encode(c, x, row);
+    XXH64_update(st, row, c->row_bytes);
+    free(x);
+    free(row);
+    return 1;
+}
+
+int kv_file_hdr_for(const struct kv_cache *c, uint64_t model, const char *weights, uint64_t salt,
+                    struct kv_file_hdr *h, struct colibri_err *err)
+{
+    if (!weights) weights = "";
+    if (strlen(weights) >= KV_FILE_WEIGHTS_MAX)
+        return err_set(err, COLIBRI_EINVAL, "kv file: weights label '%s' is longer than %d bytes", weights,
+                       KV_FILE_WEIGHTS_MAX - 1);
+    memset(h, 0, sizeof *h);
+    h->write_version = h->read_version = KV_FILE_VERSION;
+    h->salt = salt;
+    h->model = model;
+    strcpy(h->weights, weights);
+    h->n_layers = (uint32_t)c->n_layers;
+    h->r = (uint32_t)c->r;
+    h->dr = (uint32_t)c->dr;
+    h->tier = (uint32_t)c->tier;
+    snprintf(h->tier_name, sizeof h->tier_name, "%s", kv_tier_name(c->tier));
+    h->rope = (uint32_t)c->rope;
+    snprintf(h->rope_name, sizeof h->rope_name, "%s", kv_rope_name(c->rope));
+    h->latent_bits = (uint32_t)c->lat.bits;
+    h->rope_bits = c->dr > 0 ? (uint32_t)c->pe.bits : 0;
+    h->latent_seed = KV_SEED_LATENT;
+    h->rope_seed = KV_SEED_ROPE;
+    assert(!kv_codec_rotated(&c->lat) || c->lat.rot.seed == KV_SEED_LATENT);
+    h->latent_bytes = (uint32_t)c->lat_bytes;
+    h->rope_bytes = (uint32_t)c->rope_bytes;
+    h->row_bytes = (uint32_t)c->row_bytes;
+    h->record_bytes = (uint32_t)(KV_FILE_REC_EXTRA + (size_t)c->n_layers * c->row_bytes);
+    XXH64_state_t st;
+    XXH64_reset(&st, 0);
+    if (!codec_check_part(&c->lat, &st) || (c->dr > 0 && !codec_check_part(&c->pe, &st)))
+        return err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for the codec check");
+    h->codec_check = XXH64_digest(&st);
+    return 0;
+}
+
+void kv_file_hdr_encode(const struct kv_file_hdr *h, uint8_t out[KV_FILE_HDR_BYTES])
+{
+    memset(out, 0, KV_FILE_HDR_BYTES);
+    memcpy(out, KV_FILE_MAGIC, 8);
+    put16(out + 8, h->write_version);
+    put16(out + 10, h->read_version);
+    put32(out + 12, KV_FILE_HDR_BYTES);
+    put64(out + 16, KV_FILE_RECORDS);
+    put64(out + 24, h->salt);
+    put64(out + 32, h->model);
+    memcpy(out + 40, h->weights, KV_FILE_WEIGHTS_MAX);
+    put32(out + 88, h->n_layers);
+    put32(out + 92, h->r);
+    put32(out + 96, h->dr);
+    put32(out + 100, h->tier);
+    memcpy(out + 104, h->tier_name, KV_FILE_NAME_MAX);
+    put32(out + 120, h->rope);
+    memcpy(out + 124, h->rope_name, KV_FILE_NAME_MAX);
+    put32(out + 140, h->latent_bits);
+    put32(out + 144, h->rope_bits);
+    put64(out + 152, h->latent_seed);
+    put64(out + 160, h->rope_seed);
+    put32(out + 168, h->latent_bytes);
+    put32(out + 172, h->rope_bytes);
+    put32(out + 176, h->row_bytes);
+    put32(out + 180, h->record_bytes);
+    put64(out + 184, h->codec_check);
+    put64(out + 248, XXH64(out, 248, 0));
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* A NUL-terminated, NUL-padded text field. */
+static int text_ok(const uint8_t *p, size_t n)
+{
+    size_t len = strnlen((const char *)p, n);
+    return len < n && all_zero(p + len, n - len);
+}
+
+int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *h, struct colibri_err *err)
+{
+    if (memcmp(in, KV_FILE_MAGIC, 8))
+        return err_set(err, COLIBRI_EFORMAT, "magic: not a colibri KV file (no \"%s\" at offset 0)", KV_FILE_MAGIC);
+    struct kv_file_hdr d = { 0 };
+    d.write_version = get16(in + 8);
+    d.read_version = get16(in + 10);
+    if (d.read_version > KV_FILE_VERSION)
+        return err_set(err, COLIBRI_EUNSUPPORTED,
+                       "read_version %u: written by a newer colibri (this build reads version %d)",
+                       d.read_version, KV_FILE_VERSION);
+    if (XXH64(in, 248, 0) != get64(in + 248))
+        return err_set(err, COLIBRI_EFORMAT, "header_checksum: header bytes [0, 248) do not match it (damaged header)");
+    if (d.read_version == 0 || d.write_version == 0)
+        return err_set(err, COLIBRI_EFORMAT, "%s is 0", d.read_version ? "write_version" : "read_version");
+    if (get32(in + 12) != KV_FILE_HDR_BYTES)
+        return err_set(err, COLIBRI_EFORMAT, "header_bytes %u (version 1 has %d)", get32(in + 12), KV_FILE_HDR_BYTES);
+    if (get64(in + 16) != KV_FILE_RECORDS)
+        return err_set(err, COLIBRI_EFORMAT, "records_offset %llu (version 1 has %d)",
+                       (unsigned long long)get64(in + 16), KV_FILE_RECORDS);
+    if (!all_zero(in + 148, 4) || !all_zero(in + 192, 56))
+        return err_set(err, COLIBRI_EFORMAT, "reserved: bytes at 148 or 192..247 are not zero");
+    d.salt = get64(in + 24);
+    d.model = get64(in + 32);
+    if (!text_ok(in + 40, KV_FILE_WEIGHTS_MAX))
+        return err_set(err, COLIBRI_EFORMAT, "weights: not a NUL-padded string");
+    memcpy(d.weights, in + 40, KV_FILE_WEIGHTS_MAX);
+    d.n_layers = get32(in + 88);
+    d.r = get32(in + 92);
+    d.dr = get32(in + 96);
+    d.tier = get32(in + 100);
+    d.rope = get32(in + 120);
+    if (!text_ok(in + 104, KV_FILE_NAME_MAX)) return err_set(err, COLIBRI_EFORMAT, "tier_name: not a NUL-padded string");
+    if (!text_ok(in + 124, KV_FILE_NAME_MAX)) return err_set(err, COLIBRI_EFORMAT, "rope_name: not a NUL-padded string");
+    memcpy(d.tier_name, in + 104, KV_FILE_NAME_MAX);
+    memcpy(d.rope_name, in + 124, KV_FILE_NAME_MAX);
+    d.latent_bits = get32(in + 140);
+    d.rope_bits = get32(in + 144);
+    d.latent_seed = get64(in + 152);
+    d.rope_seed = get64(in + 160);
+    d.latent_bytes = get32(in + 168);
+    d.rope_bytes = get32(in + 172);
+    d.row_bytes = get32(in + 176);
+    d.record_bytes = get32(in + 180);
+    d.codec_check = get64(in + 184);
+
+    if (d.tier >= KV_TIER_COUNT)
+        return err_set(err, COLIBRI_EFORMAT, "tier %u ('%s'): unknown to this build", d.tier, d.tier_name);
+    if (strcmp(d.tier_name, kv_tier_name((enum kv_tier)d.tier)))
+        return err_set(err, COLIBRI_EFORMAT, "tier_name '%s' does not name tier %u (%s)", d.tier_name, d.tier,
+                       kv_tier_name((enum kv_tier)d.tier));
+    if (d.rope >= KV_ROPE_COUNT)
+        return err_set(err, COLIBRI_EFORMAT, "rope %u ('%s'): unknown to this build", d.rope, d.rope_name);
+    if (strcmp(d.rope_name, kv_rope_name((enum kv_rope_prec)d.rope)))
+        return err_set(err, COLIBRI_EFORMAT, "rope_name '%s' does not name rope precision %u (%s)", d.rope_name,
+                       d.rope, kv_rope_name((enum kv_rope_prec)d.rope));
+    if (d.n_layers == 0 || d.n_layers > 1u << 16) return err_set(err, COLIBRI_EFORMAT, "n_layers %u", d.n_layers);
+    size_t lat = kv_tier_row_bytes((enum kv_tier)d.tier, d.r > KV_DIM_MAX ? 0 : (int)d.r);
+    if (!lat) return err_set(err, COLIBRI_EFORMAT, "r %u: not a width tier %s takes", d.r, d.tier_name);
+    if (d.latent_bytes != lat)
+        return err_set(err, COLIBRI_EFORMAT, "latent_bytes %u: tier %s at r = %u has %zu", d.latent_bytes,
+                       d.tier_name, d.r, lat);
+    size_t rope = 0;
+    if (d.dr) {
+        enum kv_tier rt = kv_rope_tier((enum kv_rope_prec)d.rope);
+        if (!(rope = kv_tier_row_bytes(rt, d.dr > KV_DIM_MAX ? 0 : (int)d.dr)))
+            return err_set(err, COLIBRI_EFORMAT, "dr %u: not a width RoPE precision %s takes", d.dr, d.rope_name);
+    }
+    if (d.rope_bytes != rope)
+        return err_set(err, COLIBRI_EFORMAT, "rope_bytes %u: RoPE precision %s at dr = %u has %zu", d.rope_bytes,
+                       d.rope_name, d.dr, rope);
+    if (d.row_bytes != (uint64_t)d.latent_bytes + d.rope_bytes)
+        return err_set(err, COLIBRI_EFORMAT, "row_bytes %u != latent_bytes %u + rope_bytes %u", d.row_bytes,
+                       d.latent_bytes, d.rope_bytes);
+    uint64_t rec = KV_FILE_REC_EXTRA + (uint64_t)d.n_layers * d.row_bytes;
+    if (d.record_bytes != rec || rec > (1u << 30))
+        return err_set(err, COLIBRI_EFORMAT, "record_bytes %u: 16 + n_layers %u x row_bytes %u = %llu",
+                       d.record_bytes, d.n_layers, d.row_bytes, (unsigned long long)rec);
+    *h = d;
+    return 0;
+}
+
+enum kv_file_match kv_file_hdr_match(const struct kv_file_hdr *f, const struct kv_file_hdr *w, char *why,
+                                     size_t why_n)
+{
+    if (f->model != w->model) {
+        snprintf(why, why_n,
+                 "model: saved by another model (fingerprint %016llx; this model's is %016llx); run that model to "
+                 "reuse it",
+                 (unsigned long long)f->model, (unsigned long long)w->model);
+        return KV_FILE_OTHER;
+    }
+    if (strcmp(f->weights, w->weights)) {
+        snprintf(why, why_n,
+                 "weights: saved with weights '%s', this run has '%s'; load the model with those formats "
+                 "(--experts/--dense/--embed) to reuse it",
+                 f->weights, w->weights);
+        return KV_FILE_OTHER;
+    }
+    const struct { const char *name; uint64_t a, b; } dims[] = {
+        { "n_layers", f->n_layers, w->n_layers }, { "r", f->r, w->r }, { "dr", f->dr, w->dr },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].a != dims[i].b) {
+            snprintf(why, why_n, "%s: the file has %llu, this model %llu; run the model that wrote it to reuse it",
+                     dims[i].name, (unsigned long long)dims[i].a, (unsigned long long)dims[i].b);
+            return KV_FILE_OTHER;
+        }
+    if (f->tier != w->tier || f->rope != w->rope) {
+        if (f->tier == KV_TIER_F32 && f->rope == KV_ROPE_F32) return KV_FILE_UPGRADE;
+        if (f->tier != w->tier)
+            snprintf(why, why_n, "tier: saved with --kv %s; run with --kv %s to reuse it", f->tier_name, f->tier_name);
+        else
+            snprintf(why, why_n, "rope: saved with --kv %s --kv-rope %s; run with --kv-rope %s to reuse it",
+                     f->tier_name, f->rope_name, f->rope_name);
+        return KV_FILE_OTHER;
+    }
+    const struct { const char *name; uint64_t a, b; } codec[] = {
+        { "latent_bits", f->latent_bits, w->latent_bits },   { "rope_bits", f->rope_bits, w->rope_bits },
+        { "latent_seed", f->latent_seed, w->latent_seed },   { "rope_seed", f->rope_seed, w->rope_seed },
+        { "latent_bytes", f->latent_bytes, w->latent_bytes }, { "rope_bytes", f->rope_bytes, w->rope_bytes },
+        { "row_bytes", f->row_bytes, w->row_bytes },          { "record_bytes", f->record_bytes, w->record_bytes },
+        { "codec_check", f->codec_check, w->codec_check },
+    };
+    for (size_t i = 0; i < sizeof codec / sizeof codec[0]; i++)
+        if (codec[i].a != codec[i].b) {
+            snprintf(why, why_n,
+                     "%s: the file has %#llx, this build %#llx: its %s rows come from another codec version and "
+                     "cannot be reused; delete it to start a new one",
+                     codec[i].name, (unsigned long long)codec[i].a, (unsigned long long)codec[i].b, f->tier_name);
+            return KV_FILE_OTHER;
+        }
+    return KV_FILE_SAME;
+}
+
+/* ---------------------------------------------------------- count slots */
+
+static void slot_encode(uint8_t out[KV_FILE_SLOT_BYTES], uint64_t seq, uint64_t count, uint64_t salt)
+{
+    memset(out, 0, KV_FILE_SLOT_BYTES);
+    memcpy(out, "KVCN", 4);
+    put64(out + 8, seq);
+    put64(out + 16, count);
+    put64(out + 24, XXH64(out, 24, salt));
+}
+
+static int slot_decode(const uint8_t in[KV_FILE_SLOT_BYTES], uint64_t salt, uint64_t *seq, uint64_t *count)
+{
+    if (memcmp(in, "KVCN", 4) || !all_zero(in + 4, 4) || XXH64(in, 24, salt) != get64(in + 24)) return 0;
+    *seq = get64(in + 8);
+    *count = get64(in + 16);
+    return *seq > 0;
+}
+
+static uint64_t slot_off(int slot) { return slot ? KV_FILE_SLOT_B : KV_FILE_SLOT_A; }
+
+/* The published count: the valid slot with the larger seq. EFORMAT when
+ * neither is valid (a state no crash produces: the file is refused). */
+static int read_slots(const struct kv_io *io, void *fh, const char *path, uint64_t salt, uint64_t *seq,
+                      uint64_t *count, int *slot, struct colibri_err *err)
+{
+    uint64_t s[2] = { 0, 0 }, c[2] = { 0, 0 };
+    int ok[2];
+    for (int i = 0; i < 2; i++) {
+        uint8_t b[KV_FILE_SLOT_BYTES];
+        size_t got = 0;
+        int rc = io->read(io, fh, b, sizeof b, slot_off(i), &got);
+        if (rc) return io_err(err, rc, "reading the count slots", path);
+        ok[i] = got == sizeof b && slot_decode(b, salt, &s[i], &c[i]);
+    }
+    if (!ok[0] && !ok[1])
+        return err_set(err, COLIBRI_EFORMAT, "count slots: neither slot A (512) nor B (1024) is valid");
+    *slot = ok[1] && (!ok[0] || s[1] > s[0]);
+    *seq = s[*slot];
+    *count = c[*slot];
+    return 0;
+}
+
+/* -------------------------------------------------------------- records */
+
+static uint64_t rec_offset(const struct kv_file_hdr *h, uint64_t i) { return KV_FILE_RECORDS + i * h->record_bytes; }
+
+/* Record i of cache + tokens into out[record_bytes]; returns its checksum. */
+static uint64_t rec_build(const struct kv_cache *c, const int32_t *tokens, uint64_t i, uint64_t salt, uint8_t *out)
+{
+    put32(out, (uint32_t)i);
+    put32(out + 4, (uint32_t)tokens[i]);
+    for (int l = 0; l < c->n_layers; l++) memcpy(out + 8 + (size_t)l * c->row_bytes, kv_cache_row(c, l, (int)i), c->row_bytes);
+    size_t body = 8 + (size_t)c->n_layers * c->row_bytes;
+    uint64_t sum = XXH64(out, body, salt);
+    put64(out + body, sum);
+    return sum;
+}
+
+/* The checksum record i would have, without building it. */
+static uint64_t rec_sum(const struct kv_cache *c, const int32_t *tokens, uint64_t i, uint64_t salt)
+{
+    uint8_t head[8];
+    put32(head, (uint32_t)i);
+    put32(head + 4, (uint32_t)tokens[i]);
+    XXH64_state_t st;
+    XXH64_reset(&st, salt);
+    XXH64_update(&st, head, 8);
+    for (int l = 0; l < c->n_layers; l++) XXH64_update(&st, kv_cache_row(c, l, (int)i), c->row_bytes);
+    return XXH64_digest(&st);
+}
+
+static int buf_reserve(uint8_t **buf, size_t *have, size_t need, struct colibri_err *err)
+{
+    if (*have >= need) return 0;
+    uint8_t *b = realloc(*buf, need);
+    if (!b) return err_set(err, COLIBRI_ENOMEM, "kv file: %zu bytes for a batch of records", need);
+    *buf = b;
+    *have = need;
+    return 0;
+}
+
+static uint64_t batch_records(const struct kv_file_hdr *h)
+{
+    uint64_t n = KV_BATCH_BYTES / h->record_bytes;
+    return n ? n : 1;
+}
+
+/* Writes records [from, to) of cache + tokens; sums[i] gets each checksum. */
+static int write_records(const struct kv_io *io, void *fh, const char *path, const struct kv_file_hdr *h,
+                         const struct kv_cache *c, const int32_t *tokens, uint64_t from, uint64_t to,
+                         uint64_t *sums, uint8_t **buf, size_t *buf_bytes, struct colibri_err *err)
+{
+    uint64_t per = batch_records(h);
+    for (uint64_t i = from; i < to; i += per) {
+        uint64_t n = to - i < per ? to - i : per;
+        int rc = buf_reserve(buf, buf_bytes, n * h->record_bytes, err);
+        if (rc) return rc;
+        for (uint64_t k = 0; k < n; k++) sums[i + k] = rec_build(c, tokens, i + k, h->salt, *buf + k * h->record_bytes);
+        if ((rc = io->write(io, fh, *buf, n * h->record_bytes, rec_offset(h, i))))
+            return io_err(err, rc, "writing records", path);
+    }
+    return 0;
+}
+
+/* Called for each valid record in order; nonzero stops the walk with that code. */
+typedef int (*rec_use_fn)(void *ctx, uint64_t i, const uint8_t *rec, uint64_t sum, struct colibri_err *err);
+
+struct walk_result {
+    uint64_t kept;
+    int64_t first_bad;
+    char why[256];
+};
+
+/* Invariants (4) and (5): reads records [0, published) until the first that
+ * is missing, short, misplaced or fails its checksum. */
+static int walk_records(const struct kv_io *io, void *fh, const char *path, const struct kv_file_hdr *h,
+                        uint64_t published, uint64_t size, rec_use_fn use, void *ctx, struct walk_result *w,
+                        struct colibri_err *err)
+{
+    memset(w, 0, sizeof *w);
+    w->first_bad = -1;
+    uint64_t R = h->record_bytes;
+    uint64_t present = size > KV_FILE_RECORDS ? (size - KV_FILE_RECORDS) / R : 0;
+    uint64_t n = published < present ? published : present;
+    uint64_t per = batch_records(h);
+    uint8_t *buf = NULL;
+    size_t have = 0;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && !rc; i += per) {
+        uint64_t m = n - i < per ? n - i : per;
+        if ((rc = buf_reserve(&buf, &have, m * R, err))) break;
+        size_t got = 0;
+        if ((rc = io->read(io, fh, buf, m * R, rec_offset(h, i), &got))) {
+            rc = io_err(err, rc, "reading records", path);
+            break;
+        }
+        if (got < m * R) m = got / R;   /* the file shrank under us: what is left is a torn tail */
+        for (uint64_t k = 0; k < m; k++) {
+            const uint8_t *rec = buf + k * R;
+            uint64_t sum = XXH64(rec, R - 8, h->salt);
+            if (get32(rec) != (uint32_t)(i + k)) {
+                w->first_bad = (int64_t)(i + k);
+                snprintf(w->why, sizeof w->why, "record %llu: position field says %u",
+                         (unsigned long long)(i + k), get32(rec));
+            } else if (sum != get64(rec + R - 8)) {
+                w->first_bad = (int64_t)(i + k);
+                snprintf(w->why, sizeof w->why, "record %llu: checksum mismatch (damaged record)",
+                         (unsigned long long)(i + k));
+            }
+            if (w->first_bad >= 0) break;
+            if (use && (rc = use(ctx, i + k, rec, sum, err))) break;
+            w->kept = i + k + 1;
+        }
+        if (w->first_bad >= 0 || m < (n - i < per ? n - i : per)) break;
+    }
+    free(buf);
+    if (rc) return rc;
+    if (w->first_bad < 0 && w->kept < published) {
+        w->first_bad = (int64_t)w->kept;
+        uint64_t have_bytes = size > rec_offset(h, w->kept) ? size - rec_offset(h, w->kept) : 0;
+        snprintf(w->why, sizeof w->why, "record %llu: the file ends %s (torn tail; %llu of %llu published records present)",
+                 (unsigned long long)w->kept, have_bytes ? "inside it" : "before it", (unsigned long long)w->kept,
+                 (unsigned long long)published);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- state */
+
+#ifndef NDEBUG
+/* The in-memory side of the invariants in kv/persist.h. */
+static void kv_file_check(const struct kv_file *f)
+{
+    assert(f->fh && f->path);
+    assert(f->slot == 0 || f->slot == 1);
+    assert(f->seq >= 1);
+    assert(f->hdr.record_bytes == KV_FILE_REC_EXTRA + (uint64_t)f->hdr.n_layers * f->hdr.row_bytes);
+    /* (4)/(5): every published record exists in the file. */
+    assert(f->size >= rec_offset(&f->hdr, f->count));
+    assert(f->count <= f->sums_cap || f->upgrade_pending || f->read_only);
+    /* Only an all-f32 file is ever upgraded. */
+    assert(!f->upgrade_pending || (f->hdr.tier == KV_TIER_F32 && f->hdr.rope == KV_ROPE_F32));
+    assert(f->upgrade_pending || f->read_only || f->hdr.tier == f->want.tier);
+}
+#else
+static void kv_file_check(const struct kv_file *f) { (void)f; }
+#endif
+
+static int sums_reserve(struct kv_file *f, uint64_t n, struct colibri_err *err)
+{
+    if (n <= f->sums_cap) return 0;
+    uint64_t cap = f->sums_cap ? f->sums_cap : 256;
+    while (cap < n) cap *= 2;
+    uint64_t *s = realloc(f->sums, cap * sizeof *s);
+    if (!s) return err_set(err, COLIBRI_ENOMEM, "kv file: record checksums for %llu records", (unsigned long long)n);
+    f->sums = s;
+    f->sums_cap = cap;
+    return 0;
+}
+
+/* Invariant (2): the other slot, seq + 1, then sync. */
+static int publish(struct kv_file *f, uint64_t count, struct colibri_err *err)
+{
+    uint8_t b[KV_FILE_SLOT_BYTES];
+    int slot = f->slot ^ 1;
+    slot_encode(b, f->seq + 1, count, f->hdr.salt);
+    int rc = f->io->write(f->io, f->fh, b, sizeof b, slot_off(slot));
+    if (!rc) rc = f->io->sync(f->io, f->fh);
+    if (rc) return io_err(err, rc, "publishing the record count", f->path);
+    f->slot = slot;
+    f->seq++;
+    f->count = count;
+    kv_file_check(f);
+    return 0;
+}
+
+static int shrink_to(struct kv_file *f, uint64_t end, struct colibri_err *err)
+{
+    if (f->size <= end) return 0;
+    int rc = f->io->truncate(f->io, f->fh, end);
+    if (!rc) rc = f->io->sync(f->io, f->fh);
+    if (rc) return io_err(err, rc, "truncating after the last kept record", f->path);
+    f->size = end;
+    return 0;
+}
+
+/* Invariant (7): PATH.tmp gets header, records [0, n), sync, slot A, sync,
+ * then is renamed over PATH. *fh_out is the new file, open and locked. */
+static int rewrite(const struct kv_io *io, const char *path, const struct kv_file_hdr *h, const struct kv_cache *c,
+                   const int32_t *tokens, uint64_t n, uint64_t *sums, uint8_t **buf, size_t *buf_bytes,
+                   void **fh_out, struct colibri_err *err)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) return err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    void *fh = NULL;
+    int rc = io->open(io, tmp, KV_IO_WRITE | KV_IO_CREATE, &fh);
+    if (rc) {
+        rc = io_err(err, rc, "creating", tmp);
+        free(tmp);
+        return rc;
+    }
+    uint8_t *head = calloc(1, KV_FILE_RECORDS);
+    if (!head) rc = err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    if (!rc) {
+        kv_file_hdr_encode(h, head);
+        if ((rc = io->write(io, fh, head, KV_FILE_RECORDS, 0))) rc = io_err(err, rc, "writing the header", tmp);
+    }
+    if (!rc && n) rc = write_records(io, fh, tmp, h, c, tokens, 0, n, sums, buf, buf_bytes, err);
+    if (!rc && (rc = io->sync(io, fh))) rc = io_err(err, rc, "syncing records", tmp);
+    if (!rc) {
+        uint8_t slot[KV_FILE_SLOT_BYTES];
+        slot_encode(slot, 1, n, h->salt);
+        if ((rc = io->write(io, fh, slot, sizeof slot, KV_FILE_SLOT_A)) || (rc = io->sync(io, fh)))
+            rc = io_err(err, rc, "publishing the record count", tmp);
+    }
+    if (!rc && (rc = io->rename(io, tmp, path))) rc = io_err(err, rc, "renaming the new file over", path);
+    free(head);
+    free(tmp);
+    if (rc) {
+        io->close(io, fh);
+        return rc;
+    }
+    *fh_out = fh;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- open */
+
+struct restore_ctx {
+    struct kv_file *f;
+    struct kv_cache *cache;
+    int32_t *tokens;
+    uint64_t max;
+    uint64_t restored;
+    int upgrade;
+    struct kv_codec lat, pe;    /* the file's codecs, for an upgrade */
+    float *x;                   /* r + dr floats */
+};
+
+static int restore_one(void *vctx, uint64_t i, const uint8_t *rec, uint64_t sum, struct colibri_err *err)
+{
+    struct restore_ctx *r = vctx;
+    const struct kv_file_hdr *h = &r->f->hdr;
+    r->f->sums[i] = sum;
+    if (i >= r->max) return 0;
+    r->tokens[i] = (int32_t)get32(rec + 4);
+    for (uint32_t l = 0; l < h->n_layers; l++) {
+        const uint8_t *row = rec + 8 + (size_t)l * h->row_bytes;
+        if (!r->upgrade) {
+            memcpy(kv_cache_row(r->cache, (int)l, (int)i), row, h->row_bytes);
+            continue;
+        }
+        kv_codec_decode(&r->lat, row, r->x);
+        if (h->dr) kv_codec_decode(&r->pe, row + h->latent_bytes, r->x + h->r);
+        int rc = kv_cache_write(r->cache, (int)l, (int)i, r->x, r->x + h->r, err);
+        if (rc) return rc;
+    }
+    r->restored = i + 1;
+    return 0;
+}
+
+static struct kv_file *file_new(const struct kv_io *io, const char *path, struct colibri_err *err)
+{
+    struct kv_file *f = calloc(1, sizeof *f);
+    if (f && !(f->path = strdup(path))) {
+        free(f);
+        f = NULL;
+    }
+    if (!f) err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    else f->io = io;
+    return f;
+}
+
+/* Invariant (8): an unreadable file is reported and left alone. */
+static int refuse(struct colibri_err *err, int rc, const char *path)
+{
+    char msg[COLIBRI_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    return err_set(err, rc, "kv file %s: %s; the file was left untouched (delete it to start a new one)", path, msg);
+}
+
+static int open_create(struct kv_file *f, const struct kv_file_hdr *want, struct kv_file_report *rep,
+                       struct colibri_err *err)
+{
+    int rc = rewrite(f->io, f->path, want, NULL, NULL, 0, NULL, &f->buf, &f->buf_bytes, &f->fh, err);
+    if (rc) return rc;
+    f->hdr = f->want = *want;
+    f->seq = 1;
+    f->slot = 0;
+    f->count = 0;
+    f->size = KV_FILE_RECORDS;
+    rep->created = 1;
+    if ((rc = sums_reserve(f, 1, err))) return rc;
+    kv_file_check(f);
+    return 0;
+}
+
+int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_hdr *want, struct kv_cache *cache,
+                 int32_t *tokens, int max_tokens, struct kv_file_report *rep, struct kv_file **out,
+                 struct colibri_err *err)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->first_bad = -1;
+    if (max_tokens < 0 || max_tokens > cache->capacity) max_tokens = cache->capacity;
+    struct kv_file *f = file_new(io, path, err);
+    if (!f) return COLIBRI_ENOMEM;
+    f->want = *want;
+    int rc = io->open(io, path, KV_IO_WRITE, &f->fh);
+    if (rc == -ENOENT) {
+        if ((rc = open_create(f, want, rep, err))) goto fail;
+        *out = f;
+        return 0;
+    }
+    if (rc == -EACCES || rc == -EROFS || rc == -EPERM) {
+        /* Not writable: restore from it, never write it. */
+        f->read_only = 1;
+        rc = io->open(io, path, KV_IO_READ, &f->fh);
+    }
+    if (rc == -EWOULDBLOCK) {
+        rc = err_set(err, COLIBRI_EIO, "kv file %s: in use by another process (locked); the file was left untouched", path);
+        goto fail;
+    }
+    if (rc) {
+        rc = io_err(err, rc, "opening", path);
+        goto fail;
+    }
+
+    uint8_t head[KV_FILE_HDR_BYTES];
+    size_t got = 0;
+    if ((rc = io->read(io, f->fh, head, sizeof head, 0, &got))) {
+        rc = io_err(err, rc, "reading the header", path);
+        goto fail;
+    }
+    if (got < sizeof head) {
+        rc = err_set(err, COLIBRI_EFORMAT,
+                     "kv file %s: %zu bytes, shorter than a header: not a colibri KV file; it was left untouched "
+                     "(delete it to start a new one)",
+                     path, got);
+        goto fail;
+    }
+    if ((rc = kv_file_hdr_decode(head, &f->hdr, err))) {
+        rc = refuse(err, rc, path);
+        goto fail;
+    }
+    char why[512];
+    enum kv_file_match m = kv_file_hdr_match(&f->hdr, want, why, sizeof why);
+    if (m == KV_FILE_OTHER) {
+        rc = err_set(err, COLIBRI_EMISMATCH, "kv file %s: %s; the file was left untouched", path, why);
+        goto fail;
+    }
+    if (f->hdr.write_version > KV_FILE_VERSION) f->read_only = 1;
+    if ((rc = read_slots(io, f->fh, path, f->hdr.salt, &f->seq, &f->count, &f->slot, err))) {
+        rc = refuse(err, rc, path);
+        goto fail;
+    }
+    if ((rc = io->size(io, f->fh, &f->size))) {
+        rc = io_err(err, rc, "reading the size", path);
+        goto fail;
+    }
+    rep->published = f->count;
+
+    struct restore_ctx r = { .f = f, .cache = cache, .tokens = tokens, .max = (uint64_t)max_tokens,
+                             .upgrade = m == KV_FILE_UPGRADE };
+    uint64_t present = f->size > KV_FILE_RECORDS ? (f->size - KV_FILE_RECORDS) / f->hdr.record_bytes : 0;
+    if ((rc = sums_reserve(f, (f->count < present ? f->count : present) + 1, err))) goto fail;
+    if (r.upgrade) {
+        if (!(r.x = malloc(((size_t)f->hdr.r + f->hdr.dr) * sizeof *r.x))) {
+            rc = err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+            goto fail;
+        }
+        rc = kv_codec_init(&r.lat, (enum kv_tier)f->hdr.tier, (int)f->hdr.r, f->hdr.latent_seed, err);
+        if (!rc && f->hdr.dr)
+            rc = kv_codec_init(&r.pe, kv_rope_tier((enum kv_rope_prec)f->hdr.rope), (int)f->hdr.dr, f->hdr.rope_seed, err);
+    }
+    struct walk_result w;
+    if (!rc) rc = walk_records(io, f->fh, path, &f->hdr, f->count, f->size, restore_one, &r, &w, err);
+    kv_codec_free(&r.lat);
+    kv_codec_free(&r.pe);
+    free(r.x);
+    if (rc) goto fail;
+
+    rep->kept = w.kept;
+    rep->restored = r.restored;
+    rep->first_bad = w.first_bad;
+    rep->upgraded = r.upgrade;
+    rep->read_only = f->read_only;
+    snprintf(rep->why, sizeof rep->why, "%s", w.why);
+    uint64_t end = rec_offset(&f->hdr, w.kept);
+    rep->tail_bytes = f->size > end ? f->size - end : 0;
+    if (r.upgrade) {
+        /* The old file stays as it is until the rewrite replaces it (7). */
+        f->upgrade_pending = 1;
+        if (w.kept < f->count) f->count = w.kept;
+    } else if (!f->read_only) {
+        /* (5): publish what was kept, then drop everything after it. */
+        if (w.kept < f->count && (rc = publish(f, w.kept, err))) goto fail;
+        if ((rc = shrink_to(f, end, err))) goto fail;
+    } else if (w.kept < f->count) {
+        f->count = w.kept;
+    }
+    kv_file_check(f);
+    *out = f;
+    return 0;
+fail:
+    kv_file_close(f);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- save */
+
+int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, int n, struct colibri_err *err)
+{
+    if (f->read_only)
+        return err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: opened read-only (%s); not saved", f->path,
+                       f->hdr.write_version > KV_FILE_VERSION ? "written by a newer colibri" : "not writable");
+    if (n < 0 || n > c->capacity)
+        return err_set(err, COLIBRI_EINVAL, "kv file %s: cannot save %d positions of a %d-position cache", f->path, n,
+                       c->capacity);
+    if ((uint32_t)c->tier != f->want.tier || (uint32_t)c->rope != f->want.rope ||
+        (uint32_t)c->n_layers != f->want.n_layers || (uint32_t)c->r != f->want.r || (uint32_t)c->dr != f->want.dr)
+        return err_set(err, COLIBRI_EINVAL, "kv file %s: the cache (%s, %d layers) is not the one the file was opened for (%s)",
+                       f->path, kv_tier_name(c->tier), c->n_layers, f->want.tier_name);
+    int rc = sums_reserve(f, (uint64_t)n + 1, err);
+    if (rc) return rc;
+    if (f->upgrade_pending) {
+        void *fh = NULL;
+        if ((rc = rewrite(f->io, f->path, &f->want, c, tokens, (uint64_t)n, f->sums, &f->buf, &f->buf_bytes, &fh, err)))
+            return rc;
+        f->io->close(f->io, f->fh);
+        f->fh = fh;
+        f->hdr = f->want;
+        f->upgrade_pending = 0;
+        f->count = (uint64_t)n;
+        f->seq = 1;
+        f->slot = 0;
+        f->size = rec_offset(&f->hdr, (uint64_t)n);
+        kv_file_check(f);
+        return 0;
+    }
+    /* The longest prefix already on disk, byte for byte. */
+    uint64_t d = 0, lim = f->count < (uint64_t)n ? f->count : (uint64_t)n;
+    while (d < lim && rec_sum(c, tokens, d, f->hdr.salt) == f->sums[d]) d++;
+    /* (3): a shorter count is durable before anything past it changes. */
+    if (d < f->count && (rc = publish(f, d, err))) return rc;
+    if ((uint64_t)n > d) {
+        rc = write_records(f->io, f->fh, f->path, &f->hdr, c, tokens, d, (uint64_t)n, f->sums, &f->buf, &f->buf_bytes, err);
+        uint64_t end = rec_offset(&f->hdr, (uint64_t)n);
+        if (!rc && f->size < end) f->size = end;
+        /* (1): records durable, then published. */
+        if (!rc && (rc = f->io->sync(f->io, f->fh))) rc = io_err(err, rc, "syncing records", f->path);
+        if (!rc) rc = publish(f, (uint64_t)n, err);
+        if (rc) return rc;
+    }
+    if ((rc = shrink_to(f, rec_offset(&f->hdr, (uint64_t)n), err))) return rc;
+    kv_file_check(f);
+    return 0;
+}
+
+uint64_t kv_file_count(const struct kv_file *f) { return f->count; }
+
+void kv_file_close(struct kv_file *f)
+{
+    if (!f) return;
+    if (f->fh) f->io->close(f->io, f->fh);
+    free(f->path);
+    free(f->sums);
+    free(f->buf);
+    free(f);
+}
+
+/* --------------------------------------------------------------- verify */
+
+int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_verify *v, struct colibri_err *err)
+{
+    memset(v, 0, sizeof *v);
+    v->first_bad = -1;
+    void *fh = NULL;
+    int rc = io->open(io, path, KV_IO_READ, &fh);
+    if (rc) return io_err(err, rc, "opening", path);
+    uint8_t head[KV_FILE_HDR_BYTES];
+    size_t got = 0;
+    if ((rc = io->size(io, fh, &v->file_bytes)) || (rc = io->read(io, fh, head, sizeof head, 0, &got))) {
+        rc = io_err(err, rc, "reading the header", path);
+    } else if (got < sizeof head) {
+        rc = err_set(err, COLIBRI_EFORMAT, "kv file %s: %zu bytes, shorter than a header: not a colibri KV file", path, got);
+    } else if ((rc = kv_file_hdr_decode(head, &v->hdr, err))) {
+        err_prefix(err, rc, "kv file %s", path);
+    } else {
+        int slot;
+        v->read_only = v->hdr.write_version > KV_FILE_VERSION;
+        rc = read_slots(io, fh, path, v->hdr.salt, &v->seq, &v->published, &slot, err);
+        if (rc) err_prefix(err, rc, "kv file %s", path);
+        struct walk_result w;
+        if (!rc && !(rc = walk_records(io, fh, path, &v->hdr, v->published, v->file_bytes, NULL, NULL, &w, err))) {
+            v->valid = w.kept;
+            v->first_bad = w.first_bad;
+            snprintf(v->why, sizeof v->why, "%s", w.why);
+            uint64_t end = rec_offset(&v->hdr, v->published);
+            v->tail_bytes = v->file_bytes > end ? v->file_bytes - end : 0;
+        }
+    }
+    io->close(io, fh);
+    return rc;
+}
