@@ -73,6 +73,10 @@ struct colibri_model_info {
     int64_t bytes_by_dtype[16]; /* indexed by safetensors dtype, see names */
     const char *dtype_names[16];
     int64_t kv_bytes_per_token; /* latent + rope, f32, all layers */
+    int64_t weight_bytes;       /* every weight as loaded (data + scales) */
+    int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
+                                   shared MLPs, top-k average routed experts, routers, lm_head,
+                                   one embedding row */
 };
 void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *info);
 

@@ -123,6 +123,42 @@ void colibri_model_free(colibri_model *cm)
 
 int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
 
+static int64_t qt_bytes(const struct qtensor *w)
+{
+    if (!w->rows) return 0;
+    return (int64_t)quant_fmt_data_bytes(w->fmt, w->rows, w->cols) +
+           4 * (int64_t)quant_fmt_scale_count(w->fmt, w->rows, w->cols);
+}
+
+static int64_t mlp_bytes(const struct mlp_weights *x) { return qt_bytes(&x->gate) + qt_bytes(&x->up) + qt_bytes(&x->down); }
+
+/* Weight bytes in total and per decode step (model_info's contract). */
+static void weight_bytes(const struct model *m, int64_t *total, int64_t *active)
+{
+    const struct model_config *c = &m->cfg;
+    int64_t emb = qt_bytes(&m->embed);
+    *total = emb + (m->lm_head_tied ? 0 : qt_bytes(&m->lm_head));
+    *active = qt_bytes(&m->lm_head) + emb / c->vocab_size;
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        const struct layer_weights *lw = &m->layers[li];
+        const struct attn_weights *a = &lw->attn;
+        int64_t at = qt_bytes(&a->q_a) + qt_bytes(&a->q_b) + qt_bytes(&a->q) + qt_bytes(&a->kv_a) +
+                     qt_bytes(&a->kv_b) + qt_bytes(&a->o);
+        *total += at;
+        *active += at;
+        if (!lw->is_moe) {
+            *total += mlp_bytes(&lw->dense);
+            *active += mlp_bytes(&lw->dense);
+            continue;
+        }
+        int64_t ex = 0;
+        for (int e = 0; e < c->n_routed_experts; e++) ex += mlp_bytes(&lw->moe.experts[e]);
+        int64_t fixed = qt_bytes(&lw->moe.router) + mlp_bytes(&lw->moe.shared);
+        *total += ex + fixed;
+        *active += fixed + ex / c->n_routed_experts * c->num_experts_per_tok;
+    }
+}
+
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)
 {
     const struct model_config *c = &cm->m.cfg;
@@ -147,6 +183,7 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
         info->dtype_names[i] = st_dtype_name((enum st_dtype)i);
     }
     info->kv_bytes_per_token = (int64_t)c->num_hidden_layers * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+    weight_bytes(&cm->m, &info->weight_bytes, &info->active_bytes);
 }
 
 int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *opts, colibri_session **out,

@@ -14,10 +14,34 @@ static double now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* Read bandwidth in GB/s: the best of three passes summing a 1 GiB buffer
+ * with every OpenMP thread (the ceiling for reading weights). */
+static double read_bandwidth(void)
+{
+    size_t n = (1u << 30) / sizeof(uint64_t);
+    uint64_t *buf = malloc(n * sizeof *buf);
+    if (!buf) return 0;
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        uint64_t sum = 0;
+        double t0 = now();
+#pragma omp parallel for reduction(+ : sum)
+        for (size_t i = 0; i < n; i++) sum += buf[i];
+        double dt = now() - t0;
+        sink += sum;
+        if (n * sizeof *buf / dt / 1e9 > best) best = n * sizeof *buf / dt / 1e9;
+    }
+    free(buf);
+    return best;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
-    int n_prompt = 128, n_gen = 64, threads = 0, reps = 3;
+    int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
     struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
@@ -28,8 +52,9 @@ int cmd_bench(int argc, char **argv)
         { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
         { "reps", 'r', OPT_INT, &reps, "repetitions; the best is reported (default 3)", 1, 100 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
+        { "bw", 0, OPT_FLAG, &bw, "also probe read bandwidth and compare decode with its bound" },
     };
-    const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N]",
+    const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--experts FMT] [--dense FMT] [--embed FMT]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
                                     "tokens one at a time (absorbed MLA), f32, and prints tokens/s (best of -r).",
                                     opts, sizeof opts / sizeof opts[0] };
@@ -66,6 +91,14 @@ int cmd_bench(int argc, char **argv)
     else
         printf("model=%s prefill=%d tok in %.3f s (%.1f tok/s) decode=%d tok in %.3f s (%.1f tok/s)\n", dir,
                n_prompt, best_pre, n_prompt / best_pre, n_gen, best_dec, n_gen / best_dec);
+    if (!rc && bw) {
+        struct colibri_model_info in;
+        colibri_model_get_info(m, &in);
+        double gbs = read_bandwidth(), bound = gbs * 1e9 / (double)in.active_bytes;
+        printf("read bandwidth %.1f GB/s; %.2f MiB of weights per decoded token -> bound %.1f tok/s; "
+               "decode reaches %.0f%% of it\n", gbs, in.active_bytes / 1048576.0, bound,
+               100.0 * (n_gen / best_dec) / bound);
+    }
     free(tok);
     free(logits);
     colibri_model_free(m);

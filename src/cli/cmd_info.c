@@ -42,6 +42,8 @@ int cmd_info(int argc, char **argv)
     for (int i = 0; i < 16; i++)
         if (in.bytes_by_dtype[i]) printf(" %s %lld", in.dtype_names[i], (long long)in.bytes_by_dtype[i]);
     printf("\n");
+    printf("weights:      %.1f MiB as loaded, %.2f MiB read per decoded token\n", in.weight_bytes / 1048576.0,
+           in.active_bytes / 1048576.0);
     printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     colibri_model_free(m);
     return 0;
