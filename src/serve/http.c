@@ -22,21 +22,7 @@
 
 #define WAIT_MS 50
 
-enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT };
-
-static const struct {
-    const char *path, *method;
-    enum metrics_endpoint ep;
-    int auth;                   /* needs the API key when one is set */
-} ROUTES[] = {
-    [R_NONE] = { "", "", METRICS_EP_OTHER, 0 },
-    [R_HEALTH] = { "/health", "GET", METRICS_EP_HEALTH, 0 },
-    [R_MODELS] = { "/v1/models", "GET", METRICS_EP_MODELS, 1 },
-    [R_METRICS] = { "/metrics", "GET", METRICS_EP_METRICS, 1 },
-    [R_COMPLETIONS] = { "/v1/completions", "POST", METRICS_EP_COMPLETIONS, 1 },
-    [R_CHAT] = { "/v1/chat/completions", "POST", METRICS_EP_CHAT, 1 },
-};
-#define N_ROUTES (int)(sizeof ROUTES / sizeof ROUTES[0])
+enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_COUNT };
 
 /* Per-request state, from the first call of the access handler to the
  * completion notification. */
@@ -234,7 +220,7 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
     return ret;
 }
 
-static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c)
+static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c, struct req *rq)
 {
     struct metrics_gauges g;
     sched_gauges(sv->sched, &g);
@@ -244,6 +230,43 @@ static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c)
     free(s);
     return r;
 }
+
+static enum MHD_Result do_completions(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    return do_generate(sv, c, rq, JOB_COMPLETION);
+}
+
+static enum MHD_Result do_chat(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    return do_generate(sv, c, rq, JOB_CHAT);
+}
+
+static enum MHD_Result do_models(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    return respond_json(sv, c, 200, oai_models_json(&sv->om));
+}
+
+static enum MHD_Result do_health(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    if (atomic_load(&sv->stopping)) return respond(sv, c, 503, "application/json", "{\"status\":\"stopping\"}");
+    return respond(sv, c, 200, "application/json", "{\"status\":\"ok\"}");
+}
+
+struct route_def {
+    const char *path, *method;
+    enum metrics_endpoint ep;
+    int auth;                   /* needs the API key when one is set */
+    enum MHD_Result (*handle)(struct serve *sv, struct MHD_Connection *c, struct req *rq);
+};
+
+static const struct route_def ROUTES[R_COUNT] = {
+    [R_NONE] = { "", "", METRICS_EP_OTHER, 0, NULL },
+    [R_HEALTH] = { "/health", "GET", METRICS_EP_HEALTH, 0, do_health },
+    [R_MODELS] = { "/v1/models", "GET", METRICS_EP_MODELS, 1, do_models },
+    [R_METRICS] = { "/metrics", "GET", METRICS_EP_METRICS, 1, do_metrics },
+    [R_COMPLETIONS] = { "/v1/completions", "POST", METRICS_EP_COMPLETIONS, 1, do_completions },
+    [R_CHAT] = { "/v1/chat/completions", "POST", METRICS_EP_CHAT, 1, do_chat },
+};
 
 /* ------------------------------------------------------------ dispatch */
 
@@ -271,7 +294,7 @@ static int authorized(const struct serve *sv, struct MHD_Connection *c)
 static enum route find_route(const char *url, const char *method, int *path_known)
 {
     *path_known = 0;
-    for (int i = 1; i < N_ROUTES; i++)
+    for (int i = 1; i < R_COUNT; i++)
         if (!strcmp(url, ROUTES[i].path)) {
             *path_known = 1;
             if (!strcmp(method, ROUTES[i].method)) return (enum route)i;
@@ -349,16 +372,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         oai_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
         return respond_error(sv, c, &e);
     }
-    switch (rq->route) {
-    case R_HEALTH:
-        if (atomic_load(&sv->stopping)) return respond(sv, c, 503, "application/json", "{\"status\":\"stopping\"}");
-        return respond(sv, c, 200, "application/json", "{\"status\":\"ok\"}");
-    case R_MODELS: return respond_json(sv, c, 200, oai_models_json(&sv->om));
-    case R_METRICS: return do_metrics(sv, c);
-    case R_COMPLETIONS: return do_generate(sv, c, rq, JOB_COMPLETION);
-    case R_CHAT: return do_generate(sv, c, rq, JOB_CHAT);
-    default: return MHD_NO;
-    }
+    return ROUTES[rq->route].handle ? ROUTES[rq->route].handle(sv, c, rq) : MHD_NO;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode why)

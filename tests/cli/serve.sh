@@ -53,8 +53,14 @@ stop() {
     [ "$rc" -eq 0 ] || fail "server $1 exited $rc after SIGTERM"
 }
 
+# flags that cannot work are refused with a reason, never ignored
+out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv-dir "$tmp/kv" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q "kv-dir.*not available" || fail "--kv-dir not refused clearly ($rc): $out"
+out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv nonsense 2>&1); rc=$?
+[ "$rc" -ne 0 ] && echo "$out" | grep -q "nonsense" || fail "--kv nonsense accepted ($rc): $out"
+
 start a --slots 4 --max-body 64
-start b --slots 1 --queue 1 --step-delay-ms 20
+start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16
 export SERVE_URL="http://127.0.0.1:$port_a" SERVE_URL_B="http://127.0.0.1:$port_b"
 export SERVE_KEY=test-key SERVE_MODEL=test-model
 timeout 150 "$PY" tests/serve/test_serve.py || fail "tests/serve/test_serve.py failed"
@@ -82,4 +88,8 @@ done
 stop c
 wait "$client"
 grep -q '^DONE' "$tmp/drain.out" || fail "stream not completed across SIGTERM: $(cat "$tmp/drain.out")"
+# sanitizer builds report to the servers' logs without failing requests
+if grep -l -E "runtime error|AddressSanitizer|LeakSanitizer|ThreadSanitizer" "$tmp"/*.log; then
+    fail "sanitizer report in a server log"
+fi
 echo "serve: all passed"

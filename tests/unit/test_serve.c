@@ -1,0 +1,158 @@
+/* test_serve: the server's pure parts without HTTP — UTF-8 repair (against
+ * Python's errors="replace", the behaviour clients expect), the response
+ * buffer, the Prometheus text, and OpenAI request parsing (field named in
+ * each error, context arithmetic) with the small test tokenizer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "serve/metrics.h"
+#include "serve/oai.h"
+#include "serve/sbuf.h"
+#include "serve/utf8.h"
+
+/* Expected outputs are Python's bytes.decode("utf-8", "replace"). */
+static void test_utf8_sanitize(void)
+{
+    static const struct { const char *in; size_t n; const char *want; } cases[] = {
+        { "plain", 5, "plain" },
+        { "h\xc3\xa9", 3, "h\xc3\xa9" },
+        { "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },           /* surrogate */
+        { "\xe2\x82" "A", 3, "\xef\xbf\xbd" "A" },                                 /* truncated */
+        { "\xc0\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd" },                             /* overlong */
+        { "\xf0\x9f\x98", 3, "\xef\xbf\xbd" },                                     /* cut at end */
+        { "a\xff" "b", 3, "a\xef\xbf\xbd" "b" },
+        { "\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
+        { "\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 0;
+        char *out = utf8_sanitize(cases[i].in, cases[i].n, &n);
+        CHECK(out && n == strlen(cases[i].want) && !memcmp(out, cases[i].want, n), "case %zu: got %zu bytes", i, n);
+        free(out);
+    }
+}
+
+static void test_utf8_complete_len(void)
+{
+    CHECK(utf8_complete_len("a\xe2\x82", 3) == 1, "held back an incomplete 3-byte character");
+    CHECK(utf8_complete_len("\xf0\x9f\x98", 3) == 0, "incomplete emoji");
+    CHECK(utf8_complete_len("\xf0\x9f\x98\x80", 4) == 4, "complete emoji");
+    CHECK(utf8_complete_len("a\xff", 2) == 2, "an invalid byte is not waited for");
+    CHECK(utf8_complete_len("\xe2" "A", 2) == 2, "a broken sequence is not waited for");
+    CHECK(utf8_count("h\xc3\xa9llo", 6) == 5, "code points");
+}
+
+static void test_sbuf(void)
+{
+    struct sbuf b = { 0 };
+    for (int i = 0; i < 1000; i++) sb_printf(&b, "%d,", i);
+    CHECK(!b.failed && b.n == strlen(b.s), "length");
+    CHECK(!strncmp(b.s, "0,1,2,", 6) && !strcmp(b.s + b.n - 4, "999,"), "content");
+    size_t n = b.n;
+    sb_consume(&b, 2);
+    CHECK(b.n == n - 2 && !strncmp(b.s, "1,2,", 4), "consume");
+    sb_free(&b);
+}
+
+static void test_metrics_text(void)
+{
+    struct metrics m;
+    metrics_init(&m);
+    atomic_fetch_add(&m.requests[METRICS_EP_CHAT], 3);
+    atomic_fetch_add(&m.generated_tokens, 42);
+    metrics_count_response(&m, 429);
+    metrics_count_response(&m, 418);
+    struct metrics_gauges g = { .queue_depth = 2, .slots_busy = 1, .slots_total = 4, .kv_tokens = 10,
+                                .kv_bytes = 1000 };
+    char *s = metrics_render(&m, &g);
+    CHECK(s != NULL, "render");
+    if (!s) return;
+    CHECK(strstr(s, "colibri_requests_total{endpoint=\"chat_completions\"} 3\n") != NULL, "requests");
+    CHECK(strstr(s, "colibri_responses_total{code=\"429\"} 1\n") != NULL, "429");
+    CHECK(strstr(s, "colibri_responses_total{code=\"other\"} 1\n") != NULL, "other codes");
+    CHECK(strstr(s, "# TYPE colibri_generated_tokens_total counter\ncolibri_generated_tokens_total 42\n"), "tokens");
+    CHECK(strstr(s, "colibri_queue_depth 2\n") && strstr(s, "colibri_kv_bytes 1000\n"), "gauges");
+    free(s);
+}
+
+static colibri_tokenizer *tok;
+
+static struct job *parse(enum job_kind kind, const char *body, struct oai_error *e)
+{
+    struct oai_model m = { .id = "tiny", .tok = tok, .n_vocab = 3003, .n_ctx = 64 };
+    memset(e, 0, sizeof *e);
+    return oai_parse(&m, kind, body, strlen(body), e);
+}
+
+/* The request must fail with status and name param. */
+static void refused(enum job_kind kind, const char *body, int status, const char *param)
+{
+    struct oai_error e;
+    struct job *j = parse(kind, body, &e);
+    CHECK(!j && e.status == status && !strcmp(e.param, param), "%s: status %d param '%s' (%s)", body, e.status,
+          e.param, e.msg);
+    job_release(j);
+}
+
+static void test_parse_errors(void)
+{
+    refused(JOB_COMPLETION, "{bad", 400, "");
+    refused(JOB_COMPLETION, "[1]", 400, "");
+    refused(JOB_COMPLETION, "{\"max_tokens\": 3}", 400, "prompt");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"max_tokens\": -1}", 400, "max_tokens");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"max_tokens\": 1.5}", 400, "max_tokens");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"max_tokens\": \"3\"}", 400, "max_tokens");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"max_tokens\": 63}", 400, "max_tokens"); /* 2 + 63 > 64 */
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 3003]}", 400, "prompt");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"temperature\": 3}", 400, "temperature");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"n\": 2}", 400, "n");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"stop\": [\"a\", 1]}", 400, "stop");
+    refused(JOB_COMPLETION, "{\"prompt\": [1, 2], \"model\": \"other\"}", 404, "model");
+    refused(JOB_COMPLETION, "{\"prompt\": [\"a\", \"b\"]}", 400, "prompt");
+    refused(JOB_CHAT, "{\"messages\": []}", 400, "messages");
+    refused(JOB_CHAT, "{\"messages\": \"hi\"}", 400, "messages");
+    refused(JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", 400, "messages");
+    refused(JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", 400,
+            "top_logprobs");
+}
+
+static void test_parse_ok(void)
+{
+    struct oai_error e;
+    struct job *j = parse(JOB_COMPLETION, "{\"model\": \"tiny\", \"prompt\": [[5, 6, 7]], \"max_tokens\": 61, "
+                                          "\"temperature\": 0, \"stop\": \"x\", \"logprobs\": 2, \"seed\": 9, "
+                                          "\"stream\": true, \"user\": \"ignored\"}", &e);
+    CHECK(j != NULL, "%s", e.msg);
+    if (!j) return;
+    CHECK(j->n_prompt == 3 && j->prompt[0] == 5 && j->prompt[2] == 7, "prompt ids");
+    CHECK(j->p.max_tokens == 61 && j->p.temperature == 0 && j->p.stream == 1, "options");
+    CHECK(j->p.n_stop == 1 && !strcmp(j->p.stop[0], "x") && j->p.logprobs && j->p.n_top == 2, "stop, logprobs");
+    CHECK(j->p.seed == 9 && !strncmp(j->id, "cmpl-", 5), "seed, id");
+    job_release(j);
+    /* without max_tokens, the rest of the context */
+    j = parse(JOB_COMPLETION, "{\"prompt\": [1, 2, 3, 4]}", &e);
+    CHECK(j && j->p.max_tokens == 60, "default max_tokens %d", j ? j->p.max_tokens : -1);
+    job_release(j);
+    /* a text prompt goes through the tokenizer (with BOS) */
+    j = parse(JOB_COMPLETION, "{\"prompt\": \"hello world\", \"max_tokens\": 2}", &e);
+    CHECK(j && j->n_prompt >= 2 && j->prompt[0] == colibri_tokenizer_bos(tok), "text prompt: %s", e.msg);
+    job_release(j);
+}
+
+int main(void)
+{
+    RUN_TEST(test_utf8_sanitize);
+    RUN_TEST(test_utf8_complete_len);
+    RUN_TEST(test_sbuf);
+    RUN_TEST(test_metrics_text);
+    struct colibri_err err = { 0 };
+    if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
+        CHECK(0, "tests/tok/small: %s", err.msg);
+    } else {
+        RUN_TEST(test_parse_errors);
+        RUN_TEST(test_parse_ok);
+        colibri_tokenizer_free(tok);
+    }
+    return CHECK_SUMMARY();
+}
