@@ -46,6 +46,7 @@ struct kv_file {
     struct kv_file_hdr want;    /* the caller's cache; == hdr except while an upgrade is pending */
     int upgrade_pending;
     int read_only;
+    int failed;                 /* a write, sync or truncate failed: what the slots say is unknown */
     uint64_t count;             /* published records */
     uint64_t seq;               /* seq of the slot holding count */
     int slot;                   /* 0: A, 1: B */
@@ -773,11 +774,17 @@ fail:
 
 /* ----------------------------------------------------------------- save */
 
+static int save_append(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, uint64_t n,
+                       struct colibri_err *err);
+
 int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, int n, struct colibri_err *err)
 {
     if (f->read_only)
         return err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: opened read-only (%s); not saved", f->path,
                        f->hdr.write_version > KV_FILE_VERSION ? "written by a newer colibri" : "not writable");
+    if (f->failed)
+        return err_set(err, COLIBRI_EIO, "kv file %s: an earlier write failed; close and reopen it to save again",
+                       f->path);
     if (n < 0 || n > c->capacity)
         return err_set(err, COLIBRI_EINVAL, "kv file %s: cannot save %d positions of a %d-position cache", f->path, n,
                        c->capacity);
@@ -802,23 +809,33 @@ int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tok
         kv_file_check(f);
         return 0;
     }
+    rc = save_append(f, c, tokens, (uint64_t)n, err);
+    /* After a failed write the file is still sound on disk, but a slot may
+     * hold a count this object does not know: only a reopen may write again. */
+    if (rc) f->failed = 1;
+    kv_file_check(f);
+    return rc;
+}
+
+static int save_append(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, uint64_t n,
+                       struct colibri_err *err)
+{
+    int rc;
     /* The longest prefix already on disk, byte for byte. */
     uint64_t d = 0, lim = f->count < (uint64_t)n ? f->count : (uint64_t)n;
     while (d < lim && rec_sum(c, tokens, d, f->hdr.salt) == f->sums[d]) d++;
     /* (3): a shorter count is durable before anything past it changes. */
     if (d < f->count && (rc = publish(f, d, err))) return rc;
-    if ((uint64_t)n > d) {
-        rc = write_records(f->io, f->fh, f->path, &f->hdr, c, tokens, d, (uint64_t)n, f->sums, &f->buf, &f->buf_bytes, err);
-        uint64_t end = rec_offset(&f->hdr, (uint64_t)n);
-        if (!rc && f->size < end) f->size = end;
+    if (n > d) {
+        rc = write_records(f->io, f->fh, f->path, &f->hdr, c, tokens, d, n, f->sums, &f->buf, &f->buf_bytes, err);
+        uint64_t end = rec_offset(&f->hdr, n);
+        if (f->size < end) f->size = end;   /* even a failed write may have grown it */
         /* (1): records durable, then published. */
         if (!rc && (rc = f->io->sync(f->io, f->fh))) rc = io_err(err, rc, "syncing records", f->path);
-        if (!rc) rc = publish(f, (uint64_t)n, err);
+        if (!rc) rc = publish(f, n, err);
         if (rc) return rc;
     }
-    if ((rc = shrink_to(f, rec_offset(&f->hdr, (uint64_t)n), err))) return rc;
-    kv_file_check(f);
-    return 0;
+    return shrink_to(f, rec_offset(&f->hdr, n), err);
 }
 
 uint64_t kv_file_count(const struct kv_file *f) { return f->count; }
