@@ -312,6 +312,16 @@ void colibri_stop_flush(colibri_stop *st, const char **out, size_t *out_len);
  * before its first prefill or decode. Affects only the calling thread. */
 void colibri_thread_set_compute_threads(int n);
 
+/* One decode step for n sessions of the same model: s[i] is fed tokens[i]
+ * (as colibri_session_decode would) and logits[i] (vocab floats, may be NULL)
+ * receives its next-token logits. Sessions must be distinct. Returns 0, or a
+ * negative code with *n_done (may be NULL) set to the number of leading
+ * sessions that advanced: s[*n_done] failed, later ones are untouched. Today
+ * this is one forward per session; the contract allows a single batched
+ * forward (weights read once for all sessions) with the same results. */
+int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n, float *const *logits,
+                         int *n_done, struct colibri_err *err);
+
 #ifdef __cplusplus
 }
 #endif

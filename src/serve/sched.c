@@ -4,8 +4,10 @@
  * Invariants (scheduler thread):
  *  (1) slot->n_toks == colibri_session_pos(sess); the session itself knows
  *      which tokens it holds (colibri_session_common_prefix).
- *  (2) A busy slot with n_done < job->n_prompt is prefilling; otherwise
- *      slot->logits hold the distribution for the next token.
+ *  (2) A busy slot with n_done < job->n_prompt is prefilling. Otherwise,
+ *      with pending < 0, slot->logits hold the distribution for the next
+ *      token; with pending >= 0 that token was sampled and emitted and waits
+ *      for the iteration's batched decode to enter the cache.
  *  (3) A job is in at most one place: the queue or one slot. The scheduler's
  *      reference is dropped exactly when it leaves that place. */
 #include "serve/sched.h"
@@ -27,6 +29,7 @@ struct slot {
     int n_done;                 /* prompt tokens in the cache */
     int n_cached;               /* of those, reused from an earlier request */
     int n_gen;
+    int32_t pending;            /* sampled, not yet decoded; -1 if none */
     colibri_sampler *smp;
     colibri_detok *dt;
     colibri_stop *stop;
@@ -175,6 +178,7 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
     sl->n_done = lcp;
     sl->n_cached = lcp;
     sl->n_gen = 0;
+    sl->pending = -1;
     sl->n_carry = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     so.temperature = j->p.temperature;
@@ -211,7 +215,9 @@ static void slot_prefill(struct sched *s, struct slot *sl)
     sl->n_done += n;
 }
 
-static void slot_generate(struct sched *s, struct slot *sl)
+/* Samples and emits one token; leaves it pending for the batched decode
+ * unless the generation ends here. */
+static void slot_sample(struct sched *s, struct slot *sl)
 {
     struct job *j = sl->job;
     struct colibri_err err = { 0 };
@@ -236,8 +242,36 @@ static void slot_generate(struct sched *s, struct slot *sl)
 
     if (hit == 1) { slot_finish(s, sl, JOB_FIN_STOP, 1); return; }
     if (sl->n_gen >= j->p.max_tokens || sl->n_toks >= s->o.n_ctx) { slot_finish(s, sl, JOB_FIN_LENGTH, 0); return; }
-    if (colibri_session_decode(sl->sess, t, sl->logits, &err)) { slot_fail(s, sl, 500, err.msg); return; }
-    sl->n_toks++;
+    sl->pending = t;
+}
+
+/* Feeds every pending token in one batched decode step. A slot whose decode
+ * fails is failed; the slots after it keep their pending token for the next
+ * iteration. */
+static void decode_pending(struct sched *s)
+{
+    colibri_session *sess[64];
+    int32_t toks[64];
+    float *logits[64];
+    struct slot *who[64];
+    int n = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || sl->pending < 0) continue;
+        sess[n] = sl->sess;
+        toks[n] = sl->pending;
+        logits[n] = sl->logits;
+        who[n++] = sl;
+    }
+    if (n == 0) return;
+    struct colibri_err err = { 0 };
+    int done = 0;
+    int rc = colibri_batch_decode(sess, toks, n, logits, &done, &err);
+    for (int k = 0; k < done; k++) {
+        who[k]->pending = -1;
+        who[k]->n_toks++;
+    }
+    if (rc && done < n) slot_fail(s, who[done], 500, err.msg);
 }
 
 /* ------------------------------------------------------------ the thread */
@@ -300,8 +334,9 @@ static void *sched_main(void *arg)
             stepped = 1;
             if (atomic_load(&sl->job->cancelled)) slot_finish(s, sl, JOB_FIN_CANCELLED, 0);
             else if (sl->n_done < sl->job->n_prompt) slot_prefill(s, sl);
-            else slot_generate(s, sl);
+            else if (sl->pending < 0) slot_sample(s, sl);
         }
+        decode_pending(s);
         int64_t kv = 0;
         for (int i = 0; i < s->o.n_slots; i++) kv += s->slots[i].n_toks;
         pthread_mutex_lock(&s->mu);
