@@ -13,6 +13,7 @@
 #include "kv/attn_kern.h"
 
 #define KV_TILE 64   /* rows decoded and scored together (fits L2 with all heads) */
+_Static_assert(KV_TILE <= 64, "the int8 accumulation sums at most 64 rows in int32");
 
 struct kv_scratch {
     int n_threads;
@@ -175,9 +176,11 @@ struct kv_tbufs {
     float *us;              /* int8 path: their scales [KV_TILE][G] */
     float *R;               /* int8 path: RoPE scores [KV_TILE][Hp] */
     uint8_t *work;          /* int8 path: accumulation work */
+    uint8_t *ur;            /* int8 path with int8 RoPE: u8 RoPE codes [KV_TILE][dr] */
+    float *urs;             /* their scales [KV_TILE] */
 };
 
-struct kv_native_dims { int r, dr, Hp, G, gs, q8; };
+struct kv_native_dims { int r, dr, Hp, G, gs, q8, q8rope; };
 
 static size_t tbufs_bytes(const struct kv_native_dims *d)
 {
@@ -186,6 +189,7 @@ static size_t tbufs_bytes(const struct kv_native_dims *d)
     if (d->q8)
         b += al64((size_t)KV_TILE * d->r / 4 + 1) + al64((size_t)KV_TILE * d->G) +
              al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
+    if (d->q8rope) b += al64((size_t)KV_TILE * d->dr / 4 + 1) + al64(KV_TILE);
     return b;
 }
 
@@ -205,6 +209,10 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
         b.R = carve(&p, (size_t)KV_TILE * d->Hp);
         b.work = (uint8_t *)carve(&p, kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
     }
+    if (d->q8rope) {
+        b.ur = (uint8_t *)carve(&p, (size_t)KV_TILE * d->dr / 4 + 1);
+        b.urs = carve(&p, KV_TILE);
+    }
     return b;
 }
 
@@ -221,12 +229,15 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     d.q8 = k8 && k8->decode[c->tier] && k == kv_kern_get() && r % 32 == 0;
     d.gs = d.q8 ? kv_codec_q8_group(&c->lat) : r;
     d.G = r / d.gs;
+    d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[c->pe.tier] &&
+               kv_codec_q8_group(&c->pe) == dr;
     int nt = s->n_threads;
     if (nt > nblk) nt = nblk;
     if (nt < 1) nt = 1;
     const size_t per_thread = tbufs_bytes(&d);
     size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
     if (d.q8) shared += al64((size_t)r * Hp / 4) + al64(Hp) + al64((size_t)d.G * Hp);
+    if (d.q8rope) shared += al64((size_t)dr * Hp / 4) + 2 * al64(Hp);
     int rc = scratch_reserve(s, shared + nt * per_thread, err);
     if (rc) return rc;
     uint8_t *p = s->buf;
@@ -239,10 +250,19 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
         sq = carve(&p, Hp);
         qsum = (int32_t *)carve(&p, (size_t)d.G * Hp);
     }
+    int8_t *q8Tr = NULL;
+    float *sqr = NULL;
+    int32_t *qsumr = NULL;
+    if (d.q8rope) {
+        q8Tr = (int8_t *)carve(&p, (size_t)dr * Hp / 4);
+        sqr = carve(&p, Hp);
+        qsumr = (int32_t *)carve(&p, Hp);
+    }
     uint8_t *thread_base = p;
     kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
     if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
+    if (d.q8rope) k8->quant_query(qTr, dr, Hp, dr, q8Tr, sqr, qsumr);
     const uint8_t *rows = kv_cache_row(c, layer, 0);
     const size_t stride = c->row_bytes;
 
@@ -259,15 +279,21 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
         for (int blk = b0; blk < b1; blk++) {
             const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
             const uint8_t *tr = rows + (size_t)t0 * stride;
-            if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
             if (d.q8) {
                 k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
-                if (dr)
+                const float *R = NULL;
+                if (d.q8rope) {
+                    k8->decode[c->pe.tier](&c->pe, tr + c->lat_bytes, stride, n, b.ur, b.urs);
+                    k8->scores(q8Tr, sqr, qsumr, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
+                    R = b.R;
+                } else if (dr) {
+                    kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
                     k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
-                else
-                    memset(b.R, 0, (size_t)n * Hp * sizeof *b.R);
-                k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, b.R, scale, b.S);
+                    R = b.R;
+                }
+                k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
             } else {
+                if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
                 kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
                 k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
             }

@@ -113,6 +113,6 @@ const struct kv_kern_q8 *kv_kern_q8_get(void)
 size_t kv_q8_work_bytes(int nmax, int r, int gs, int Hp)
 {
     size_t n2 = ((size_t)nmax + 1) & ~(size_t)1;
-    size_t G = (size_t)r / gs;
-    return (n2 / 2 * r + G * (n2 / 2) * Hp + G * Hp + Hp) * 4 + 256;
+    (void)gs;
+    return (n2 / 2 * r + n2 / 2 * Hp + n2 + Hp) * 4 + 256;
 }

@@ -44,8 +44,8 @@ struct kv_kern {
 /* The int8 dot-product (VNNI) consumer, opt-in (kv_scratch_set_int8): rows of
  * the tiers whose code is an int8 times a per-row or per-32 scale (int8r,
  * q4_0, tq*) are scored against an int8 copy of the rotated query (one scale
- * per head, vpdpbusd) and accumulated with int16 weights (one scale per head,
- * scale group and tile, vpdpwssd). It is an approximation of the native consumer (~1e-3
+ * per head, vpdpbusd) and accumulated with int16 weights (one scale per head
+ * and tile, vpdpwssd; per-32 scales are folded into int16 codes first). It is an approximation of the native consumer (~1e-3
  * relative, most of it from the int8 query), not bit-compatible with it.
  *
  * Tile layouts: u[t * r + i] = code + 128 (u8), s[t * G + g] = scale of group
@@ -57,12 +57,14 @@ struct kv_kern_q8 {
                                   int n, uint8_t *u, float *s);
     void (*quant_query)(const float *qT, int r, int Hp, int gs, int8_t *q8T, float *sq,
                         int32_t *qsum);
-    /* S[t * Hp + h] = (sq[h] * sum_g s[t][g] * (q8 . code)_g + R[t * Hp + h]) * scale */
+    /* S[t * Hp + h] = (sq[h] * sum_g s[t][g] * (q8 . code)_g + R[t * Hp + h]) * scale
+     * (R may be NULL: 0) */
     void (*scores)(const int8_t *q8T, const float *sq, const int32_t *qsum, int r, int gs,
                    int Hp, const uint8_t *u, const float *s, int n, const float *R,
                    float scale, float *S);
     /* acc[h * r + i] += sum_t P[t * Hp + h] * s[t][g(i)] * code[t][i] for h < H
-     * (rows h in [H, Hp) of acc are scratch). work: kv_q8_work_bytes(). */
+     * (rows h in [H, Hp) of acc are scratch), n <= 64 (int32 sums of 64 rows
+     * of 15-bit weights and codes stay below 2^31). work: kv_q8_work_bytes(). */
     void (*accum)(const float *P, int Hp, int H, const uint8_t *u, const float *s, int n,
                   int r, int gs, float *acc, uint8_t *work);
 };

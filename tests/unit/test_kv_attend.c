@@ -70,6 +70,19 @@ static double head_rel_err(const float *out, const float *ref, int H, int r)
 static int use_int8;        /* run_case: turn on the int8 dot-product consumer */
 static double int8_vs_ref8; /* run_case: worst error against the int8-query reference */
 
+/* q[H][d] <- R^T int8(R q) with one scale per head, as the int8 consumer
+ * sees the query (RoPE part too when it is stored as int8). */
+static void int8_query(const struct kv_rot *rot, float *q, int H, int d)
+{
+    for (int h = 0; h < H; h++) {
+        float *y = q + (size_t)h * d, amax = 0;
+        kv_rot_apply(rot, y);
+        for (int i = 0; i < d; i++) amax = fmaxf(amax, fabsf(y[i]));
+        for (int i = 0; i < d; i++) y[i] = (float)lrintf(y[i] * (127.0f / amax)) * (amax / 127.0f);
+        kv_rot_inverse(rot, y);
+    }
+}
+
 static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, float qamp)
 {
     struct kv_cache *c = filled(t, rp, s, 1.0f);
@@ -87,18 +100,15 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     if (use_int8 && kv_codec_q8_group(&c->lat)) {
         /* the same reference with the query the int8 consumer sees: rotated,
          * rounded to int8 with one scale per head, rotated back */
-        float *q8 = malloc(sizeof(float) * s.H * s.r);
+        float *q8 = malloc(sizeof(float) * s.H * s.r), *qr8 = malloc(sizeof(float) * (s.H * s.dr + 1));
+        memcpy(q8, ql, sizeof(float) * s.H * s.r);
+        memcpy(qr8, qr, sizeof(float) * s.H * s.dr);
         ref8 = malloc(sizeof(float) * s.H * s.r);
-        for (int h = 0; h < s.H; h++) {
-            float *y = q8 + (size_t)h * s.r, amax = 0;
-            memcpy(y, ql + (size_t)h * s.r, sizeof(float) * s.r);
-            kv_rot_apply(&c->lat.rot, y);
-            for (int i = 0; i < s.r; i++) amax = fmaxf(amax, fabsf(y[i]));
-            for (int i = 0; i < s.r; i++) y[i] = (float)lrintf(y[i] * (127.0f / amax)) * (amax / 127.0f);
-            kv_rot_inverse(&c->lat.rot, y);
-        }
-        kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, q8, qr, scale, ref8);
+        int8_query(&c->lat.rot, q8, s.H, s.r);
+        if (s.dr % 16 == 0 && kv_codec_q8_group(&c->pe) == s.dr) int8_query(&c->pe.rot, qr8, s.H, s.dr);
+        kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, q8, qr8, scale, ref8);
         free(q8);
+        free(qr8);
     }
     double worst = 0;
     for (int nt = 1; nt <= 2; nt++) {
@@ -222,6 +232,12 @@ static void test_int8_consumer(void)
         CHECK(worst <= (approx ? 8e-2 : 1e-5), "%s int8 consumer rel err %.3g", kv_tier_name(t), worst);
         CHECK(int8_vs_ref8 <= (approx ? 1e-3 : 1e-5), "%s int8 consumer vs int8-query reference %.3g",
               kv_tier_name(t), int8_vs_ref8);
+    }
+    for (int p = 0; p < KV_ROPE_COUNT; p++) {
+        int8_vs_ref8 = 0;
+        double e = run_case(KV_TIER_Q4_0, p, (struct shape){300, 16, 128, 32}, 1.0f);
+        CHECK(e <= (have ? 8e-2 : 1e-5) && int8_vs_ref8 <= (have ? 1e-3 : 1e-5),
+              "q4_0 int8 consumer with rope %s: %.3g / %.3g", kv_rope_name(p), e, int8_vs_ref8);
     }
     use_int8 = 0;
 }
