@@ -322,6 +322,82 @@ void colibri_thread_set_compute_threads(int n);
 int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n, float *const *logits,
                          int *n_done, struct colibri_err *err);
 
+/* ============================================================== KV files
+ * A session's KV cache kept in a file (docs/FORMATS.md, "KV files"), so that
+ * a later run restores the cached prefix instead of prefilling it again.
+ *
+ * A file belongs to one model (a fingerprint of its config and tensor table),
+ * one set of weight formats, and one KV tier with all its codec parameters;
+ * a file of anything else is refused with COLIBRI_EMISMATCH and a message that
+ * names the difference and how to reuse the file ("saved with --kv tq4; run
+ * with --kv tq4 to reuse it"), and is left exactly as it was. One exception:
+ * an f32 file opened by a session of a quantized tier is re-encoded in memory
+ * and rewritten in that tier at the next save (the old file stays whole until
+ * the new one replaces it by rename).
+ *
+ * Saving is crash-safe: rows are synced before the count that publishes them,
+ * so a crash loses at most the positions of the save in progress. Opening
+ * trims a torn or damaged tail to the last sound position and says how many
+ * were kept; a damaged file is never misread. One writer per file (an
+ * advisory lock). A colibri_kv_file is bound to the session it was opened
+ * with, which must outlive it. Not thread-safe. */
+
+typedef struct colibri_kv_file colibri_kv_file;
+
+struct colibri_kv_info {
+    int32_t restored;           /* positions restored into the session */
+    int32_t in_file;            /* positions the file had published */
+    int32_t trimmed;            /* published positions dropped (torn tail, failed checksum) */
+    int created;                /* no file existed: an empty one was created */
+    int upgraded;               /* an f32 file re-encoded to the session's tier; rewritten at the next save */
+    int read_only;              /* written by a newer colibri: restored, never saved */
+    char message[384];          /* why positions were trimmed; "" when none were */
+};
+
+/* Opens path for session s, which must be empty (position 0), creating the
+ * file when absent, and restores its positions into s (at most n_ctx). info
+ * may be NULL. Refusals leave the file untouched and s empty:
+ * COLIBRI_EMISMATCH (another model, weight formats, tier or codec),
+ * COLIBRI_EFORMAT / EUNSUPPORTED (not a readable KV file, or a newer one),
+ * COLIBRI_EIO (I/O error, or another process holds the file). Release with
+ * colibri_kv_file_close(). */
+int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file **out,
+                         struct colibri_kv_info *info, struct colibri_err *err);
+
+/* Makes the file hold exactly the session's cached positions: appends those
+ * not yet on disk; when the session diverged from the file (truncated, then
+ * fed other tokens) the file's count is cut back first, then the new
+ * positions are written from there. After a failed save the file still holds
+ * its last saved state; close and reopen it to save again. */
+int colibri_kv_file_save(colibri_kv_file *f, struct colibri_err *err);
+void colibri_kv_file_close(colibri_kv_file *f);
+
+/* Prepares s for the prompt prompt[0..n): keeps the longest common prefix of
+ * its cached tokens and the prompt, leaving at least one prompt token to
+ * prefill (its logits start generation), and truncates the rest. Returns the
+ * number of positions kept (reused), or a negative code. Prefill
+ * prompt[kept..n) next. */
+int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int n,
+                                 struct colibri_err *err);
+
+/* What a KV file holds and whether it is sound; read-only (no lock, nothing
+ * written). Returns 0 when the header is readable (first_bad says whether
+ * every published position is sound), else the header's error. */
+struct colibri_kv_file_stat {
+    int write_version, read_version;
+    int read_only;              /* write version newer than this build */
+    uint64_t model_fingerprint, salt, codec_check, latent_seed, rope_seed;
+    char weights[48], tier[16], rope[16];
+    int n_layers, r, dr, latent_bits, rope_bits;
+    int latent_bytes, rope_bytes, row_bytes, record_bytes;
+    int64_t file_bytes;
+    int64_t published, valid;   /* positions published; sound from position 0 */
+    int64_t first_bad;          /* first published position that is not sound, or -1 */
+    int64_t tail_bytes;         /* bytes after the published positions */
+    char problem[256];          /* why first_bad is not sound */
+};
+int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,182 @@
+/* api/persist_api.c - the "KV files" section of include/colibri.h: binds a
+ * kv/persist file to a session, and computes what kv/ must not know about:
+ * the model fingerprint and the weights label. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <xxhash.h>
+
+#include "api/internal.h"
+#include "base/err.h"
+#include "kv/persist.h"
+#include "quant/format.h"
+
+struct colibri_kv_file {
+    colibri_session *s;
+    struct kv_file *f;
+};
+
+/* docs/FORMATS.md, "Model fingerprint": config fields as `key=value;`, then
+ * each tensor's name, dtype, shape and first bytes (routed experts: no data). */
+static uint64_t model_fingerprint(const struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    char cfg[2048];
+    int n = snprintf(cfg, sizeof cfg,
+                     "model_type=%s;vocab_size=%d;hidden_size=%d;intermediate_size=%d;moe_intermediate_size=%d;"
+                     "num_hidden_layers=%d;num_attention_heads=%d;q_lora_rank=%d;kv_lora_rank=%d;"
+                     "qk_nope_head_dim=%d;qk_rope_head_dim=%d;v_head_dim=%d;n_routed_experts=%d;"
+                     "n_shared_experts=%d;num_experts_per_tok=%d;n_group=%d;topk_group=%d;"
+                     "first_k_dense_replace=%d;routed_scaling_factor=%.9g;norm_topk_prob=%d;rms_norm_eps=%.9g;"
+                     "max_position_embeddings=%d;tie_word_embeddings=%d;attention_bias=%d;rope_type=%s;"
+                     "rope_theta=%.9g;rope_factor=%.9g;rope_original_max_pos=%d;rope_beta_fast=%.9g;"
+                     "rope_beta_slow=%.9g;rope_mscale=%.9g;rope_mscale_all_dim=%.9g;",
+                     c->model_type, c->vocab_size, c->hidden_size, c->intermediate_size, c->moe_intermediate_size,
+                     c->num_hidden_layers, c->num_attention_heads, c->q_lora_rank, c->kv_lora_rank,
+                     c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim, c->n_routed_experts,
+                     c->n_shared_experts, c->num_experts_per_tok, c->n_group, c->topk_group,
+                     c->first_k_dense_replace, (double)c->routed_scaling_factor, c->norm_topk_prob,
+                     (double)c->rms_norm_eps, c->max_position_embeddings, c->tie_word_embeddings,
+                     c->attention_bias, c->rope_type, c->rope_theta, c->rope_factor, c->rope_original_max_pos,
+                     c->rope_beta_fast, c->rope_beta_slow, c->rope_mscale, c->rope_mscale_all_dim);
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return 0;
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, cfg, (size_t)n < sizeof cfg ? (size_t)n : sizeof cfg - 1);
+    for (int i = 0; i < m->st.n_tensors; i++) {
+        const struct st_tensor *t = &m->st.tensors[i];
+        char line[512];
+        int k = snprintf(line, sizeof line, "%s;%s;%d;", t->name, st_dtype_name(t->dtype), t->ndim);
+        for (int d = 0; d < t->ndim && k < (int)sizeof line - 24; d++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        k += snprintf(line + k, sizeof line - (size_t)k, ";");
+        XXH3_64bits_update(st, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+        if (!strstr(t->name, ".experts.") && t->data)
+            XXH3_64bits_update(st, t->data, t->nbytes < 256 ? (size_t)t->nbytes : 256);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+/* "experts=F dense=F embed=F": the formats the weights were loaded in. */
+static void weights_label(const struct model *m, char *out, size_t n)
+{
+    const int f[3] = { m->fmt.experts_fmt, m->fmt.dense_fmt, m->fmt.embed_fmt };
+    const char *name[3];
+    for (int i = 0; i < 3; i++)
+        name[i] = f[i] == MODEL_FMT_AS_STORED ? "stored" : quant_fmt_name((enum quant_fmt)f[i]);
+    snprintf(out, n, "experts=%s dense=%s embed=%s", name[0], name[1], name[2]);
+}
+
+static uint64_t new_salt(void)
+{
+    uint64_t salt = 0;
+    if (getrandom(&salt, sizeof salt, 0) != (ssize_t)sizeof salt) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        salt = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&salt;
+    }
+    return salt;
+}
+
+int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file **out, struct colibri_kv_info *info,
+                         struct colibri_err *err)
+{
+    if (!s || !path || !out) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_open: session, path and out are required");
+    if (s->pos != 0)
+        return err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
+                       path, s->pos);
+    const struct model *m = &s->model->m;
+    char weights[KV_FILE_WEIGHTS_MAX];
+    weights_label(m, weights, sizeof weights);
+    struct kv_file_hdr want;
+    int rc = kv_file_hdr_for(s->st.kv, model_fingerprint(m), weights, new_salt(), &want, err);
+    if (rc) return rc;
+    colibri_kv_file *kf = calloc(1, sizeof *kf);
+    if (!kf) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    struct kv_file_report rep;
+    rc = kv_file_open(kv_io_posix(), path, &want, s->st.kv, s->tokens, s->st.n_ctx, &rep, &kf->f, err);
+    if (rc) {
+        free(kf);
+        return rc;
+    }
+    kf->s = s;
+    s->pos = (int)rep.restored;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->restored = (int32_t)rep.restored;
+        info->in_file = (int32_t)rep.published;
+        info->trimmed = (int32_t)(rep.published - rep.kept);
+        info->created = rep.created;
+        info->upgraded = rep.upgraded;
+        info->read_only = rep.read_only;
+        if (rep.first_bad >= 0)
+            snprintf(info->message, sizeof info->message, "kept %lld of %lld positions: %s", (long long)rep.kept,
+                     (long long)rep.published, rep.why);
+    }
+    *out = kf;
+    return 0;
+}
+
+int colibri_kv_file_save(colibri_kv_file *kf, struct colibri_err *err)
+{
+    if (!kf) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_save: no file");
+    return kv_file_save(kf->f, kf->s->st.kv, kf->s->tokens, kf->s->pos, err);
+}
+
+void colibri_kv_file_close(colibri_kv_file *kf)
+{
+    if (!kf) return;
+    kv_file_close(kf->f);
+    free(kf);
+}
+
+int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int n, struct colibri_err *err)
+{
+    if (!s || (!prompt && n > 0) || n < 0) return err_set(err, COLIBRI_EINVAL, "colibri_session_reuse_prefix: bad arguments");
+    int keep = colibri_session_common_prefix(s, prompt, n);
+    if (keep >= n) keep = n > 0 ? n - 1 : 0;   /* the last prompt token is fed again for its logits */
+    int rc = colibri_session_truncate(s, keep, err);
+    return rc ? rc : keep;
+}
+
+int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err)
+{
+    if (!path || !st) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_stat: path and st are required");
+    struct kv_file_verify v;
+    int rc = kv_file_verify(kv_io_posix(), path, &v, err);
+    if (rc) return rc;
+    const struct kv_file_hdr *h = &v.hdr;
+    memset(st, 0, sizeof *st);
+    st->write_version = h->write_version;
+    st->read_version = h->read_version;
+    st->model_fingerprint = h->model;
+    st->salt = h->salt;
+    st->codec_check = h->codec_check;
+    st->latent_seed = h->latent_seed;
+    st->rope_seed = h->rope_seed;
+    snprintf(st->weights, sizeof st->weights, "%s", h->weights);
+    snprintf(st->tier, sizeof st->tier, "%s", h->tier_name);
+    snprintf(st->rope, sizeof st->rope, "%s", h->rope_name);
+    st->n_layers = (int)h->n_layers;
+    st->r = (int)h->r;
+    st->dr = (int)h->dr;
+    st->latent_bits = (int)h->latent_bits;
+    st->rope_bits = (int)h->rope_bits;
+    st->latent_bytes = (int)h->latent_bytes;
+    st->rope_bytes = (int)h->rope_bytes;
+    st->row_bytes = (int)h->row_bytes;
+    st->record_bytes = (int)h->record_bytes;
+    st->file_bytes = (int64_t)v.file_bytes;
+    st->published = (int64_t)v.published;
+    st->valid = (int64_t)v.valid;
+    st->first_bad = v.first_bad;
+    st->tail_bytes = (int64_t)v.tail_bytes;
+    st->read_only = v.read_only;
+    snprintf(st->problem, sizeof st->problem, "%s", v.why);
+    return 0;
+}
