@@ -16,6 +16,7 @@
  *  - added tokens: split out before pre-tokenization, leftmost-longest,
  *    tokens with normalized=false first, then the others in the gaps;
  *    lstrip, rstrip and single_word honoured.
+ * A directory with tiktoken.model and no tokenizer.json (Kimi K2) is refused.
  * Invalid UTF-8 in the input is replaced by U+FFFD (see tok_utf8.h).
  *
  * A struct tok is read-only after tok_load() and may be used by any number of

@@ -441,7 +441,15 @@ int tok_load(const char *dir, struct tok **out, struct colibri_err *err)
 {
     char path[4096];
     int rc;
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
+    FILE *tk = fopen(path, "rb");
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *tj = tk ? fopen(path, "rb") : NULL;
+    if (tk) fclose(tk);
+    if (tj) fclose(tj);
+    if (tk && !tj)   /* Kimi K2 ships a tiktoken BPE, not a tokenizer.json */
+        return err_set(err, COLIBRI_EUNSUPPORTED, "%s/tiktoken.model: tiktoken tokenizers (Kimi K2) are not "
+                       "supported; colibri reads tokenizer.json", dir);
     cJSON *root = load_json(path, 1, err, &rc);
     if (!root) return rc;
     struct tok *t = calloc(1, sizeof *t);

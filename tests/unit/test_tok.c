@@ -234,6 +234,17 @@ static void test_refusals(void)
     int rc = colibri_tokenizer_load("tests/tok/no-such-dir", &t, &err);
     CHECK(rc == COLIBRI_EIO && strstr(err.msg, "tokenizer.json"), "missing file: %d %s", rc, err.msg);
 
+    char kdir[600];
+    snprintf(kdir, sizeof kdir, "%s/kimi_tiktoken", tmp_root);
+    mkdir(kdir, 0700);
+    char kpath[700];
+    snprintf(kpath, sizeof kpath, "%s/tiktoken.model", kdir);
+    FILE *kf = fopen(kpath, "w");
+    fputs("IQ== 0\n", kf);
+    fclose(kf);
+    rc = colibri_tokenizer_load(kdir, &t, &err);
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "tiktoken"), "tiktoken.model: %d %s", rc, err.msg);
+
     rc = colibri_tokenizer_load(write_dir("wp", mini_json("WordPiece", BYTELEVEL, ""), NULL), &t, &err);
     CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "WordPiece"), "model type: %d %s", rc, err.msg);
 
