@@ -28,7 +28,7 @@ fi
 start() {
     name=$1; shift
     : >"$tmp/$name.log"
-    "$COLIBRI" serve -m "$tmp/test-model" --host 127.0.0.1 --port 0 --threads 1 --api-key test-key "$@" \
+    "$COLIBRI" serve -m "$tmp/test-model" --host 127.0.0.1 --port 0 --threads 1 $keyarg "$@" \
         >"$tmp/$name.log" 2>&1 &
     eval "pid_$name=$!"
     i=0
@@ -59,6 +59,7 @@ out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv-dir "$tmp/kv" 2>&1); r
 out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv nonsense 2>&1); rc=$?
 [ "$rc" -ne 0 ] && echo "$out" | grep -q "nonsense" || fail "--kv nonsense accepted ($rc): $out"
 
+keyarg="--api-key test-key"
 start a --slots 4 --max-body 64
 start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16
 export SERVE_URL="http://127.0.0.1:$port_a" SERVE_URL_B="http://127.0.0.1:$port_b"
@@ -68,7 +69,18 @@ stop a
 stop b
 
 # SIGTERM during a stream: the stream completes ([DONE]) and the server exits 0.
+# This server takes its key from the environment.
+keyarg=""
+export COLIBRI_API_KEY=test-key
 start c --slots 1 --step-delay-ms 10
+unset COLIBRI_API_KEY
+code=$("$PY" -c "
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen('http://127.0.0.1:$port_c/v1/models', timeout=10); print(200)
+except urllib.error.HTTPError as e:
+    print(e.code)")
+[ "$code" = 401 ] || fail "COLIBRI_API_KEY not enforced: GET /v1/models without a key gave $code"
 "$PY" - "$port_c" >"$tmp/drain.out" 2>&1 <<'EOF' &
 import json, sys, urllib.request
 body = json.dumps({"prompt": [5, 6, 7], "max_tokens": 60, "temperature": 0, "stream": True}).encode()
