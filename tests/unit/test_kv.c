@@ -135,6 +135,41 @@ static void test_relmse_anchors(void)
     free(x);
 }
 
+/* The RoPE default for quantized tiers is int8 (cache.h): at the same bytes it
+ * must be the more accurate of the two one-byte precisions on RoPE-width rows. */
+static void test_rope_default_is_most_accurate_byte_format(void)
+{
+    enum { N = 3000, D = 64 };
+    double rel[KV_ROPE_COUNT] = {0};
+    size_t bytes[KV_ROPE_COUNT] = {0};
+    for (int p = 0; p < KV_ROPE_COUNT; p++) {
+        struct kv_codec c;
+        CHECK(kv_codec_init(&c, kv_rope_tier(p), D, KV_SEED_ROPE, NULL) == 0, "rope codec");
+        double num = 0, den = 0;
+        float x[D], y[D];
+        uint8_t buf[512];
+        rng_state = 99;
+        for (int r = 0; r < N; r++) {
+            for (int i = 0; i < D; i++) x[i] = gauss();
+            kv_codec_encode(&c, x, buf);
+            kv_codec_decode(&c, buf, y);
+            for (int i = 0; i < D; i++) {
+                num += (double)(x[i] - y[i]) * (x[i] - y[i]);
+                den += (double)x[i] * x[i];
+            }
+        }
+        rel[p] = num / den;
+        bytes[p] = c.row_bytes;
+        printf("  rope %-4s  %3zu B at dr=%d  relMSE %.3g\n", kv_rope_name(p), c.row_bytes, D, rel[p]);
+        kv_codec_free(&c);
+    }
+    CHECK(bytes[KV_ROPE_INT8] == bytes[KV_ROPE_FP8], "int8 and fp8 RoPE rows have the same size");
+    CHECK(rel[KV_ROPE_INT8] < rel[KV_ROPE_FP8] / 4, "int8 RoPE (%.3g) well below fp8 (%.3g)",
+          rel[KV_ROPE_INT8], rel[KV_ROPE_FP8]);
+    CHECK(kv_rope_default(KV_TIER_TQ4) == KV_ROPE_INT8 && kv_rope_default(KV_TIER_F32) == KV_ROPE_F32,
+          "defaults");
+}
+
 static void test_tq_codebook(void)
 {
     /* kvquant.md sec. 2 Lloyd-Max table: MSE and positive levels */
@@ -270,6 +305,7 @@ int main(void)
     RUN_TEST(test_rotation_refuses_other_widths);
     RUN_TEST(test_tq_codebook);
     RUN_TEST(test_relmse_anchors);
+    RUN_TEST(test_rope_default_is_most_accurate_byte_format);
     RUN_TEST(test_zero_and_nonfinite_rows);
     RUN_TEST(test_fast_decoders_bit_exact);
     RUN_TEST(test_kernels_match_scalar);
