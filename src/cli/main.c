@@ -22,6 +22,7 @@ static const struct command COMMANDS[] = {
     { "eval",     cmd_eval,     "teacher-force a text: perplexity, top-1 and KL of each KV tier against f32" },
     { "convert",  cmd_convert,  "rewrite a checkpoint with chosen weight formats (sharded, resumable, verified)" },
     { "synth",    cmd_synth,    "write a random-weight model in real shapes (for benchmarks)" },
+    { "kv",       cmd_kv,       "inspect or verify a KV-cache file (kv inspect FILE, kv verify FILE)" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
