@@ -63,29 +63,38 @@ static const char *after_last(const char *s, const char *sep)
 
 /* ------------------------------------------------------- DeepSeek-V3/R1 */
 
-/* {{ bos_token }}{{ ns.system_prompt }} where system prompts are joined by
- * '\n\n'; then per message:
+/* {{ bos_token }}{{ ns.system_prompt }}, then per message:
  *   user:      '<｜User｜>' + content                     (ns.is_tool = false)
  *   assistant: after tool outputs '<｜tool▁outputs▁end｜>' + content + eos,
- *              else '<｜Assistant｜>' + content.split('</think>')[-1] + eos
+ *              else '<｜Assistant｜>' + content + eos, content cut to
+ *              content.split('</think>')[-1] in templates that say so
  *   tool:      first '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + c +
  *              '<｜tool▁output▁end｜>', later ones without the outputs-begin
+ *              (R1: with a '\n' before '<｜tool▁output▁begin｜>')
  * then '<｜tool▁outputs▁end｜>' if the last turn was a tool, and the prompt
- * '<｜Assistant｜>' (R1: + '<think>\n') unless it was. */
+ * '<｜Assistant｜>' (R1: + '<think>\n') unless it was. The system prompt is
+ * all system messages joined by '\n\n' (V3: ns.is_first_sp) or the last one
+ * (R1). Each variant is recognised by the Jinja text that produces it. */
 static void render_deepseek(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n,
                             int add_gen, struct sb *b)
 {
     const char *tpl = tok_chat_template(t);
     int strip_think = !tpl || strstr(tpl, "</think>") != NULL;
     int think_prompt = tpl && (strstr(tpl, "<｜Assistant｜><think>\\n") || strstr(tpl, "<｜Assistant｜><think>\n"));
+    int join_system = !tpl || strstr(tpl, "is_first_sp") != NULL;
+    int output_nl = tpl && strstr(tpl, "'\\n<｜tool▁output▁begin｜>'") != NULL;
     sb_add(b, tok_bos_text(t));
     int first_sp = 1;
+    long last_sp = -1;
     for (size_t i = 0; i < n; i++) {
         if (role_of(msgs[i].role) != ROLE_SYSTEM) continue;
+        last_sp = (long)i;
+        if (!join_system) continue;
         if (!first_sp) sb_add(b, "\n\n");
         sb_add(b, content_of(&msgs[i]));
         first_sp = 0;
     }
+    if (!join_system && last_sp >= 0) sb_add(b, content_of(&msgs[last_sp]));
     int is_tool = 0, output_first = 1;
     for (size_t i = 0; i < n; i++) {
         const char *c = content_of(&msgs[i]);
@@ -105,8 +114,9 @@ static void render_deepseek(const struct tok *t, const struct colibri_chat_msg *
             break;
         case ROLE_TOOL:
             is_tool = 1;
-            sb_cat(b, 4, output_first ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "<｜tool▁output▁begin｜>",
-                   c, "<｜tool▁output▁end｜>", "");
+            sb_cat(b, 3, output_first ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+                         : output_nl ? "\n<｜tool▁output▁begin｜>" : "<｜tool▁output▁begin｜>",
+                   c, "<｜tool▁output▁end｜>");
             output_first = 0;
             break;
         default:
@@ -143,38 +153,73 @@ static void render_kimi(const struct tok *t, const struct colibri_chat_msg *msgs
 
 /* ---------------------------------------------------------------- GLM */
 
-static void add_stripped(struct sb *b, const char *s)
+/* The GLM-4.5 / 4.6 / 5 template (not checked against the shipped file):
+ * '[gMASK]<sop>', then per message
+ *   system:    '<|system|>\n' + content
+ *   user:      '<|user|>\n' + content
+ *   assistant: '<|assistant|>' + ('\n<think>' + reasoning.strip() + '</think>'
+ *              for turns after the last user turn that carry reasoning, else
+ *              '\n<think></think>') + ('\n' + content.strip() if non-empty),
+ *              where reasoning = content.split('</think>')[0].rstrip('\n')
+ *              .split('<think>')[-1].lstrip('\n') and the content is
+ *              content.split('</think>')[-1].lstrip('\n') (when '</think>' occurs)
+ *   tool:      '<|observation|>' (unless the previous message was a tool too)
+ *              + '\n<tool_response>\n' + content + '\n</tool_response>'
+ * and the prompt '<|assistant|>'. strip() here trims ASCII whitespace only. */
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static void add_stripped(struct sb *b, const char *s, const char *e)
 {
-    const char *e = s + strlen(s);
-    while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
-    while (e > s && (e[-1] == ' ' || (e[-1] >= '\t' && e[-1] <= '\r'))) e--;
+    while (s < e && is_space(*s)) s++;
+    while (e > s && is_space(e[-1])) e--;
     sb_addn(b, s, (size_t)(e - s));
 }
 
-/* Unverified transcription of the GLM-4.5-style template: '[gMASK]<sop>',
- * '<|system|>\n' + content, '<|user|>\n' + content, and for the assistant
- * '<|assistant|>\n<think></think>' + ('\n' + visible content stripped, when
- * non-empty), the visible content being what follows the last '</think>';
- * the prompt is '<|assistant|>'. */
+static int blank(const char *s, const char *e)
+{
+    while (s < e && is_space(*s)) s++;
+    return s == e;
+}
+
 static void render_glm(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n,
                        int add_gen, struct sb *b)
 {
+    long last_user = -1;
+    for (size_t i = 0; i < n; i++)
+        if (role_of(msgs[i].role) == ROLE_USER) last_user = (long)i;
     sb_add(b, "[gMASK]<sop>");
     for (size_t i = 0; i < n; i++) {
         const char *c = content_of(&msgs[i]);
         switch (role_of(msgs[i].role)) {
         case ROLE_SYSTEM: sb_cat(b, 2, "<|system|>\n", c); break;
         case ROLE_USER: sb_cat(b, 2, "<|user|>\n", c); break;
-        case ROLE_TOOL: sb_cat(b, 3, "<|observation|>\n<tool_response>\n", c, "\n</tool_response>"); break;
+        case ROLE_TOOL:
+            if (i == 0 || role_of(msgs[i - 1].role) != ROLE_TOOL) sb_add(b, "<|observation|>");
+            sb_cat(b, 3, "\n<tool_response>\n", c, "\n</tool_response>");
+            break;
         case ROLE_ASSISTANT: {
-            const char *vis = after_last(c, "</think>");
-            while (*vis == '\n') vis++;
-            sb_add(b, "<|assistant|>\n<think></think>");
-            const char *p = vis;
-            while (*p == ' ' || (*p >= '\t' && *p <= '\r')) p++;
-            if (*p) {
+            const char *vis = c, *r0 = c, *r1 = c;   /* visible text; reasoning in [r0, r1) */
+            const char *end_think = strstr(c, "</think>");
+            if (end_think) {
+                r1 = end_think;
+                while (r1 > c && r1[-1] == '\n') r1--;
+                for (const char *p = c; (p = strstr(p, "<think>")) && p < r1; p += 7) r0 = p + 7;
+                if (r0 > r1) r0 = r1;
+                while (r0 < r1 && *r0 == '\n') r0++;
+                vis = after_last(c, "</think>");
+                while (*vis == '\n') vis++;
+            }
+            sb_add(b, "<|assistant|>");
+            if ((long)i > last_user && end_think && !blank(r0, r1)) {
+                sb_add(b, "\n<think>");
+                add_stripped(b, r0, r1);
+                sb_add(b, "</think>");
+            } else {
+                sb_add(b, "\n<think></think>");
+            }
+            if (!blank(vis, vis + strlen(vis))) {
                 sb_add(b, "\n");
-                add_stripped(b, vis);
+                add_stripped(b, vis, vis + strlen(vis));
             }
             break;
         }

