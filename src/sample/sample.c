@@ -198,7 +198,9 @@ int32_t sample_next(struct sampler *s, const float *logits)
     for (int32_t i = 0; i < n; i++)
         if (c[i].l >= floor_l && c[i].l > -INFINITY) c[m++] = c[i];
     if (o->top_k > 0) m = keep_top_k(c, m, (size_t)o->top_k);
-    qsort(c, m, sizeof *c, cmp_cand);
+    /* Ranking is only needed for top-p; the draw itself walks any fixed order.
+     * Sorting keeps that order independent of how the filters left it. */
+    if (o->top_p < 1.0f || o->top_k > 0) qsort(c, m, sizeof *c, cmp_cand);
 
     double z = 0.0;
     for (size_t i = 0; i < m; i++) z += exp((double)c[i].l - (double)maxl);
