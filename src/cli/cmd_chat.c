@@ -62,7 +62,7 @@ static char *read_line(FILE *f)
 
 int cmd_chat(int argc, char **argv)
 {
-    const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL;
+    const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_path = NULL;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     const struct opt opts[] = {
@@ -78,6 +78,7 @@ int cmd_chat(int argc, char **argv)
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+        { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",
@@ -95,6 +96,7 @@ int cmd_chat(int argc, char **argv)
     colibri_model *m = NULL;
     colibri_session *s = NULL;
     colibri_sampler *smp = NULL;
+    colibri_kv_file *kvf = NULL;
     struct convo c = { 0 };
     int status = 1, tty = isatty(0);
     struct colibri_model_opts mo = { .n_threads = threads };
@@ -103,6 +105,15 @@ int cmd_chat(int argc, char **argv)
     if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err))
         goto fail;
+    if (kv_path) {
+        struct colibri_kv_info ki;
+        if (colibri_kv_file_open(s, kv_path, &kvf, &ki, &err)) {
+            fprintf(stderr, "colibri chat: %s; running without it\n", err.msg);
+            err = (struct colibri_err){ 0 };
+        } else if (ki.message[0]) {
+            fprintf(stderr, "colibri chat: kv file %s: %s\n", kv_path, ki.message);
+        }
+    }
     if (!strcmp(colibri_tokenizer_chat_name(tok), "none")) {
         fprintf(stderr, "colibri chat: %s has no chat template colibri knows (deepseek_v3, kimi_k2, glm)\n", dir);
         goto done;
@@ -152,6 +163,8 @@ int cmd_chat(int argc, char **argv)
         if (rc) goto fail;
         printf("\n");
         fflush(stdout);
+        if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_prompt - st.n_prefilled, st.n_prompt);
+        if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri chat: %s\n", err.msg);
         gen_print_stats(stderr, &st);
         if (convo_add(&c, "assistant", reply)) { free(reply); goto oom; }
     }
@@ -166,6 +179,7 @@ done:
     free(c.m);
     free(c.owned);
     colibri_sampler_free(smp);
+    colibri_kv_file_close(kvf);
     colibri_session_free(s);
     colibri_model_free(m);
     colibri_tokenizer_free(tok);

@@ -32,7 +32,7 @@ static char *read_text(const char *path, size_t *len)
 int cmd_run(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
-    const char *kv_tier = NULL;
+    const char *kv_tier = NULL, *kv_path = NULL;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
@@ -55,6 +55,7 @@ int cmd_run(int argc, char **argv)
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+        { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
     };
     const struct opts_spec spec = {
@@ -94,6 +95,7 @@ int cmd_run(int argc, char **argv)
     colibri_session *s = NULL;
     colibri_sampler *smp = NULL;
     colibri_stop *stop = NULL;
+    colibri_kv_file *kvf = NULL;
     char *rendered = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0, replaced = 0, rlen;
@@ -120,6 +122,15 @@ int cmd_run(int argc, char **argv)
     if (colibri_model_load(dir, &mo, &m, &err)) goto fail;
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier };
     if (colibri_session_new(m, &sopt, &s, &err)) goto fail;
+    if (kv_path) {
+        struct colibri_kv_info ki;
+        if (colibri_kv_file_open(s, kv_path, &kvf, &ki, &err)) {
+            fprintf(stderr, "colibri run: %s; running without it\n", err.msg);
+            err = (struct colibri_err){ 0 };
+        } else if (ki.message[0]) {
+            fprintf(stderr, "colibri run: kv file %s: %s\n", kv_path, ki.message);
+        }
+    }
     int vocab = colibri_model_vocab(m);
     if (colibri_sampler_new(&so, vocab, &smp, &err)) goto fail;
     if (stop_str && colibri_stop_new(&stop_str, 1, &stop, &err)) goto fail;
@@ -128,6 +139,8 @@ int cmd_run(int argc, char **argv)
     if (gen_run(s, tok, smp, stop, vocab, ids, (int)n_ids, n_predict, stdout, NULL, &st, &err)) goto fail;
     printf("\n");
     fflush(stdout);
+    if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_prompt - st.n_prefilled, st.n_prompt);
+    if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
     status = 0;
     goto done;
@@ -136,6 +149,7 @@ fail:
 done:
     colibri_stop_free(stop);
     colibri_sampler_free(smp);
+    colibri_kv_file_close(kvf);
     colibri_session_free(s);
     colibri_model_free(m);
     colibri_tokenizer_free(tok);
