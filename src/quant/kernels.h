@@ -31,6 +31,9 @@ struct quant_act {
     const float *xs;        /* [n][nblk] block scale: x ~ q * xs */
     const float *xsum;      /* [n][nblk] xs * sum of the block's q */
     const float *xsum_all;  /* [n] sum over the row of xsum */
+    /* f32 form in the 64-block order of quant_act_perm64, when asked for: */
+    int cols_pad64;         /* cols rounded up to 64 */
+    const float *xp;        /* [n][cols_pad64], zero past cols */
 };
 
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
@@ -44,6 +47,7 @@ typedef float (*quant_act_prep_fn)(const float *x, int cols, int cols_pad,
 struct quant_kernel {
     quant_rows_fn rows;     /* NULL: no kernel at this level */
     int act_int8;           /* reads a->q / xs / xsum */
+    int act_perm64;         /* reads a->xp */
 };
 
 struct quant_isa_table {
@@ -55,6 +59,7 @@ extern const struct quant_isa_table quant_isa_ref;
 #if defined(__x86_64__)
 extern const struct quant_isa_table quant_isa_avx2;
 extern const struct quant_isa_table quant_isa_avx512;
+extern const struct quant_isa_table quant_isa_avx512vbmi;
 #endif
 #if defined(__aarch64__)
 extern const struct quant_isa_table quant_isa_neon;
@@ -64,6 +69,13 @@ extern const struct quant_isa_table quant_isa_neon;
  * amax/127, blocks with amax 0 get scale 0). */
 float quant_act_prep_ref(const float *x, int cols, int cols_pad,
                          int8_t *q, float *xs, float *xsum);
+
+/* The 64-block order of a->xp: within each block of 64 columns, element
+ * 16L + 4k + i (L, k, i in 0..3) is stored at 16k + 4L + i. This is the order
+ * in which unpacking bytes to 32-bit lanes (two rounds of in-lane unpack)
+ * leaves them, so a kernel that widens bytes that way reads x linearly.
+ * Writes xp[0 .. cols rounded up to 64), zeros past cols. */
+void quant_act_perm64(const float *x, int cols, float *xp);
 
 /* The table for a level, NULL if unavailable. Filled once (dispatch.c). */
 const struct quant_isa_table *quant_isa_table(enum quant_isa isa);

@@ -137,6 +137,15 @@ float quant_act_prep_ref(const float *x, int cols, int cols_pad,
     return total;
 }
 
+void quant_act_perm64(const float *x, int cols, float *xp)
+{
+    for (int c0 = 0; c0 < cols; c0 += 64)
+        for (int e = 0; e < 64; e++) {
+            int L = e / 16, k = (e / 4) % 4, i = e % 4;
+            xp[c0 + 16 * k + 4 * L + i] = c0 + e < cols ? x[c0 + e] : 0.0f;
+        }
+}
+
 const struct quant_isa_table quant_isa_ref = {
     .k = {
         [QUANT_F32] = { rows_f32, 0 },

@@ -157,6 +157,14 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.xs = xs;
         a.xsum = xsum;
         a.xsum_all = all;
+    } else if (k->act_perm64) {
+        a.cols_pad64 = (W->cols + 63) / 64 * 64;
+        float *xp = xalloc((size_t)n * a.cols_pad64 * sizeof(float));
+        if (!xp) return COLIBRI_ENOMEM;
+        for (int j = 0; j < n; j++)
+            quant_act_perm64(X + (size_t)j * W->cols, W->cols, xp + (size_t)j * a.cols_pad64);
+        a.xp = xp;
+        buf = xp;
     }
     int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
     int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&

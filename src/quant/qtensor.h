@@ -46,13 +46,16 @@ struct qtensor {
     int owned;              /* 1: data and scales are freed by quant_qtensor_free */
 };
 
-/* Kernel levels, lowest first. Only the levels built for this machine's
- * architecture and supported by its CPU are available. */
+/* Kernel levels. Only the levels built for this machine's architecture and
+ * supported by its CPU are available. A level without its own kernel for a
+ * format uses the one below it: AVX512VBMI -> AVX512 -> AVX2 -> SCALAR, and
+ * NEON -> SCALAR. */
 enum quant_isa {
-    QUANT_ISA_SCALAR = 0,
-    QUANT_ISA_AVX2   = 1,
-    QUANT_ISA_AVX512 = 2,   /* F, BW, VL, DQ, VNNI */
-    QUANT_ISA_NEON   = 3,
+    QUANT_ISA_SCALAR     = 0,
+    QUANT_ISA_AVX2       = 1,   /* + FMA, F16C */
+    QUANT_ISA_AVX512     = 2,   /* F, BW, VL, DQ, VNNI */
+    QUANT_ISA_NEON       = 3,
+    QUANT_ISA_AVX512VBMI = 4,   /* AVX512 + VBMI: byte-table fp8 decode */
     QUANT_ISA_COUNT
 };
 

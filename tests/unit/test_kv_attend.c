@@ -98,15 +98,16 @@ static double head_rel_err(const float *out, const float *ref, int H, int r)
 static int use_int8;        /* run_case: turn on the int8 dot-product consumer */
 static double int8_vs_ref8; /* run_case: worst error against the int8-query reference */
 
-/* q[H][d] <- R^T int8(R q) with one scale per head, as the int8 consumer
- * sees the query (RoPE part too when it is stored as int8). */
-static void int8_query(const struct kv_rot *rot, float *q, int H, int d)
+/* q[H][d] <- R^T round(R q) on `levels` steps per sign with one scale per
+ * head, as the integer consumer sees the query: 127 (int8) for the int8 codes
+ * and the int8 RoPE part, 2047 for fp8's int16 path. */
+static void int8_query(const struct kv_rot *rot, float *q, int H, int d, float levels)
 {
     for (int h = 0; h < H; h++) {
         float *y = q + (size_t)h * d, amax = 0;
         kv_rot_apply(rot, y);
         for (int i = 0; i < d; i++) amax = fmaxf(amax, fabsf(y[i]));
-        for (int i = 0; i < d; i++) y[i] = (float)lrintf(y[i] * (127.0f / amax)) * (amax / 127.0f);
+        for (int i = 0; i < d; i++) y[i] = (float)lrintf(y[i] * (levels / amax)) * (amax / levels);
         kv_rot_inverse(rot, y);
     }
 }
@@ -127,15 +128,16 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     float *refd = malloc(sizeof(float) * s.H * s.r);
     attend_ref_double(s.T, s.H, s.r, s.dr, lat, pe, ql, qr, scale, refd);
     float *ref8 = NULL;
-    if (use_int8 && kv_codec_q8_group(&c->lat)) {
+    if (use_int8 && (kv_codec_q8_group(&c->lat) || t == KV_TIER_FP8) && s.r % 32 == 0) {
         /* the same reference with the query the int8 consumer sees: rotated,
          * rounded to int8 with one scale per head, rotated back */
         float *q8 = malloc(sizeof(float) * s.H * s.r), *qr8 = malloc(sizeof(float) * (s.H * s.dr + 1));
         memcpy(q8, ql, sizeof(float) * s.H * s.r);
         memcpy(qr8, qr, sizeof(float) * s.H * s.dr);
         ref8 = malloc(sizeof(float) * s.H * s.r);
-        int8_query(&c->lat.rot, q8, s.H, s.r);
-        if (s.dr % 16 == 0 && kv_codec_q8_group(&c->pe) == s.dr) int8_query(&c->pe.rot, qr8, s.H, s.dr);
+        int8_query(&c->lat.rot, q8, s.H, s.r, t == KV_TIER_FP8 ? 2047.0f : 127.0f);
+        if (s.dr % 16 == 0 && kv_codec_q8_group(&c->pe) == s.dr)
+            int8_query(&c->pe.rot, qr8, s.H, s.dr, 127.0f);
         kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, q8, qr8, scale, ref8);
         free(q8);
         free(qr8);
@@ -270,7 +272,7 @@ static void test_int8_consumer(void)
         }
         /* sharp softmax: the int8 query's logit error is scaled up 8x */
         double sharp = run_case(t, KV_ROPE_DEFAULT, (struct shape){2000, 16, 128, 32}, 8.0f);
-        const int approx = have && kv_tier_row_bytes(t, 128) && (t == KV_TIER_INT8R ||
+        const int approx = have && kv_tier_row_bytes(t, 128) && (t == KV_TIER_FP8 || t == KV_TIER_INT8R ||
                            t == KV_TIER_Q4_0 || t == KV_TIER_TQ4 || t == KV_TIER_TQ3 || t == KV_TIER_TQ2);
         printf("  %-7s int8 consumer vs decode-then-attend: max rel err %.3g (sharp softmax %.3g); "
                "vs the same with the int8 query: %.3g\n", kv_tier_name(t), worst, sharp, int8_vs_ref8);

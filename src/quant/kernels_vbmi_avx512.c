@@ -1,0 +1,119 @@
+/* quant/kernels_vbmi_avx512.c - the AVX-512 level with VBMI: an fp8b kernel
+ * that decodes e4m3 with byte-table lookups (VPERMI2B) instead of going
+ * through f16. Formats without a kernel here use the plain AVX-512 ones.
+ *
+ * Every e4m3 value is exactly a bf16 (8 exponent bits hold e4m3's range,
+ * 7 mantissa bits hold its 3), so a byte code maps to a 16-bit pattern: two
+ * 128-entry tables give its high and low byte for the 7-bit magnitude, the
+ * sign bit is copied into the high byte, and the bf16 becomes an f32 by
+ * putting it in the top half of a 32-bit lane. The two rounds of in-lane
+ * unpacking that do this leave the elements of each 64-column block in the
+ * order of quant_act_perm64, so the kernel reads activations prepared in
+ * that order. The NaN codes 0x7F/0xFF read as +-480, as on the f16 path.
+ * Compiled with the AVX-512 flags; the functions add VBMI by attribute.
+ */
+#include <assert.h>
+#include <immintrin.h>
+
+#include "quant/kernels.h"
+
+#define VBMI __attribute__((target("avx512vbmi")))
+#define INLINE static inline __attribute__((always_inline)) VBMI
+
+static_assert(QUANT_NB == 4, "the kernel switch covers nj = 1..4");
+static_assert(QUANT_FP8B_BLOCK % 64 == 0, "an fp8b block is whole 64-column steps");
+
+/* bf16 bits of the e4m3 magnitude m (code & 0x7F), split into bytes;
+ * generated from quant_fp8_e4m3_table (0x7F: 480). */
+static const uint8_t fp8_bf16_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C,
+    0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D,
+    0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E,
+    0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F,
+    0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40,
+    0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
+    0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42,
+    0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43,
+};
+static const uint8_t fp8_bf16_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x00, 0x80, 0xC0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+};
+
+struct fp8_lut { __m512i ha, hb, la, lb; };
+
+/* One 64-column step: widen the codes (mask m: valid columns), multiply into
+ * the block sums. */
+INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *const *xp, int c,
+                       __mmask64 m, int NJ, __m512 *b0, __m512 *b1)
+{
+    const __m512i z = _mm512_setzero_si512(), sign = _mm512_set1_epi8((char)0x80);
+    __m512i v = _mm512_maskz_loadu_epi8(m, p + c);
+    __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
+    hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);          /* hb | (v & 0x80) */
+    __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
+    __m512i wl = _mm512_unpacklo_epi8(lb, hb), wh = _mm512_unpackhi_epi8(lb, hb);
+    __m512 f0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wl));
+    __m512 f1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wl));
+    __m512 f2 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wh));
+    __m512 f3 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh));
+    for (int j = 0; j < NJ; j++) {
+        const float *x = xp[j] + c;
+        b0[j] = _mm512_fmadd_ps(f0, _mm512_loadu_ps(x), b0[j]);
+        b1[j] = _mm512_fmadd_ps(f1, _mm512_loadu_ps(x + 16), b1[j]);
+        b0[j] = _mm512_fmadd_ps(f2, _mm512_loadu_ps(x + 32), b0[j]);
+        b1[j] = _mm512_fmadd_ps(f3, _mm512_loadu_ps(x + 48), b1[j]);
+    }
+}
+
+INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
+                         const struct quant_act *a, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK;
+    const int nbc = (cols + B - 1) / B;
+    const struct fp8_lut t = {
+        _mm512_load_si512(fp8_bf16_hi), _mm512_load_si512(fp8_bf16_hi + 64),
+        _mm512_load_si512(fp8_bf16_lo), _mm512_load_si512(fp8_bf16_lo + 64),
+    };
+    const float *xp[QUANT_NB];
+    for (int j = 0; j < NJ; j++) xp[j] = a->xp + (size_t)(j0 + j) * a->cols_pad64;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+        const float *s = W->scales + (size_t)(r / B) * nbc;
+        __m512 acc[QUANT_NB];
+        for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
+        for (int bc = 0; bc < nbc; bc++) {
+            __m512 b0[QUANT_NB], b1[QUANT_NB];
+            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
+            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+            for (int c = c0; c < c1; c += 64) {
+                int n = c1 - c;
+                fp8_step64(&t, p, xp, c, n >= 64 ? ~0ull : (1ull << n) - 1, NJ, b0, b1);
+            }
+            __m512 sv = _mm512_set1_ps(s[bc]);
+            for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
+        }
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
+    }
+}
+
+VBMI static void rows_fp8b(const struct qtensor *W, int r0, int r1,
+                           const struct quant_act *a, int j0, int nj, float *Y)
+{
+    switch (nj) {
+    case 1: rows_fp8b_nj(W, r0, r1, a, j0, 1, Y); break;
+    case 2: rows_fp8b_nj(W, r0, r1, a, j0, 2, Y); break;
+    case 3: rows_fp8b_nj(W, r0, r1, a, j0, 3, Y); break;
+    default: rows_fp8b_nj(W, r0, r1, a, j0, 4, Y); break;
+    }
+}
+
+const struct quant_isa_table quant_isa_avx512vbmi = {
+    .k = { [QUANT_FP8B] = { .rows = rows_fp8b, .act_perm64 = 1 } },
+};
