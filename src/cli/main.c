@@ -1,7 +1,9 @@
 /* cli/main.c - `colibri SUBCOMMAND ...`: finds the subcommand in one table and
  * runs it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 
@@ -33,8 +35,23 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
 }
 
+/* libgomp's workers spin between parallel regions by default. When anything
+ * else runs on the machine, a spinning worker holds a core the others need and
+ * decode slows down several-fold (measured on 2 busy cores: 2.1 tok/s spinning,
+ * 10.1 passive, v2-lite-shaped q4g64 model). The runtime reads the policy only
+ * at load, so colibri re-executes itself once with OMP_WAIT_POLICY=passive
+ * unless the user chose a policy or a spin count. */
+static void reexec_with_passive_wait(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");   /* exec failed: carry on with the default */
+}
+
 int main(int argc, char **argv)
 {
+    reexec_with_passive_wait(argv);
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
