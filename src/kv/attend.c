@@ -180,14 +180,14 @@ struct kv_tbufs {
     float *urs;             /* their scales [KV_TILE] */
 };
 
-struct kv_native_dims { int r, dr, Hp, G, gs, q8, q8rope; };
+struct kv_native_dims { int r, dr, Hp, G, gs, q8, code16, q8rope; };
 
 static size_t tbufs_bytes(const struct kv_native_dims *d)
 {
     size_t b = al64((size_t)KV_TILE * d->r) + al64((size_t)KV_TILE * (d->dr ? d->dr : 1)) +
                al64((size_t)KV_TILE * d->Hp) + 3 * al64(d->Hp) + al64((size_t)d->Hp * d->r);
     if (d->q8)
-        b += al64((size_t)KV_TILE * d->r / 4 + 1) + al64((size_t)KV_TILE * d->G) +
+        b += al64((size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1) + al64((size_t)KV_TILE * d->G) +
              al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
     if (d->q8rope) b += al64((size_t)KV_TILE * d->dr / 4 + 1) + al64(KV_TILE);
     return b;
@@ -204,7 +204,7 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
     b.l = carve(&p, d->Hp);
     b.acc = carve(&p, (size_t)d->Hp * d->r);
     if (d->q8) {
-        b.u = (uint8_t *)carve(&p, (size_t)KV_TILE * d->r / 4 + 1);
+        b.u = (uint8_t *)carve(&p, (size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1);
         b.us = carve(&p, (size_t)KV_TILE * d->G);
         b.R = carve(&p, (size_t)KV_TILE * d->Hp);
         b.work = (uint8_t *)carve(&p, kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
@@ -226,8 +226,10 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     const int nblk = (T + KV_TILE - 1) / KV_TILE;
     const struct kv_kern_q8 *k8 = s->int8 ? kv_kern_q8_get() : NULL;
     struct kv_native_dims d = {.r = r, .dr = dr, .Hp = Hp};
-    d.q8 = k8 && k8->decode[c->tier] && k == kv_kern_get() && r % 32 == 0;
-    d.gs = d.q8 ? kv_codec_q8_group(&c->lat) : r;
+    d.q8 = k8 && (k8->decode[c->tier] || k8->decode16[c->tier]) && k == kv_kern_get() &&
+           r % 32 == 0;
+    d.code16 = d.q8 && !k8->decode[c->tier];
+    d.gs = d.q8 && !d.code16 ? kv_codec_q8_group(&c->lat) : r;
     d.G = r / d.gs;
     d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[c->pe.tier] &&
                kv_codec_q8_group(&c->pe) == dr;
@@ -236,7 +238,7 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     if (nt < 1) nt = 1;
     const size_t per_thread = tbufs_bytes(&d);
     size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
-    if (d.q8) shared += al64((size_t)r * Hp / 4) + al64(Hp) + al64((size_t)d.G * Hp);
+    if (d.q8) shared += al64((size_t)r * Hp / 2) + al64(Hp) + al64((size_t)d.G * Hp);
     if (d.q8rope) shared += al64((size_t)dr * Hp / 4) + 2 * al64(Hp);
     int rc = scratch_reserve(s, shared + nt * per_thread, err);
     if (rc) return rc;
@@ -246,7 +248,7 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     float *sq = NULL;
     int32_t *qsum = NULL;
     if (d.q8) {
-        q8T = (int8_t *)carve(&p, (size_t)r * Hp / 4);
+        q8T = (int8_t *)carve(&p, (size_t)r * Hp / 2);   /* int8, or int16 for code16 */
         sq = carve(&p, Hp);
         qsum = (int32_t *)carve(&p, (size_t)d.G * Hp);
     }
@@ -261,7 +263,8 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     uint8_t *thread_base = p;
     kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
-    if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
+    if (d.q8 && d.code16) k8->quant_query16(qTl, r, Hp, (int16_t *)q8T, sq);
+    else if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
     if (d.q8rope) k8->quant_query(qTr, dr, Hp, dr, q8Tr, sqr, qsumr);
     const uint8_t *rows = kv_cache_row(c, layer, 0);
     const size_t stride = c->row_bytes;
@@ -280,7 +283,10 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
             const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
             const uint8_t *tr = rows + (size_t)t0 * stride;
             if (d.q8) {
-                k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                if (d.code16)
+                    k8->decode16[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                else
+                    k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
                 const float *R = NULL;
                 if (d.q8rope) {
                     k8->decode[c->pe.tier](&c->pe, tr + c->lat_bytes, stride, n, b.ur, b.urs);
@@ -291,7 +297,10 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
                     k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
                     R = b.R;
                 }
-                k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
+                if (d.code16)
+                    k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
+                else
+                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
             } else {
                 if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
                 kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
@@ -310,7 +319,7 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
             memcpy(b.m, b.mt, Hp * sizeof *b.m);
             k->expsum(b.S, Hp, b.m, Hp, n, b.S, b.l);
             if (d.q8)
-                k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.gs, b.acc, b.work);
+                k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.code16 ? 0 : d.gs, b.acc, b.work);
             else
                 k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, b.acc, r);
         }

@@ -34,11 +34,12 @@ struct kv_scratch;
 /* n_threads <= 0: OpenMP's default. Free with kv_scratch_free(). */
 int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err);
 void kv_scratch_free(struct kv_scratch *s);
-/* Opt-in int8 dot-product consumer (AVX-512 VNNI) for int8r, q4_0 and tq*:
- * the rotated query is quantized to int8 per head and the softmax weights to
- * u8 per head and tile, so results differ from kv_attend_ref on decoded rows
- * by ~1e-3 relative instead of ~1e-6 (see bench/attn-results.md for what it
- * buys). Ignored by other tiers and without VNNI. Off by default. */
+/* Opt-in integer dot-product consumer (AVX-512 VNNI) for int8r, q4_0, tq*
+ * and fp8: the rotated query is quantized per head (int8; int16 for fp8) and
+ * the softmax weights to 15 or 14 bits per head and tile, so results differ
+ * from decode-then-attend by ~1e-2 relative (mostly the int8 query) instead
+ * of ~3e-6; see bench/attn-results.md for what it buys. Ignored by the other
+ * tiers and without VNNI. Off by default. */
 void kv_scratch_set_int8(struct kv_scratch *s, int on);
 
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,

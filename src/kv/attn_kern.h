@@ -48,6 +48,8 @@ struct kv_kern {
  * and tile, vpdpwssd; per-32 scales are folded into int16 codes first). It is an approximation of the native consumer (~1e-3
  * relative, most of it from the int8 query), not bit-compatible with it.
  *
+ * fp8 takes the same path with int16 codes and an int16 query (vpdpwssd).
+ *
  * Tile layouts: u[t * r + i] = code + 128 (u8), s[t * G + g] = scale of group
  * g (G = r / gs; gs = r for a per-row scale, 32 for q4_0).
  * q8T[(i / 4) * Hp * 4 + h * 4 + i % 4] = int8 query, sq[h] its scale,
@@ -67,6 +69,14 @@ struct kv_kern_q8 {
      * of 15-bit weights and codes stay below 2^31). work: kv_q8_work_bytes(). */
     void (*accum)(const float *P, int Hp, int H, const uint8_t *u, const float *s, int n,
                   int r, int gs, float *acc, uint8_t *work);
+    /* fp8: int16 codes instead (u holds n x r int16, |code| <= 1023, one scale
+     * per row; accum takes them with gs = 0) scored against an int16 query
+     * (q16T[(i / 2) * Hp * 2 + h * 2 + i % 2], |q| <= 2047) with vpdpwssd. */
+    void (*decode16[KV_TIER_COUNT])(const struct kv_codec *c, const uint8_t *in, size_t stride,
+                                    int n, uint8_t *u, float *s);
+    void (*quant_query16)(const float *qT, int r, int Hp, int16_t *q16T, float *sq);
+    void (*scores16)(const int16_t *q16T, const float *sq, int r, int Hp, const uint8_t *u,
+                     const float *s, int n, const float *R, float scale, float *S);
 };
 /* Bytes of accum's work buffer for n <= nmax rows. */
 size_t kv_q8_work_bytes(int nmax, int r, int gs, int Hp);

@@ -52,18 +52,14 @@ static void q8_q4_0(const struct kv_codec *c, const uint8_t *in, size_t stride, 
         for (int g = 0; g < G; g++, blk += 18, o += 32) {
             uint16_t dh;
             memcpy(&dh, blk, 2);
-            const float d = kv_f16_to_f32(dh);
+            const float d = _cvtsh_ss(dh);
             __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
             __m128i lo = _mm_and_si128(q, k15), hi = _mm_and_si128(_mm_srli_epi16(q, 4), k15);
             /* d = signed absmax / -8 is often negative: keep scales >= 0 (the
              * weights are unsigned) by storing -code with -d */
-            if (d < 0) {
-                lo = _mm_sub_epi8(k136, lo);
-                hi = _mm_sub_epi8(k136, hi);
-            } else {
-                lo = _mm_add_epi8(lo, k120);
-                hi = _mm_add_epi8(hi, k120);
-            }
+            const __m128i neg = _mm_set1_epi8(d < 0 ? (char)0xff : 0);
+            lo = _mm_blendv_epi8(_mm_add_epi8(lo, k120), _mm_sub_epi8(k136, lo), neg);
+            hi = _mm_blendv_epi8(_mm_add_epi8(hi, k120), _mm_sub_epi8(k136, hi), neg);
             s[(size_t)t * G + g] = fabsf(d);
             _mm_storeu_si128((__m128i *)o, lo);
             _mm_storeu_si128((__m128i *)(o + 16), hi);
@@ -98,6 +94,30 @@ static void q8_tq(const struct kv_codec *c, const uint8_t *in, size_t stride, in
     }
 }
 
+/* fp8 rows as int16 codes with one scale per row: the exact e4m3 value times
+ * 1023/448, rounded (|code| <= 1023, so that int32 sums of 512 products with
+ * an 11-bit query, or of 64 rows with 14-bit weights, cannot overflow). The
+ * rounding adds ~1e-6 relative MSE to fp8's 7e-4. */
+static void q16_fp8(const struct kv_codec *c, const uint8_t *in, size_t stride, int n,
+                    uint8_t *u, float *s)
+{
+    const int r = c->dim;
+    const __m512 k = _mm512_set1_ps(0x1p120f * (1023.0f / 448.0f));
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = in + (size_t)t * stride;
+        int16_t *o = (int16_t *)(u + (size_t)t * r * 2);
+        s[t] = kv_load_f32(row + r) * (448.0f / 1023.0f);
+        for (int i = 0; i < r; i += 16) {
+            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + i)));
+            __m512i mag = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x7f)), 20);
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(mag), k));
+            __mmask16 neg = _mm512_test_epi32_mask(b, _mm512_set1_epi32(0x80));
+            v = _mm512_mask_sub_epi32(v, neg, _mm512_setzero_si512(), v);
+            _mm256_storeu_si256((__m256i *)(o + i), _mm512_cvtepi32_epi16(v));
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ query */
 
 static void q8_quant_query(const float *qT, int r, int Hp, int gs, int8_t *q8T, float *sq,
@@ -106,7 +126,10 @@ static void q8_quant_query(const float *qT, int r, int Hp, int gs, int8_t *q8T, 
     const int G = r / gs;
     for (int h = 0; h < Hp; h++) {
         float amax = 0.0f;
-        for (int i = 0; i < r; i++) amax = fmaxf(amax, fabsf(qT[(size_t)i * Hp + h]));
+        for (int i = 0; i < r; i++) {
+            const float a = fabsf(qT[(size_t)i * Hp + h]);
+            amax = a > amax ? a : amax;
+        }
         const float inv = amax > 0 ? 127.0f / amax : 0.0f;
         sq[h] = amax / 127.0f;
         for (int g = 0; g < G; g++) {
@@ -212,6 +235,67 @@ static void q8_scores(const int8_t *q8T, const float *sq, const int32_t *qsum, i
         }
 }
 
+/* int16 query for int16 codes: q16T[(i / 2) * Hp * 2 + h * 2 + i % 2], one
+ * scale per head, |q| <= 2047. */
+static void q16_quant_query(const float *qT, int r, int Hp, int16_t *q16T, float *sq)
+{
+    for (int h = 0; h < Hp; h++) {
+        float amax = 0.0f;
+        for (int i = 0; i < r; i++) amax = fmaxf(amax, fabsf(qT[(size_t)i * Hp + h]));
+        const float inv = amax > 0 ? 2047.0f / amax : 0.0f;
+        sq[h] = amax / 2047.0f;
+        for (int i = 0; i < r; i++)
+            q16T[(size_t)(i / 2) * Hp * 2 + h * 2 + i % 2] = (int16_t)lrintf(qT[(size_t)i * Hp + h] * inv);
+    }
+}
+
+/* S[t][h] = (sq[h] * s[t] * (q16 . code16) + R[t][h]) * scale, 8 rows x 16
+ * heads of int32 in registers. */
+static void q16_scores(const int16_t *q16T, const float *sq, int r, int Hp, const uint8_t *u,
+                       const float *s, int n, const float *R, float scale, float *S)
+{
+    const __m512 vscale = _mm512_set1_ps(scale);
+    const size_t rb = (size_t)r * 2;
+    int t = 0;
+    for (; t < n; t += KV_Q8R) {
+        const int nr = n - t < KV_Q8R ? n - t : KV_Q8R;
+        const uint8_t *ur = u + (size_t)t * rb;
+        for (int h0 = 0; h0 < Hp; h0 += 16) {
+            __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+            const int16_t *q = q16T + (size_t)h0 * 2;
+            if (nr == KV_Q8R) {
+                for (int i = 0; i < r; i += 2, q += Hp * 2) {
+                    const __m512i qv = _mm512_loadu_si512(q);
+                    int32_t w;
+#define KV_DP(j) (memcpy(&w, ur + (size_t)(j) * rb + 2 * i, 4), a##j = dpwssd(a##j, _mm512_set1_epi32(w), qv))
+                    KV_DP(0); KV_DP(1); KV_DP(2); KV_DP(3); KV_DP(4); KV_DP(5); KV_DP(6); KV_DP(7);
+#undef KV_DP
+                }
+            } else {
+                for (int i = 0; i < r; i += 2, q += Hp * 2) {
+                    const __m512i qv = _mm512_loadu_si512(q);
+                    int32_t w;
+                    memcpy(&w, ur + 2 * i, 4);
+                    a0 = dpwssd(a0, _mm512_set1_epi32(w), qv);
+                    if (nr > 1) { memcpy(&w, ur + rb + 2 * i, 4); a1 = dpwssd(a1, _mm512_set1_epi32(w), qv); }
+                    if (nr > 2) { memcpy(&w, ur + 2 * rb + 2 * i, 4); a2 = dpwssd(a2, _mm512_set1_epi32(w), qv); }
+                    if (nr > 3) { memcpy(&w, ur + 3 * rb + 2 * i, 4); a3 = dpwssd(a3, _mm512_set1_epi32(w), qv); }
+                    if (nr > 4) { memcpy(&w, ur + 4 * rb + 2 * i, 4); a4 = dpwssd(a4, _mm512_set1_epi32(w), qv); }
+                    if (nr > 5) { memcpy(&w, ur + 5 * rb + 2 * i, 4); a5 = dpwssd(a5, _mm512_set1_epi32(w), qv); }
+                    if (nr > 6) { memcpy(&w, ur + 6 * rb + 2 * i, 4); a6 = dpwssd(a6, _mm512_set1_epi32(w), qv); }
+                }
+            }
+            const __m512 vq = _mm512_loadu_ps(sq + h0);
+            const __m512i acc[KV_Q8R] = {a0, a1, a2, a3, a4, a5, a6, a7};
+            for (int j = 0; j < nr; j++) {
+                size_t o = (size_t)(t + j) * Hp + h0;
+                __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[j]), _mm512_mul_ps(vq, _mm512_set1_ps(s[t + j])));
+                _mm512_storeu_ps(S + o, _mm512_mul_ps(_mm512_add_ps(v, R ? _mm512_loadu_ps(R + o) : _mm512_setzero_ps()), vscale));
+            }
+        }
+    }
+}
+
 /* -------------------------------------------------------------- accumulate */
 
 /* The weights have a wide range (softmax tails), so they get 15 bits: the
@@ -224,6 +308,9 @@ static void q8_scores(const int8_t *q8T, const float *sq, const int32_t *qsum, i
 static void q8_accum(const float *P, int Hp, int H, const uint8_t *u, const float *s, int n,
                      int r, int gs, float *acc, uint8_t *work)
 {
+    /* gs == 0: u holds int16 codes (|code| <= 1023), one scale per row */
+    const int code16 = gs == 0;
+    if (code16) gs = r;
     const int G = r / gs, n2 = (n + 1) & ~1, T2 = n2 / 2;
     int32_t *vT = (int32_t *)work;                        /* [T2][r] (code t, code t+1) */
     int32_t *w16 = vT + (size_t)T2 * r;                   /* [T2][Hp] (w t, w t+1) */
@@ -236,10 +323,21 @@ static void q8_accum(const float *P, int Hp, int H, const uint8_t *u, const floa
         if (t >= n) { srow[t] = 0.0f; continue; }
         if (G == 1) { srow[t] = s[t]; continue; }
         float m = 0.0f;
-        for (int g = 0; g < G; g++) m = fmaxf(m, s[(size_t)t * G + g]);
+        for (int g = 0; g < G; g++) m = s[(size_t)t * G + g] > m ? s[(size_t)t * G + g] : m;
         srow[t] = m / 248.0f;
     }
-    for (int t2 = 0; t2 < T2; t2++) {
+    for (int t2 = 0; t2 < T2 && code16; t2++) {
+        const int16_t *ra = (const int16_t *)u + (size_t)(2 * t2) * r;
+        const int16_t *rb = 2 * t2 + 1 < n ? ra + r : NULL;
+        for (int i = 0; i < r; i += 16) {
+            __m512i a = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(ra + i)));
+            __m512i b = rb ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rb + i)))
+                           : _mm512_setzero_si512();
+            _mm512_storeu_si512(vT + (size_t)t2 * r + i,
+                                _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16)));
+        }
+    }
+    for (int t2 = 0; t2 < T2 && !code16; t2++) {
         const uint8_t *ra = u + (size_t)(2 * t2) * r;
         const uint8_t *rb = 2 * t2 + 1 < n ? ra + r : NULL;
         for (int i = 0; i < r; i += 16) {
@@ -260,9 +358,9 @@ static void q8_accum(const float *P, int Hp, int H, const uint8_t *u, const floa
     /* weights: w = P * srow / ws with ws = pmax[h] * smax / 32767 (an upper
      * bound of the tile's weights, so no second pass over them) */
     float smax = 0.0f;
-    for (int t = 0; t < n; t++) smax = fmaxf(smax, srow[t]);
+    for (int t = 0; t < n; t++) smax = srow[t] > smax ? srow[t] : smax;
     const float sinv = smax > 0 ? 1.0f / smax : 0.0f;
-    const float wmax = G > 1 ? 16383.0f : 32767.0f;
+    const float wmax = G > 1 || code16 ? 16383.0f : 32767.0f;
     for (int h0 = 0; h0 < Hp; h0 += 16) {
         __m512 m = _mm512_setzero_ps();
         for (int t = 0; t < n; t++) m = _mm512_max_ps(m, _mm512_loadu_ps(P + (size_t)t * Hp + h0));
@@ -321,7 +419,12 @@ const struct kv_kern_q8 kv_kern_q8_avx512 = {
         [KV_TIER_TQ3] = q8_tq,
         [KV_TIER_TQ2] = q8_tq,
     },
+    .decode16 = {
+        [KV_TIER_FP8] = q16_fp8,
+    },
     .quant_query = q8_quant_query,
     .scores = q8_scores,
     .accum = q8_accum,
+    .quant_query16 = q16_quant_query,
+    .scores16 = q16_scores,
 };

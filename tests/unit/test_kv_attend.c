@@ -279,8 +279,10 @@ static void test_int8_consumer(void)
         CHECK(worst <= (approx ? 5e-2 : 1e-5), "%s int8 consumer rel err %.3g", kv_tier_name(t), worst);
         CHECK(sharp <= (approx ? 0.3 : 1e-5), "%s int8 consumer, sharp softmax: rel err %.3g",
               kv_tier_name(t), sharp);
-        CHECK(int8_vs_ref8 <= (approx ? 1e-3 : 1e-5), "%s int8 consumer vs int8-query reference %.3g",
-              kv_tier_name(t), int8_vs_ref8);
+        /* fp8's int16 codes round each value to 1/2046 of the row's range,
+         * which the query-only reference does not model (T = 1 shows 5e-4) */
+        CHECK(int8_vs_ref8 <= (!approx ? 1e-5 : t == KV_TIER_FP8 ? 1e-2 : 1e-3),
+              "%s int8 consumer vs int8-query reference %.3g", kv_tier_name(t), int8_vs_ref8);
     }
     for (int p = 0; p < KV_ROPE_COUNT; p++) {
         int8_vs_ref8 = 0;
