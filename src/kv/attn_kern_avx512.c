@@ -304,6 +304,66 @@ static void rows_tq(const struct kv_codec *c, const uint8_t *in, size_t stride, 
     }
 }
 
+/* 16 indices of b <= 5 bits starting at bit `pos`: two 64-bit reads of 8 * b
+ * (+7) bits each (the row's radius follows the indices, so a read never
+ * leaves the row). */
+static inline __m512i polar_idx16(const uint8_t *row, size_t pos, int b, __m512i sh)
+{
+    __m256i half[2];
+    for (int k = 0; k < 2; k++, pos += (size_t)8 * b) {
+        uint64_t w;
+        memcpy(&w, row + pos / 8, 8);
+        w >>= pos % 8;
+        half[k] = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(_mm512_set1_epi64((long long)w), sh));
+    }
+    __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
+    return _mm512_and_si512(idx, _mm512_set1_epi32((1 << b) - 1));
+}
+
+/* The tree expansion of kv_polar_decode, 16 angles at a time, level by level
+ * into a second buffer (the same products, so the same bits). */
+static void rows_polar(const struct kv_codec *c, const uint8_t *in, size_t stride, int n,
+                       float *out, size_t ldo)
+{
+    const struct kv_polar_tab *p = c->polar;
+    const size_t nb = (p->off[p->L + 1] + 7) / 8;
+    const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    float bufa[KV_DIM_MAX / 2], bufb[KV_DIM_MAX / 2];
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = in + (size_t)t * stride;
+        float *o = out + (size_t)t * ldo, *v = bufa, *w = bufb;
+        v[0] = kv_load_f32(row + nb);
+        for (int l = p->L; l >= 1; l--) {
+            const int m = c->dim >> l, b = p->bits[l];
+            float *dst = l == 1 ? o : w;
+            int i = 0;
+            if (m >= 16) {
+                const __m512i sh = _mm512_setr_epi64(0, b, 2 * b, 3 * b, 4 * b, 5 * b, 6 * b, 7 * b);
+                const __m512 c0 = _mm512_loadu_ps(p->cs[l]), c1 = _mm512_loadu_ps(p->cs[l] + 16);
+                const __m512 s0 = _mm512_loadu_ps(p->sn[l]), s1 = _mm512_loadu_ps(p->sn[l] + 16);
+                for (; i + 16 <= m; i += 16) {
+                    __m512i idx = polar_idx16(row, p->off[l] + (size_t)i * b, b, sh);
+                    __m512 cv = _mm512_permutex2var_ps(c0, idx, c1), sv = _mm512_permutex2var_ps(s0, idx, s1);
+                    __m512 r = _mm512_loadu_ps(v + i);
+                    __m512 x = _mm512_mul_ps(r, cv), y = _mm512_mul_ps(r, sv);
+                    _mm512_storeu_ps(dst + 2 * i, _mm512_permutex2var_ps(x, ilo, y));
+                    _mm512_storeu_ps(dst + 2 * i + 16, _mm512_permutex2var_ps(x, ihi, y));
+                }
+            }
+            for (; i < m; i++) {
+                size_t pos = p->off[l] + (size_t)i * b;
+                unsigned k = kv_bits_get(row, &pos, b);
+                dst[2 * i] = v[i] * p->cs[l][k];
+                dst[2 * i + 1] = v[i] * p->sn[l][k];
+            }
+            float *tmp = v;
+            v = dst;
+            w = tmp;
+        }
+    }
+}
+
 const struct kv_kern kv_kern_avx512 = {
     .name = "avx512",
     .scores = scores_avx512,
@@ -318,5 +378,7 @@ const struct kv_kern kv_kern_avx512 = {
         [KV_TIER_TQ4] = rows_tq,
         [KV_TIER_TQ3] = rows_tq,
         [KV_TIER_TQ2] = rows_tq,
+        [KV_TIER_POLAR4] = rows_polar,
+        [KV_TIER_POLAR3] = rows_polar,
     },
 };

@@ -55,7 +55,18 @@ void kv_tq_decode(const struct kv_codec *c, const uint8_t *in, float *y);
  * thresholds, and its MSE D_b. */
 void kv_lloyd_max_gauss(int bits, float *level, float *thresh, double *mse);
 
-/* codec_polar.c */
+/* codec_polar.c; the table is shared with the AVX-512 row decoder */
+#define KV_POLAR_MAXL 13          /* 2^12 = KV_DIM_MAX */
+
+struct kv_polar_tab {
+    int L;
+    int bits[KV_POLAR_MAXL + 1];        /* per level 1..L */
+    size_t off[KV_POLAR_MAXL + 2];      /* bit offset of each level's indices */
+    float ang[KV_POLAR_MAXL + 1][32];   /* codebook angles, ascending */
+    float thr[KV_POLAR_MAXL + 1][32];   /* thresholds between them (l >= 2) */
+    float cs[KV_POLAR_MAXL + 1][32], sn[KV_POLAR_MAXL + 1][32];
+};
+
 size_t kv_polar4_row_bytes(int dim);
 size_t kv_polar3_row_bytes(int dim);
 int  kv_polar_init(struct kv_codec *c, struct colibri_err *err);

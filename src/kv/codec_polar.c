@@ -16,17 +16,7 @@
 #include "kv/codec_impl.h"
 #include "kv/kv_num.h"
 
-#define KV_POLAR_MAXL 13          /* 2^12 = KV_DIM_MAX */
 #define KV_POLAR_GRID 16384
-
-struct kv_polar_tab {
-    int L;
-    int bits[KV_POLAR_MAXL + 1];        /* per level 1..L */
-    size_t off[KV_POLAR_MAXL + 2];      /* bit offset of each level's indices */
-    float ang[KV_POLAR_MAXL + 1][32];   /* codebook angles, ascending */
-    float thr[KV_POLAR_MAXL + 1][32];   /* thresholds between them (l >= 2) */
-    float cs[KV_POLAR_MAXL + 1][32], sn[KV_POLAR_MAXL + 1][32];
-};
 
 static int polar_level_bits(enum kv_tier t, int level)
 {
