@@ -25,9 +25,11 @@
  *     sum_j |w_j| * amax(block of x_j) / 254  +  1e-5 * sum_j (|w_j| + o*s_j) |x_j|
  * (half a step of the activation rounding, plus f32 rounding of the terms and
  * of the offset o = 8 or 128 steps of the weight scale s_j). Every other
- * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|. fp8b at the SIMD levels decodes through f16 and reads the NaN
- * codes 0x7F/0xFF as +-480 (the reference table gives NaN); our encoder never
- * writes them and DeepSeek checkpoints do not hold them.
+ * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|.
+ * fp8b at the SIMD levels decodes exactly (through f16, or bf16 byte tables
+ * with VBMI) except the NaN codes 0x7F/0xFF, which read as +-480 (the
+ * reference table gives NaN); our encoder never writes them and DeepSeek
+ * checkpoints do not hold them.
  */
 #ifndef COLIBRI_QUANT_QTENSOR_H
 #define COLIBRI_QUANT_QTENSOR_H
