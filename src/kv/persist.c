@@ -498,8 +498,9 @@ static void kv_file_check(const struct kv_file *f)
     assert(f->slot == 0 || f->slot == 1);
     assert(f->seq >= 1);
     assert(f->hdr.record_bytes == KV_FILE_REC_EXTRA + (uint64_t)f->hdr.n_layers * f->hdr.row_bytes);
-    /* (4)/(5): every published record exists in the file. */
-    assert(f->size >= rec_offset(&f->hdr, f->count));
+    /* (4)/(5): every published record exists in the file (a damaged file
+     * may be shorter than the header block when nothing is published). */
+    assert(f->count == 0 || f->size >= rec_offset(&f->hdr, f->count));
     assert(f->count <= f->sums_cap || f->upgrade_pending || f->read_only);
     /* Only an all-f32 file is ever upgraded. */
     assert(!f->upgrade_pending || (f->hdr.tier == KV_TIER_F32 && f->hdr.rope == KV_ROPE_F32));
