@@ -10,8 +10,9 @@
  *                    [--no-int8] [--cpu-time]
  * --cpu-time times calls by process CPU time instead of the wall clock (use it
  * with --threads 1 on a machine shared with other work).
- * Tiers with an int8 form (int8r, q4_0, tq*) are timed twice: the exact native
- * consumer and the opt-in int8 dot-product one (kv_scratch_set_int8).
+ * Tiers with an integer form (fp8, int8r, q4_0, tq*) are timed twice: the
+ * exact native consumer and the opt-in integer dot-product one
+ * (kv_scratch_set_int8).
  */
 #include <math.h>
 #include <time.h>
@@ -135,7 +136,7 @@ int main(int argc, char **argv)
     enum { MAXV = 2 * KV_TIER_COUNT };
     double ms[MAXV][MAXH][MAXC];
     size_t rowb[MAXV];
-    int vtier[MAXV], vint8[MAXV], nv = 0;   /* variants: a tier, with or without int8 dots */
+    int vtier[MAXV], vint8[MAXV], nv = 0;   /* variants: a tier, with or without integer dots */
     struct kv_scratch *sc = NULL, *sc8 = NULL;
     kv_scratch_new(threads, &sc, NULL);
     kv_scratch_new(threads, &sc8, NULL);
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
             return 1;
         }
         vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
-        if (with_int8 && kv_kern_q8_get() && kv_codec_q8_group(&caches[ti]->lat))
+        if (with_int8 && kv_attend_int8_applies(caches[ti]))
             vtier[nv] = ti, vint8[nv] = 1, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
         for (int p = 0; p < maxT; p++) {
             for (int i = 0; i < r; i++) lat[i] = gauss();
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < nheads * nctx; k++) fprintf(m, "---|");
     fprintf(m, "\n");
     for (int v = 0; v < nv; v++) {
-        fprintf(m, "| %s%s | %zu | %.3f |", kv_tier_name(tlist[vtier[v]]), vint8[v] ? " (int8 dots)" : "",
+        fprintf(m, "| %s%s | %zu | %.3f |", kv_tier_name(tlist[vtier[v]]), vint8[v] ? " (integer dots)" : "",
                 rowb[v], (double)rowb[v] / rowb[0]);
         for (int hi = 0; hi < nheads; hi++)
             for (int ci = 0; ci < nctx; ci++)

@@ -349,6 +349,13 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     return 0;
 }
 
+int kv_attend_int8_applies(const struct kv_cache *c)
+{
+    const struct kv_kern_q8 *k8 = kv_kern_q8_get();
+    return k8 && (k8->decode[c->tier] || k8->decode16[c->tier]) && c->r % 32 == 0 &&
+           cols_ok_for(kv_kern_get(), c->r, c->dr);
+}
+
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
               const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
               struct colibri_err *err)

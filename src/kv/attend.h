@@ -41,6 +41,8 @@ void kv_scratch_free(struct kv_scratch *s);
  * of ~3e-6; see bench/attn-results.md for what it buys. Ignored by the other
  * tiers and without VNNI. Off by default. */
 void kv_scratch_set_int8(struct kv_scratch *s, int on);
+/* 1 if kv_scratch_set_int8() changes how kv_attend reads this cache. */
+int kv_attend_int8_applies(const struct kv_cache *c);
 
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
               const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
