@@ -62,9 +62,10 @@ static char *read_line(FILE *f)
 
 int cmd_chat(int argc, char **argv)
 {
-    const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_path = NULL;
+    const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
+    struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "system", 0, OPT_STR, &system, "system prompt" },
@@ -77,8 +78,13 @@ int cmd_chat(int argc, char **argv)
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0)", 0, 2147483647 },
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
-        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "
+                                      "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
+        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
+        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
+        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
+        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",
@@ -99,8 +105,9 @@ int cmd_chat(int argc, char **argv)
     colibri_kv_file *kvf = NULL;
     struct convo c = { 0 };
     int status = 1, tty = isatty(0);
-    struct colibri_model_opts mo = { .n_threads = threads };
-    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier };
+    mo.n_threads = threads;
+    if (!kv_tier) kv_tier = opts_env_kv_tier();
+    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope };
 
     if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err))

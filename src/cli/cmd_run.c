@@ -32,7 +32,7 @@ static char *read_text(const char *path, size_t *len)
 int cmd_run(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
-    const char *kv_tier = NULL, *kv_path = NULL;
+    const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
@@ -54,9 +54,13 @@ int cmd_run(int argc, char **argv)
         { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
-        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier (default f32)" },
+        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "
+                                      "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
+        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
+        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
+        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
     };
     const struct opts_spec spec = {
         "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
@@ -120,7 +124,8 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "colibri run: warning: %zu invalid UTF-8 sequence%s in the prompt replaced by U+FFFD\n",
                 replaced, replaced == 1 ? "" : "s");
     if (colibri_model_load(dir, &mo, &m, &err)) goto fail;
-    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier };
+    if (!kv_tier) kv_tier = opts_env_kv_tier();
+    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope };
     if (colibri_session_new(m, &sopt, &s, &err)) goto fail;
     if (kv_path) {
         struct colibri_kv_info ki;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 
 struct command {
     const char *name;
@@ -43,7 +44,7 @@ static void usage(FILE *f)
  * unless the user chose a policy or a spin count. */
 static void reexec_with_passive_wait(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (opts_env_omp_policy_chosen()) return;
     if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");   /* exec failed: carry on with the default */

@@ -84,3 +84,33 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
     }
     return 0;
 }
+
+const char *opts_env_kv_tier(void)
+{
+    static const char *const TQ[] = { "tq2", "tq3", "tq4" }, *const POLAR[] = { "polar2", "polar3", "polar4" };
+    const char *tq = getenv("KV_TQ"), *polar = getenv("KV_TQ_POLAR"), *kv8 = getenv("KV8");
+    int bits = 4;
+    if (tq && *tq) {
+        if (strlen(tq) != 1 || tq[0] < '2' || tq[0] > '4') {
+            fprintf(stderr, "colibri: KV_TQ=%s ignored (2, 3 or 4)\n", tq);
+            tq = NULL;
+        } else {
+            bits = tq[0] - '0';
+        }
+    }
+    if (polar && !strcmp(polar, "1")) return POLAR[bits - 2];
+    if (tq && *tq) return TQ[bits - 2];
+    if (kv8 && !strcmp(kv8, "1")) return "fp8";
+    return NULL;
+}
+
+const char *opts_env_api_key(void)
+{
+    const char *k = getenv("COLIBRI_API_KEY");
+    return k && *k ? k : NULL;
+}
+
+int opts_env_omp_policy_chosen(void)
+{
+    return getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL;
+}

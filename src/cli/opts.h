@@ -35,4 +35,17 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
 
 void opts_usage(const struct opts_spec *spec, FILE *f);
 
+/* The environment, read here and nowhere else in colibri.
+ *
+ * opts_env_kv_tier: the KV tier named by the aliases KV8=1 (fp8), KV_TQ=N
+ * (tqN, N = 2..4) and KV_TQ_POLAR=1 (polarN, N from KV_TQ, default 4), or
+ * NULL when none is set. An --kv option given on the command line wins. A
+ * malformed value is reported on stderr and ignored.
+ * opts_env_api_key: COLIBRI_API_KEY or NULL.
+ * opts_env_omp_policy_chosen: 1 when the user set OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT. */
+const char *opts_env_kv_tier(void);
+const char *opts_env_api_key(void);
+int opts_env_omp_policy_chosen(void);
+
 #endif
