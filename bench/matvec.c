@@ -2,11 +2,16 @@
  * run: a read-bandwidth probe (sum over a 1 GiB buffer with every OpenMP
  * thread), then per format the matvec (decode) rate in GB/s of weight bytes
  * (data + scales) as a fraction of the probe, and the matmul (prefill) rate
- * in GFLOP/s for batches of 16 and 64. Prints a markdown report on stdout.
+ * in GFLOP/s for batches of 16 and 64, and the one-thread matvec rate on a
+ * slice that stays in cache (the kernel's compute ceiling per core). Prints a markdown report on
+ * stdout.
  *
  * The matvec matrix is sized per format to about 512 MiB of weights (many
  * times the last-level cache), cols = 7168 (DeepSeek-V3's hidden size), so
- * it streams from memory as a decode step does. Weights are random bytes
+ * it streams from memory as a decode step does. Probe passes are interleaved
+ * with each format's matvecs and the ratio is of the two medians, so load
+ * from other processes that comes and goes affects both alike; the load
+ * average is printed at start and end for the reader to judge. Weights are random bytes
  * shaped to valid, normal values; the rate does not depend on them.
  *
  * usage: matvec [MiB per matvec matrix, default 512] */
@@ -60,6 +65,15 @@ static void cpu_model(char *out, size_t n)
     fclose(f);
 }
 
+static void loadavg(char *out, size_t n)
+{
+    snprintf(out, n, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return;
+    if (fgets(out, (int)n, f)) out[strcspn(out, "\n")] = 0;
+    fclose(f);
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -89,9 +103,11 @@ int main(int argc, char **argv)
     int threads = omp_get_max_threads();
     enum quant_isa isa = quant_isa_best();
 
+    char la[128];
+    loadavg(la, sizeof la);
     printf("## Machine\n\n- CPU: %s (%ld logical CPUs online), %s %s\n- OpenMP threads: %d\n"
-           "- kernel level: %s\n\n", model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.machine,
-           threads, quant_isa_name(isa));
+           "- kernel level: %s\n- /proc/loadavg at start: %s\n\n", model, sysconf(_SC_NPROCESSORS_ONLN),
+           u.sysname, u.machine, threads, quant_isa_name(isa), la);
     fflush(stdout);
 
     /* The probe buffer stays allocated: each format's matvec timings are
@@ -117,7 +133,7 @@ int main(int argc, char **argv)
     static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
                                 QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
     const int nf = sizeof fmts / sizeof fmts[0];
-    double gflops[9][2] = { { 0 } };
+    double gflops[9][2] = { { 0 } }, incache[9] = { 0 };
     float *x = xalloc(64 * (size_t)cols * sizeof(float));
     for (size_t i = 0; i < 64 * (size_t)cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
 
@@ -167,14 +183,32 @@ int main(int argc, char **argv)
             }
             gflops[fi][bi] = 2.0 * P.rows * cols * n / best / 1e9;
         }
+        /* compute ceiling of one core: a 1 MiB slice that stays in cache, one
+         * thread (no barrier waits on a busy machine), best of 200 */
+        struct qtensor C = W;
+        C.rows = (int)((1 << 20) / rb);
+        double cbest = 1e30;
+        omp_set_num_threads(1);
+        for (int rep = 0; rep < 200; rep++) {
+            double t0 = now_sec();
+            quant_matvec(&C, x, y);
+            double dt = now_sec() - t0;
+            if (dt < cbest) cbest = dt;
+        }
+        omp_set_num_threads(threads);
+        incache[fi] = quant_qtensor_bytes(&C) / cbest / 1e9;
         free(d);
         free(s);
         free(y);
     }
-    printf("\n## matmul (prefill): Y = X Wᵀ, W 4096 x 7168, best of 3\n\n");
-    printf("| format | GFLOP/s n=16 | GFLOP/s n=64 |\n|---|---:|---:|\n");
+    printf("\n## matmul (prefill): Y = X Wᵀ, W 4096 x 7168, best of 3; and the matvec compute ceiling\n\n"
+           "The last column is matvec on a 1 MiB slice of the same matrix (it stays in cache) on one\n"
+           "thread, best of 200: what one core's kernel can consume when memory is not the limit.\n\n");
+    printf("| format | GFLOP/s n=16 | GFLOP/s n=64 | in-cache matvec GB/s, 1 thread |\n|---|---:|---:|---:|\n");
     for (int fi = 0; fi < nf; fi++)
-        printf("| %s | %.1f | %.1f |\n", quant_fmt_name(fmts[fi]), gflops[fi][0], gflops[fi][1]);
+        printf("| %s | %.1f | %.1f | %.1f |\n", quant_fmt_name(fmts[fi]), gflops[fi][0], gflops[fi][1], incache[fi]);
+    loadavg(la, sizeof la);
+    printf("\n/proc/loadavg at end: %s\n", la);
     free(x);
     free(pbuf);
     return 0;
