@@ -6,7 +6,10 @@ max_tokens, distinct prompts so no cache prefix is shared beyond BOS) and
 records per request: latency (send to [DONE]), time to first token, and the
 generated tokens (from the usage chunk). Per concurrency level it prints the
 aggregate generated tokens/s over the wall time, p50/p99 latency, p50 TTFT,
-and the aggregate tokens/s relative to one client (the batching speedup).
+the aggregate tokens/s relative to one client (the batching speedup), the
+share of the wall time the server spent inside forward passes ("fwd %", from
+its /metrics; the rest is HTTP, JSON, sampling and waiting for the CPU), and
+the mean number of slots per batched decode call ("batch").
 
     python3 bench/serve_bench.py -m models/colibri-tiny            # starts a server
     python3 bench/serve_bench.py --url http://127.0.0.1:8080       # uses a running one
@@ -70,6 +73,19 @@ def one_request(host, port, key, model, prompt, max_tokens):
     return time.perf_counter() - t0, ttft if ttft is not None else float("nan"), tokens
 
 
+def scrape(host, port, key):
+    """The server's counters from /metrics (name with labels -> value)."""
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
+    out = {}
+    for line in conn.getresponse().read().decode().splitlines():
+        if line and not line.startswith("#"):
+            name, val = line.rsplit(" ", 1)
+            out[name] = float(val)
+    conn.close()
+    return out
+
+
 def run_level(host, port, key, model, clients, per_client, max_tokens, base):
     lat, ttft, toks, errors = [], [], [], []
     lock = threading.Lock()
@@ -89,13 +105,21 @@ def run_level(host, port, key, model, clients, per_client, max_tokens, base):
                 toks.append(n)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    m0 = scrape(host, port, key)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"clients": clients, "requests": len(lat), "errors": len(errors), "tokens": sum(toks),
+    m1 = scrape(host, port, key)
+    d = {k: m1.get(k, 0) - m0.get(k, 0) for k in m1}
+    fwd = d.get('colibri_forward_seconds_total{phase="prefill"}', 0) + \
+        d.get('colibri_forward_seconds_total{phase="decode"}', 0)
+    calls = d.get("colibri_decode_calls_total", 0)
+    return {"forward_s": fwd, "forward_share": fwd / wall if wall > 0 else 0,
+            "slots_per_decode": d.get("colibri_generated_tokens_total", 0) / calls if calls else 0,
+            "clients": clients, "requests": len(lat), "errors": len(errors), "tokens": sum(toks),
             "wall_s": wall, "tok_s": sum(toks) / wall if wall > 0 else 0,
             "p50_s": percentile(lat, 50), "p99_s": percentile(lat, 99), "ttft_p50_s": percentile(ttft, 50),
             "first_error": errors[0] if errors else None}
@@ -161,7 +185,7 @@ def main():
         print(f"# colibri serve bench: model {model}, max_tokens {a.max_tokens}, greedy, streaming")
         print(f"# machine: {machine()}")
         print(f"{'clients':>7} {'reqs':>5} {'tokens':>7} {'wall s':>7} {'tok/s':>8} {'p50 s':>7} {'p99 s':>7} "
-              f"{'ttft50 s':>8} {'vs 1':>6}")
+              f"{'ttft50 s':>8} {'vs 1':>6} {'fwd %':>6} {'batch':>6}")
         results, base = [], 0
         for c in levels:
             per_client = max(1, a.requests // c)
@@ -171,7 +195,8 @@ def main():
             ratio = r["tok_s"] / results[0]["tok_s"] if results[0]["tok_s"] else float("nan")
             r["speedup_vs_1"] = ratio
             print(f"{c:>7} {r['requests']:>5} {r['tokens']:>7} {r['wall_s']:>7.2f} {r['tok_s']:>8.1f} "
-                  f"{r['p50_s']:>7.3f} {r['p99_s']:>7.3f} {r['ttft_p50_s']:>8.3f} {ratio:>6.2f}"
+                  f"{r['p50_s']:>7.3f} {r['p99_s']:>7.3f} {r['ttft_p50_s']:>8.3f} {ratio:>6.2f} "
+                  f"{100 * r['forward_share']:>6.1f} {r['slots_per_decode']:>6.2f}"
                   + (f"  ({r['errors']} errors: {r['first_error']})" if r["errors"] else ""), flush=True)
         if a.json:
             json.dump({"model": model, "machine": machine(), "max_tokens": a.max_tokens, "levels": results},

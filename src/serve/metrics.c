@@ -28,6 +28,10 @@ void metrics_init(struct metrics *m)
     atomic_init(&m->generated_tokens, 0);
     atomic_init(&m->cancelled, 0);
     atomic_init(&m->finished, 0);
+    atomic_init(&m->steps, 0);
+    atomic_init(&m->prefill_ns, 0);
+    atomic_init(&m->decode_ns, 0);
+    atomic_init(&m->decode_calls, 0);
 }
 
 void metrics_count_response(struct metrics *m, int http_status)
@@ -70,6 +74,15 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
             atomic_load(&m->finished));
     counter(&b, "colibri_requests_cancelled_total", "Generations cancelled (client gone or shutdown).",
             atomic_load(&m->cancelled));
+    counter(&b, "colibri_scheduler_steps_total", "Scheduler iterations that advanced at least one slot.",
+            atomic_load(&m->steps));
+    counter(&b, "colibri_decode_calls_total", "Batched decode calls (one per step with generating slots).",
+            atomic_load(&m->decode_calls));
+    sb_printf(&b, "# HELP colibri_forward_seconds_total Wall time inside forward passes, by phase.\n"
+                  "# TYPE colibri_forward_seconds_total counter\n"
+                  "colibri_forward_seconds_total{phase=\"prefill\"} %.6f\n"
+                  "colibri_forward_seconds_total{phase=\"decode\"} %.6f\n",
+              atomic_load(&m->prefill_ns) * 1e-9, atomic_load(&m->decode_ns) * 1e-9);
     gauge(&b, "colibri_queue_depth", "Requests waiting for a slot.", g->queue_depth);
     gauge(&b, "colibri_slots_busy", "Slots running a request.", g->slots_busy);
     gauge(&b, "colibri_slots_total", "Slots (sessions).", g->slots_total);

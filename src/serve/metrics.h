@@ -32,6 +32,9 @@ struct metrics {
     atomic_uint_fast64_t responses[METRICS_ST_COUNT];
     atomic_uint_fast64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     atomic_uint_fast64_t cancelled, finished;
+    atomic_uint_fast64_t steps;                 /* scheduler iterations that did work */
+    atomic_uint_fast64_t prefill_ns, decode_ns; /* wall time inside forward passes */
+    atomic_uint_fast64_t decode_calls;          /* batched decode calls (one per step) */
 };
 
 /* Sampled gauges, filled by the caller. */

@@ -200,6 +200,13 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
     atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)lcp);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void slot_prefill(struct sched *s, struct slot *sl)
 {
     struct job *j = sl->job;
@@ -207,7 +214,10 @@ static void slot_prefill(struct sched *s, struct slot *sl)
     int n = j->n_prompt - sl->n_done;
     if (n > s->o.prefill_chunk) n = s->o.prefill_chunk;
     int last = sl->n_done + n == j->n_prompt;
-    if (colibri_session_prefill(sl->sess, j->prompt + sl->n_done, n, last ? sl->logits : NULL, 0, &err)) {
+    uint64_t t0 = now_ns();
+    int rc = colibri_session_prefill(sl->sess, j->prompt + sl->n_done, n, last ? sl->logits : NULL, 0, &err);
+    atomic_fetch_add(&s->met->prefill_ns, now_ns() - t0);
+    if (rc) {
         slot_fail(s, sl, 500, err.msg);
         return;
     }
@@ -266,7 +276,10 @@ static void decode_pending(struct sched *s)
     if (n == 0) return;
     struct colibri_err err = { 0 };
     int done = 0;
+    uint64_t t0 = now_ns();
     int rc = colibri_batch_decode(sess, toks, n, logits, &done, &err);
+    atomic_fetch_add(&s->met->decode_ns, now_ns() - t0);
+    atomic_fetch_add(&s->met->decode_calls, 1);
     for (int k = 0; k < done; k++) {
         who[k]->pending = -1;
         who[k]->n_toks++;
@@ -337,6 +350,7 @@ static void *sched_main(void *arg)
             else if (sl->pending < 0) slot_sample(s, sl);
         }
         decode_pending(s);
+        if (stepped) atomic_fetch_add(&s->met->steps, 1);
         int64_t kv = 0;
         for (int i = 0; i < s->o.n_slots; i++) kv += s->slots[i].n_toks;
         pthread_mutex_lock(&s->mu);
