@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "cli/textio.h"
 #include "colibri.h"
 
 #define EVAL_MAX_TIERS 16
@@ -130,18 +131,13 @@ int cmd_eval(int argc, char **argv)
         }
         colibri_session_free(s);
     }
-    FILE *f = fopen(text_path, "rb");
-    if (!f) {
-        fprintf(stderr, "colibri eval: cannot open %s\n", text_path);
+    size_t got;
+    char *text = cli_read_text(text_path, &got);
+    if (!text) {
+        fprintf(stderr, "colibri eval: cannot read %s\n", text_path);
         rc = 1;
         goto out;
     }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    size_t got = fread(text, 1, (size_t)len, f);
-    fclose(f);
     int32_t *ids = NULL;
     size_t n_ids = 0, n_bad = 0;
     rc = colibri_tokenizer_encode(tok, text, got, 0, &ids, &n_ids, &n_bad, &err);

@@ -8,26 +8,8 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/opts.h"
+#include "cli/textio.h"
 #include "colibri.h"
-
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, 2 * cap + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
-    }
-    if (f != stdin) fclose(f);
-    if (buf) { buf[n] = 0; *len = n; }
-    return buf;
-}
 
 int cmd_run(int argc, char **argv)
 {
@@ -82,7 +64,7 @@ int cmd_run(int argc, char **argv)
     size_t len = 0;
     char *owned = NULL;
     if (file) {
-        if (!(owned = read_text(file, &len))) { perror(file); return 1; }
+        if (!(owned = cli_read_text(file, &len))) { perror(file); return 1; }
         prompt = owned;
     } else {
         len = strlen(prompt);

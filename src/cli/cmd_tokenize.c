@@ -8,26 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "cli/textio.h"
 #include "colibri.h"
-
-static char *read_input(const char *path, size_t *len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, 2 * cap + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
-    }
-    if (f != stdin) fclose(f);
-    if (buf) { buf[n] = 0; *len = n; }
-    return buf;
-}
 
 /* Parses "[1, 2, 3]" (whitespace allowed). Returns the count or -1. */
 static long parse_ids(const char *s, int32_t **out)
@@ -93,7 +75,7 @@ int cmd_tokenize(int argc, char **argv)
     char *owned = NULL;
     const char *text = o.text;
     if (o.file) {
-        if (!(owned = read_input(o.file, &len))) { perror(o.file); return 1; }
+        if (!(owned = cli_read_text(o.file, &len))) { perror(o.file); return 1; }
         text = owned;
     } else {
         len = strlen(text);
