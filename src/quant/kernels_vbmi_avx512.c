@@ -72,6 +72,50 @@ INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *c
     }
 }
 
+/* matvec: 4 rows per pass share each activation load (the activations are
+ * 4 bytes per weight byte, and re-reading them per row costs as much cache
+ * traffic as the weights). Each row's arithmetic is exactly that of
+ * fp8_step64 in rows_fp8b_nj, so results do not depend on the tiling. */
+INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
+                       const float *xp, float *Y)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    const __m512i z = _mm512_setzero_si512(), sign = _mm512_set1_epi8((char)0x80);
+    const uint8_t *p[4];
+    const float *s[4];
+    __m512 acc[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = (const uint8_t *)W->data + (size_t)(r + i) * cols;
+        s[i] = W->scales + (size_t)((r + i) / B) * nbc;
+        acc[i] = _mm512_setzero_ps();
+    }
+    for (int bc = 0; bc < nbc; bc++) {
+        __m512 b0[4], b1[4];
+        for (int i = 0; i < 4; i++) b0[i] = b1[i] = _mm512_setzero_ps();
+        int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+        for (int c = c0; c < c1; c += 64) {
+            int n = c1 - c;
+            __mmask64 m = n >= 64 ? ~0ull : (1ull << n) - 1;
+            __m512 x0 = _mm512_loadu_ps(xp + c), x1 = _mm512_loadu_ps(xp + c + 16);
+            __m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
+            for (int i = 0; i < 4; i++) {
+                __m512i v = _mm512_maskz_loadu_epi8(m, p[i] + c);
+                __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
+                hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);
+                __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
+                __m512i wl = _mm512_unpacklo_epi8(lb, hb), wh = _mm512_unpackhi_epi8(lb, hb);
+                b0[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wl)), x0, b0[i]);
+                b1[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wl)), x1, b1[i]);
+                b0[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wh)), x2, b0[i]);
+                b1[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh)), x3, b1[i]);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_add_ps(b0[i], b1[i]), _mm512_set1_ps(s[i][bc]), acc[i]);
+    }
+    for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(acc[i]);
+}
+
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
@@ -83,6 +127,8 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
     };
     const float *xp[QUANT_NB];
     for (int j = 0; j < NJ; j++) xp[j] = a->xp + (size_t)(j0 + j) * a->cols_pad64;
+    if (NJ == 1)
+        for (; r0 + 4 <= r1; r0 += 4) tile4_fp8b(&t, W, r0, xp[0], Y + (size_t)j0 * W->rows);
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
         const float *s = W->scales + (size_t)(r / B) * nbc;
