@@ -878,8 +878,9 @@ int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_veri
             v->valid = w.kept;
             v->first_bad = w.first_bad;
             snprintf(v->why, sizeof v->why, "%s", w.why);
-            uint64_t end = rec_offset(&v->hdr, v->published);
-            v->tail_bytes = v->file_bytes > end ? v->file_bytes - end : 0;
+            uint64_t present = v->file_bytes > KV_FILE_RECORDS ? (v->file_bytes - KV_FILE_RECORDS) / v->hdr.record_bytes : 0;
+            uint64_t end = rec_offset(&v->hdr, v->published < present ? v->published : present);
+            v->tail_bytes = v->published <= present && v->file_bytes > end ? v->file_bytes - end : 0;
         }
     }
     io->close(io, fh);
