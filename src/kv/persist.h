@@ -114,8 +114,8 @@ struct kv_file;
  * and the cache and tokens unchanged: COLIBRI_EMISMATCH (another model, tier
  * or codec: the message names the field and how to reuse the file),
  * COLIBRI_EFORMAT / EUNSUPPORTED (not a readable KV file), COLIBRI_EIO (I/O,
- * or another writer holds the file). io and path must outlive *out (path is
- * copied). Release with kv_file_close(). */
+ * or another writer holds the file). io must outlive *out; path is copied.
+ * Release with kv_file_close(). */
 int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_hdr *want,
                  struct kv_cache *cache, int32_t *tokens, int max_tokens, struct kv_file_report *rep,
                  struct kv_file **out, struct colibri_err *err);

@@ -199,10 +199,8 @@ static void test_sigkill_writers(void)
     unlink(path);
     srand(12345);
     int iters = 0, bad = 0, files = 0;
-    double t0 = (double)clock() / CLOCKS_PER_SEC;
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    (void)t0;
     for (; iters < 300; iters++) {
         if (iters % 50 == 0) unlink(path);    /* sometimes from creation on */
         pid_t pid = fork();
@@ -234,7 +232,7 @@ static void test_sigkill_writers(void)
             kv_cache_free(c);
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec > 15) break;   /* bounded on a slow machine */
+        if (now.tv_sec - start.tv_sec > 25) break;   /* bounded on a slow (or sanitized) build */
     }
     printf("  %d kills, %d files checked\n", iters, files);
     CHECK(iters >= 100 && files >= iters / 2, "only %d kills, %d files", iters, files);
