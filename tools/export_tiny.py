@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-f32-ppl", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=48)
+    ap.add_argument("--note", action="append", default=[], help="extra line(s) for the card's training section")
     ap.add_argument("--max-windows", type=int, default=0, help="testing only: limit the ppl windows")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -192,6 +193,7 @@ def main():
     with open(os.path.join(a.out, "eval.json"), "w", encoding="utf-8") as f:
         json.dump(res, f, ensure_ascii=False, indent=2)
         f.write("\n")
+    res["notes"] = a.note
     write_card(a.out, cfg, res, corpus_rows, files, tok)
     print("export done in %.0f s" % (time.time() - t_begin), flush=True)
 
@@ -277,8 +279,8 @@ def write_card(out, cfg, res, corpus_rows, files, tok):
     w("| | |")
     w("|---|---|")
     w("| steps | %d |" % tr["steps"])
-    w("| tokens seen | %d (%.1f passes over the %d-byte training text) |" %
-      (tr["tokens_seen"], tr["tokens_seen"] / res["train_tokens"], ntrain))
+    w("| tokens seen | %d (%.2f passes over the %d-token training text) |" %
+      (tr["tokens_seen"], tr["tokens_seen"] / res["train_tokens"], res["train_tokens"]))
     w("| training wall time | %.1f min on 1 CPU thread (AMD EPYC, torch bf16 autocast) |" % (tr["train_wall_s"] / 60))
     w("| throughput | ~%s tokens/s (median of logged intervals) |" % tr["tok_per_s_median"])
     if tr["final_train_loss_avg_last_50_steps"] is not None:
@@ -290,8 +292,14 @@ def write_card(out, cfg, res, corpus_rows, files, tok):
     w("| batch | %s windows × %s tokens (each window = [BOS] + tokens from one book, random offset); the last "
       "%s of the run at %s tokens with the same tokens per step |" %
       (args.get("batch"), args.get("seq"), args.get("long_frac"), args.get("long_seq")))
-    w("| expert balance | DeepSeek-V3 aux-loss-free: after each step bias_e += %s·sign(mean load − load_e) |" %
-      args.get("bias_gamma"))
+    w("| expert balance | DeepSeek-V3 style: after each step bias_e += γ·sign(mean load − load_e) "
+      "(γ = %s for the first %s of the run, then %s), plus the complementary sequence-wise balance loss "
+      "(α = %s) and router weights at %s× the LR |" %
+      (args.get("bias_gamma_early"), args.get("bias_early_frac"), args.get("bias_gamma"),
+       args.get("aux_alpha"), args.get("router_lr_scale")))
+    for note in res.get("notes", []):
+        w("")
+        w(note)
     w("")
     w("## Samples (HF `generate`, prompt preceded by BOS, %s new tokens)" % "48")
     w("")
