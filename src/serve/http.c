@@ -347,6 +347,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!rq) {
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *ctx = rq;
+        atomic_fetch_add(&sv->inflight, 1);
         return first_call(sv, c, rq, url, method);
     }
     if (*upload_size) {
@@ -375,10 +376,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ROUTES[rq->route].handle ? ROUTES[rq->route].handle(sv, c, rq) : MHD_NO;
 }
 
+/* Called once the response is fully sent (or the connection failed). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode why)
 {
+    struct serve *sv = cls;
     struct req *rq = *ctx;
     if (!rq) return;
+    atomic_fetch_sub(&sv->inflight, 1);
     sb_free(&rq->body);
     free(rq);
     *ctx = NULL;

@@ -25,6 +25,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     if (!sv) return err_set(err, COLIBRI_ENOMEM, "out of memory");
     sv->o = *opts;
     atomic_init(&sv->stopping, 0);
+    atomic_init(&sv->inflight, 0);
     metrics_init(&sv->met);
     struct colibri_model_opts mo = { .n_threads = opts->n_threads };
     int rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
@@ -69,22 +70,33 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* Nothing queued or generating, and every response fully sent. */
+static int drained(serve *sv)
+{
+    return sched_busy(sv->sched) == 0 && atomic_load(&sv->inflight) == 0;
+}
+
 void serve_shutdown(serve *sv)
 {
     if (!sv || atomic_exchange(&sv->stopping, 1)) return;
     sched_close(sv->sched);
     http_quiesce(sv);
-    struct timespec t0, t;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        if (sched_busy(sv->sched) == 0) break;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 >= sv->o.drain_s) {
-            sched_cancel_all(sv->sched);
-            while (sched_busy(sv->sched)) sleep_ms(10);
-            break;
-        }
-        sleep_ms(20);
+    while (!drained(sv) && seconds_since(&t0) < sv->o.drain_s) sleep_ms(20);
+    if (!drained(sv)) {
+        /* cancelled streams still send an error chunk and [DONE]: give them
+         * a moment; a client that does not read cannot hold us longer */
+        sched_cancel_all(sv->sched);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (!drained(sv) && seconds_since(&t0) < 5) sleep_ms(10);
     }
     http_stop(sv);
 }

@@ -26,7 +26,8 @@ struct serve {
     struct sched *sched;
     struct MHD_Daemon *daemon;
     int port;
-    atomic_int stopping;        /* shutdown begun: no new work, waits give up */
+    atomic_int stopping;        /* shutdown begun: no new requests */
+    atomic_int inflight;        /* requests between their first call and their completion notice */
 };
 
 /* Starts the libmicrohttpd daemon on sv->o.host:port (http.c). */

@@ -206,6 +206,18 @@ def test_completion_greedy_is_deterministic_and_reuses_prefix():
     check(cached == b.usage.prompt_tokens - 1, f"cached {cached} of {b.usage.prompt_tokens} prompt tokens")
 
 
+def test_slot_choice_prefers_longest_prefix():
+    # A, then two unrelated prompts (each goes to the least recently used slot,
+    # never A's), then A again: it must find A's slot, not the LRU one.
+    a = list(range(100, 141))
+    complete(a, max_tokens=2)
+    complete(list(range(200, 241)), max_tokens=2)
+    complete(list(range(300, 341)), max_tokens=2)
+    r = complete(a + [7, 8], max_tokens=2)
+    cached = r.usage.prompt_tokens_details.cached_tokens
+    check(cached >= len(a), f"cached {cached}, want at least {len(a)} (A's slot was not chosen)")
+
+
 def test_completion_stream_equals_nonstream():
     for p in PROMPTS[:3]:
         r = complete(p, max_tokens=12)

@@ -140,6 +140,47 @@ static void test_parse_ok(void)
     job_release(j);
 }
 
+/* Random byte edits of valid bodies: every result is a job or an error with
+ * a status and a message; nothing crashes or leaks (run under ASan by make
+ * check). */
+static void test_parse_fuzz(void)
+{
+    static const char *const seeds[] = {
+        "{\"model\": \"tiny\", \"prompt\": [[5, 6, 7]], \"max_tokens\": 3, \"stop\": [\"a\", \"b\"], \"logprobs\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hi\"}]}], "
+        "\"logprobs\": true, \"top_logprobs\": 3, \"stream\": true, \"stream_options\": {\"include_usage\": true}}",
+        "{\"prompt\": \"hello \\u00e9 world\", \"temperature\": 0.5, \"top_p\": 0.9, \"seed\": -3}",
+    };
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    char buf[512];
+    int n_ok = 0, n_err = 0;
+    for (int it = 0; it < 3000; it++) {
+        const char *seed = seeds[it % 3];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        int edits = 1 + it % 4;
+        for (int e = 0; e < edits; e++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t pos = (size_t)(x >> 8) % n;
+            static const char alphabet[] = "{}[]\":,0123456789-.eE\\ntfal\x80\xff ";
+            buf[pos] = alphabet[(x >> 40) % (sizeof alphabet - 1)];
+            if ((x & 0xff) < 16 && n > 2) n--;      /* sometimes truncate */
+        }
+        buf[n] = 0;
+        struct oai_error err;
+        struct job *j = parse(it % 3 == 1 ? JOB_CHAT : JOB_COMPLETION, buf, &err);
+        if (j) {
+            CHECK(j->n_prompt > 0 && j->p.max_tokens >= 1 && j->n_prompt + j->p.max_tokens <= 64, "accepted job out of bounds");
+            n_ok++;
+        } else {
+            CHECK(err.status >= 400 && err.msg[0], "error without status or message");
+            n_err++;
+        }
+        job_release(j);
+    }
+    CHECK(n_ok > 0 && n_err > 0, "fuzz covered only one outcome (%d ok, %d errors)", n_ok, n_err);
+}
+
 int main(void)
 {
     RUN_TEST(test_utf8_sanitize);
@@ -152,6 +193,7 @@ int main(void)
     } else {
         RUN_TEST(test_parse_errors);
         RUN_TEST(test_parse_ok);
+        RUN_TEST(test_parse_fuzz);
         colibri_tokenizer_free(tok);
     }
     return CHECK_SUMMARY();
