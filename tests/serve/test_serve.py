@@ -164,13 +164,17 @@ def stream_chat_text(content, cl=None, **kw):
     return text, finish, lps, usage
 
 
-def long_greedy_prompt(min_chars=12):
-    """A prompt whose greedy continuation has at least min_chars characters."""
+def stop_case():
+    """(prompt, greedy text, stop string): a 3-character stop string taken from
+    inside the greedy continuation, free of U+FFFD (which stands for bytes
+    that are not UTF-8 and so can never match a stop string)."""
     for p in PROMPTS:
-        r = complete(p, max_tokens=24)
-        if len(r.choices[0].text) >= min_chars:
-            return p, r
-    raise AssertionError("no prompt gives a long enough greedy continuation")
+        text = complete(p, max_tokens=24).choices[0].text
+        for i in range(2, len(text) - 3):
+            stop = text[i:i + 3]
+            if "\ufffd" not in stop and "\ufffd" not in text[:text.index(stop) + 3]:
+                return p, text, stop
+    raise AssertionError("no prompt gives a usable greedy continuation")
 
 
 # ------------------------------------------------------------------ API shape
@@ -310,9 +314,7 @@ def test_logprobs_chat():
 
 
 def test_stop_strings():
-    p, full = long_greedy_prompt()
-    text = full.choices[0].text
-    stop = text[4:7]
+    p, text, stop = stop_case()
     cut = text[:text.index(stop)]
     r = complete(p, max_tokens=24, stop=[stop])
     check(r.choices[0].text == cut and r.choices[0].finish_reason == "stop",
