@@ -10,9 +10,9 @@
  *                    [--no-int8] [--cpu-time]
  * --cpu-time times calls by process CPU time instead of the wall clock (use it
  * with --threads 1 on a machine shared with other work).
- * Tiers with an integer form (fp8, int8r, q4_0, tq*) are timed twice: the
- * exact native consumer and the opt-in integer dot-product one
- * (kv_scratch_set_int8).
+ * Tiers with an integer form (fp8, int8r, q4_0, tq*) are also timed with the
+ * opt-in integer dot-product consumer (kv_scratch_set_int8), with the
+ * two-part and the plain int8 query.
  */
 #include <math.h>
 #include <time.h>
@@ -133,14 +133,17 @@ int main(int argc, char **argv)
     float *pe = malloc(sizeof(float) * (dr + 1));
     for (int i = 0; i < maxH * r; i++) ql[i] = gauss();
     for (int i = 0; i < maxH * dr; i++) qr[i] = gauss();
-    enum { MAXV = 2 * KV_TIER_COUNT };
+    enum { MAXV = 3 * KV_TIER_COUNT };
     double ms[MAXV][MAXH][MAXC];
     size_t rowb[MAXV];
-    int vtier[MAXV], vint8[MAXV], nv = 0;   /* variants: a tier, with or without integer dots */
-    struct kv_scratch *sc = NULL, *sc8 = NULL;
-    kv_scratch_new(threads, &sc, NULL);
-    kv_scratch_new(threads, &sc8, NULL);
-    kv_scratch_set_int8(sc8, 1);
+    int vtier[MAXV], vint8[MAXV], nv = 0;   /* variants: a tier and a kv_int8_mode */
+    struct kv_scratch *scs[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        kv_scratch_new(threads, &scs[k], NULL);
+        kv_scratch_set_int8(scs[k], k);
+    }
+    static const char *const mode_name[3] = {"", " (integer, 2-part query)", " (integer, int8 query)"};
+    static const int mode_of_variant[3] = {KV_INT8_OFF, KV_INT8_QUERY16, KV_INT8_QUERY8};
     fprintf(stderr, "attn bench: %s, %d threads, kernels %s, r=%d dr=%d\n", cpu, threads,
             kv_kern_get()->name, r, dr);
     struct kv_cache *caches[KV_TIER_COUNT] = {0};
@@ -151,8 +154,10 @@ int main(int argc, char **argv)
             return 1;
         }
         vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
-        if (with_int8 && kv_attend_int8_applies(caches[ti]))
-            vtier[nv] = ti, vint8[nv] = 1, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
+        for (int k = 1; k < 3 && with_int8 && kv_attend_int8_applies(caches[ti]); k++) {
+            if (k == 2 && tlist[ti] == KV_TIER_FP8) break;   /* fp8 has one integer form */
+            vtier[nv] = ti, vint8[nv] = k, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
+        }
         for (int p = 0; p < maxT; p++) {
             for (int i = 0; i < r; i++) lat[i] = gauss();
             for (int i = 0; i < dr; i++) pe[i] = gauss();
@@ -168,13 +173,13 @@ int main(int argc, char **argv)
             double best[MAXV], t0 = now_sec();
             for (int v = 0; v < nv; v++) {
                 best[v] = 1e30;
-                kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, vint8[v] ? sc8 : sc, NULL);
+                kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, scs[mode_of_variant[vint8[v]]], NULL);
             }
             int rounds = 0;
             while (rounds < 3 || now_sec() - t0 < min_time * nv) {
                 for (int v = 0; v < nv; v++) {
                     double a = use_cpu ? cpu_sec() : now_sec();
-                    kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, vint8[v] ? sc8 : sc, NULL);
+                    kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, scs[mode_of_variant[vint8[v]]], NULL);
                     double d = (use_cpu ? cpu_sec() : now_sec()) - a;
                     if (d < best[v]) best[v] = d;
                 }
@@ -182,14 +187,13 @@ int main(int argc, char **argv)
             }
             for (int v = 0; v < nv; v++) {
                 ms[v][hi][ci] = best[v] * 1e3;
-                fprintf(stderr, "  %-7s%s H=%3d T=%6d  %8.3f ms  x%.2f (%d rounds)\n",
-                        kv_tier_name(tlist[vtier[v]]), vint8[v] ? " int8" : "     ", H, T,
+                fprintf(stderr, "  %-7s%-26s H=%3d T=%6d  %8.3f ms  x%.2f (%d rounds)\n",
+                        kv_tier_name(tlist[vtier[v]]), mode_name[vint8[v]], H, T,
                         best[v] * 1e3, best[v] / best[0], rounds);
             }
         }
     for (int ti = 0; ti < ntiers; ti++) kv_cache_free(caches[ti]);
-    kv_scratch_free(sc);
-    kv_scratch_free(sc8);
+    for (int k = 0; k < 3; k++) kv_scratch_free(scs[k]);
 
     /* the table */
     char *tab = NULL;
@@ -206,7 +210,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < nheads * nctx; k++) fprintf(m, "---|");
     fprintf(m, "\n");
     for (int v = 0; v < nv; v++) {
-        fprintf(m, "| %s%s | %zu | %.3f |", kv_tier_name(tlist[vtier[v]]), vint8[v] ? " (integer dots)" : "",
+        fprintf(m, "| %s%s | %zu | %.3f |", kv_tier_name(tlist[vtier[v]]),
+                tlist[vtier[v]] == KV_TIER_FP8 && vint8[v] ? " (integer, int16 query)" : mode_name[vint8[v]],
                 rowb[v], (double)rowb[v] / rowb[0]);
         for (int hi = 0; hi < nheads; hi++)
             for (int ci = 0; ci < nctx; ci++)

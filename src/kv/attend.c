@@ -17,7 +17,7 @@ _Static_assert(KV_TILE <= 64, "the int8 accumulation sums at most 64 rows in int
 
 struct kv_scratch {
     int n_threads;
-    int int8;           /* use the int8 dot-product consumer where a tier has one */
+    int int8;           /* enum kv_int8_mode */
     size_t cap;
     uint8_t *buf;
 };
@@ -31,7 +31,10 @@ int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *e
     return 0;
 }
 
-void kv_scratch_set_int8(struct kv_scratch *s, int on) { s->int8 = on != 0; }
+void kv_scratch_set_int8(struct kv_scratch *s, int mode)
+{
+    s->int8 = mode == KV_INT8_QUERY8 || mode == KV_INT8_QUERY16 ? mode : KV_INT8_OFF;
+}
 
 void kv_scratch_free(struct kv_scratch *s)
 {
@@ -174,13 +177,39 @@ struct kv_tbufs {
     float *acc;             /* partial output [Hp][r], code domain */
     uint8_t *u;             /* int8 path: u8 codes [KV_TILE][r] */
     float *us;              /* int8 path: their scales [KV_TILE][G] */
-    float *R;               /* int8 path: RoPE scores [KV_TILE][Hp] */
+    float *R, *S2;          /* int8 path: partial scores [KV_TILE][Hp] */
     uint8_t *work;          /* int8 path: accumulation work */
     uint8_t *ur;            /* int8 path with int8 RoPE: u8 RoPE codes [KV_TILE][dr] */
     float *urs;             /* their scales [KV_TILE] */
 };
 
-struct kv_native_dims { int r, dr, Hp, G, gs, q8, code16, q8rope; };
+struct kv_native_dims { int r, dr, Hp, G, gs, q8, code16, q8rope, two; };
+
+/* An int8 copy of a transposed query (struct kv_kern_q8 layouts). */
+struct kv_q8q { int8_t *q; float *sq; int32_t *qsum; };
+
+static struct kv_q8q q8q_carve(uint8_t **p, int d, int Hp, int G)
+{
+    struct kv_q8q q;
+    q.q = (int8_t *)carve(p, (size_t)d * Hp / 4);
+    q.sq = carve(p, Hp);
+    q.qsum = (int32_t *)carve(p, (size_t)G * Hp);
+    return q;
+}
+
+static size_t q8q_bytes(int d, int Hp, int G)
+{
+    return al64((size_t)d * Hp / 4) + al64(Hp) + al64((size_t)G * Hp);
+}
+
+/* qT[i][h] -= sq[h] * q8[i][h]: what the int8 copy missed (for the second part
+ * of a two-part query). */
+static void q8q_residual(float *qT, int d, int Hp, const struct kv_q8q *q)
+{
+    for (int i = 0; i < d; i++)
+        for (int h = 0; h < Hp; h++)
+            qT[(size_t)i * Hp + h] -= q->sq[h] * q->q[(size_t)(i / 4) * Hp * 4 + h * 4 + i % 4];
+}
 
 static size_t tbufs_bytes(const struct kv_native_dims *d)
 {
@@ -188,7 +217,7 @@ static size_t tbufs_bytes(const struct kv_native_dims *d)
                al64((size_t)KV_TILE * d->Hp) + 3 * al64(d->Hp) + al64((size_t)d->Hp * d->r);
     if (d->q8)
         b += al64((size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1) + al64((size_t)KV_TILE * d->G) +
-             al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
+             2 * al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
     if (d->q8rope) b += al64((size_t)KV_TILE * d->dr / 4 + 1) + al64(KV_TILE);
     return b;
 }
@@ -207,6 +236,7 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
         b.u = (uint8_t *)carve(&p, (size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1);
         b.us = carve(&p, (size_t)KV_TILE * d->G);
         b.R = carve(&p, (size_t)KV_TILE * d->Hp);
+        b.S2 = carve(&p, (size_t)KV_TILE * d->Hp);
         b.work = (uint8_t *)carve(&p, kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
     }
     if (d->q8rope) {
@@ -233,13 +263,15 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
     d.G = r / d.gs;
     d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[c->pe.tier] &&
                kv_codec_q8_group(&c->pe) == dr;
+    d.two = s->int8 == KV_INT8_QUERY16;
     int nt = s->n_threads;
     if (nt > nblk) nt = nblk;
     if (nt < 1) nt = 1;
     const size_t per_thread = tbufs_bytes(&d);
     size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
     if (d.q8) shared += al64((size_t)r * Hp / 2) + al64(Hp) + al64((size_t)d.G * Hp);
-    if (d.q8rope) shared += al64((size_t)dr * Hp / 4) + 2 * al64(Hp);
+    if (d.q8 && !d.code16 && d.two) shared += q8q_bytes(r, Hp, d.G);
+    if (d.q8rope) shared += (d.two ? 2 : 1) * q8q_bytes(dr, Hp, 1);
     int rc = scratch_reserve(s, shared + nt * per_thread, err);
     if (rc) return rc;
     uint8_t *p = s->buf;
@@ -252,20 +284,24 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
         sq = carve(&p, Hp);
         qsum = (int32_t *)carve(&p, (size_t)d.G * Hp);
     }
-    int8_t *q8Tr = NULL;
-    float *sqr = NULL;
-    int32_t *qsumr = NULL;
-    if (d.q8rope) {
-        q8Tr = (int8_t *)carve(&p, (size_t)dr * Hp / 4);
-        sqr = carve(&p, Hp);
-        qsumr = (int32_t *)carve(&p, Hp);
-    }
+    struct kv_q8q lo = {0}, rhi = {0}, rlo = {0};
+    if (d.q8 && !d.code16 && d.two) lo = q8q_carve(&p, r, Hp, d.G);
+    if (d.q8rope) rhi = q8q_carve(&p, dr, Hp, 1);
+    if (d.q8rope && d.two) rlo = q8q_carve(&p, dr, Hp, 1);
     uint8_t *thread_base = p;
     kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
     if (d.q8 && d.code16) k8->quant_query16(qTl, r, Hp, (int16_t *)q8T, sq);
     else if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
-    if (d.q8rope) k8->quant_query(qTr, dr, Hp, dr, q8Tr, sqr, qsumr);
+    if (lo.q) {
+        q8q_residual(qTl, r, Hp, &(struct kv_q8q){q8T, sq, qsum});
+        k8->quant_query(qTl, r, Hp, d.gs, lo.q, lo.sq, lo.qsum);
+    }
+    if (d.q8rope) k8->quant_query(qTr, dr, Hp, dr, rhi.q, rhi.sq, rhi.qsum);
+    if (rlo.q) {
+        q8q_residual(qTr, dr, Hp, &rhi);
+        k8->quant_query(qTr, dr, Hp, dr, rlo.q, rlo.sq, rlo.qsum);
+    }
     const uint8_t *rows = kv_cache_row(c, layer, 0);
     const size_t stride = c->row_bytes;
 
@@ -287,20 +323,31 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
                     k8->decode16[c->tier](&c->lat, tr, stride, n, b.u, b.us);
                 else
                     k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                /* partial scores chain through R and S2 (a kernel's input and
+                 * output must not alias) */
                 const float *R = NULL;
                 if (d.q8rope) {
                     k8->decode[c->pe.tier](&c->pe, tr + c->lat_bytes, stride, n, b.ur, b.urs);
-                    k8->scores(q8Tr, sqr, qsumr, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
+                    k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
                     R = b.R;
+                    if (rlo.q) {
+                        k8->scores(rlo.q, rlo.sq, rlo.qsum, dr, dr, Hp, b.ur, b.urs, n, R, 1.0f, b.S2);
+                        R = b.S2;
+                    }
                 } else if (dr) {
                     kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
                     k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
                     R = b.R;
                 }
-                if (d.code16)
+                if (d.code16) {
                     k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
-                else
+                } else if (lo.q) {
+                    float *mid = R == b.R ? b.S2 : b.R;
+                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, 1.0f, mid);
+                    k8->scores(lo.q, lo.sq, lo.qsum, r, d.gs, Hp, b.u, b.us, n, mid, scale, b.S);
+                } else {
                     k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
+                }
             } else {
                 if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
                 kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);

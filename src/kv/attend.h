@@ -35,12 +35,16 @@ struct kv_scratch;
 int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err);
 void kv_scratch_free(struct kv_scratch *s);
 /* Opt-in integer dot-product consumer (AVX-512 VNNI) for int8r, q4_0, tq*
- * and fp8: the rotated query is quantized per head (int8; int16 for fp8) and
- * the softmax weights to 15 or 14 bits per head and tile, so results differ
- * from decode-then-attend by ~1e-2 relative (mostly the int8 query) instead
- * of ~3e-6; see bench/attn-results.md for what it buys. Ignored by the other
- * tiers and without VNNI. Off by default. */
-void kv_scratch_set_int8(struct kv_scratch *s, int on);
+ * and fp8. Codes are read as integers times a scale and the softmax weights
+ * become 14-15-bit integers per head and tile. The rotated query is
+ *  - KV_INT8_QUERY8: one int8 copy per head (fastest; ~1e-2 relative from
+ *    decode-then-attend, up to ~1e-1 under a very sharp softmax),
+ *  - KV_INT8_QUERY16: int8 plus an int8 copy of what it missed (twice the
+ *    scoring work; ~1e-4 relative),
+ * fp8 always uses an 11-bit int16 query (~1e-3). See bench/attn-results.md for
+ * the speed. Ignored by the other tiers and without VNNI. Off by default. */
+enum kv_int8_mode { KV_INT8_OFF = 0, KV_INT8_QUERY8 = 1, KV_INT8_QUERY16 = 2 };
+void kv_scratch_set_int8(struct kv_scratch *s, int mode);
 /* 1 if kv_scratch_set_int8() changes how kv_attend reads this cache. */
 int kv_attend_int8_applies(const struct kv_cache *c);
 

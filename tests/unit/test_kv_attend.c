@@ -95,7 +95,7 @@ static double head_rel_err(const float *out, const float *ref, int H, int r)
 
 /* Runs kv_attend with 1 and 2 threads against kv_attend_ref on decoded rows;
  * returns the worst relative error, or -1 if the f32 tier is not bit-exact. */
-static int use_int8;        /* run_case: turn on the int8 dot-product consumer */
+static int use_int8;        /* run_case: kv_scratch_set_int8 mode */
 static double int8_vs_ref8; /* run_case: worst error against the int8-query reference */
 
 /* q[H][d] <- R^T round(R q) on `levels` steps per sign with one scale per
@@ -128,7 +128,7 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     float *refd = malloc(sizeof(float) * s.H * s.r);
     attend_ref_double(s.T, s.H, s.r, s.dr, lat, pe, ql, qr, scale, refd);
     float *ref8 = NULL;
-    if (use_int8 && (kv_codec_q8_group(&c->lat) || t == KV_TIER_FP8) && s.r % 32 == 0) {
+    if (use_int8 == KV_INT8_QUERY8 && (kv_codec_q8_group(&c->lat) || t == KV_TIER_FP8) && s.r % 32 == 0) {
         /* the same reference with the query the int8 consumer sees: rotated,
          * rounded to int8 with one scale per head, rotated back */
         float *q8 = malloc(sizeof(float) * s.H * s.r), *qr8 = malloc(sizeof(float) * (s.H * s.dr + 1));
@@ -262,7 +262,7 @@ static void test_int8_consumer(void)
 {
     const int have = kv_kern_q8_get() != NULL;
     printf("  int8 (VNNI) consumer %s\n", have ? "available" : "not available on this CPU");
-    use_int8 = 1;
+    use_int8 = KV_INT8_QUERY8;
     for (int t = 0; t < KV_TIER_COUNT; t++) {
         double worst = 0;
         int8_vs_ref8 = 0;
@@ -290,7 +290,29 @@ static void test_int8_consumer(void)
         CHECK(e <= (have ? 8e-2 : 1e-5) && int8_vs_ref8 <= (have ? 1e-3 : 1e-5),
               "q4_0 int8 consumer with rope %s: %.3g / %.3g", kv_rope_name(p), e, int8_vs_ref8);
     }
-    use_int8 = 0;
+    use_int8 = KV_INT8_OFF;
+}
+
+/* With the two-part query the integer consumer is close to exact: what is
+ * left is the 15-bit weights (and fp8's 11-bit codes). */
+static void test_int8_two_part_query(void)
+{
+    const int have = kv_kern_q8_get() != NULL;
+    use_int8 = KV_INT8_QUERY16;
+    for (int t = 0; t < KV_TIER_COUNT; t++) {
+        double worst = 0;
+        for (size_t k = 0; k < sizeof SHAPES / sizeof *SHAPES; k++)
+            worst = fmax(worst, run_case(t, KV_ROPE_DEFAULT, SHAPES[k], 1.0f));
+        double sharp = run_case(t, KV_ROPE_DEFAULT, (struct shape){2000, 16, 128, 32}, 8.0f);
+        const int approx = have && (t == KV_TIER_FP8 || t == KV_TIER_INT8R || t == KV_TIER_Q4_0 ||
+                                    t == KV_TIER_TQ4 || t == KV_TIER_TQ3 || t == KV_TIER_TQ2);
+        printf("  %-7s two-part int8 query vs decode-then-attend: max rel err %.3g (sharp softmax %.3g)\n",
+               kv_tier_name(t), worst, sharp);
+        const double tol = !approx ? 1e-5 : t == KV_TIER_FP8 ? 1e-2 : 1e-3;
+        CHECK(worst <= tol && sharp <= 5 * tol, "%s two-part query: %.3g / %.3g", kv_tier_name(t),
+              worst, sharp);
+    }
+    use_int8 = KV_INT8_OFF;
 }
 
 int main(void)
@@ -301,5 +323,6 @@ int main(void)
     RUN_TEST(test_rope_precisions);
     RUN_TEST(test_sharp_softmax);
     RUN_TEST(test_int8_consumer);
+    RUN_TEST(test_int8_two_part_query);
     return CHECK_SUMMARY();
 }
