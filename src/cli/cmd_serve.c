@@ -45,8 +45,8 @@ int cmd_serve(int argc, char **argv)
         { "ctx", 0, OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
         { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 "
                                  "(default f32)" },
-        { "kv-dir", 0, OPT_STR, &kv_dir, "persist slot caches here (NOT AVAILABLE YET: the session API has no cache "
-                                         "save/restore; the flag is refused)" },
+        { "kv-dir", 0, OPT_STR, &kv_dir, "keep each slot's KV cache in DIR/slot-NN.ckv: restored at start, saved "
+                                         "after each request (same model, weights and --kv to reuse)" },
         { "api-key", 0, OPT_STR, &so.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics "
                                               "(default: $COLIBRI_API_KEY, else none)" },
         { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
@@ -59,7 +59,8 @@ int cmd_serve(int argc, char **argv)
           0, 10000 },
     };
     const struct opts_spec spec = {
-        "colibri serve [-m DIR] [--host ADDR] [--port N] [--slots N] [--ctx N] [--kv TIER] [--api-key KEY]",
+        "colibri serve [-m DIR] [--host ADDR] [--port N] [--slots N] [--ctx N] [--kv TIER] [--kv-dir DIR] "
+        "[--api-key KEY]",
         "Serves the model over HTTP with the OpenAI API: GET /v1/models, POST /v1/completions,\n"
         "POST /v1/chat/completions (streaming or not), GET /health, GET /metrics (Prometheus).\n"
         "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
@@ -71,12 +72,8 @@ int cmd_serve(int argc, char **argv)
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
     reexec_with_passive_wait(argc, argv);
-    if (kv_dir) {
-        fprintf(stderr, "colibri serve: --kv-dir %s: KV cache persistence is not available yet (the session API "
-                        "has no cache save/restore); refusing rather than ignoring it\n", kv_dir);
-        return 2;
-    }
     so.kv_tier = kv;
+    so.kv_dir = kv_dir;
     if (!so.api_key) so.api_key = getenv("COLIBRI_API_KEY");
     so.max_body = (size_t)max_body_kib * 1024;
     so.drain_s = drain;

@@ -12,17 +12,22 @@
  *      reference is dropped exactly when it leaves that place. */
 #include "serve/sched.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "serve/sbuf.h"
 #include "serve/utf8.h"
 
 struct slot {
     colibri_session *sess;
+    colibri_kv_file *kvf;       /* NULL without --kv-dir (or after a failed save) */
     int n_toks;
     float *logits;
     struct job *job;            /* NULL when free */
@@ -115,6 +120,15 @@ static void slot_release(struct sched *s, struct slot *sl)
     sl->dt = NULL;
     sl->stop = NULL;
     sl->n_carry = 0;
+    if (sl->kvf) {
+        struct colibri_err err = { 0 };
+        if (colibri_kv_file_save(sl->kvf, &err)) {
+            log_msg("serve", "slot %d: cannot save its KV file, going on without it: %s", (int)(sl - s->slots),
+                    err.msg);
+            colibri_kv_file_close(sl->kvf);
+            sl->kvf = NULL;
+        }
+    }
     struct job *j = sl->job;
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
@@ -171,9 +185,8 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
     sl->job = j;
-    int lcp = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
-    if (lcp >= j->n_prompt) lcp = j->n_prompt - 1;  /* recompute one token to get its logits */
-    if (colibri_session_truncate(sl->sess, lcp, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    int lcp = colibri_session_reuse_prefix(sl->sess, j->prompt, j->n_prompt, &err);
+    if (lcp < 0) { slot_fail(s, sl, 500, err.msg); return; }
     sl->n_toks = lcp;
     sl->n_done = lcp;
     sl->n_cached = lcp;
@@ -366,6 +379,25 @@ static void *sched_main(void *arg)
 
 /* ------------------------------------------------------------ public */
 
+/* Opens (or creates) slot i's KV file and restores it into the slot. */
+static int open_kv_file(struct sched *s, int i, struct colibri_err *err)
+{
+    struct slot *sl = &s->slots[i];
+    if (mkdir(s->o.kv_dir, 0755) && errno != EEXIST)
+        return err_set(err, COLIBRI_EIO, "--kv-dir %s: %s", s->o.kv_dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/slot-%02d.ckv", s->o.kv_dir, i);
+    struct colibri_kv_info info;
+    int rc = colibri_kv_file_open(sl->sess, path, &sl->kvf, &info, err);
+    if (rc) return rc;
+    sl->n_toks = colibri_session_pos(sl->sess);
+    s->kv_tokens += sl->n_toks;
+    if (info.restored || info.trimmed || info.upgraded)
+        log_msg("serve", "slot %d: %s: restored %d cached tokens%s%s%s", i, path, info.restored,
+                info.upgraded ? " (re-encoded to this tier)" : "", info.message[0] ? "; " : "", info.message);
+    return 0;
+}
+
 int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_opts *o, struct metrics *met,
               struct sched **out, struct colibri_err *err)
 {
@@ -391,6 +423,7 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     for (int i = 0; i < o->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         int rc = colibri_session_new(m, &so, &sl->sess, err);
+        if (!rc && o->kv_dir) rc = open_kv_file(s, i, err);
         if (rc) { sched_free(s); return rc; }
         s->kv_bytes_per_token = colibri_session_kv_token_bytes(sl->sess);
         sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
@@ -475,6 +508,7 @@ void sched_free(struct sched *s)
     }
     if (s->slots)
         for (int i = 0; i < s->o.n_slots; i++) {
+            colibri_kv_file_close(s->slots[i].kvf);
             colibri_session_free(s->slots[i].sess);
             free(s->slots[i].logits);
         }

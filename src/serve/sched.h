@@ -9,6 +9,11 @@
  * step (a prefill chunk or one generated token): continuous batching, with one
  * forward per slot per step until the API offers a batched forward.
  *
+ * With a KV directory, slot i opens DIR/slot-<i>.ckv at creation (restoring
+ * the cache and its token ids, so a restarted server reuses prefixes) and
+ * saves it each time the slot finishes a request; a slot whose save fails
+ * goes on without a file (logged).
+ *
  * Threads: sched_submit, sched_gauges, sched_close, sched_cancel_all and
  * sched_busy may be called from any thread. Everything about slots runs on the
  * scheduler thread only. The model and tokenizer must outlive the scheduler. */
@@ -23,6 +28,7 @@ struct sched_opts {
     int n_slots;
     int n_ctx;                  /* tokens per slot */
     const char *kv_tier;        /* NULL = f32 */
+    const char *kv_dir;         /* NULL, or where slot i keeps its cache in slot-<i>.ckv */
     int max_queue;              /* waiting jobs before sched_submit says full */
     int step_delay_ms;          /* sleep after each busy iteration */
     int prefill_chunk;          /* prompt tokens per slot per iteration */

@@ -8,10 +8,10 @@ set -u
 COLIBRI=${COLIBRI:-build/colibri}
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d)
-pid_a=""; pid_b=""; pid_c=""
+pid_a=""; pid_b=""; pid_c=""; pid_d=""
 
 cleanup() {
-    for p in $pid_a $pid_b $pid_c; do kill -9 "$p" 2>/dev/null; done
+    for p in $pid_a $pid_b $pid_c $pid_d; do kill -9 "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -53,9 +53,6 @@ stop() {
     [ "$rc" -eq 0 ] || fail "server $1 exited $rc after SIGTERM"
 }
 
-# flags that cannot work are refused with a reason, never ignored
-out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv-dir "$tmp/kv" 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q "kv-dir.*not available" || fail "--kv-dir not refused clearly ($rc): $out"
 out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv nonsense 2>&1); rc=$?
 [ "$rc" -ne 0 ] && echo "$out" | grep -q "nonsense" || fail "--kv nonsense accepted ($rc): $out"
 
@@ -100,6 +97,31 @@ done
 stop c
 wait "$client"
 grep -q '^DONE' "$tmp/drain.out" || fail "stream not completed across SIGTERM: $(cat "$tmp/drain.out")"
+# --kv-dir: a restarted server restores its slots' caches and reuses the prefix;
+# a file of another tier is refused at start with the reason.
+keyarg="--api-key test-key"
+ask() {
+    "$PY" - "$1" <<'EOF'
+import json, sys, urllib.request
+body = json.dumps({"prompt": [5, 6, 7, 8, 9, 10, 11, 12], "max_tokens": 4, "temperature": 0}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", data=body,
+                             headers={"Authorization": "Bearer test-key", "Content-Type": "application/json"})
+r = json.loads(urllib.request.urlopen(req, timeout=30).read())
+print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["text"]))
+EOF
+}
+start d --slots 2 --kv bf16 --kv-dir "$tmp/kv"
+first=$(ask "$port_d") || fail "request to the --kv-dir server"
+stop d
+start d --slots 2 --kv bf16 --kv-dir "$tmp/kv"
+grep -q "restored" "$tmp/d.log" || fail "nothing restored from --kv-dir"
+second=$(ask "$port_d") || fail "request after restart"
+stop d
+[ "${first#0 }" = "${second#7 }" ] && [ "${second%% *}" = 7 ] \
+    || fail "after a restart: want 7 cached tokens and the same text; got '$first' then '$second'"
+out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --slots 2 --kv-dir "$tmp/kv" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && echo "$out" | grep -q -- "--kv bf16" || fail "a bf16 KV file opened as f32 ($rc): $out"
+
 # sanitizer builds report to the servers' logs without failing requests
 if grep -l -E "runtime error|AddressSanitizer|LeakSanitizer|ThreadSanitizer" "$tmp"/*.log; then
     fail "sanitizer report in a server log"
