@@ -17,6 +17,8 @@
 /* Below this many weight elements x activations a parallel region costs more
  * than it saves. */
 #define QUANT_PAR_MIN_WORK (1u << 16)
+/* Activation bytes per slice of a batch (half of a 1 MiB L2). */
+#define QUANT_ACT_SLICE_BYTES (512u << 10)
 
 static int check_shape(enum quant_fmt fmt, int rows, int cols, struct colibri_err *err)
 {
@@ -166,15 +168,25 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.xp = xp;
         buf = xp;
     }
+    /* Activations go in slices of jb that stay in a core's L2 while every
+     * row block passes over them; the weights are read once per slice, so
+     * once in all for decode and small batches. Re-reading all activations
+     * per row block instead costs far more when n is large. */
+    size_t act_row = k->act_int8 ? (size_t)a.cols_pad : (size_t)W->cols * sizeof(float);
+    int jb = (int)(QUANT_ACT_SLICE_BYTES / act_row) / QUANT_NB * QUANT_NB;
+    if (jb < QUANT_NB) jb = QUANT_NB;
     int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
-    int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
-              (double)W->rows * W->cols * n >= QUANT_PAR_MIN_WORK;
-    #pragma omp parallel for schedule(static) if (par)
-    for (int b = 0; b < nblocks; b++) {
-        int r0 = b * QUANT_ROW_BLOCK;
-        int r1 = r0 + QUANT_ROW_BLOCK < W->rows ? r0 + QUANT_ROW_BLOCK : W->rows;
-        for (int j0 = 0; j0 < n; j0 += QUANT_NB)
-            k->rows(W, r0, r1, &a, j0, n - j0 < QUANT_NB ? n - j0 : QUANT_NB, Y);
+    for (int s0 = 0; s0 < n; s0 += jb) {
+        int s1 = s0 + jb < n ? s0 + jb : n;
+        int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
+                  (double)W->rows * W->cols * (s1 - s0) >= QUANT_PAR_MIN_WORK;
+        #pragma omp parallel for schedule(static) if (par)
+        for (int b = 0; b < nblocks; b++) {
+            int r0 = b * QUANT_ROW_BLOCK;
+            int r1 = r0 + QUANT_ROW_BLOCK < W->rows ? r0 + QUANT_ROW_BLOCK : W->rows;
+            for (int j0 = s0; j0 < s1; j0 += QUANT_NB)
+                k->rows(W, r0, r1, &a, j0, s1 - j0 < QUANT_NB ? s1 - j0 : QUANT_NB, Y);
+        }
     }
     free(buf);
     return 0;
