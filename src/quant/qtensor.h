@@ -96,8 +96,8 @@ void quant_matvec(const struct qtensor *W, const float *x, float *y);
 
 /* Y[n][rows] = X[n][cols] · Wᵀ, row-major (prefill). The weights are read
  * once per slice of the batch whose prepared activations fit in 512 KiB (at
- * 7168 columns: 73 int8 activations for q8/q4*, 18 f32 ones for the float
- * formats, rounded down to a multiple of 4), and each output is computed
+ * 7168 columns: 72 int8 activations for q8/q4*, 16 f32 ones for the float
+ * formats; slices are multiples of 4), and each output is computed
  * exactly as quant_matvec would compute it. n <= 0 does nothing. */
 void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y);
 
