@@ -415,6 +415,30 @@ static void test_convert(void)
     free(d);
 }
 
+/* Batches larger than one activation slice (qtensor.h): every output
+ * written, each equal to the matvec of its column. */
+static void test_batch_slices(void)
+{
+    int rows = 9, cols = 7100, n = 80;
+    float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
+    float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
+    static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B };
+    for (int fi = 0; fi < 3; fi++) {
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
+        for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
+        quant_matmul(&W, X, n, Y);
+        int bad = 0;
+        for (int j = 0; j < n; j++) {
+            quant_matvec(&W, X + (size_t)j * cols, y);
+            if (memcmp(y, Y + (size_t)j * rows, sizeof y) != 0) bad++;
+        }
+        CHECK(bad == 0, "%s: %d of %d batch columns differ from matvec", quant_fmt_name(W.fmt), bad, n);
+        quant_qtensor_free(&W);
+    }
+    free(w); free(X); free(Y);
+}
+
 int main(void)
 {
     RUN_TEST(test_sizes);
@@ -427,5 +451,6 @@ int main(void)
     RUN_TEST(test_kernels_vs_reference);
     RUN_TEST(test_entry_points_and_nesting);
     RUN_TEST(test_convert);
+    RUN_TEST(test_batch_slices);
     return CHECK_SUMMARY();
 }
