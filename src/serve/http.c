@@ -9,6 +9,7 @@
  * scheduler's next step. A failed write (the other way a disconnect shows up
  * during a stream) ends the response, and its free callback cancels the job. */
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -395,17 +396,18 @@ int http_start(struct serve *sv, struct colibri_err *err)
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, sv->o.host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)sv->o.port);
-    } else if (inet_pton(AF_INET6, sv->o.host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)sv->o.port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
+    int gai = getaddrinfo(sv->o.host, NULL, &hints, &ai);
+    if (gai) return err_set(err, COLIBRI_EINVAL, "--host '%s': %s", sv->o.host, gai_strerror(gai));
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    if (ss.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)sv->o.port);
+    } else if (ss.ss_family == AF_INET6) {
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)sv->o.port);
         flags |= MHD_USE_IPv6;
     } else {
-        return err_set(err, COLIBRI_EINVAL, "--host '%s' is not a numeric IPv4 or IPv6 address", sv->o.host);
+        return err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
     }
     sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,

@@ -27,7 +27,7 @@
 
 struct serve_opts {
     const char *model_dir;      /* config.json + safetensors + tokenizer.json */
-    const char *host;           /* numeric IPv4 or IPv6 address */
+    const char *host;           /* IPv4 or IPv6 address, or a name (its first address) */
     int port;                   /* 0 = any free port (see serve_port) */
     int n_slots;                /* sessions decoding at once */
     int n_ctx;                  /* tokens per slot; 0 = min(model context, 4096) */
