@@ -4,9 +4,15 @@
  * A kernel computes Y[j][r] = row r of W · activation j for r in [r0, r1)
  * and j in [j0, j0+nj), nj <= QUANT_NB, writing Y[j * W->rows + r]. It reads
  * the activations from a struct quant_act prepared once per call of the
- * driver: always the f32 rows, plus, when the kernel asks for them
- * (act_int8), int8 copies quantized per block of 32. Kernels are pure and
- * re-entrant; the driver splits rows among threads.
+ * driver: always the f32 rows, plus, when the kernel asks for them, int8
+ * copies quantized per block of 32 (act_int8) or f32 copies reordered for a
+ * byte-unpacking decoder (act_perm64). Kernels are pure and re-entrant; the
+ * driver splits rows among threads.
+ *
+ * Invariant: an output's bits do not depend on nj, j0, r0 or r1 (a kernel
+ * that tiles rows or activations keeps each output's own sequence of
+ * operations), so quant_matmul gives each column exactly what quant_matvec
+ * gives it, however the batch and rows are split. test_quant checks it.
  */
 #ifndef COLIBRI_QUANT_KERNELS_H
 #define COLIBRI_QUANT_KERNELS_H

@@ -115,7 +115,8 @@ const char *quant_isa_name(enum quant_isa isa);
 /* quant_matmul at a chosen level (tests and benchmarks compare levels with
  * it). A format the level has no kernel for falls back to the next lower
  * level that has one. COLIBRI_EUNSUPPORTED if the level is not available
- * here; COLIBRI_ENOMEM if the activation buffer cannot be allocated (then Y
+ * here; COLIBRI_EINVAL for n <= 0; COLIBRI_ENOMEM if the activation buffer
+ * cannot be allocated (then Y
  * is untouched). quant_matvec / quant_matmul fall back to the scalar level
  * rather than fail when that allocation fails. */
 int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
