@@ -326,6 +326,15 @@ static void test_entry_points_and_nesting(void)
         for (int j = 0; j < n; j++) quant_matvec(&W, X + (size_t)j * cols, Y1 + (size_t)j * rows);
         /* matvec and matmul at one level give the same bits per output */
         CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s matvec in parallel region", quant_fmt_name(W.fmt));
+        /* the same at every level, one column at a time */
+        for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_isa_available(isa)) continue;
+            CHECK(quant_matmul_isa(&W, X, n, Y0, isa, NULL) == 0, "isa");
+            for (int j = 0; j < n; j++)
+                CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, Y1 + (size_t)j * rows, isa, NULL) == 0, "1");
+            CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s/%s: batch of %d differs from one at a time",
+                  quant_isa_name(isa), quant_fmt_name(W.fmt), n);
+        }
         quant_qtensor_free(&W);
     }
     free(w); free(X); free(Y0); free(Y1);
