@@ -45,13 +45,16 @@ void kv_scratch_free(struct kv_scratch *s)
 
 static size_t al64(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
 
+/* Grows geometrically: decode asks for a little more every token (the f32
+ * path keeps T x H logits), and each growth costs a fresh zeroed buffer. */
 static int scratch_reserve(struct kv_scratch *s, size_t bytes, struct colibri_err *err)
 {
     if (bytes <= s->cap) return 0;
+    size_t want = s->cap + s->cap / 2 > bytes ? s->cap + s->cap / 2 : bytes;
     free(s->buf);
-    s->buf = xalloc(bytes);
-    s->cap = s->buf ? bytes : 0;
-    if (!s->buf) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch: %zu bytes", bytes);
+    s->buf = xalloc(want);
+    s->cap = s->buf ? want : 0;
+    if (!s->buf) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch: %zu bytes", want);
     return 0;
 }
 
