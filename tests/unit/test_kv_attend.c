@@ -226,6 +226,40 @@ static void test_odd_widths(void)
         }
 }
 
+/* A decode loop: one scratch, T growing by one per call, rows written as they
+ * come; every step equals the reference on the rows so far. */
+static void test_decode_loop_reuses_scratch(void)
+{
+    const enum kv_tier tiers[] = {KV_TIER_F32, KV_TIER_TQ4};
+    const int r = 64, dr = 16, H = 4, N = 150;
+    for (int k = 0; k < 2; k++) {
+        struct kv_cache *c = NULL;
+        struct kv_scratch *sc = NULL;
+        CHECK(kv_cache_new(tiers[k], KV_ROPE_DEFAULT, 1, r, dr, N, &c, NULL) == 0, "cache");
+        CHECK(kv_scratch_new(2, &sc, NULL) == 0, "scratch");
+        float lat[64], pe[16], ql[4 * 64], qr[4 * 16], out[4 * 64], ref[4 * 64];
+        float *rl = malloc(sizeof(float) * N * r), *rp = malloc(sizeof(float) * N * dr);
+        int bad = 0;
+        for (int T = 1; T <= N; T++) {
+            for (int i = 0; i < r; i++) lat[i] = gauss();
+            for (int i = 0; i < dr; i++) pe[i] = gauss();
+            kv_cache_write(c, 0, T - 1, lat, pe, NULL);
+            for (int i = 0; i < H * r; i++) ql[i] = gauss();
+            for (int i = 0; i < H * dr; i++) qr[i] = gauss();
+            kv_cache_read(c, 0, 0, T, rl, rp, NULL);
+            kv_attend_ref(T, H, r, dr, rl, rp, ql, qr, 0.1f, ref);
+            if (kv_attend(c, 0, T, H, ql, qr, 0.1f, out, sc, NULL)) bad++;
+            else if (tiers[k] == KV_TIER_F32 ? memcmp(out, ref, sizeof out) != 0
+                                             : head_rel_err(out, ref, H, r) > 1e-5) bad++;
+        }
+        CHECK(bad == 0, "%s: %d of %d steps differ", kv_tier_name(tiers[k]), bad, N);
+        free(rl);
+        free(rp);
+        kv_scratch_free(sc);
+        kv_cache_free(c);
+    }
+}
+
 static void test_cache_shape_and_bounds(void)
 {
     struct kv_cache *c = NULL;
@@ -320,6 +354,7 @@ int main(void)
     RUN_TEST(test_cache_shape_and_bounds);
     RUN_TEST(test_native_equals_decode_then_attend);
     RUN_TEST(test_odd_widths);
+    RUN_TEST(test_decode_loop_reuses_scratch);
     RUN_TEST(test_rope_precisions);
     RUN_TEST(test_sharp_softmax);
     RUN_TEST(test_int8_consumer);
