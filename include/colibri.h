@@ -314,11 +314,12 @@ void colibri_thread_set_compute_threads(int n);
 
 /* One decode step for n sessions of the same model: s[i] is fed tokens[i]
  * (as colibri_session_decode would) and logits[i] (vocab floats, may be NULL)
- * receives its next-token logits. Sessions must be distinct. Returns 0, or a
- * negative code with *n_done (may be NULL) set to the number of leading
- * sessions that advanced: s[*n_done] failed, later ones are untouched. Today
- * this is one forward per session; the contract allows a single batched
- * forward (weights read once for all sessions) with the same results. */
+ * receives its next-token logits. Sessions must be distinct and share one
+ * model. One batched forward: every weight is read once for all sessions, and
+ * each session gets exactly the logits colibri_session_decode would give it.
+ * Returns 0 with *n_done (may be NULL) = n, or a negative code with *n_done
+ * set to the number of leading sessions that advanced: s[*n_done] failed,
+ * later ones are untouched. */
 int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n, float *const *logits,
                          int *n_done, struct colibri_err *err);
 

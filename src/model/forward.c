@@ -303,91 +303,124 @@ out:
     return rc;
 }
 
-/* One MLA block over S rows of normed input h: projects q and the latent,
- * caches (normalized c, roped k_pe) at pos0.., and attends. */
-static int mla_forward(const struct model *m, struct fwd_state *st, int li, const float *h, int S, int pos0,
+/* One MLA block over the n rows of normed input h, which belong to groups:
+ * group g is rows [row0, row0 + n) of session state st at positions pos0...
+ * Projections run over all rows at once (weights read once per batch); the
+ * cache writes and the attention run per group. */
+static int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, int li, const float *h, int n,
                        enum fwd_mode mode, float *out, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     const struct attn_weights *w = &m->layers[li].attn;
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
-    float *q = malloc((size_t)S * H * dqk * sizeof *q);
+    float *q = malloc((size_t)n * H * dqk * sizeof *q);
     if (c->q_lora_rank) {
-        float *qa = malloc((size_t)S * c->q_lora_rank * sizeof *qa);
-        linear(&w->q_a, h, S, qa);
-        rmsnorm(qa, qa, w->q_a_norm, S, c->q_lora_rank, LATENT_NORM_EPS);
-        linear(&w->q_b, qa, S, q);
+        float *qa = malloc((size_t)n * c->q_lora_rank * sizeof *qa);
+        linear(&w->q_a, h, n, qa);
+        rmsnorm(qa, qa, w->q_a_norm, n, c->q_lora_rank, LATENT_NORM_EPS);
+        linear(&w->q_b, qa, n, q);
         free(qa);
     } else {
-        linear(&w->q, h, S, q);
+        linear(&w->q, h, n, q);
     }
-    float *a = malloc((size_t)S * (r + dr) * sizeof *a);
-    linear(&w->kv_a, h, S, a);
-    for (int s = 0; s < S && !rc; s++) {
-        int pos = pos0 + s;
-        float *lat = a + (int64_t)s * (r + dr), *rope = lat + r;
-        rmsnorm(lat, lat, w->kv_a_norm, 1, r, LATENT_NORM_EPS);
-        rope_apply(rope, dr, pos, c);
-        rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
-        for (int hh = 0; hh < H; hh++) rope_apply(q + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
-    }
-    free(a);
-    float *o = malloc((size_t)S * H * dv * sizeof *o);
-    if (!rc) {
+    float *a = malloc((size_t)n * (r + dr) * sizeof *a);
+    linear(&w->kv_a, h, n, a);
+    float *o = malloc((size_t)n * H * dv * sizeof *o);
+    for (int g = 0; g < n_grp && !rc; g++) {
+        struct fwd_state *st = grp[g].st;
+        int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0;
+        float *qg = q + (int64_t)row0 * H * dqk, *og = o + (int64_t)row0 * H * dv;
+        for (int s = 0; s < S && !rc; s++) {
+            int pos = pos0 + s;
+            float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
+            rmsnorm(lat, lat, w->kv_a_norm, 1, r, LATENT_NORM_EPS);
+            rope_apply(rope, dr, pos, c);
+            rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
+            for (int hh = 0; hh < H; hh++) rope_apply(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
+        }
+        if (rc) break;
         if (mode == FWD_ABSORBED && !is_plain_f32(st->kv)) {
-            rc = attend_absorbed_native(c, w, st, li, q, S, pos0, o, err);
+            rc = attend_absorbed_native(c, w, st, li, qg, S, pos0, og, err);
         } else {
             struct kv_rows rows;
             rc = rows_get(st->kv, li, pos0 + S, &rows, err);
-            if (!rc && mode == FWD_ABSORBED) attend_absorbed(c, w, &rows, q, S, pos0, o);
-            else if (!rc) attend_expanded(c, w, &rows, q, S, pos0, o);
+            if (!rc && mode == FWD_ABSORBED) attend_absorbed(c, w, &rows, qg, S, pos0, og);
+            else if (!rc) attend_expanded(c, w, &rows, qg, S, pos0, og);
             free(rows.owned);
         }
     }
-    if (!rc) linear(&w->o, o, S, out);
+    free(a);
+    if (!rc) linear(&w->o, o, n, out);
     free(o);
     free(q);
+    return rc;
+}
+
+/* Checks a group's positions and token ids before anything is cached. */
+static int check_group(const struct model *m, const struct fwd_group *g, const int32_t *tokens,
+                       struct colibri_err *err)
+{
+    int V = m->cfg.vocab_size;
+    if (g->n <= 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
+    if (g->pos0 < 0 || g->pos0 + g->n > g->st->n_ctx)
+        return err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", g->n,
+                       g->pos0, g->st->n_ctx);
+    for (int s = 0; s < g->n; s++) {
+        int32_t t = tokens[g->row0 + s];
+        if (t < 0 || t >= V)
+            return err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", t, s, V);
+    }
+    return 0;
+}
+
+int model_forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
+                         enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    int hid = c->hidden_size, n = 0, rc = 0;
+    for (int g = 0; g < n_grp; g++) {
+        if (grp[g].row0 != n) return err_set(err, COLIBRI_EINVAL, "forward groups must tile the rows in order");
+        if ((rc = check_group(m, &grp[g], tokens, err))) return rc;
+        n += grp[g].n;
+    }
+    if (n == 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
+    float *x = malloc((size_t)n * hid * sizeof *x), *h = malloc((size_t)n * hid * sizeof *h);
+    float *y = malloc((size_t)n * hid * sizeof *y);
+    if (!x || !h || !y) {
+        free(x); free(h); free(y);
+        return err_set(err, COLIBRI_ENOMEM, "out of memory for a batch of %d tokens", n);
+    }
+    for (int s = 0; s < n; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
+
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        const struct layer_weights *lw = &m->layers[li];
+        rmsnorm(h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
+        if ((rc = mla_forward(m, grp, n_grp, li, h, n, mode, y, err))) break;
+        for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+        rmsnorm(h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
+        if (lw->is_moe) moe_forward(c, &lw->moe, h, n, y);
+        else mlp_forward(&lw->dense, h, n, y);
+        for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+    }
+    if (logits && !rc) {
+        if (all_logits) {
+            rmsnorm(h, x, m->final_norm, n, hid, c->rms_norm_eps);
+            linear(&m->lm_head, h, n, logits);
+        } else {   /* the last row of each group */
+            for (int g = 0; g < n_grp; g++)
+                memcpy(y + (int64_t)g * hid, x + (int64_t)(grp[g].row0 + grp[g].n - 1) * hid, (size_t)hid * sizeof *y);
+            rmsnorm(h, y, m->final_norm, n_grp, hid, c->rms_norm_eps);
+            linear(&m->lm_head, h, n_grp, logits);
+        }
+    }
+    free(x); free(h); free(y);
     return rc;
 }
 
 int model_forward(const struct model *m, struct fwd_state *st, const int32_t *tokens, int S, int pos0,
                   enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err)
 {
-    const struct model_config *c = &m->cfg;
-    int hid = c->hidden_size, V = c->vocab_size;
-    if (S <= 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
-    if (pos0 < 0 || pos0 + S > st->n_ctx)
-        return err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", S, pos0,
-                       st->n_ctx);
-    for (int s = 0; s < S; s++)
-        if (tokens[s] < 0 || tokens[s] >= V)
-            return err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", tokens[s], s, V);
-
-    float *x = malloc((size_t)S * hid * sizeof *x), *h = malloc((size_t)S * hid * sizeof *h);
-    float *y = malloc((size_t)S * hid * sizeof *y);
-    if (!x || !h || !y) {
-        free(x); free(h); free(y);
-        return err_set(err, COLIBRI_ENOMEM, "out of memory for a batch of %d tokens", S);
-    }
-    for (int s = 0; s < S; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
-
-    int rc = 0;
-    for (int li = 0; li < c->num_hidden_layers; li++) {
-        const struct layer_weights *lw = &m->layers[li];
-        rmsnorm(h, x, lw->attn_norm, S, hid, c->rms_norm_eps);
-        if ((rc = mla_forward(m, st, li, h, S, pos0, mode, y, err))) break;
-        for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
-        rmsnorm(h, x, lw->mlp_norm, S, hid, c->rms_norm_eps);
-        if (lw->is_moe) moe_forward(c, &lw->moe, h, S, y);
-        else mlp_forward(&lw->dense, h, S, y);
-        for (int64_t i = 0; i < (int64_t)S * hid; i++) x[i] += y[i];
-    }
-    if (logits && !rc) {
-        int first = all_logits ? 0 : S - 1, n = S - first;
-        rmsnorm(h, x + (int64_t)first * hid, m->final_norm, n, hid, c->rms_norm_eps);
-        linear(&m->lm_head, h, n, logits);
-    }
-    free(x); free(h); free(y);
-    return rc;
+    struct fwd_group g = { st, 0, S, pos0 };
+    return model_forward_groups(m, &g, 1, tokens, mode, logits, all_logits, err);
 }

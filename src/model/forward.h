@@ -35,4 +35,20 @@ enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
 int model_forward(const struct model *m, struct fwd_state *st, const int32_t *tokens, int S, int pos0,
                   enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err);
 
+/* Rows [row0, row0 + n) of a batch, fed to state st at positions pos0... */
+struct fwd_group {
+    struct fwd_state *st;
+    int row0, n, pos0;
+};
+
+/* One forward over several groups (e.g. one decode token for each of several
+ * sessions): the weights are read once for all rows, each group caches and
+ * attends in its own state. Groups must tile the rows in order and name
+ * distinct states. logits: all rows x vocab when all_logits, else one row per
+ * group (its last token). Every group is checked before anything is cached.
+ * Each row's result equals running its group alone (quant_matmul is batch
+ * invariant, see quant/kernels.h). */
+int model_forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
+                         enum fwd_mode mode, float *logits, int all_logits, struct colibri_err *err);
+
 #endif

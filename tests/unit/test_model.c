@@ -140,11 +140,66 @@ static void test_sessions_share_model(void)
     free(la); free(lb); free(ref);
 }
 
+/* A batched decode step gives every session exactly (bit for bit) the logits
+ * its own decode gives, in f32 and in a quantized tier, and stops at a session
+ * that cannot advance. */
+static void batch_case(const char *tier)
+{
+    colibri_model *m = NULL;
+    struct colibri_err err = { 0 };
+    if (colibri_model_load(FIXTURE, NULL, &m, &err)) { CHECK(0, "%s", err.msg); return; }
+    int V = colibri_model_vocab(m);
+    enum { B = 3 };
+    int32_t prompts[B][5] = { { 1, 2, 3, 4, 5 }, { 9, 8 }, { 300, 301, 302 } }, lens[B] = { 5, 2, 3 };
+    int32_t next[B] = { 17, 250, 5 };
+    colibri_session *bs[B], *solo[B];
+    float *bl[B], *sl = malloc(V * sizeof *sl);
+    struct colibri_session_opts so = { .n_ctx = 8, .kv_tier = tier };
+    for (int i = 0; i < B; i++) {
+        colibri_session_new(m, &so, &bs[i], &err);
+        colibri_session_new(m, &so, &solo[i], &err);
+        colibri_session_prefill(bs[i], prompts[i], lens[i], NULL, 0, &err);
+        colibri_session_prefill(solo[i], prompts[i], lens[i], NULL, 0, &err);
+        bl[i] = malloc(V * sizeof *bl[i]);
+    }
+    int done = -1;
+    for (int step = 0; step < 2; step++) {
+        CHECK(colibri_batch_decode(bs, next, B, bl, &done, &err) == 0 && done == B, "%s", err.msg);
+        for (int i = 0; i < B; i++) {
+            colibri_session_decode(solo[i], next[i], sl, &err);
+            CHECK(memcmp(sl, bl[i], V * sizeof *sl) == 0, "%s: session %d step %d differs from a lone decode", tier,
+                  i, step);
+            CHECK(colibri_session_pos(bs[i]) == colibri_session_pos(solo[i]), "positions differ");
+        }
+    }
+    /* Session 0 is now at 7 of 8 tokens: one more fits, then it is full. */
+    CHECK(colibri_batch_decode(bs, next, B, bl, &done, &err) == 0, "%s", err.msg);
+    colibri_session *order[B] = { bs[1], bs[0], bs[2] };
+    int before = colibri_session_pos(bs[2]);
+    CHECK(colibri_batch_decode(order, next, B, bl, &done, &err) == COLIBRI_ERANGE && done == 1 &&
+              strstr(err.msg, "session 1"), "full session: rc done=%d %s", done, err.msg);
+    CHECK(colibri_session_pos(bs[2]) == before, "a session after the failed one advanced");
+    for (int i = 0; i < B; i++) {
+        colibri_session_free(bs[i]);
+        colibri_session_free(solo[i]);
+        free(bl[i]);
+    }
+    free(sl);
+    colibri_model_free(m);
+}
+
+static void test_batch_decode_equals_solo(void)
+{
+    batch_case("f32");
+    batch_case("tq4");
+}
+
 int main(void)
 {
     RUN_TEST(test_config_rope_spellings_agree);
     RUN_TEST(test_config_refusals);
     RUN_TEST(test_session_errors);
     RUN_TEST(test_sessions_share_model);
+    RUN_TEST(test_batch_decode_equals_solo);
     return CHECK_SUMMARY();
 }
