@@ -51,10 +51,22 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-static int run_window(colibri_model *m, const char *tier, int N, const int32_t *in, float *logits,
+/* "tq4/bf16" -> tier "tq4", rope "bf16"; "tq4" -> rope NULL (the tier's default). */
+static void split_tier(const char *name, char *tier, size_t n, const char **rope)
+{
+    snprintf(tier, n, "%s", name);
+    char *slash = strchr(tier, '/');
+    *rope = slash ? name + (slash - tier) + 1 : NULL;
+    if (slash) *slash = 0;
+}
+
+static int run_window(colibri_model *m, const char *name, int N, const int32_t *in, float *logits,
                       int64_t *bytes_per_token, struct colibri_err *err)
 {
-    struct colibri_session_opts so = { .n_ctx = N, .kv_tier = tier };
+    char tier[32];
+    const char *rope;
+    split_tier(name, tier, sizeof tier, &rope);
+    struct colibri_session_opts so = { .n_ctx = N, .kv_tier = tier, .kv_rope = rope };
     colibri_session *s = NULL;
     int rc = colibri_session_new(m, &so, &s, err);
     if (!rc) rc = colibri_session_prefill(s, in, N, logits, 1, err);
@@ -71,7 +83,8 @@ int cmd_eval(int argc, char **argv)
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory with tokenizer.json; default models/colibri-tiny" },
         { "text", 0, OPT_STR, &text_path, "UTF-8 text file to teacher-force (required)" },
-        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers; f32 is always run first as the reference" },
+        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER or TIER/ROPE (e.g. tq4/bf16: RoPE part "
+                                        "in bf16); f32 is always run first as the reference" },
         { "ctx", 'c', OPT_INT, &N, "window length in tokens (default 512)", 2, 1 << 20 },
         { "max-windows", 0, OPT_INT, &max_windows, "evaluate at most this many windows (0: all)", 0, 1 << 30 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
@@ -122,7 +135,10 @@ int cmd_eval(int argc, char **argv)
     }
     /* Validate every tier name before the long run starts. */
     for (int i = 0; i < nt; i++) {
-        struct colibri_session_opts so = { .n_ctx = 1, .kv_tier = tiers[i].name };
+        char tier[32];
+        const char *rope;
+        split_tier(tiers[i].name, tier, sizeof tier, &rope);
+        struct colibri_session_opts so = { .n_ctx = 1, .kv_tier = tier, .kv_rope = rope };
         colibri_session *s = NULL;
         if (colibri_session_new(m, &so, &s, &err)) {
             fprintf(stderr, "colibri eval: %s\n", err.msg);
