@@ -91,6 +91,11 @@ struct colibri_session_opts {
      * int8 (NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
     const char *kv_tier;
     const char *kv_rope;
+    /* Decode attention on int8/int4/fp8 tiers with integer dot products
+     * (AVX-512 VNNI): 0 exact (default), 1 int8 rotated query, 2 two-part
+     * (16-bit) query. Faster, not exact: measure its cost with colibri eval
+     * --decode (entries TIER+int8 / TIER+int16). Ignored by other tiers. */
+    int kv_int8;
 };
 
 int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *opts,

@@ -200,7 +200,12 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
                        opts->kv_rope);
     colibri_session *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, COLIBRI_ENOMEM, "out of memory");
-    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, (enum kv_tier)tier, (enum kv_rope_prec)rope, err);
+    int int8 = opts ? opts->kv_int8 : 0;
+    if (int8 < 0 || int8 > 2) {
+        free(s);
+        return err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
+    }
+    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, (enum kv_tier)tier, (enum kv_rope_prec)rope, int8, err);
     if (rc) { free(s); return rc; }
     if (!(s->tokens = malloc((size_t)n_ctx * sizeof *s->tokens))) {
         fwd_state_free(&s->st);

@@ -43,7 +43,12 @@ int cmd_bench(int argc, char **argv)
     const char *dir = "models/colibri-tiny";
     int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
     struct colibri_model_opts mo = { 0 };
+    const char *kv = NULL, *kv_rope = NULL;
+    int kv_int8 = 0;
     const struct opt opts[] = {
+        { "kv", 0, OPT_STR, &kv, "KV-cache tier (default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
+        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (default per tier)" },
+        { "kv-int8", 0, OPT_INT, &kv_int8, "integer decode attention: 0 exact, 1 int8 query, 2 16-bit query", 0, 2 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
         { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
@@ -56,7 +61,7 @@ int cmd_bench(int argc, char **argv)
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--experts FMT] [--dense FMT] [--embed FMT]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
-                                    "tokens one at a time (absorbed MLA), f32, and prints tokens/s (best of -r).",
+                                    "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).",
                                     opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
@@ -73,7 +78,8 @@ int cmd_bench(int argc, char **argv)
     srand(1);
     for (int i = 0; i < n_prompt + n_gen; i++) tok[i] = rand() % V;
     float *logits = malloc((size_t)V * sizeof *logits);
-    struct colibri_session_opts so = { .n_ctx = n_prompt + n_gen };
+    struct colibri_session_opts so = { .n_ctx = n_prompt + n_gen, .kv_tier = kv ? kv : opts_env_kv_tier(),
+                                       .kv_rope = kv_rope, .kv_int8 = kv_int8 };
     double best_pre = 1e30, best_dec = 1e30;
     for (int r = 0; r < reps && !rc; r++) {
         colibri_session *s = NULL;

@@ -63,6 +63,7 @@ static char *read_line(FILE *f)
 int cmd_chat(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
+    int kv_int8 = 0;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
@@ -81,6 +82,8 @@ int cmd_chat(int argc, char **argv)
         { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "
                                       "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
         { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
+        { "kv-int8", 0, OPT_INT, &kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
+                                           "(default), 1 int8 query, 2 16-bit query", 0, 2 },
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
@@ -107,7 +110,8 @@ int cmd_chat(int argc, char **argv)
     int status = 1, tty = isatty(0);
     mo.n_threads = threads;
     if (!kv_tier) kv_tier = opts_env_kv_tier();
-    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope };
+    struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
+                                       .kv_int8 = kv_int8 };
 
     if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err))

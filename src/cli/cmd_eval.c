@@ -51,25 +51,40 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-/* "tq4/bf16" -> tier "tq4", rope "bf16"; "tq4" -> rope NULL (the tier's default). */
-static void split_tier(const char *name, char *tier, size_t n, const char **rope)
+/* "tq4/bf16+int8" -> tier "tq4", rope "bf16", integer decode attention
+ * mode 1 ("+int16": 2); missing parts are NULL / 0 (the tier's defaults). */
+static void split_tier(const char *name, struct colibri_session_opts *so, char *buf, size_t n)
 {
-    snprintf(tier, n, "%s", name);
-    char *slash = strchr(tier, '/');
-    *rope = slash ? name + (slash - tier) + 1 : NULL;
+    snprintf(buf, n, "%s", name);
+    char *plus = strchr(buf, '+');
+    so->kv_int8 = 0;
+    if (plus) {
+        so->kv_int8 = !strcmp(plus + 1, "int8") ? 1 : !strcmp(plus + 1, "int16") ? 2 : -1;
+        *plus = 0;
+    }
+    char *slash = strchr(buf, '/');
+    so->kv_rope = slash ? slash + 1 : NULL;
     if (slash) *slash = 0;
+    so->kv_tier = buf;
 }
 
-static int run_window(colibri_model *m, const char *name, int N, const int32_t *in, float *logits,
+/* Logits for every position of one window: one prefill (expanded MLA on the
+ * cached rows), or with decode the first token prefilled and the rest decoded
+ * one at a time (absorbed MLA through the tier's native consumer). */
+static int run_window(colibri_model *m, const char *name, int N, const int32_t *in, int decode, float *logits,
                       int64_t *bytes_per_token, struct colibri_err *err)
 {
-    char tier[32];
-    const char *rope;
-    split_tier(name, tier, sizeof tier, &rope);
-    struct colibri_session_opts so = { .n_ctx = N, .kv_tier = tier, .kv_rope = rope };
+    char buf[64];
+    struct colibri_session_opts so = { .n_ctx = N };
+    split_tier(name, &so, buf, sizeof buf);
     colibri_session *s = NULL;
     int rc = colibri_session_new(m, &so, &s, err);
-    if (!rc) rc = colibri_session_prefill(s, in, N, logits, 1, err);
+    if (!rc && !decode) rc = colibri_session_prefill(s, in, N, logits, 1, err);
+    if (!rc && decode) {
+        int V = colibri_model_vocab(m);
+        rc = colibri_session_prefill(s, in, 1, logits, 0, err);
+        for (int p = 1; p < N && !rc; p++) rc = colibri_session_decode(s, in[p], logits + (int64_t)p * V, err);
+    }
     if (!rc) *bytes_per_token = colibri_session_kv_token_bytes(s);
     colibri_session_free(s);
     return rc;
@@ -78,15 +93,18 @@ static int run_window(colibri_model *m, const char *name, int N, const int32_t *
 int cmd_eval(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *text_path = NULL, *tiers_arg = "f32,fp8,int8r,q4_0,tq4,tq3,tq2,polar4";
-    int N = 512, max_windows = 0, threads = 0;
+    int N = 512, max_windows = 0, threads = 0, decode = 0;
     struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory with tokenizer.json; default models/colibri-tiny" },
         { "text", 0, OPT_STR, &text_path, "UTF-8 text file to teacher-force (required)" },
-        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER or TIER/ROPE (e.g. tq4/bf16: RoPE part "
-                                        "in bf16); f32 is always run first as the reference" },
+        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER[/ROPE][+int8|+int16] (tq4/bf16: RoPE "
+                                        "part in bf16); f32 is always run first as the reference" },
         { "ctx", 'c', OPT_INT, &N, "window length in tokens (default 512)", 2, 1 << 20 },
         { "max-windows", 0, OPT_INT, &max_windows, "evaluate at most this many windows (0: all)", 0, 1 << 30 },
+        { "decode", 0, OPT_FLAG, &decode, "decode token by token (absorbed MLA, the tiers' native consumers; "
+                                          "entries TIER+int8 / TIER+int16 use integer dot products) instead of "
+                                          "one prefill per window" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
@@ -135,10 +153,9 @@ int cmd_eval(int argc, char **argv)
     }
     /* Validate every tier name before the long run starts. */
     for (int i = 0; i < nt; i++) {
-        char tier[32];
-        const char *rope;
-        split_tier(tiers[i].name, tier, sizeof tier, &rope);
-        struct colibri_session_opts so = { .n_ctx = 1, .kv_tier = tier, .kv_rope = rope };
+        char buf[64];
+        struct colibri_session_opts so = { .n_ctx = 1 };
+        split_tier(tiers[i].name, &so, buf, sizeof buf);
         colibri_session *s = NULL;
         if (colibri_session_new(m, &so, &s, &err)) {
             fprintf(stderr, "colibri eval: %s\n", err.msg);
@@ -188,7 +205,7 @@ int cmd_eval(int argc, char **argv)
         memcpy(in + 1, win, (size_t)(N - 1) * sizeof *in);
         for (int i = 0; i < nt && !rc; i++) {
             float *out = i == 0 ? ref : lg;
-            if ((rc = run_window(m, tiers[i].name, N, in, out, &tiers[i].bytes_per_token, &err))) break;
+            if ((rc = run_window(m, tiers[i].name, N, in, decode, out, &tiers[i].bytes_per_token, &err))) break;
             struct tier_stats *ts = &tiers[i];
             for (int p = 0; p < N; p++) {
                 const float *a = ref + (int64_t)p * V, *b = out + (int64_t)p * V;

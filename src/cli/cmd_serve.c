@@ -12,24 +12,6 @@
 #include "colibri.h"
 #include "serve/serve.h"
 
-/* OpenMP workers that spin between parallel regions (libgomp's default)
- * take the CPU from the connection threads that send each token: on a 2-core
- * machine a single stream ran 30x slower. The runtime reads OMP_WAIT_POLICY
- * only when it loads, so the server re-executes itself once with "passive",
- * unless the user chose a policy. Returns only if that is not possible. */
-static void reexec_with_passive_wait(int argc, char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1)) return;
-    char **av = calloc((size_t)argc + 3, sizeof *av);
-    if (!av) return;
-    av[0] = "colibri";
-    av[1] = "serve";
-    for (int i = 0; i < argc; i++) av[i + 2] = argv[i];
-    execv("/proc/self/exe", av);
-    free(av);
-    unsetenv("OMP_WAIT_POLICY");
-}
-
 int cmd_serve(int argc, char **argv)
 {
     struct serve_opts so = { .model_dir = "models/colibri-tiny", .host = "127.0.0.1", .port = 8080, .n_slots = 4,
@@ -44,7 +26,10 @@ int cmd_serve(int argc, char **argv)
         { "slots", 0, OPT_INT, &so.n_slots, "sessions generating at once (default 4)", 1, 64 },
         { "ctx", 0, OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
         { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 "
-                                 "(default f32)" },
+                                 "(default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
+        { "kv-rope", 0, OPT_STR, &so.kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
+        { "kv-int8", 0, OPT_INT, &so.kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
+                                              "(default), 1 int8 query, 2 16-bit query", 0, 2 },
         { "kv-dir", 0, OPT_STR, &kv_dir, "keep each slot's KV cache in DIR/slot-NN.ckv: restored at start, saved "
                                          "after each request (same model, weights and --kv to reuse)" },
         { "api-key", 0, OPT_STR, &so.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics "
@@ -64,17 +49,15 @@ int cmd_serve(int argc, char **argv)
         "Serves the model over HTTP with the OpenAI API: GET /v1/models, POST /v1/completions,\n"
         "POST /v1/chat/completions (streaming or not), GET /health, GET /metrics (Prometheus).\n"
         "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
-        "busy slots advance together, one token each per scheduler step. SIGTERM or SIGINT stops\n"
-        "accepting, lets running requests finish (--drain), and exits 0. OMP_WAIT_POLICY defaults to\n"
-        "passive here (spinning compute threads starve the connection threads); set it to override.",
+        "busy slots advance together in one batched forward per scheduler step. SIGTERM or SIGINT stops\n"
+        "accepting, lets running requests finish (--drain), and exits 0.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
-    reexec_with_passive_wait(argc, argv);
-    so.kv_tier = kv;
+    so.kv_tier = kv ? kv : opts_env_kv_tier();
     so.kv_dir = kv_dir;
-    if (!so.api_key) so.api_key = getenv("COLIBRI_API_KEY");
+    if (!so.api_key) so.api_key = opts_env_api_key();
     so.max_body = (size_t)max_body_kib * 1024;
     so.drain_s = drain;
 

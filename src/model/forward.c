@@ -14,7 +14,7 @@
 #define LATENT_NORM_EPS 1e-6f
 
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, enum kv_tier tier,
-                   enum kv_rope_prec rope, struct colibri_err *err)
+                   enum kv_rope_prec rope, int int8_mode, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     memset(st, 0, sizeof *st);
@@ -23,6 +23,7 @@ int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, enum 
     int rc = kv_cache_new(tier, rope, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                           err);
     if (!rc) rc = kv_scratch_new(0, &st->scratch, err);
+    if (!rc) kv_scratch_set_int8(st->scratch, int8_mode);
     if (rc) fwd_state_free(st);
     return rc;
 }

@@ -21,9 +21,10 @@ struct fwd_state {
     struct kv_scratch *scratch; /* for kv_attend */
 };
 
-/* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the reference). */
+/* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the
+ * reference); int8_mode: enum kv_int8_mode for kv_attend (KV_INT8_OFF = exact). */
 int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, enum kv_tier tier,
-                    enum kv_rope_prec rope, struct colibri_err *err);
+                    enum kv_rope_prec rope, int int8_mode, struct colibri_err *err);
 void fwd_state_free(struct fwd_state *st);
 
 enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };

@@ -32,6 +32,8 @@ struct serve_opts {
     int n_slots;                /* sessions decoding at once */
     int n_ctx;                  /* tokens per slot; 0 = min(model context, 4096) */
     const char *kv_tier;        /* KV-cache tier name (NULL = f32), see colibri_session_opts */
+    const char *kv_rope;        /* its RoPE part's precision (NULL = the tier's default) */
+    int kv_int8;                /* integer decode attention mode, see colibri_session_opts */
     const char *kv_dir;         /* NULL, or a directory of per-slot KV files (created if absent) */
     int max_queue;              /* requests waiting for a slot before 429 */
     size_t max_body;            /* request body bytes before 413 */

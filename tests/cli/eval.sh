@@ -18,3 +18,14 @@ if "$COLIBRI" eval -m "$m" --text "$tmp/text.txt" --kv tq9 2>"$tmp/err"; then ex
 grep -q "tq9" "$tmp/err"
 if "$COLIBRI" eval -m "$m" --text "$tmp/none.txt" 2>"$tmp/err"; then exit 1; fi
 grep -q "none.txt" "$tmp/err"
+# Token-by-token decode (the tiers' native consumers) gives the prefill's
+# numbers; the opt-in integer consumer runs and stays close.
+dec=$("$COLIBRI" eval -m "$m" --text "$tmp/text.txt" --ctx 32 --max-windows 3 --decode --kv tq4,tq4+int8,q4_0+int16 2>/dev/null)
+echo "$dec"
+ppl() { echo "$1" | sed -n "s/^kv=$2 .* ppl=\([0-9.]*\) .*/\1/p"; }
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * b) }'; }
+close "$(ppl "$dec" f32)" "$(ppl "$out" f32)" 1e-5
+close "$(ppl "$dec" tq4)" "$(ppl "$out" tq4)" 1e-4
+close "$(ppl "$dec" 'tq4+int8')" "$(ppl "$out" tq4)" 0.05
+if "$COLIBRI" run -m "$m" -p "x" -n 1 --kv tq4 --kv-int8 3 2>"$tmp/err"; then exit 1; fi
+grep -q -- "--kv-int8" "$tmp/err"
