@@ -238,16 +238,11 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
     {
         float *p = malloc((size_t)(pos0 + S) * sizeof *p);
         float *qa = malloc((size_t)r * sizeof *qa), *ol = malloc((size_t)r * sizeof *ol);
-        float *wuk = malloc((size_t)dkv * r * sizeof *wuk), *wuv = wuk + (int64_t)dn * r;
-        int head = -1;
 #pragma omp for schedule(static)
         for (int sh = 0; sh < S * H; sh++) {
             int s = sh % S, h = sh / S, tn = pos0 + s + 1;
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
-            if (h != head) {    /* W_UK and W_UV of this head, in f32, once per run of tokens */
-                quant_dequant_rows(&w->kv_b, h * dkv, dkv, wuk);
-                head = h;
-            }
+            const float *wuk = w->kv_b_f32 + (int64_t)h * dkv * r, *wuv = wuk + (int64_t)dn * r;
             memset(qa, 0, (size_t)r * sizeof *qa);
             for (int i = 0; i < dn; i++)
                 for (int j = 0; j < r; j++) qa[j] += qn[i] * wuk[(int64_t)i * r + j];
@@ -263,7 +258,7 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
             float *oh = o + (int64_t)s * H * dv + h * dv;
             for (int k = 0; k < dv; k++) oh[k] = dot_f32(wuv + (int64_t)k * r, ol, r);
         }
-        free(p); free(qa); free(ol); free(wuk);
+        free(p); free(qa); free(ol);
     }
 }
 
@@ -275,14 +270,13 @@ static int attend_absorbed_native(const struct model_config *c, const struct att
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0;
-    float *wkv = malloc((size_t)H * dkv * r * sizeof *wkv);
+    const float *wkv = w->kv_b_f32;
     float *qa = malloc((size_t)H * r * sizeof *qa), *qp = malloc((size_t)H * dr * sizeof *qp);
     float *ol = malloc((size_t)H * r * sizeof *ol);
-    if (!wkv || !qa || !qp || !ol) {
+    if (!qa || !qp || !ol) {
         rc = err_set(err, COLIBRI_ENOMEM, "out of memory in decode attention");
         goto out;
     }
-    quant_dequant_rows(&w->kv_b, 0, H * dkv, wkv);
     for (int s = 0; s < S && !rc; s++) {
         for (int h = 0; h < H; h++) {
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *wuk = wkv + (int64_t)h * dkv * r;
@@ -300,7 +294,7 @@ static int attend_absorbed_native(const struct model_config *c, const struct att
         }
     }
 out:
-    free(wkv); free(qa); free(qp); free(ol);
+    free(qa); free(qp); free(ol);
     return rc;
 }
 

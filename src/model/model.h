@@ -31,6 +31,11 @@ struct attn_weights {
     struct qtensor kv_a;           /* [r + dr, hidden] */
     float *kv_a_norm;           /* [r] */
     struct qtensor kv_b;           /* [H*(dn+dv), r] */
+    /* kv_b in f32 for the absorbed decode, which reads it per head every
+     * token (W_UK, W_UV): the qtensor's own data when it is f32, otherwise a
+     * dequantized copy made at load (H*(dn+dv)*r floats per layer). */
+    const float *kv_b_f32;
+    float *kv_b_f32_owned;
     struct qtensor o;              /* [hidden, H*dv] */
 };
 

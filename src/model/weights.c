@@ -263,6 +263,14 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
                        c->kv_lora_rank, ROLE_DENSE, &a->kv_b, err)))
         return rc;
     if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
+    if (a->kv_b.fmt == QUANT_F32) {
+        a->kv_b_f32 = a->kv_b.data;
+    } else {
+        a->kv_b_f32_owned = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
+        if (!a->kv_b_f32_owned) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
+        quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32_owned);
+        a->kv_b_f32 = a->kv_b_f32_owned;
+    }
 
     lw->is_moe = li >= c->first_k_dense_replace;
     if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, ROLE_DENSE, &lw->dense, err);
@@ -350,6 +358,7 @@ void model_free(struct model *m)
             free(a->q_a_norm);
             quant_qtensor_free(&a->kv_a); free(a->kv_a_norm);
             quant_qtensor_free(&a->kv_b); quant_qtensor_free(&a->o);
+            free(a->kv_b_f32_owned);
             free_mlp(&lw->dense);
             if (lw->moe.experts)
                 for (int e = 0; e < m->cfg.n_routed_experts; e++) free_mlp(&lw->moe.experts[e]);
