@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -153,6 +154,28 @@ int colibri_convert(const char *src_dir, const char *dst_dir, const struct colib
  * opts (NULL: bf16), as a container like colibri_convert's. */
 int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
                   uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err);
+
+/* ------------------------------------------------------------ benchmarks */
+
+/* Decode attention alone, per KV tier against f32 in the same run: one
+ * absorbed-MLA attention call (one token, one layer) over T cached rows of
+ * r latent + dr RoPE values, H heads. Writes a markdown table (time per token
+ * per layer, ratio to f32, bytes per row, the machine) to `table`, progress
+ * to `progress` (may be NULL). Zeroed fields take the defaults: DeepSeek-V3
+ * dims (512 + 64), contexts 1k/8k/32k, 16 and 128 heads, every tier, 0.4 s
+ * per cell. */
+struct colibri_attn_bench_opts {
+    int threads;
+    int r, dr;
+    int ctx[8], n_ctx;
+    int heads[4], n_heads;
+    const char *tiers;
+    double min_time;
+    int with_int8;              /* also time the opt-in integer consumers */
+    int cpu_time;               /* process CPU time instead of wall clock */
+};
+int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
+                            struct colibri_err *err);
 
 /* ---------------------------------------------------------- verification */
 

@@ -38,14 +38,37 @@ static double read_bandwidth(void)
     return best;
 }
 
+/* "1024,8192" -> {1024, 8192}; the count, or -1 for anything else. */
+static int parse_int_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > (1 << 24) || n == max || (*end && *end != ',')) return -1;
+        out[n++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
     int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
     struct colibri_model_opts mo = { 0 };
-    const char *kv = NULL, *kv_rope = NULL;
-    int kv_int8 = 0;
+    const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
+    int kv_int8 = 0, attn = 0;
+    struct colibri_attn_bench_opts ao = { 0 };
+    float attn_min_time = 0.4f;
     const struct opt opts[] = {
+        { "attn", 0, OPT_FLAG, &attn, "decode attention alone per KV tier vs f32 (no model needed); see below" },
+        { "attn-ctx", 0, OPT_STR, &attn_ctx, "--attn contexts (default 1024,8192,32768)" },
+        { "attn-heads", 0, OPT_STR, &attn_heads, "--attn head counts (default 16,128)" },
+        { "attn-tiers", 0, OPT_STR, &ao.tiers, "--attn tiers (default all; f32 always first)" },
+        { "attn-min-time", 0, OPT_FLOAT, &attn_min_time, "--attn seconds per tier per cell (default 0.4)", 0.01, 600 },
+        { "attn-int8", 0, OPT_FLAG, &ao.with_int8, "--attn: also time the opt-in integer consumers" },
+        { "cpu-time", 0, OPT_FLAG, &ao.cpu_time, "--attn: time by process CPU time (for shared machines)" },
         { "kv", 0, OPT_STR, &kv, "KV-cache tier (default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
         { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (default per tier)" },
         { "kv-int8", 0, OPT_INT, &kv_int8, "integer decode attention: 0 exact, 1 int8 query, 2 16-bit query", 0, 2 },
@@ -59,14 +82,33 @@ int cmd_bench(int argc, char **argv)
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "bw", 0, OPT_FLAG, &bw, "also probe read bandwidth and compare decode with its bound" },
     };
-    const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--experts FMT] [--dense FMT] [--embed FMT]",
+    const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
+        "[--embed FMT]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--cpu-time]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
-                                    "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).",
+                                    "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).\n"
+                                    "--attn times decode attention alone per KV tier against f32 in the same run "
+                                    "(DeepSeek-V3 dims: 512 latent + 64 RoPE) and prints a table of ms per token per "
+                                    "layer and the ratio to f32.",
                                     opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
     struct colibri_err err = { 0 };
+    if (attn) {
+        ao.threads = threads;
+        ao.min_time = attn_min_time;
+        ao.n_ctx = parse_int_list(attn_ctx, ao.ctx, 8);
+        ao.n_heads = parse_int_list(attn_heads, ao.heads, 4);
+        if (ao.n_ctx <= 0 || ao.n_heads <= 0) {
+            fprintf(stderr, "colibri bench: --attn-ctx / --attn-heads take comma-separated positive integers\n");
+            return 2;
+        }
+        if (colibri_bench_attention(&ao, stdout, stderr, &err)) {
+            fprintf(stderr, "colibri bench: %s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     colibri_model *m = NULL;
     mo.n_threads = threads;
     if (colibri_model_load(dir, &mo, &m, &err)) {

@@ -1,0 +1,31 @@
+/* api/bench_api.c - the benchmarks section of include/colibri.h. */
+#include <string.h>
+
+#include "colibri.h"
+#include "kv/attn_bench.h"
+
+int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
+                            struct colibri_err *err)
+{
+    struct kv_attn_bench_opts o = { .threads = opts->threads, .r = opts->r ? opts->r : 512,
+                                    .dr = opts->dr ? opts->dr : 64, .n_ctx = opts->n_ctx, .n_heads = opts->n_heads,
+                                    .tiers = opts->tiers ? opts->tiers
+                                                         : "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3",
+                                    .min_time = opts->min_time > 0 ? opts->min_time : 0.4,
+                                    .with_int8 = opts->with_int8, .cpu_time = opts->cpu_time };
+    static const int CTX[] = { 1024, 8192, 32768 }, HEADS[] = { 16, 128 };
+    if (!o.n_ctx) {
+        memcpy(o.ctx, CTX, sizeof CTX);
+        o.n_ctx = 3;
+    } else {
+        memcpy(o.ctx, opts->ctx, sizeof(int) * (size_t)(o.n_ctx < KV_ATTN_BENCH_MAX_CTX ? o.n_ctx : KV_ATTN_BENCH_MAX_CTX));
+    }
+    if (!o.n_heads) {
+        memcpy(o.heads, HEADS, sizeof HEADS);
+        o.n_heads = 2;
+    } else {
+        memcpy(o.heads, opts->heads,
+               sizeof(int) * (size_t)(o.n_heads < KV_ATTN_BENCH_MAX_HEADS ? o.n_heads : KV_ATTN_BENCH_MAX_HEADS));
+    }
+    return kv_attn_bench(&o, table, progress, err);
+}

@@ -1,0 +1,33 @@
+/* kv/attn_bench.h - the decode-attention benchmark: one kv_attend() call (one
+ * token through one layer's absorbed MLA) per KV tier, against f32 in the
+ * same run, tiers taking turns call by call so load changes on a shared
+ * machine hit every tier of a cell alike; each keeps its best time. Tiers with
+ * an integer form (fp8, int8r, q4_0, tq*) are also timed with the opt-in
+ * integer consumer (two-part and plain int8 query). Rows are i.i.d. Gaussian:
+ * the time does not depend on the values. */
+#ifndef COLIBRI_KV_ATTN_BENCH_H
+#define COLIBRI_KV_ATTN_BENCH_H
+
+#include <stdio.h>
+
+#include "colibri.h"
+
+#define KV_ATTN_BENCH_MAX_CTX 8
+#define KV_ATTN_BENCH_MAX_HEADS 4
+
+struct kv_attn_bench_opts {
+    int threads;                /* <= 0: OpenMP's default */
+    int r, dr;                  /* latent and RoPE widths (DeepSeek-V3: 512, 64) */
+    int ctx[KV_ATTN_BENCH_MAX_CTX], n_ctx;
+    int heads[KV_ATTN_BENCH_MAX_HEADS], n_heads;
+    const char *tiers;          /* comma-separated; f32 is added first when absent */
+    double min_time;            /* seconds per tier per cell at least */
+    int with_int8;              /* also time the integer consumers */
+    int cpu_time;               /* process CPU time instead of the wall clock */
+};
+
+/* Writes a markdown table (with the machine) to `table`; progress lines to
+ * `progress` (may be NULL). 0, or COLIBRI_EINVAL naming a bad option. */
+int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err);
+
+#endif
