@@ -10,9 +10,7 @@ int cmd_convert(int argc, char **argv)
     struct colibri_model_opts mo = { 0 };
     int shard_mib = 4096;
     const struct opt opts[] = {
-        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b)" },
-        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format" },
-        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format" },
+        OPTS_WEIGHT_FORMATS(mo),
         { "shard-mib", 0, OPT_INT, &shard_mib, "target shard size in MiB (default 4096)", 1, 1 << 20 },
     };
     const struct opts_spec spec = {

@@ -106,9 +106,7 @@ int cmd_eval(int argc, char **argv)
                                           "entries TIER+int8 / TIER+int16 use integer dot products) instead of "
                                           "one prefill per window" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
-        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
-        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
-        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
+        OPTS_WEIGHT_FORMATS(mo),
     };
     const struct opts_spec spec = {
         "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--ctx N] [--max-windows N]",

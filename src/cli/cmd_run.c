@@ -24,11 +24,7 @@ int cmd_run(int argc, char **argv)
         { "prompt", 'p', OPT_STR, &prompt, "the prompt text" },
         { "file", 'f', OPT_STR, &file, "read the prompt from a file ('-' = stdin)" },
         { "n-predict", 'n', OPT_INT, &n_predict, "tokens to generate at most (default 128)", 1, 1 << 24 },
-        { "temp", 0, OPT_FLOAT, &so.temperature, "temperature; 0 = greedy (default 0.8)", 0, 100 },
-        { "top-k", 0, OPT_INT, &so.top_k, "keep the k most likely tokens; 0 = off (default 40)", 0, 1 << 24 },
-        { "top-p", 0, OPT_FLOAT, &so.top_p, "nucleus mass; 1 = off (default 0.95)", 0, 1 },
-        { "min-p", 0, OPT_FLOAT, &so.min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },
-        { "repeat-penalty", 0, OPT_FLOAT, &so.repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 },
+        OPTS_SAMPLER(so),
         { "presence-penalty", 0, OPT_FLOAT, &so.presence_penalty, "presence penalty (default 0)", -100, 100 },
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0): same seed, same text", 0, 2147483647 },
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
@@ -37,15 +33,9 @@ int cmd_run(int argc, char **argv)
         { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
-        { "kv", 0, OPT_STR, &kv_tier, "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "
-                                      "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
-        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
-        { "kv-int8", 0, OPT_INT, &kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
-                                           "(default), 1 int8 query, 2 16-bit query", 0, 2 },
+        OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
-        { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert weight format (default: as stored)" },
-        { "dense", 0, OPT_STR, &mo.dense_fmt, "attention/shared/dense weight format (default: as stored)" },
-        { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default: as stored)" },
+        OPTS_WEIGHT_FORMATS(mo),
     };
     const struct opts_spec spec = {
         "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "

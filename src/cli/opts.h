@@ -35,6 +35,27 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
 
 void opts_usage(const struct opts_spec *spec, FILE *f);
 
+/* Rows shared by several commands' tables, so each knob is spelled once. */
+#define OPTS_WEIGHT_FORMATS(mo)                                                                                  \
+    { "experts", 0, OPT_STR, &(mo).experts_fmt,                                                                  \
+      "routed-expert weight format: f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b (default: as stored)" },          \
+    { "dense", 0, OPT_STR, &(mo).dense_fmt, "attention, shared-expert and dense-MLP weight format (default: as stored)" }, \
+    { "embed", 0, OPT_STR, &(mo).embed_fmt, "embedding and lm_head weight format (default: as stored)" }
+
+#define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
+    { "kv", 0, OPT_STR, &(tier), "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "   \
+                                 "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },                                 \
+    { "kv-rope", 0, OPT_STR, &(rope), "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" }, \
+    { "kv-int8", 0, OPT_INT, &(int8), "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact " \
+                                      "(default), 1 int8 query, 2 16-bit query", 0, 2 }
+
+#define OPTS_SAMPLER(so)                                                                                         \
+    { "temp", 0, OPT_FLOAT, &(so).temperature, "temperature; 0 = greedy (default 0.8)", 0, 100 },               \
+    { "top-k", 0, OPT_INT, &(so).top_k, "keep the k most likely tokens; 0 = off (default 40)", 0, 1 << 24 },     \
+    { "top-p", 0, OPT_FLOAT, &(so).top_p, "nucleus mass; 1 = off (default 0.95)", 0, 1 },                        \
+    { "min-p", 0, OPT_FLOAT, &(so).min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },              \
+    { "repeat-penalty", 0, OPT_FLOAT, &(so).repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 }
+
 /* The environment, read here and nowhere else in colibri.
  *
  * opts_env_kv_tier: the KV tier named by the aliases KV8=1 (fp8), KV_TQ=N
