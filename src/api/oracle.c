@@ -20,7 +20,11 @@ static int read_ids(const cJSON *arr, int32_t **out, int *n)
     *out = malloc((size_t)(*n ? *n : 1) * sizeof **out);
     int i = 0;
     for (const cJSON *e = arr->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e)) { free(*out); return -1; }
+        if (!cJSON_IsNumber(e)) {
+            free(*out);
+            *out = NULL;    /* the caller may free it again */
+            return -1;
+        }
         (*out)[i++] = (int32_t)e->valuedouble;
     }
     return 0;

@@ -240,7 +240,7 @@ static void attend_absorbed(const struct model_config *c, const struct attn_weig
         float *qa = malloc((size_t)r * sizeof *qa), *ol = malloc((size_t)r * sizeof *ol);
 #pragma omp for schedule(static)
         for (int sh = 0; sh < S * H; sh++) {
-            int s = sh % S, h = sh / S, tn = pos0 + s + 1;
+            int s = sh / H, h = sh % H, tn = pos0 + s + 1;
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
             const float *wuk = w->kv_b_f32 + (int64_t)h * dkv * r, *wuv = wuk + (int64_t)dn * r;
             memset(qa, 0, (size_t)r * sizeof *qa);

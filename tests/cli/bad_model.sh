@@ -21,4 +21,11 @@ mk llama; sed -i 's/"deepseek_v3"/"llama"/' "$tmp/llama/config.json"; expect lla
 mk shape; sed -i 's/"hidden_size": *128/"hidden_size": 96/' "$tmp/shape/config.json"; expect shape "shape"
 mk noconfig; rm "$tmp/noconfig/config.json"; expect noconfig "config.json"
 mk badjson; echo '{"model_type": ' > "$tmp/badjson/config.json"; expect badjson "config.json"
+# A reference.json whose generation prompt holds a non-number: refused, no crash.
+mkdir -p "$tmp/badref"; cp "$src"/* "$tmp/badref/"
+python3 -c "
+import json,sys; p=sys.argv[1]; r=json.load(open(p)); r['generation']['prompt'][1]='x'; json.dump(r,open(p,'w'))" "$tmp/badref/reference.json"
+out=$("$COLIBRI" oracle "$tmp/badref" 2>&1); rc=$?
+if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL badref: exit $rc"; fail=1
+else case "$out" in *"generation.prompt"*) echo "ok   badref: $out" ;; *) echo "FAIL badref: $out"; fail=1 ;; esac; fi
 exit $fail
