@@ -54,6 +54,11 @@ struct colibri_model_opts {
     const char *experts_fmt;    /* routed experts */
     const char *dense_fmt;      /* attention, shared experts, dense MLPs */
     const char *embed_fmt;      /* embeddings and lm_head */
+    /* Keep an f32 copy of each layer's kv_b (H*(dn+dv)*r floats) for the
+     * absorbed decode instead of dequantizing each head's rows per token.
+     * Same output either way; costs memory (counted in copy_bytes). Ignored
+     * when kv_b is stored in f32. */
+    int kv_b_f32;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or
@@ -78,6 +83,10 @@ struct colibri_model_info {
     int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
                                    shared MLPs, top-k average routed experts, routers, lm_head,
                                    one embedding row */
+    int64_t expert_bytes;       /* routed experts, as the expert store holds them */
+    int64_t copy_bytes;         /* copies made at load for speed (f32 kv_b) */
+    int64_t resident_bytes;     /* what the loaded model holds: weights, copies, norms */
+    const char *expert_store;   /* "resident" */
 };
 void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *info);
 
@@ -103,7 +112,8 @@ int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *op
                          colibri_session **out, struct colibri_err *err);
 void colibri_session_free(colibri_session *s);
 
-/* Feeds n tokens after the current position (expanded MLA, one batch).
+/* Feeds n tokens after the current position (MLA in the expanded form, or the
+ * absorbed one after cached rows when cheaper; slices of 512 tokens).
  * If logits is non-NULL it receives n x vocab floats when all_logits is set,
  * else only the last position's vocab floats. */
 int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n,
@@ -129,6 +139,10 @@ int colibri_session_common_prefix(const colibri_session *s, const int32_t *token
 
 /* Bytes the session's KV cache spends per token, all layers (latent + RoPE). */
 int64_t colibri_session_kv_token_bytes(const colibri_session *s);
+
+/* Bytes the session holds: its KV cache at full capacity (pages are
+ * committed as rows are written), attention scratch and run buffers. */
+int64_t colibri_session_bytes(const colibri_session *s);
 
 /* Forgets every cached token at position >= n (n <= pos). */
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err);

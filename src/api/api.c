@@ -17,7 +17,8 @@
 /* Format names of opts -> ids (MODEL_FMT_AS_STORED for NULL). */
 static int parse_formats(const struct colibri_model_opts *opts, struct model_load_opts *out, struct colibri_err *err)
 {
-    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED,
+                                  opts ? opts->kv_b_f32 != 0 : 0 };
     const struct { const char *opt, *name; int *dest; } fmts[] = {
         { "experts", opts ? opts->experts_fmt : NULL, &lo.experts_fmt },
         { "dense", opts ? opts->dense_fmt : NULL, &lo.dense_fmt },
@@ -46,6 +47,7 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
     rc = model_load(dir, &lo, &cm->m, err);
     if (rc) { free(cm); return rc; }
+    cm->n_threads = opts ? opts->n_threads : 0;
     *out = cm;
     return 0;
 }
@@ -123,42 +125,6 @@ void colibri_model_free(colibri_model *cm)
 
 int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
 
-static int64_t qt_bytes(const struct qtensor *w)
-{
-    if (!w->rows) return 0;
-    return (int64_t)quant_fmt_data_bytes(w->fmt, w->rows, w->cols) +
-           4 * (int64_t)quant_fmt_scale_count(w->fmt, w->rows, w->cols);
-}
-
-static int64_t mlp_bytes(const struct mlp_weights *x) { return qt_bytes(&x->gate) + qt_bytes(&x->up) + qt_bytes(&x->down); }
-
-/* Weight bytes in total and per decode step (model_info's contract). */
-static void weight_bytes(const struct model *m, int64_t *total, int64_t *active)
-{
-    const struct model_config *c = &m->cfg;
-    int64_t emb = qt_bytes(&m->embed);
-    *total = emb + (m->lm_head_tied ? 0 : qt_bytes(&m->lm_head));
-    *active = qt_bytes(&m->lm_head) + emb / c->vocab_size;
-    for (int li = 0; li < c->num_hidden_layers; li++) {
-        const struct layer_weights *lw = &m->layers[li];
-        const struct attn_weights *a = &lw->attn;
-        int64_t at = qt_bytes(&a->q_a) + qt_bytes(&a->q_b) + qt_bytes(&a->q) + qt_bytes(&a->kv_a) +
-                     qt_bytes(&a->kv_b) + qt_bytes(&a->o);
-        *total += at;
-        *active += at;
-        if (!lw->is_moe) {
-            *total += mlp_bytes(&lw->dense);
-            *active += mlp_bytes(&lw->dense);
-            continue;
-        }
-        int64_t ex = 0;
-        for (int e = 0; e < c->n_routed_experts; e++) ex += mlp_bytes(&lw->moe.experts[e]);
-        int64_t fixed = qt_bytes(&lw->moe.router) + mlp_bytes(&lw->moe.shared);
-        *total += ex + fixed;
-        *active += fixed + ex / c->n_routed_experts * c->num_experts_per_tok;
-    }
-}
-
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)
 {
     const struct model_config *c = &cm->m.cfg;
@@ -183,7 +149,14 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
         info->dtype_names[i] = st_dtype_name((enum st_dtype)i);
     }
     info->kv_bytes_per_token = (int64_t)c->num_hidden_layers * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
-    weight_bytes(&cm->m, &info->weight_bytes, &info->active_bytes);
+    struct model_bytes b;
+    model_bytes(&cm->m, &b);
+    info->weight_bytes = b.dense + b.experts;
+    info->active_bytes = b.token_read;
+    info->expert_bytes = b.experts;
+    info->copy_bytes = b.copies;
+    info->resident_bytes = b.resident;
+    info->expert_store = cm->m.experts->ops->name;
 }
 
 int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *opts, colibri_session **out,
@@ -205,7 +178,8 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         free(s);
         return err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
     }
-    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, (enum kv_tier)tier, (enum kv_rope_prec)rope, int8, err);
+    struct compute_ctx cc = compute_ctx_make(cm->n_threads);
+    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, 0, (enum kv_tier)tier, (enum kv_rope_prec)rope, int8, &cc, err);
     if (rc) { free(s); return rc; }
     if (!(s->tokens = malloc((size_t)n_ctx * sizeof *s->tokens))) {
         fwd_state_free(&s->st);
@@ -228,7 +202,8 @@ void colibri_session_free(colibri_session *s)
 int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
                             struct colibri_err *err)
 {
-    int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_EXPANDED, logits, all_logits, err);
+    struct fwd_out out = { .logits = logits, .all_logits = all_logits };
+    int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_EXPANDED, &out, err);
     if (!rc) {
         memcpy(s->tokens + s->pos, tokens, (size_t)n * sizeof *tokens);
         s->pos += n;
@@ -238,7 +213,8 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
 
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
 {
-    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, logits, 0, err);
+    struct fwd_out out = { .logits = logits };
+    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
     if (!rc) s->tokens[s->pos++] = token;
     return rc;
 }
@@ -257,6 +233,8 @@ int colibri_session_common_prefix(const colibri_session *s, const int32_t *token
 }
 
 int64_t colibri_session_kv_token_bytes(const colibri_session *s) { return (int64_t)kv_cache_token_bytes(s->st.kv); }
+
+int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes(&s->st); }
 
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {

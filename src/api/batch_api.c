@@ -43,7 +43,8 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
     int ok = 0;
     while (ok < n && tokens[ok] >= 0 && tokens[ok] < V && s[ok]->pos < s[ok]->st.n_ctx) ok++;
     for (int i = 0; i < ok; i++) g[i] = (struct fwd_group){ &s[i]->st, i, 1, s[i]->pos };
-    int rc = ok ? model_forward_groups(m, g, ok, tokens, FWD_ABSORBED, out, 0, err) : 0;
+    struct fwd_out fo = { .logits = out };
+    int rc = ok ? model_forward_groups(m, g, ok, tokens, FWD_ABSORBED, &fo, err) : 0;
     if (!rc) {
         for (int i = 0; i < ok; i++) {
             s[i]->tokens[s[i]->pos++] = tokens[i];

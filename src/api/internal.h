@@ -9,6 +9,7 @@
 
 struct colibri_model {
     struct model m;
+    int n_threads;              /* colibri_model_opts.n_threads (0: OpenMP default) */
 };
 
 struct colibri_session {

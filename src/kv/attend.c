@@ -20,6 +20,8 @@ struct kv_scratch {
     int int8;           /* enum kv_int8_mode */
     size_t cap;
     uint8_t *buf;
+    size_t sel_cap;     /* rows gathered for kv_attend_select */
+    uint8_t *sel;
 };
 
 int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err)
@@ -36,10 +38,13 @@ void kv_scratch_set_int8(struct kv_scratch *s, int mode)
     s->int8 = mode == KV_INT8_QUERY8 || mode == KV_INT8_QUERY16 ? mode : KV_INT8_OFF;
 }
 
+size_t kv_scratch_bytes(const struct kv_scratch *s) { return s ? s->cap + s->sel_cap : 0; }
+
 void kv_scratch_free(struct kv_scratch *s)
 {
     if (!s) return;
     free(s->buf);
+    free(s->sel);
     free(s);
 }
 
@@ -118,7 +123,7 @@ static int cols_ok_for(const struct kv_kern *k, int r, int dr)
 }
 
 /* f32 latent and RoPE: the exact path (see attend.h). */
-static int attend_f32(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+static int attend_f32(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
                       const float *q_rope, float scale, float *out, struct kv_scratch *s,
                       const struct kv_kern *k, struct colibri_err *err)
 {
@@ -133,7 +138,7 @@ static int attend_f32(const struct kv_cache *c, int layer, int T, int H, const f
     transpose_q(q_lat, H, r, qTl, Hp);
     if (dr) transpose_q(q_rope, H, dr, qTr, Hp);
     const size_t stride = c->row_bytes / sizeof(float);
-    const float *base = (const float *)kv_cache_row(c, layer, 0);
+    const float *base = (const float *)rows;
     const int nblk = (T + KV_TILE - 1) / KV_TILE, nhb = Hp / 16;
     int nt = s->n_threads;
     if (nt > nblk) nt = nblk;
@@ -251,7 +256,7 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
 
 /* Every other tier: decode each tile once, score and accumulate in the code
  * domain with an online softmax per thread, merge, unrotate once. */
-static int attend_native(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
+static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
                          const float *q_rope, float scale, float *out, struct kv_scratch *s,
                          const struct kv_kern *k, struct colibri_err *err)
 {
@@ -305,7 +310,6 @@ static int attend_native(const struct kv_cache *c, int layer, int T, int H, cons
         q8q_residual(qTr, dr, Hp, &rhi);
         k8->quant_query(qTr, dr, Hp, dr, rlo.q, rlo.sq, rlo.qsum);
     }
-    const uint8_t *rows = kv_cache_row(c, layer, 0);
     const size_t stride = c->row_bytes;
 
 #pragma omp parallel num_threads(nt)
@@ -406,6 +410,18 @@ int kv_attend_int8_applies(const struct kv_cache *c)
            cols_ok_for(kv_kern_get(), c->r, c->dr);
 }
 
+/* Rows at `rows` with the cache's row layout and stride. */
+static int attend_rows(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
+                       const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+                       struct colibri_err *err)
+{
+    const struct kv_kern *k = kv_kern_get();
+    if (!cols_ok_for(k, c->r, c->dr)) k = kv_kern_scalar();
+    if (c->tier == KV_TIER_F32 && (c->dr == 0 || c->rope == KV_ROPE_F32))
+        return attend_f32(c, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+    return attend_native(c, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+}
+
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
               const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
               struct colibri_err *err)
@@ -414,9 +430,45 @@ int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_
         return err_set(err, COLIBRI_EINVAL, "kv attend: layer %d T %d H %d (cache %d x %d)",
                        layer, T, H, c->n_layers, c->capacity);
     if (c->dr > 0 && !q_rope) return err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
-    const struct kv_kern *k = kv_kern_get();
-    if (!cols_ok_for(k, c->r, c->dr)) k = kv_kern_scalar();
-    if (c->tier == KV_TIER_F32 && (c->dr == 0 || c->rope == KV_ROPE_F32))
-        return attend_f32(c, layer, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
-    return attend_native(c, layer, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+    return attend_rows(c, kv_cache_row(c, layer, 0), T, H, q_lat, q_rope, scale, out_lat, s, err);
+}
+
+int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, struct colibri_err *err)
+{
+    /* the f32 path's need grows with T; the native path's is fixed per thread */
+    const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
+    size_t f32 = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) + al64((size_t)c->capacity * Hp) +
+                 2 * al64(Hp);
+    /* the native path at its largest: int8 codes in groups of 32, int8 RoPE, two-part query */
+    struct kv_native_dims d = {.r = r, .dr = dr, .Hp = Hp, .q8 = 1, .gs = 32, .G = (r + 31) / 32,
+                               .q8rope = dr > 0, .two = 1};
+    size_t native = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) + al64((size_t)r * Hp / 2) + al64(Hp) +
+                    al64((size_t)d.G * Hp) + q8q_bytes(r, Hp, d.G) + 2 * q8q_bytes(dr ? dr : 1, Hp, 1) +
+                    (size_t)s->n_threads * tbufs_bytes(&d);
+    return scratch_reserve(s, f32 > native ? f32 : native, err);
+}
+
+int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, int n, int H, const float *q_lat,
+                     const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+                     struct colibri_err *err)
+{
+    if (layer < 0 || layer >= c->n_layers || n < 1 || n > c->capacity || H < 1 || !pos)
+        return err_set(err, COLIBRI_EINVAL, "kv attend: layer %d, %d selected positions, H %d (cache %d x %d)",
+                       layer, n, H, c->n_layers, c->capacity);
+    if (c->dr > 0 && !q_rope) return err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
+    size_t need = (size_t)n * c->row_bytes;
+    if (need > s->sel_cap) {
+        uint8_t *p = malloc(need);
+        if (!p) return err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
+        free(s->sel);
+        s->sel = p;
+        s->sel_cap = need;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pos[i] < 0 || pos[i] >= c->capacity)
+            return err_set(err, COLIBRI_ERANGE, "kv attend: selected position %d (index %d) outside [0, %d)", pos[i],
+                           i, c->capacity);
+        memcpy(s->sel + (size_t)i * c->row_bytes, kv_cache_row(c, layer, pos[i]), c->row_bytes);
+    }
+    return attend_rows(c, s->sel, n, H, q_lat, q_rope, scale, out_lat, s, err);
 }

@@ -18,7 +18,10 @@
  *    chunk max, sum and partial output), and the output is unrotated once per
  *    head. It equals kv_attend_ref() on kv_cache_read() rows to ~1e-6 relative.
  *  - q_lat is [H][r], q_rope is [H][dr] (may be NULL when dr == 0), out_lat is
- *    [H][r]. T >= 1 rows starting at position 0 are read.
+ *    [H][r]. T >= 1 rows starting at position 0 are read (kv_attend), or
+ *    the rows at selected positions (kv_attend_select).
+ *  - This is the one door to attention over the cache: the model's decode
+ *    (every tier, f32 included) and its absorbed prefill call it.
  *  - The scratch holds the working memory and the thread count; it grows on
  *    demand, is owned by the caller and must not be shared by concurrent calls.
  *    The cache is only read: concurrent calls with different scratches are fine.
@@ -34,6 +37,8 @@ struct kv_scratch;
 /* n_threads <= 0: OpenMP's default. Free with kv_scratch_free(). */
 int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err);
 void kv_scratch_free(struct kv_scratch *s);
+/* Bytes the scratch holds now. */
+size_t kv_scratch_bytes(const struct kv_scratch *s);
 /* Opt-in integer dot-product consumer (AVX-512 VNNI) for int8r, q4_0, tq*
  * and fp8. Codes are read as integers times a scale and the softmax weights
  * become 14-15-bit integers per head and tile. The rotated query is
@@ -51,6 +56,17 @@ int kv_attend_int8_applies(const struct kv_cache *c);
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
               const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
               struct colibri_err *err);
+
+/* The same over selected rows only: pos[0..n) are cache positions (any
+ * order, each < capacity), attended as if they were rows 0..n-1 (DSA passes
+ * its top-k here). Same numerics as kv_attend on those rows. */
+int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, int n, int H, const float *q_lat,
+                     const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+                     struct colibri_err *err);
+
+/* Grows the scratch once for attention with H heads over up to the cache's
+ * capacity, so that decode does not allocate as T grows. */
+int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, struct colibri_err *err);
 
 /* The plain reference loop on f32 rows lat[T][r], rope[T][dr], one head at a
  * time: s1 = fmaf over i of q_lat*c, s2 likewise over the RoPE part,

@@ -8,6 +8,15 @@
 int kv_cache_new(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r, int dr,
                  int capacity, struct kv_cache **out, struct colibri_err *err)
 {
+    return kv_cache_new_parts(tier, rope, n_layers, r, dr, NULL, 0, capacity, out, err);
+}
+
+int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r, int dr,
+                       const struct kv_part_spec *extra, int n_extra, int capacity, struct kv_cache **out,
+                       struct colibri_err *err)
+{
+    if (n_extra < 0 || n_extra > KV_PARTS_MAX - 2 || (n_extra && !extra))
+        return err_set(err, COLIBRI_EINVAL, "kv cache: %d extra row parts (at most %d)", n_extra, KV_PARTS_MAX - 2);
     if ((unsigned)tier >= KV_TIER_COUNT)
         return err_set(err, COLIBRI_EINVAL, "kv cache: unknown tier %d", (int)tier);
     if (rope == KV_ROPE_DEFAULT) rope = kv_rope_default(tier);
@@ -42,7 +51,25 @@ int kv_cache_new(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r,
     }
     c->lat_bytes = c->lat.row_bytes;
     c->rope_bytes = dr > 0 ? c->pe.row_bytes : 0;
+    c->parts[0] = (struct kv_part){ KV_PART_LATENT, r, &c->lat, 0, c->lat_bytes };
+    c->parts[1] = (struct kv_part){ KV_PART_ROPE, dr, &c->pe, c->lat_bytes, c->rope_bytes };
+    c->n_parts = 2;
     c->row_bytes = c->lat_bytes + c->rope_bytes;
+    for (int i = 0; i < n_extra; i++) {
+        if (extra[i].kind != KV_PART_INDEX_KEY || extra[i].dim <= 0 || kv_cache_part(c, extra[i].kind)) {
+            kv_cache_free(c);
+            return err_set(err, COLIBRI_EINVAL, "kv cache: extra part %d (kind %d, %d values) is not a new index key",
+                           i, (int)extra[i].kind, extra[i].dim);
+        }
+        if ((rc = kv_codec_init(&c->extra[i], extra[i].tier, extra[i].dim, KV_SEED_ROPE + 1 + (uint64_t)i, err))) {
+            err_prefix(err, rc, "kv cache index-key part (%d values)", extra[i].dim);
+            kv_cache_free(c);
+            return rc;
+        }
+        c->parts[c->n_parts++] = (struct kv_part){ extra[i].kind, extra[i].dim, &c->extra[i], c->row_bytes,
+                                                   c->extra[i].row_bytes };
+        c->row_bytes += c->extra[i].row_bytes;
+    }
     size_t total = (size_t)n_layers * (size_t)capacity * c->row_bytes;
     c->data = calloc(1, total);
     if (!c->data) {
@@ -60,6 +87,7 @@ void kv_cache_free(struct kv_cache *c)
     if (!c) return;
     kv_codec_free(&c->lat);
     kv_codec_free(&c->pe);
+    for (int i = 0; i < KV_PARTS_MAX - 2; i++) kv_codec_free(&c->extra[i]);
     free(c->data);
     free(c);
 }
@@ -93,3 +121,34 @@ int kv_cache_read(const struct kv_cache *c, int layer, int pos0, int n, float *l
 
 size_t kv_cache_row_bytes(const struct kv_cache *c) { return c->row_bytes; }
 size_t kv_cache_token_bytes(const struct kv_cache *c) { return c->row_bytes * (size_t)c->n_layers; }
+
+const struct kv_part *kv_cache_part(const struct kv_cache *c, enum kv_part_kind kind)
+{
+    for (int i = 0; i < c->n_parts; i++)
+        if (c->parts[i].kind == kind) return &c->parts[i];
+    return NULL;
+}
+
+int kv_cache_write_part(struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, const float *values,
+                        struct colibri_err *err)
+{
+    const struct kv_part *p = kv_cache_part(c, kind);
+    if (!p || !p->bytes) return err_set(err, COLIBRI_EINVAL, "kv cache write: the row has no part of kind %d", (int)kind);
+    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
+        return err_set(err, COLIBRI_ERANGE, "kv cache write: layer %d pos %d outside %d x %d", layer, pos,
+                       c->n_layers, c->capacity);
+    kv_codec_encode(p->codec, values, kv_cache_row(c, layer, pos) + p->offset);
+    return 0;
+}
+
+int kv_cache_read_part(const struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, float *values,
+                       struct colibri_err *err)
+{
+    const struct kv_part *p = kv_cache_part(c, kind);
+    if (!p || !p->bytes) return err_set(err, COLIBRI_EINVAL, "kv cache read: the row has no part of kind %d", (int)kind);
+    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
+        return err_set(err, COLIBRI_ERANGE, "kv cache read: layer %d pos %d outside %d x %d", layer, pos,
+                       c->n_layers, c->capacity);
+    kv_codec_decode(p->codec, kv_cache_row(c, layer, pos) + p->offset, values);
+    return 0;
+}

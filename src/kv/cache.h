@@ -1,6 +1,9 @@
 /* kv/cache.h - the MLA latent KV cache: for every layer and token position one
- * row = [encoded latent (r values)][encoded RoPE part (dr values)], in the
- * cache's tier (kv/codec.h) and RoPE precision.
+ * row = a list of parts, each a fixed number of values under its own codec:
+ * [latent (r values, the cache's tier)][RoPE part (dr values, its RoPE
+ * precision)][further parts, e.g. a DSA index key]. The latent and RoPE parts
+ * are always parts 0 and 1 (dr may be 0); what attention reads is described
+ * by the part list, so a third part changes no reader of the first two.
  *
  * Contract:
  *  - The cache stores rows by (layer, position) and nothing else: which
@@ -35,6 +38,26 @@
 #define KV_SEED_LATENT 0x636f6c6962726931ull   /* "colibri1" */
 #define KV_SEED_ROPE   0x636f6c6962726932ull   /* "colibri2" */
 
+/* What a row part holds. Latent and RoPE parts are what MLA attention reads;
+ * an index key is what a DSA indexer scores (kept beside the row so that it
+ * is saved, truncated and restored with it). */
+enum kv_part_kind { KV_PART_LATENT = 0, KV_PART_ROPE = 1, KV_PART_INDEX_KEY = 2 };
+#define KV_PARTS_MAX 4
+
+struct kv_part {
+    enum kv_part_kind kind;
+    int dim;                      /* values */
+    const struct kv_codec *codec; /* owned by the cache */
+    size_t offset, bytes;         /* place in the row */
+};
+
+/* A part to add after latent and RoPE (kv_cache_new_parts). */
+struct kv_part_spec {
+    enum kv_part_kind kind;
+    int dim;
+    enum kv_tier tier;
+};
+
 struct kv_cache {
     enum kv_tier tier;
     enum kv_rope_prec rope;       /* resolved, never KV_ROPE_DEFAULT */
@@ -42,7 +65,10 @@ struct kv_cache {
     struct kv_codec lat;          /* latent codec (width r) */
     struct kv_codec pe;           /* RoPE codec (width dr) */
     size_t lat_bytes, rope_bytes; /* encoded sizes of the two parts */
-    size_t row_bytes;             /* lat_bytes + rope_bytes */
+    size_t row_bytes;             /* sum of the parts' bytes */
+    int n_parts;                  /* >= 2 */
+    struct kv_part parts[KV_PARTS_MAX];
+    struct kv_codec extra[KV_PARTS_MAX - 2]; /* codecs of parts 2.. */
     uint8_t *data;                /* n_layers * capacity * row_bytes; owned */
 };
 
@@ -53,7 +79,19 @@ struct kv_cache {
  * kv_cache_free(). */
 int kv_cache_new(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r, int dr,
                  int capacity, struct kv_cache **out, struct colibri_err *err);
+/* The same with further parts after latent and RoPE (n_extra <= 2). */
+int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, int r, int dr,
+                       const struct kv_part_spec *extra, int n_extra, int capacity, struct kv_cache **out,
+                       struct colibri_err *err);
 void kv_cache_free(struct kv_cache *c);
+
+/* The part of a kind, or NULL. */
+const struct kv_part *kv_cache_part(const struct kv_cache *c, enum kv_part_kind kind);
+/* Encodes values[part dim] into part `kind` of row (layer, pos) / decodes it. */
+int kv_cache_write_part(struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, const float *values,
+                        struct colibri_err *err);
+int kv_cache_read_part(const struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, float *values,
+                       struct colibri_err *err);
 
 /* Encodes latent[r] and rope[dr] into row (layer, pos). */
 int kv_cache_write(struct kv_cache *c, int layer, int pos, const float *latent,

@@ -1,8 +1,10 @@
-/* model/linear.h - the small numeric steps of the forward pass: y = x·Wᵀ over
- * a batch (W in any quant/ format), the f32 dot product, RMSNorm.
+/* model/linear.h - y = x·Wᵀ over a batch of rows, W in any quant/ format, and
+ * the f32 dot product the attention code uses.
  *
- * linear() uses quant_matvec for one row and quant_matmul for a batch, which
- * read each weight row once per batch and parallelize over output rows. */
+ * model_linear() uses quant_matvec for one row and quant_matmul for a batch;
+ * both read each weight row once per call and parallelize over output rows,
+ * and a batched row gets exactly the bits of the one-row product
+ * (quant/kernels.h). */
 #ifndef COLIBRI_MODEL_LINEAR_H
 #define COLIBRI_MODEL_LINEAR_H
 
@@ -11,12 +13,9 @@
 #include "quant/qtensor.h"
 
 /* y[n][rows] = x[n][cols] · Wᵀ */
-void linear(const struct qtensor *W, const float *x, int n, float *y);
+void model_linear(const struct qtensor *W, const float *x, int n, float *y);
 
-/* Σ a[i]·b[i], vectorized. */
-float dot_f32(const float *a, const float *b, int n);
-
-/* y = x / sqrt(mean(x²) + eps) * weight, over n rows of width d (in place allowed). */
-void rmsnorm(float *y, const float *x, const float *weight, int n, int d, float eps);
+/* Σ a[i]·b[i], vectorized (the order of the sum is the compiler's). */
+float model_dot_f32(const float *a, const float *b, int n);
 
 #endif

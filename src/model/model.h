@@ -19,11 +19,8 @@
 #include "colibri.h"
 #include "io/safetensors.h"
 #include "model/config.h"
-#include "model/linear.h"
-
-struct mlp_weights {            /* SwiGLU: down(silu(gate(x)) * up(x)) */
-    struct qtensor gate, up, down;
-};
+#include "model/expert_store.h"
+#include "model/mlp.h"
 
 struct attn_weights {
     struct qtensor q_a, q_b, q;    /* q_a/q_b with q_lora_rank, else q */
@@ -31,19 +28,20 @@ struct attn_weights {
     struct qtensor kv_a;           /* [r + dr, hidden] */
     float *kv_a_norm;           /* [r] */
     struct qtensor kv_b;           /* [H*(dn+dv), r] */
-    /* kv_b in f32 for the absorbed decode, which reads it per head every
-     * token (W_UK, W_UV): the qtensor's own data when it is f32, otherwise a
-     * dequantized copy made at load (H*(dn+dv)*r floats per layer). */
-    const float *kv_b_f32;
-    float *kv_b_f32_owned;
+    /* The absorbed decode reads kv_b per head every token (W_UK, W_UV) in
+     * f32. When kv_b is not f32 it either dequantizes each head's rows as it
+     * goes, or, with model_load_opts.kv_b_f32, reads this copy made at load
+     * (H*(dn+dv)*r floats, counted in model_bytes().copies). Both read the
+     * same f32 values, so the output is the same either way. */
+    float *kv_b_f32;
     struct qtensor o;              /* [hidden, H*dv] */
 };
 
 struct moe_weights {
     struct qtensor router;         /* mlp.gate.weight [E, hidden] */
     float *score_bias;          /* e_score_correction_bias [E] (zeros if absent) */
-    struct mlp_weights *experts;/* [E] */
     struct mlp_weights shared;  /* width moe_intermediate * n_shared (absent if 0) */
+    /* routed experts: only through model.experts (model/expert_store.h) */
 };
 
 struct layer_weights {
@@ -60,6 +58,7 @@ struct model_load_opts {
     int experts_fmt;            /* routed experts */
     int dense_fmt;              /* attention, shared experts, dense MLPs */
     int embed_fmt;              /* embed_tokens and lm_head */
+    int kv_b_f32;               /* keep an f32 copy of kv_b for the absorbed decode */
 };
 
 struct model {
@@ -71,6 +70,7 @@ struct model {
     struct qtensor lm_head;
     int lm_head_tied;           /* lm_head is embed (not freed twice) */
     struct layer_weights *layers;
+    struct expert_store *experts;   /* routed experts of every MoE layer */
     int64_t n_params;
     int64_t bytes_by_dtype[ST_DTYPE_COUNT];
 };
@@ -79,6 +79,17 @@ struct model {
  * failure *m is left freed. */
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err);
 void model_free(struct model *m);
+
+/* What a loaded model holds in memory, in bytes. */
+struct model_bytes {
+    int64_t dense;              /* every weight outside the routed experts (data + scales) */
+    int64_t experts;            /* routed experts, as the expert store holds them */
+    int64_t copies;             /* made at load for speed: the f32 kv_b copies */
+    int64_t small;              /* norms, biases, RoPE tables */
+    int64_t resident;           /* dense + experts + copies + small */
+    int64_t token_read;         /* weight bytes one decoded token reads */
+};
+void model_bytes(const struct model *m, struct model_bytes *out);
 
 /* Tensor t viewed as [rows, cols], widened to a new malloc'd f32 array (F32,
  * BF16, F16, and F8_E4M3 with its `<name>_scale_inv` 128x128 block scales). */

@@ -201,8 +201,7 @@ static int load_mlp(struct loader *L, const char *prefix, int inter, enum weight
 
 /* transformers v5 fused layout: gate_up_proj [E, 2I, hid] (gate rows first),
  * down_proj [E, hid, I]. */
-static int load_fused_experts(struct loader *L, const char *prefix, struct moe_weights *moe,
-                              struct colibri_err *err)
+static int load_fused_experts(struct loader *L, const char *prefix, int li, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
@@ -224,7 +223,7 @@ static int load_fused_experts(struct loader *L, const char *prefix, struct moe_w
     if ((rc = model_tensor_to_f32(L->st, dn, (int64_t)E * hid, I, &dnf, err))) { free(guf); return rc; }
     int fmt = target_format(L, ROLE_EXPERT, gu);
     for (int e = 0; e < E && !rc; e++) {
-        struct mlp_weights *x = &moe->experts[e];
+        struct mlp_weights *x = expert_store_resident_slot(L->m->experts, li, e);
         if ((rc = quant_qtensor_from_f32(fmt, I, hid, guf + (int64_t)e * 2 * I * hid, &x->gate, err)) ||
             (rc = quant_qtensor_from_f32(fmt, I, hid, guf + ((int64_t)e * 2 * I + I) * hid, &x->up, err)) ||
             (rc = quant_qtensor_from_f32(fmt, hid, I, dnf + (int64_t)e * hid * I, &x->down, err)))
@@ -263,13 +262,10 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
                        c->kv_lora_rank, ROLE_DENSE, &a->kv_b, err)))
         return rc;
     if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
-    if (a->kv_b.fmt == QUANT_F32) {
-        a->kv_b_f32 = a->kv_b.data;
-    } else {
-        a->kv_b_f32_owned = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
-        if (!a->kv_b_f32_owned) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
-        quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32_owned);
-        a->kv_b_f32 = a->kv_b_f32_owned;
+    if (a->kv_b.fmt != QUANT_F32 && L->m->fmt.kv_b_f32) {
+        a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
+        if (!a->kv_b_f32) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
+        quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32);
     }
 
     lw->is_moe = li >= c->first_k_dense_replace;
@@ -283,13 +279,14 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
         return err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
-    if (!(moe->experts = calloc((size_t)E, sizeof *moe->experts))) return err_set(err, COLIBRI_ENOMEM, "out of memory");
     if (st_find(L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
         for (int e = 0; e < E; e++) {
             snprintf(name, sizeof name, "%s.mlp.experts.%d", p, e);
-            if ((rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT, &moe->experts[e], err))) return rc;
+            if ((rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT,
+                               expert_store_resident_slot(L->m->experts, li, e), err)))
+                return rc;
         }
-    } else if ((rc = load_fused_experts(L, NAME("mlp"), moe, err))) {
+    } else if ((rc = load_fused_experts(L, NAME("mlp"), li, err))) {
         return rc;
     }
     if (c->n_shared_experts)
@@ -303,7 +300,7 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED };
+    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
@@ -327,6 +324,9 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
         goto fail;
     }
+    int first_moe = c->first_k_dense_replace < c->num_hidden_layers ? c->first_k_dense_replace : c->num_hidden_layers;
+    if ((rc = expert_store_resident_new(c->num_hidden_layers, first_moe, c->n_routed_experts, &m->experts, err)))
+        goto fail;
     struct progress pr;
     progress_start(&pr, "loading", (uint64_t)c->num_hidden_layers);
     for (int li = 0; li < c->num_hidden_layers; li++) {
@@ -358,20 +358,51 @@ void model_free(struct model *m)
             free(a->q_a_norm);
             quant_qtensor_free(&a->kv_a); free(a->kv_a_norm);
             quant_qtensor_free(&a->kv_b); quant_qtensor_free(&a->o);
-            free(a->kv_b_f32_owned);
+            free(a->kv_b_f32);
             free_mlp(&lw->dense);
-            if (lw->moe.experts)
-                for (int e = 0; e < m->cfg.n_routed_experts; e++) free_mlp(&lw->moe.experts[e]);
-            free(lw->moe.experts);
             quant_qtensor_free(&lw->moe.router);
             free(lw->moe.score_bias);
             free_mlp(&lw->moe.shared);
         }
         free(m->layers);
     }
+    expert_store_free(m->experts);
     if (!m->lm_head_tied) quant_qtensor_free(&m->lm_head);
     quant_qtensor_free(&m->embed);
     free(m->final_norm);
     st_close(&m->st);
     memset(m, 0, sizeof *m);
+}
+
+void model_bytes(const struct model *m, struct model_bytes *out)
+{
+    const struct model_config *c = &m->cfg;
+    int hid = c->hidden_size;
+    int64_t emb = model_qtensor_bytes(&m->embed), head = model_qtensor_bytes(&m->lm_head);
+    struct model_bytes b = { 0 };
+    b.dense = emb + (m->lm_head_tied ? 0 : head);
+    b.token_read = head + emb / c->vocab_size;
+    b.small = 4 * (int64_t)hid + 4 * (int64_t)(c->qk_rope_head_dim / 2);
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        const struct layer_weights *lw = &m->layers[li];
+        const struct attn_weights *a = &lw->attn;
+        int64_t kvb = model_qtensor_bytes(&a->kv_b);
+        int64_t at = model_qtensor_bytes(&a->q_a) + model_qtensor_bytes(&a->q_b) + model_qtensor_bytes(&a->q) +
+                     model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o);
+        int64_t copy = a->kv_b_f32 ? (int64_t)a->kv_b.rows * a->kv_b.cols * 4 : 0;
+        b.dense += at;
+        b.copies += copy;
+        /* the decode reads kv_b once per token, from the copy when there is one */
+        b.token_read += at - (copy ? kvb : 0) + copy;
+        b.small += 4 * (2 * (int64_t)hid + c->kv_lora_rank + (c->q_lora_rank ? c->q_lora_rank : 0));
+        int64_t mlp = lw->is_moe ? model_qtensor_bytes(&lw->moe.router) + model_mlp_bytes(&lw->moe.shared)
+                                 : model_mlp_bytes(&lw->dense);
+        if (lw->is_moe) b.small += 4 * (int64_t)c->n_routed_experts;
+        b.dense += mlp;
+        b.token_read += mlp;
+    }
+    b.experts = expert_store_total_bytes(m->experts);
+    b.token_read += expert_store_token_bytes(m->experts, c->num_experts_per_tok);
+    b.resident = b.dense + b.experts + b.copies + b.small;
+    *out = b;
 }

@@ -1,0 +1,95 @@
+/* model/expert_store.h - where the MoE layer gets a routed expert's weights.
+ *
+ * The MoE layer never indexes an expert array: it asks the store. The call
+ * pattern per layer and forward is
+ *     prefetch(layer, experts routed to, n)     as soon as routing is known
+ *     for each routed expert e:
+ *         acquire(layer, e) -> weights; the expert's matmuls; release(layer, e)
+ * The weights returned by acquire stay valid and unchanged until the matching
+ * release. prefetch is a hint: a store may ignore it, and acquire must work
+ * without it.
+ *
+ * Implementations (a vtable, as Redis does for its variations):
+ *   - resident: every expert in memory (owned or borrowed from the mapped
+ *     checkpoint), filled by the loader; acquire never fails.
+ *   - streamed (later): a cache under a RAM budget read from disk.
+ *   - remote (later): experts owned by other ranks.
+ * Invariant: the model's output never depends on which store is used or on
+ * its state (what is cached, what was prefetched).
+ *
+ * Sizes: the store knows each expert's bytes; model_bytes() (model.h) asks it
+ * for the routed-expert total and the expected bytes one token reads
+ * (num_experts_per_tok experts of average size per MoE layer).
+ *
+ * Threads: acquire/release/prefetch may be called from several threads at
+ * once (sessions forwarding concurrently); statistics are atomic. */
+#ifndef COLIBRI_MODEL_EXPERT_STORE_H
+#define COLIBRI_MODEL_EXPERT_STORE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "colibri.h"
+#include "model/mlp.h"
+
+struct expert_store;
+
+struct expert_store_stats {
+    uint64_t acquires;          /* acquire calls */
+    uint64_t prefetch_hints;    /* experts named in prefetch calls */
+    uint64_t misses;            /* acquires that had to read the expert (0 when resident) */
+    uint64_t bytes_read;        /* bytes read from storage by the store */
+};
+
+struct expert_store_ops {
+    const char *name;
+    int (*acquire)(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
+                   struct colibri_err *err);
+    void (*release)(struct expert_store *s, int layer, int expert);
+    void (*prefetch)(struct expert_store *s, int layer, const int *experts, int n);
+    /* Bytes of one expert as held in memory. */
+    int64_t (*expert_bytes)(const struct expert_store *s, int layer, int expert);
+    void (*free)(struct expert_store *s);
+};
+
+struct expert_store {
+    const struct expert_store_ops *ops;
+    int n_layers;               /* model layers (dense ones hold no experts) */
+    int first_moe_layer;
+    int n_experts;
+    _Atomic uint64_t acquires, prefetch_hints, misses, bytes_read;
+};
+
+static inline int expert_store_acquire(struct expert_store *s, int layer, int expert,
+                                       const struct mlp_weights **out, struct colibri_err *err)
+{
+    return s->ops->acquire(s, layer, expert, out, err);
+}
+static inline void expert_store_release(struct expert_store *s, int layer, int expert)
+{
+    s->ops->release(s, layer, expert);
+}
+static inline void expert_store_prefetch(struct expert_store *s, int layer, const int *experts, int n)
+{
+    s->ops->prefetch(s, layer, experts, n);
+}
+
+void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out);
+/* Sum over every MoE layer and expert of expert_bytes. */
+int64_t expert_store_total_bytes(const struct expert_store *s);
+/* Expected routed-expert bytes one token reads: per MoE layer, k times the
+ * layer's average expert size. */
+int64_t expert_store_token_bytes(const struct expert_store *s, int k);
+void expert_store_free(struct expert_store *s);
+
+/* ---- resident store ---- */
+
+/* An empty resident store for layers [first_moe_layer, n_layers) with
+ * n_experts each; the loader fills expert_store_resident_slot(). */
+int expert_store_resident_new(int n_layers, int first_moe_layer, int n_experts, struct expert_store **out,
+                              struct colibri_err *err);
+/* The slot of (layer, expert) to load weights into (resident store only);
+ * the store owns what is loaded there and frees it with the store. */
+struct mlp_weights *expert_store_resident_slot(struct expert_store *s, int layer, int expert);
+
+#endif

@@ -1,0 +1,171 @@
+#include "model/mla.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/linear.h"
+#include "model/norm.h"
+#include "model/rope.h"
+
+int mla_prefill_absorbed(const struct model_config *c, int S, int pos0)
+{
+    if (pos0 == 0) return 0;
+    /* multiply-adds per head: the expanded form rebuilds k_nope | v for all T
+     * rows and scores/sums over dn + dr + dv; the absorbed form absorbs W_UK
+     * and W_UV per token and scores/sums over r + dr + r */
+    double T = (double)pos0 + S, r = c->kv_lora_rank, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim,
+           dv = c->v_head_dim;
+    double expanded = T * r * (dn + dv) + S * T * (dn + dr + dv);
+    double absorbed = S * r * (dn + dv) + S * T * (2 * r + dr);
+    return absorbed < expanded;
+}
+
+static void softmax_inplace(float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* Expanded MLA over the group's rows [0, pos0 + S): K and V are rebuilt for
+ * every cached position from the latent as the cache holds it. */
+static int attend_expanded(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
+                           int li, const float *q, int S, int pos0, float *o, struct run_bufs *b,
+                           struct colibri_err *err)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, T = pos0 + S, nt = b->n_threads, rc;
+    const struct kv_cache *kv = st->kv;
+    if ((rc = run_bufs_grow(b, &b->exp_kv, &b->exp_kv_cap, (size_t)T * H * dkv, err)) ||
+        (rc = run_bufs_grow(b, &b->exp_p, &b->exp_p_cap, (size_t)nt * T, err)))
+        return rc;
+    const float *lat, *rope;
+    int64_t rope_stride;
+    if (kv->tier == KV_TIER_F32 && kv->rope == KV_ROPE_F32) {
+        /* read in place; the latents are gathered for the kv_b product */
+        const float *base = (const float *)kv_cache_row(kv, li, 0);
+        int64_t stride = (int64_t)(kv->row_bytes / sizeof(float));
+        if ((rc = run_bufs_grow(b, &b->exp_lat, &b->exp_lat_cap, (size_t)T * r, err))) return rc;
+        for (int t = 0; t < T; t++) memcpy(b->exp_lat + (int64_t)t * r, base + t * stride, (size_t)r * sizeof(float));
+        lat = b->exp_lat;
+        rope = base + r;
+        rope_stride = stride;
+    } else {
+        if ((rc = run_bufs_grow(b, &b->exp_rows, &b->exp_rows_cap, (size_t)T * (r + dr), err))) return rc;
+        float *l = b->exp_rows, *p = b->exp_rows + (int64_t)T * r;
+        if ((rc = kv_cache_read(kv, li, 0, T, l, p, err))) return rc;
+        lat = l;
+        rope = p;
+        rope_stride = dr;
+    }
+    float *kvx = b->exp_kv;
+    model_linear(&w->kv_b, lat, T, kvx);
+#pragma omp parallel num_threads(nt)
+    {
+        float *p = b->exp_p + (int64_t)omp_get_thread_num() * T;
+#pragma omp for schedule(dynamic, 1)
+        for (int sh = 0; sh < S * H; sh++) {
+            int s = sh / H, h = sh % H, tn = pos0 + s + 1;
+            const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
+            for (int t = 0; t < tn; t++)
+                p[t] = (model_dot_f32(qn, kvx + (int64_t)t * H * dkv + h * dkv, dn) +
+                        model_dot_f32(qp, rope + t * rope_stride, dr)) * c->softmax_scale;
+            softmax_inplace(p, tn);
+            float *oh = o + (int64_t)s * H * dv + h * dv;
+            memset(oh, 0, (size_t)dv * sizeof *oh);
+            for (int t = 0; t < tn; t++) {
+                const float *v = kvx + (int64_t)t * H * dkv + h * dkv + dn;
+                for (int k = 0; k < dv; k++) oh[k] += p[t] * v[k];
+            }
+        }
+    }
+    return 0;
+}
+
+/* Head h's kv_b rows [W_UK; W_UV] in f32: the tensor itself when f32, the
+ * load-time copy when there is one, else dequantized into buf. */
+static const float *kv_b_head(const struct attn_weights *w, int h, int dkv, float *buf)
+{
+    int64_t off = (int64_t)h * dkv * w->kv_b.cols;
+    if (w->kv_b.fmt == QUANT_F32) return (const float *)w->kv_b.data + off;
+    if (w->kv_b_f32) return w->kv_b_f32 + off;
+    quant_dequant_rows(&w->kv_b, h * dkv, dkv, buf);
+    return buf;
+}
+
+/* Absorbed MLA (DeepSeek inference/model.py, attn_impl="absorb") through the
+ * attention door: the absorbed queries of all heads go in, Σ p c per head
+ * comes out, W_UV is applied per head. One token at a time. */
+static int attend_absorbed(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
+                           int li, const float *q, int S, int pos0, float *o, struct run_bufs *b,
+                           struct colibri_err *err)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0, nt = b->n_threads;
+    float *qa = b->abs_q, *qp = b->abs_qpe, *ol = b->abs_lat;
+    for (int s = 0; s < S && !rc; s++) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int h = 0; h < H; h++) {
+            const float *wuk = kv_b_head(w, h, dkv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
+            const float *qn = q + (int64_t)s * H * dqk + h * dqk;
+            float *qah = qa + (int64_t)h * r;
+            memset(qah, 0, (size_t)r * sizeof *qah);
+            for (int i = 0; i < dn; i++)
+                for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[(int64_t)i * r + j];
+            memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
+        }
+        rc = kv_attend(st->kv, li, pos0 + s + 1, H, qa, qp, c->softmax_scale, ol, st->scratch, err);
+        if (rc) break;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int h = 0; h < H; h++) {
+            const float *wuv = kv_b_head(w, h, dkv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r) +
+                               (int64_t)dn * r;
+            float *oh = o + (int64_t)s * H * dv + h * dv;
+            for (int k = 0; k < dv; k++) oh[k] = model_dot_f32(wuv + (int64_t)k * r, ol + (int64_t)h * r, r);
+        }
+    }
+    return rc;
+}
+
+int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, int li, const float *h, int n,
+                enum fwd_mode mode, float *out, struct run_bufs *b, struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    const struct attn_weights *w = &m->layers[li].attn;
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
+    float *q = b->q, *a = b->kv_a, *o = b->attn;
+    if (c->q_lora_rank) {
+        model_linear(&w->q_a, h, n, b->q_a);
+        model_rmsnorm(b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, MODEL_LATENT_NORM_EPS);
+        model_linear(&w->q_b, b->q_a, n, q);
+    } else {
+        model_linear(&w->q, h, n, q);
+    }
+    model_linear(&w->kv_a, h, n, a);
+    for (int g = 0; g < n_grp && !rc; g++) {
+        struct fwd_state *st = grp[g].st;
+        int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0;
+        float *qg = q + (int64_t)row0 * H * dqk, *og = o + (int64_t)row0 * H * dv;
+        for (int s = 0; s < S && !rc; s++) {
+            int pos = pos0 + s;
+            float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
+            model_rmsnorm(lat, lat, w->kv_a_norm, 1, r, MODEL_LATENT_NORM_EPS);
+            model_rope_apply(rope, dr, pos, c);
+            rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
+            for (int hh = 0; hh < H; hh++) model_rope_apply(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
+        }
+        if (rc) break;
+        if (mode == FWD_ABSORBED || mla_prefill_absorbed(c, S, pos0))
+            rc = attend_absorbed(c, w, st, li, qg, S, pos0, og, b, err);
+        else
+            rc = attend_expanded(c, w, st, li, qg, S, pos0, og, b, err);
+    }
+    if (!rc) model_linear(&w->o, o, n, out);
+    return rc;
+}

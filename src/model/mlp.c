@@ -1,0 +1,29 @@
+#include "model/mlp.h"
+
+#include <math.h>
+
+#include "model/linear.h"
+#include "quant/format.h"
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+void model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out, float *g, float *u)
+{
+    int inter = w->gate.rows;
+    model_linear(&w->gate, x, n, g);
+    model_linear(&w->up, x, n, u);
+    for (int64_t i = 0; i < (int64_t)n * inter; i++) g[i] = silu(g[i]) * u[i];
+    model_linear(&w->down, g, n, out);
+}
+
+int64_t model_qtensor_bytes(const struct qtensor *w)
+{
+    if (!w->rows) return 0;
+    return (int64_t)quant_fmt_data_bytes(w->fmt, w->rows, w->cols) +
+           4 * (int64_t)quant_fmt_scale_count(w->fmt, w->rows, w->cols);
+}
+
+int64_t model_mlp_bytes(const struct mlp_weights *w)
+{
+    return model_qtensor_bytes(&w->gate) + model_qtensor_bytes(&w->up) + model_qtensor_bytes(&w->down);
+}

@@ -1,0 +1,22 @@
+/* model/mlp.h - the SwiGLU MLP (DeepseekV3MLP): down(silu(gate(x)) * up(x)),
+ * used by the dense layers, the shared experts and every routed expert. */
+#ifndef COLIBRI_MODEL_MLP_H
+#define COLIBRI_MODEL_MLP_H
+
+#include <stdint.h>
+
+#include "quant/qtensor.h"
+
+struct mlp_weights {
+    struct qtensor gate, up, down;     /* [I, hid], [I, hid], [hid, I] */
+};
+
+/* out[n][hid] = mlp(x[n][hid]). g and u are scratch of n * I floats each
+ * (I = gate.rows); nothing is allocated. */
+void model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out, float *g, float *u);
+
+/* Bytes of the three matrices as held in memory (data + scales). */
+int64_t model_mlp_bytes(const struct mlp_weights *w);
+int64_t model_qtensor_bytes(const struct qtensor *w);
+
+#endif

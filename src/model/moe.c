@@ -1,0 +1,92 @@
+#include "model/moe.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model/linear.h"
+
+void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)
+{
+    int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
+    float s[E], b[E], gscore[G];
+    int gkeep[G];
+    for (int e = 0; e < E; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        b[e] = s[e] + bias[e];
+    }
+    for (int g = 0; g < G; g++) {
+        float m1 = -INFINITY, m2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (b[e] > m1) { m2 = m1; m1 = b[e]; }
+            else if (b[e] > m2) m2 = b[e];
+        }
+        gscore[g] = m1 + m2;
+        gkeep[g] = 0;
+    }
+    for (int k = 0; k < c->topk_group; k++) {
+        int best = -1;
+        for (int g = 0; g < G; g++)
+            if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+        gkeep[best] = 1;
+    }
+    for (int e = 0; e < E; e++)
+        if (!gkeep[e / per]) b[e] = -INFINITY;
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (b[e] != -INFINITY && (best < 0 || b[e] > b[best])) best = e;
+        idx[k] = best;
+        b[best] = -INFINITY;
+        wts[k] = s[best];
+        sum += s[best];
+    }
+    for (int k = 0; k < K; k++) {
+        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
+        wts[k] *= c->routed_scaling_factor;
+    }
+}
+
+int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+                struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    const struct moe_weights *w = &m->layers[li].moe;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, hid = c->hidden_size, rc = 0;
+    model_linear(&w->router, x, n, b->moe_logits);
+    for (int t = 0; t < n; t++)
+        moe_route(c, b->moe_logits + (int64_t)t * E, w->score_bias, b->moe_idx + t * K, b->moe_wts + t * K);
+
+    /* which experts this batch needs, in ascending order, for the prefetch hint */
+    memset(b->moe_used, 0, (size_t)E * sizeof *b->moe_used);
+    for (int i = 0; i < n * K; i++) b->moe_used[b->moe_idx[i]] = 1;
+    int n_used = 0;
+    for (int e = 0; e < E; e++)
+        if (b->moe_used[e]) b->moe_list[n_used++] = e;
+    expert_store_prefetch(m->experts, li, b->moe_list, n_used);
+
+    if (c->n_shared_experts) model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u);
+    else memset(out, 0, (size_t)n * hid * sizeof *out);
+
+    for (int j = 0; j < n_used && !rc; j++) {
+        int e = b->moe_list[j], cnt = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (b->moe_idx[t * K + k] == e) {
+                    b->moe_tok[cnt] = t;
+                    b->moe_tw[cnt] = b->moe_wts[t * K + k];
+                    memcpy(b->moe_in + (int64_t)cnt * hid, x + (int64_t)t * hid, (size_t)hid * sizeof *x);
+                    cnt++;
+                }
+        const struct mlp_weights *ew;
+        if ((rc = expert_store_acquire(m->experts, li, e, &ew, err))) break;
+        model_mlp_forward(ew, b->moe_in, cnt, b->moe_res, b->mlp_g, b->mlp_u);
+        expert_store_release(m->experts, li, e);
+        for (int i = 0; i < cnt; i++) {
+            float *o = out + (int64_t)b->moe_tok[i] * hid;
+            const float *r = b->moe_res + (int64_t)i * hid;
+            for (int d = 0; d < hid; d++) o[d] += b->moe_tw[i] * r[d];
+        }
+    }
+    return rc;
+}

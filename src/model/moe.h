@@ -1,0 +1,29 @@
+/* model/moe.h - the DeepseekV3MoE block: router, routed experts (through the
+ * model's expert store), shared experts.
+ *
+ * Routing (DeepseekV3TopkRouter + route_tokens_to_experts): sigmoid scores in
+ * f32, the correction bias for selection only, top-2-sum group scores, -inf
+ * outside the kept groups, top-k, weights from the unbiased scores
+ * normalized with +1e-20, times routed_scaling_factor.
+ *
+ * The routed experts run grouped: the rows routed to an expert are gathered
+ * and multiplied together, so each expert's weights are read once per batch.
+ * Experts are visited in ascending order and each row's sum is taken in that
+ * order after the shared experts, so a row's result does not depend on the
+ * other rows of its batch. */
+#ifndef COLIBRI_MODEL_MOE_H
+#define COLIBRI_MODEL_MOE_H
+
+#include "colibri.h"
+#include "model/model.h"
+#include "model/runstate.h"
+
+/* idx[K], wts[K] for one row of router logits[E]. */
+void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts);
+
+/* out[n][hid] = MoE(x[n][hid]) for layer li (an MoE layer); n <= b->cap.
+ * 0, or the expert store's error (nothing else can fail). */
+int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+                struct colibri_err *err);
+
+#endif

@@ -1,0 +1,13 @@
+/* model/rope.h - rotary position embedding as DeepSeek-V3 checkpoints pair it
+ * (model-spec §2.1): interleaved pairs (x[2i], x[2i+1]) rotated by
+ * pos * inv_freq[i], cos and sin scaled by the yarn attention factor. The
+ * frequencies and the factor come from the config (model/config.c). */
+#ifndef COLIBRI_MODEL_ROPE_H
+#define COLIBRI_MODEL_ROPE_H
+
+#include "model/config.h"
+
+/* Rotates x[0..dr) in place for position pos. */
+void model_rope_apply(float *x, int dr, int pos, const struct model_config *c);
+
+#endif

@@ -1,0 +1,59 @@
+/* model/runstate.h - the activation buffers of one forward pass (llama2.c's
+ * RunState): allocated once for up to `cap` rows, reused by every forward.
+ *
+ * Everything a forward over n <= cap rows needs is here, so the decode path
+ * allocates nothing after the first token. Two buffers depend on the number
+ * of cached positions T rather than on the rows and grow on demand (checked,
+ * geometric, kept): the expanded prefill's K/V rows and the decoded cache
+ * rows it reads for a quantized tier. The absorbed decode never touches them.
+ *
+ * A run_bufs is used by one forward at a time (not thread-safe); sessions own
+ * one each. */
+#ifndef COLIBRI_MODEL_RUNSTATE_H
+#define COLIBRI_MODEL_RUNSTATE_H
+
+#include <stddef.h>
+
+#include "base/compute.h"
+#include "colibri.h"
+#include "model/config.h"
+
+struct run_bufs {
+    int cap;                    /* rows a forward may carry */
+    int n_threads;              /* per-thread parts are sized for this many */
+    float *x, *h, *y;           /* [cap][hidden]: residual, normed input, block output */
+    float *q;                   /* [cap][H * (dn + dr)] */
+    float *q_a;                 /* [cap][q_lora_rank] */
+    float *kv_a;                /* [cap][r + dr]: latent and k_pe as projected */
+    float *attn;                /* [cap][H * dv] */
+    /* absorbed attention, one row at a time */
+    float *abs_q, *abs_qpe, *abs_lat;   /* [H][r], [H][dr], [H][r] */
+    float *kvb_head;            /* [n_threads][dn + dv][r]: a head's kv_b rows in f32 */
+    /* MLPs and MoE */
+    float *mlp_g, *mlp_u;       /* [cap][max intermediate] */
+    float *moe_logits;          /* [cap][E] */
+    int *moe_idx;               /* [cap][K] */
+    float *moe_wts;             /* [cap][K] */
+    int *moe_tok;               /* [cap] */
+    float *moe_tw;              /* [cap] */
+    float *moe_in, *moe_res;    /* [cap][hidden] */
+    unsigned char *moe_used;    /* [E] */
+    int *moe_list;              /* [E] */
+    /* expanded prefill, grown on demand */
+    float *exp_kv;   size_t exp_kv_cap;     /* [T][H * (dn + dv)] */
+    float *exp_lat;  size_t exp_lat_cap;    /* [T][r] */
+    float *exp_rows; size_t exp_rows_cap;   /* [T][r + dr] decoded cache rows */
+    float *exp_p;    size_t exp_p_cap;      /* [n_threads][T] softmax rows */
+    size_t bytes;               /* allocated so far */
+};
+
+/* Sizes every fixed buffer for `cap` rows of model config c. 0 or
+ * COLIBRI_ENOMEM naming the size; *b is zeroed on failure. */
+int  run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, const struct compute_ctx *cc,
+                   struct colibri_err *err);
+void run_bufs_free(struct run_bufs *b);
+
+/* Makes *buf hold at least n floats (contents not kept). 0 or COLIBRI_ENOMEM. */
+int run_bufs_grow(struct run_bufs *b, float **buf, size_t *cap, size_t n, struct colibri_err *err);
+
+#endif
