@@ -90,6 +90,10 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     if (s->pos != 0)
         return err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
                        path, s->pos);
+    if (s->st.kv->n_parts > 2)
+        return err_set(err, COLIBRI_EUNSUPPORTED,
+                       "kv file %s: the cache rows carry %d parts; the file format holds latent and RoPE only", path,
+                       s->st.kv->n_parts);
     const struct model *m = &s->model->m;
     char weights[KV_FILE_WEIGHTS_MAX];
     weights_label(m, weights, sizeof weights);

@@ -1,5 +1,6 @@
 /* colibri bench: prefill and decode speed of a model on random tokens. */
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -71,6 +72,7 @@ int cmd_bench(int argc, char **argv)
         { "cpu-time", 0, OPT_FLAG, &ao.cpu_time, "--attn: time by process CPU time (for shared machines)" },
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
+        OPTS_KV_B_COPY(mo),
         { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
         { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },
         { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
@@ -135,6 +137,21 @@ int cmd_bench(int argc, char **argv)
     else
         printf("model=%s prefill=%d tok in %.3f s (%.1f tok/s) decode=%d tok in %.3f s (%.1f tok/s)\n", dir,
                n_prompt, best_pre, n_prompt / best_pre, n_gen, best_dec, n_gen / best_dec);
+    if (!rc) {
+        /* what the model and one session say they hold, against the process's peak */
+        struct colibri_model_info in;
+        colibri_model_get_info(m, &in);
+        colibri_session *s = NULL;
+        int64_t sess = colibri_session_new(m, &so, &s, &err) ? 0 : colibri_session_bytes(s);
+        colibri_session_free(s);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double stated = (double)(in.resident_bytes + sess) / 1048576.0, peak = ru.ru_maxrss / 1024.0;
+        printf("memory: model %.1f MiB (weights %.1f, of which %s experts %.1f; f32 copies %.1f), session %.1f MiB; "
+               "stated %.1f MiB, peak RSS %.1f MiB (stated/peak %.3f)\n",
+               in.resident_bytes / 1048576.0, in.weight_bytes / 1048576.0, in.expert_store, in.expert_bytes / 1048576.0,
+               in.copy_bytes / 1048576.0, sess / 1048576.0, stated, peak, stated / peak);
+    }
     if (!rc && bw) {
         struct colibri_model_info in;
         colibri_model_get_info(m, &in);

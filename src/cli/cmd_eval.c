@@ -107,6 +107,7 @@ int cmd_eval(int argc, char **argv)
                                           "one prefill per window" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_WEIGHT_FORMATS(mo),
+        OPTS_KV_B_COPY(mo),
     };
     const struct opts_spec spec = {
         "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--ctx N] [--max-windows N]",

@@ -44,6 +44,9 @@ int cmd_info(int argc, char **argv)
     printf("\n");
     printf("weights:      %.1f MiB as loaded, %.2f MiB read per decoded token\n", in.weight_bytes / 1048576.0,
            in.active_bytes / 1048576.0);
+    printf("memory:       %.1f MiB resident: weights %.1f (routed experts %.1f, %s store), f32 copies %.1f%s\n",
+           in.resident_bytes / 1048576.0, in.weight_bytes / 1048576.0, in.expert_bytes / 1048576.0, in.expert_store,
+           in.copy_bytes / 1048576.0, in.copy_bytes ? " (--kv-b-f32)" : "");
     printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     colibri_model_free(m);
     return 0;

@@ -36,6 +36,7 @@ int cmd_run(int argc, char **argv)
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
+        OPTS_KV_B_COPY(mo),
     };
     const struct opts_spec spec = {
         "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "

@@ -42,6 +42,11 @@ void opts_usage(const struct opts_spec *spec, FILE *f);
     { "dense", 0, OPT_STR, &(mo).dense_fmt, "attention, shared-expert and dense-MLP weight format (default: as stored)" }, \
     { "embed", 0, OPT_STR, &(mo).embed_fmt, "embedding and lm_head weight format (default: as stored)" }
 
+/* For the commands that run the model (not convert/synth, which only write it). */
+#define OPTS_KV_B_COPY(mo)                                                                                       \
+    { "kv-b-f32", 0, OPT_FLAG, &(mo).kv_b_f32, "keep an f32 copy of kv_b for the absorbed decode (same output, "  \
+      "more memory; see colibri info)" }
+
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "   \
                                  "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },                                 \

@@ -179,6 +179,15 @@ static int load_mat(struct loader *L, const char *name, int rows, int cols, enum
     if (rc) return rc;
     int fmt = target_format(L, role, t);
     if (fmt == QUANT_FP8B && t->dtype == ST_F8_E4M3) return wrap_fp8(L, t, rows, cols, w, err);
+    /* kept as stored: borrowed from the mapping, so the weights are in memory
+     * once (a converted copy would sit beside the mapped pages) */
+    int elem = t->dtype == ST_F32 ? 4 : t->dtype == ST_BF16 || t->dtype == ST_F16 ? 2 : 0;
+    int same = (t->dtype == ST_F32 && fmt == QUANT_F32) || (t->dtype == ST_BF16 && fmt == QUANT_BF16) ||
+               (t->dtype == ST_F16 && fmt == QUANT_F16);
+    if (same && (uintptr_t)t->data % (uintptr_t)elem == 0) {
+        rc = quant_qtensor_wrap((enum quant_fmt)fmt, rows, cols, t->data, t->nbytes, NULL, 0, w, err);
+        return rc ? err_prefix(err, rc, "tensor '%s'", name) : 0;
+    }
     float *f;
     if ((rc = model_tensor_to_f32(L->st, t, rows, cols, &f, err))) return rc;
     rc = quant_qtensor_from_f32((enum quant_fmt)fmt, rows, cols, f, w, err);

@@ -349,6 +349,87 @@ static void test_int8_two_part_query(void)
     use_int8 = KV_INT8_OFF;
 }
 
+/* kv_attend_select: all positions in order is kv_attend bit for bit; a
+ * shuffled subset is attention over exactly those rows (for the f32 tier the
+ * reference loop on them, bit for bit; for tq4 decode-then-attend within
+ * 1e-5), whatever the order. Bad positions are refused by value. */
+static void test_select_positions(void)
+{
+    const enum kv_tier tiers[] = { KV_TIER_F32, KV_TIER_TQ4 };
+    struct shape sh = { 300, 16, 512, 64 };
+    for (int ti = 0; ti < 2; ti++) {
+        struct kv_cache *c = filled(tiers[ti], KV_ROPE_DEFAULT, sh, 1.0f);
+        if (!c) continue;
+        struct kv_scratch *s = NULL;
+        struct colibri_err err = {0};
+        CHECK(kv_scratch_new(2, &s, &err) == 0, "%s", err.msg);
+        int H = sh.H, r = sh.r, dr = sh.dr, n = 77;
+        float *q = malloc(sizeof(float) * H * r), *qr = malloc(sizeof(float) * H * dr);
+        float *a = malloc(sizeof(float) * H * r), *b = malloc(sizeof(float) * H * r), *ref = malloc(sizeof(float) * H * r);
+        for (int i = 0; i < H * r; i++) q[i] = 0.05f * gauss();
+        for (int i = 0; i < H * dr; i++) qr[i] = 0.05f * gauss();
+        int32_t all[300], sel[77];
+        for (int i = 0; i < sh.T; i++) all[i] = i;
+        CHECK(kv_attend(c, 1, sh.T, H, q, qr, 0.07f, a, s, &err) == 0, "%s", err.msg);
+        CHECK(kv_attend_select(c, 1, all, sh.T, H, q, qr, 0.07f, b, s, &err) == 0, "%s", err.msg);
+        CHECK(!memcmp(a, b, sizeof(float) * H * r), "%s: all positions differ from kv_attend", kv_tier_name(tiers[ti]));
+        for (int i = 0; i < n; i++) sel[i] = (int32_t)((i * 97 + 31) % sh.T);   /* distinct, shuffled */
+        float *lat = malloc(sizeof(float) * n * r), *pe = malloc(sizeof(float) * n * dr);
+        for (int i = 0; i < n; i++)
+            CHECK(kv_cache_read(c, 1, sel[i], 1, lat + (size_t)i * r, pe + (size_t)i * dr, &err) == 0, "%s", err.msg);
+        CHECK(kv_attend_select(c, 1, sel, n, H, q, qr, 0.07f, b, s, &err) == 0, "%s", err.msg);
+        if (tiers[ti] == KV_TIER_F32) {
+            CHECK(kv_attend_ref(n, H, r, dr, lat, pe, q, qr, 0.07f, ref) == 0, "ref");
+            CHECK(!memcmp(b, ref, sizeof(float) * H * r), "f32: selected rows differ from the reference on them");
+        } else {
+            attend_ref_double(n, H, r, dr, lat, pe, q, qr, 0.07f, ref);
+            double e = head_rel_err(b, ref, H, r);
+            CHECK(e < 1e-5, "tq4: selected rows vs decode-then-attend %g", e);
+        }
+        CHECK(memcmp(a, b, sizeof(float) * H * r) != 0, "a subset gives another result than all rows");
+        int32_t bad[2] = { 3, sh.T + 3 };
+        CHECK(kv_attend_select(c, 1, bad, 2, H, q, qr, 0.07f, b, s, &err) == COLIBRI_ERANGE &&
+                  strstr(err.msg, "selected position"), "out-of-range position: %s", err.msg);
+        free(lat); free(pe); free(q); free(qr); free(a); free(b); free(ref);
+        kv_scratch_free(s);
+        kv_cache_free(c);
+    }
+}
+
+/* A row with an index-key part after latent and RoPE: the part has its own
+ * place and codec, round-trips, and leaves the other parts' bytes alone. */
+static void test_row_parts(void)
+{
+    struct kv_cache *c = NULL, *plain = NULL;
+    struct colibri_err err = {0};
+    struct kv_part_spec key = { KV_PART_INDEX_KEY, 128, KV_TIER_FP8 };
+    CHECK(kv_cache_new_parts(KV_TIER_F32, KV_ROPE_DEFAULT, 2, 64, 16, &key, 1, 8, &c, &err) == 0, "%s", err.msg);
+    CHECK(kv_cache_new(KV_TIER_F32, KV_ROPE_DEFAULT, 2, 64, 16, 8, &plain, &err) == 0, "%s", err.msg);
+    if (!c || !plain) return;
+    const struct kv_part *p = kv_cache_part(c, KV_PART_INDEX_KEY);
+    CHECK(c->n_parts == 3 && p && p->offset == plain->row_bytes && p->bytes == 128 + 4 &&
+              c->row_bytes == plain->row_bytes + p->bytes, "layout: %d parts, row %zu", c->n_parts, c->row_bytes);
+    float lat[64], pe[16], k[128], back[128];
+    for (int i = 0; i < 64; i++) lat[i] = gauss();
+    for (int i = 0; i < 16; i++) pe[i] = gauss();
+    static const float EXACT[7] = { -4, -2, -1, 0, 1, 2, 4 };   /* x * 448/4 is an e4m3 value */
+    for (int i = 0; i < 128; i++) k[i] = EXACT[i % 7];
+    CHECK(kv_cache_write(c, 1, 5, lat, pe, &err) == 0 && kv_cache_write(plain, 1, 5, lat, pe, &err) == 0, "%s", err.msg);
+    CHECK(kv_cache_write_part(c, 1, 5, KV_PART_INDEX_KEY, k, &err) == 0, "%s", err.msg);
+    CHECK(!memcmp(kv_cache_row(c, 1, 5), kv_cache_row(plain, 1, 5), plain->row_bytes), "latent and RoPE bytes unchanged");
+    CHECK(kv_cache_read_part(c, 1, 5, KV_PART_INDEX_KEY, back, &err) == 0, "%s", err.msg);
+    double e = 0;
+    for (int i = 0; i < 128; i++) e = fmax(e, fabs(back[i] - k[i]));
+    CHECK(e < 1e-6, "index key round trip %g", e);
+    CHECK(kv_cache_write_part(plain, 1, 5, KV_PART_INDEX_KEY, k, &err) == COLIBRI_EINVAL, "no such part refused");
+    struct kv_part_spec twice[2] = { key, key };
+    struct kv_cache *bad = NULL;
+    CHECK(kv_cache_new_parts(KV_TIER_F32, KV_ROPE_DEFAULT, 2, 64, 16, twice, 2, 8, &bad, &err) == COLIBRI_EINVAL && !bad,
+          "two index keys refused: %s", err.msg);
+    kv_cache_free(c);
+    kv_cache_free(plain);
+}
+
 int main(void)
 {
     RUN_TEST(test_cache_shape_and_bounds);
@@ -359,5 +440,7 @@ int main(void)
     RUN_TEST(test_sharp_softmax);
     RUN_TEST(test_int8_consumer);
     RUN_TEST(test_int8_two_part_query);
+    RUN_TEST(test_select_positions);
+    RUN_TEST(test_row_parts);
     return CHECK_SUMMARY();
 }

@@ -1,0 +1,293 @@
+/* The model layer's seams: run buffers (no allocation while decoding), the
+ * attention door for every tier, the prefill forms, slices longer than the
+ * run buffers, the expert store's call pattern, the hidden-state output and
+ * the optional kv_b copy. Runs on models/colibri-tiny (bf16, trained) and the
+ * oracle fixture tests/oracle/deepseek_v3_tiny (f32). */
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/forward.h"
+#include "model/mla.h"
+#include "model/norm.h"
+#include "model/linear.h"
+
+#define TINY "models/colibri-tiny"
+#define FIXTURE "tests/oracle/deepseek_v3_tiny"
+
+static int load(const char *dir, int kv_b_f32, struct model *m)
+{
+    struct colibri_err err = { 0 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, kv_b_f32 };
+    int rc = model_load(dir, &lo, m, &err);
+    CHECK(rc == 0, "%s: %s", dir, err.msg);
+    return rc;
+}
+
+static int state(const struct model *m, int n_ctx, int batch, enum kv_tier tier, struct fwd_state *st)
+{
+    struct colibri_err err = { 0 };
+    struct compute_ctx cc = compute_ctx_make(0);
+    int rc = fwd_state_init(st, m, n_ctx, batch, tier, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    return rc;
+}
+
+static void tokens(int32_t *t, int n, int V)
+{
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((i * 7919 + 13) % V);
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > d) d = e;
+        if (fabs(b[i]) > scale) scale = fabs(b[i]);
+    }
+    return d / scale;
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* After the first decoded token the decode path allocates nothing, for the
+ * exact f32 path and for a quantized tier's native consumer. */
+static void test_decode_allocates_nothing(void)
+{
+    struct model m;
+    if (load(TINY, 0, &m)) return;
+    const enum kv_tier tiers[] = { KV_TIER_F32, KV_TIER_TQ4 };
+    for (int ti = 0; ti < 2; ti++) {
+        struct fwd_state st;
+        if (state(&m, 96, 0, tiers[ti], &st)) continue;
+        int V = m.cfg.vocab_size;
+        int32_t t[96];
+        tokens(t, 96, V);
+        float *logits = malloc((size_t)V * sizeof *logits);
+        struct colibri_err err = { 0 };
+        struct fwd_out out = { .logits = logits };
+        int rc = model_forward(&m, &st, t, 16, 0, FWD_EXPANDED, &out, &err);
+        rc = rc ? rc : model_forward(&m, &st, t + 16, 1, 16, FWD_ABSORBED, &out, &err);
+        size_t before = heap_in_use();
+        int64_t bytes = fwd_state_bytes(&st);
+        for (int p = 17; p < 96 && !rc; p++) rc = model_forward(&m, &st, t + p, 1, p, FWD_ABSORBED, &out, &err);
+        CHECK(rc == 0, "%s", err.msg);
+        CHECK(heap_in_use() == before, "%s: decode allocated %zd bytes", kv_tier_name(tiers[ti]),
+              (ssize_t)(heap_in_use() - before));
+        CHECK(fwd_state_bytes(&st) == bytes, "%s: the state grew while decoding", kv_tier_name(tiers[ti]));
+        free(logits);
+        fwd_state_free(&st);
+    }
+    model_free(&m);
+}
+
+/* The absorbed decode reads the same f32 values of kv_b whether it keeps a
+ * copy or dequantizes each head's rows: the logits are bit-identical. */
+static void test_kv_b_copy_is_bit_identical(void)
+{
+    struct model a, b;
+    if (load(TINY, 0, &a)) return;
+    if (load(TINY, 1, &b)) { model_free(&a); return; }
+    CHECK(a.layers[0].attn.kv_b.fmt == QUANT_BF16, "the bundled model's kv_b is bf16");
+    CHECK(!a.layers[0].attn.kv_b_f32 && b.layers[0].attn.kv_b_f32, "the copy is made only when asked for");
+    struct model_bytes ba, bb;
+    model_bytes(&a, &ba);
+    model_bytes(&b, &bb);
+    int64_t copy = 0;
+    for (int l = 0; l < b.cfg.num_hidden_layers; l++) copy += (int64_t)b.layers[l].attn.kv_b.rows * b.layers[l].attn.kv_b.cols * 4;
+    CHECK(ba.copies == 0 && bb.copies == copy && bb.resident == ba.resident + copy, "copies %lld vs %lld",
+          (long long)bb.copies, (long long)copy);
+    int V = a.cfg.vocab_size;
+    int32_t t[40];
+    tokens(t, 40, V);
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    struct fwd_state sa, sb;
+    if (!state(&a, 40, 0, KV_TIER_F32, &sa) && !state(&b, 40, 0, KV_TIER_F32, &sb)) {
+        struct colibri_err err = { 0 };
+        struct fwd_out oa = { .logits = la }, ob = { .logits = lb };
+        int rc = model_forward(&a, &sa, t, 8, 0, FWD_EXPANDED, &oa, &err);
+        rc = rc ? rc : model_forward(&b, &sb, t, 8, 0, FWD_EXPANDED, &ob, &err);
+        for (int p = 8; p < 40 && !rc; p++) {
+            rc = model_forward(&a, &sa, t + p, 1, p, FWD_ABSORBED, &oa, &err);
+            rc = rc ? rc : model_forward(&b, &sb, t + p, 1, p, FWD_ABSORBED, &ob, &err);
+            CHECK(!memcmp(la, lb, (size_t)V * sizeof *la), "decode at %d differs with the kv_b copy", p);
+        }
+        CHECK(rc == 0, "%s", err.msg);
+        fwd_state_free(&sa);
+        fwd_state_free(&sb);
+    }
+    free(la);
+    free(lb);
+    model_free(&a);
+    model_free(&b);
+}
+
+/* A prefill after cached rows: the absorbed form is chosen when cheaper, and
+ * both forms, and a cold prefill, agree to rounding. */
+static void test_prefill_forms_agree(void)
+{
+    struct model m;
+    if (load(FIXTURE, 0, &m)) return;
+    const struct model_config *c = &m.cfg;
+    CHECK(!mla_prefill_absorbed(c, 4, 0), "a prefill from position 0 is expanded");
+    CHECK(mla_prefill_absorbed(c, 2, 60), "2 tokens after 60 cached rows run absorbed");
+    CHECK(!mla_prefill_absorbed(c, 2000, 60), "2000 tokens after 60 cached rows run expanded");
+    int V = c->vocab_size, N = 64;
+    int32_t t[64];
+    tokens(t, N, V);
+    float *cold = malloc((size_t)N * V * sizeof *cold), *warm = malloc((size_t)4 * V * sizeof *warm);
+    struct fwd_state a, b;
+    if (!state(&m, N, 0, KV_TIER_F32, &a) && !state(&m, N, 0, KV_TIER_F32, &b)) {
+        struct colibri_err err = { 0 };
+        struct fwd_out oc = { .logits = cold, .all_logits = 1 }, ow = { .logits = warm, .all_logits = 1 };
+        int rc = model_forward(&m, &a, t, N, 0, FWD_EXPANDED, &oc, &err);
+        rc = rc ? rc : model_forward(&m, &b, t, N - 4, 0, FWD_EXPANDED, NULL, &err);
+        rc = rc ? rc : model_forward(&m, &b, t + N - 4, 4, N - 4, FWD_EXPANDED, &ow, &err);
+        CHECK(rc == 0, "%s", err.msg);
+        CHECK(mla_prefill_absorbed(c, 4, N - 4), "the warm prefill took the absorbed form");
+        double d = max_rel_diff(warm, cold + (size_t)(N - 4) * V, (size_t)4 * V);
+        CHECK(d < 1e-5, "absorbed prefill vs expanded: max relative difference %g", d);
+        fwd_state_free(&a);
+        fwd_state_free(&b);
+    }
+    free(cold);
+    free(warm);
+    model_free(&m);
+}
+
+/* A prefill longer than the run buffers runs in slices, with every row's
+ * logits where they belong; a batch of groups longer than the buffers too. */
+static void test_slices(void)
+{
+    struct model m;
+    if (load(FIXTURE, 0, &m)) return;
+    int V = m.cfg.vocab_size, N = 37;
+    int32_t t[37];
+    tokens(t, N, V);
+    float *big = malloc((size_t)N * V * sizeof *big), *small = malloc((size_t)N * V * sizeof *small);
+    float *last = malloc((size_t)V * sizeof *last);
+    struct fwd_state a, b;
+    if (!state(&m, N, 0, KV_TIER_F32, &a) && !state(&m, N, 5, KV_TIER_F32, &b)) {
+        CHECK(b.bufs.cap == 5, "run buffers for %d rows", b.bufs.cap);
+        struct colibri_err err = { 0 };
+        struct fwd_out o1 = { .logits = big, .all_logits = 1 }, o2 = { .logits = small, .all_logits = 1 };
+        int rc = model_forward(&m, &a, t, N, 0, FWD_EXPANDED, &o1, &err);
+        rc = rc ? rc : model_forward(&m, &b, t, N, 0, FWD_EXPANDED, &o2, &err);
+        CHECK(rc == 0, "%s", err.msg);
+        CHECK(!memcmp(big, small, (size_t)5 * V * sizeof *big), "the first slice is the same computation");
+        double d = max_rel_diff(small, big, (size_t)N * V);
+        CHECK(d < 1e-5, "sliced prefill: max relative difference %g", d);
+        /* last-row logits only, and a second group after the sliced one */
+        struct fwd_state c2;
+        if (!state(&m, N, 0, KV_TIER_F32, &c2)) {
+            fwd_state_free(&b);
+            state(&m, N, 5, KV_TIER_F32, &b);
+            float *two = malloc((size_t)2 * V * sizeof *two);
+            /* group 0 (3 rows) ends in the first slice, group 1 (37 rows) in the last */
+            int32_t both[3 + 37];
+            memcpy(both, t, 3 * sizeof *t);
+            memcpy(both + 3, t, sizeof t);
+            struct fwd_group g[2] = { { &b, 0, 3, 0 }, { &c2, 3, N, 0 } };
+            struct fwd_out o3 = { .logits = two };
+            rc = model_forward_groups(&m, g, 2, both, FWD_EXPANDED, &o3, &err);
+            CHECK(rc == 0, "%s", err.msg);
+            d = max_rel_diff(two, big + (size_t)2 * V, (size_t)V);
+            CHECK(d < 1e-5, "group 0's last row: %g", d);
+            d = max_rel_diff(two + V, big + (size_t)(N - 1) * V, (size_t)V);
+            CHECK(d < 1e-5, "group 1's last row: %g", d);
+            free(two);
+            fwd_state_free(&c2);
+        }
+        fwd_state_free(&a);
+        fwd_state_free(&b);
+    }
+    free(big);
+    free(small);
+    free(last);
+    model_free(&m);
+}
+
+/* The hidden state handed out is what the final norm and lm_head turn into
+ * the logits. */
+static void test_hidden_state(void)
+{
+    struct model m;
+    if (load(FIXTURE, 0, &m)) return;
+    int V = m.cfg.vocab_size, hid = m.cfg.hidden_size, N = 9;
+    int32_t t[9];
+    tokens(t, N, V);
+    float *lg = malloc((size_t)N * V * sizeof *lg), *hs = malloc((size_t)N * hid * sizeof *hs);
+    float *nrm = malloc((size_t)hid * sizeof *nrm), *re = malloc((size_t)V * sizeof *re);
+    struct fwd_state st;
+    if (!state(&m, N, 0, KV_TIER_F32, &st)) {
+        struct colibri_err err = { 0 };
+        struct fwd_out o = { .logits = lg, .hidden = hs, .all_logits = 1 };
+        CHECK(model_forward(&m, &st, t, N, 0, FWD_EXPANDED, &o, &err) == 0, "%s", err.msg);
+        for (int s = 0; s < N; s += 4) {
+            model_rmsnorm(nrm, hs + (size_t)s * hid, m.final_norm, 1, hid, m.cfg.rms_norm_eps);
+            model_linear(&m.lm_head, nrm, 1, re);
+            CHECK(!memcmp(re, lg + (size_t)s * V, (size_t)V * sizeof *re), "row %d: hidden state -> logits", s);
+        }
+        fwd_state_free(&st);
+    }
+    free(lg); free(hs); free(nrm); free(re);
+    model_free(&m);
+}
+
+/* The MoE layer goes through the store: one acquire and one prefetch hint
+ * per routed expert per MoE layer for a decoded token. */
+static void test_expert_store_calls(void)
+{
+    struct model m;
+    if (load(FIXTURE, 0, &m)) return;
+    const struct model_config *c = &m.cfg;
+    int n_moe = c->num_hidden_layers - c->first_k_dense_replace;
+    CHECK(n_moe > 0, "the fixture has MoE layers");
+    CHECK(!strcmp(m.experts->ops->name, "resident"), "resident store");
+    struct fwd_state st;
+    if (!state(&m, 8, 0, KV_TIER_F32, &st)) {
+        int32_t t[2] = { 1, 2 };
+        struct colibri_err err = { 0 };
+        CHECK(model_forward(&m, &st, t, 1, 0, FWD_EXPANDED, NULL, &err) == 0, "%s", err.msg);
+        struct expert_store_stats s0, s1;
+        expert_store_get_stats(m.experts, &s0);
+        CHECK(model_forward(&m, &st, t + 1, 1, 1, FWD_ABSORBED, NULL, &err) == 0, "%s", err.msg);
+        expert_store_get_stats(m.experts, &s1);
+        uint64_t want = (uint64_t)n_moe * c->num_experts_per_tok;
+        CHECK(s1.acquires - s0.acquires == want, "%llu acquires, want %llu",
+              (unsigned long long)(s1.acquires - s0.acquires), (unsigned long long)want);
+        CHECK(s1.prefetch_hints - s0.prefetch_hints == want, "%llu experts hinted",
+              (unsigned long long)(s1.prefetch_hints - s0.prefetch_hints));
+        CHECK(s1.misses == 0 && s1.bytes_read == 0, "a resident store reads nothing");
+        fwd_state_free(&st);
+    }
+    struct mlp_weights *w0 = expert_store_resident_slot(m.experts, c->first_k_dense_replace, 0);
+    CHECK(w0 && w0->gate.rows == c->moe_intermediate_size, "resident slot holds the expert");
+    CHECK(!expert_store_resident_slot(m.experts, 0, 0) || c->first_k_dense_replace == 0, "dense layers hold no slot");
+    const struct mlp_weights *got;
+    struct colibri_err err = { 0 };
+    CHECK(expert_store_acquire(m.experts, c->num_hidden_layers, 0, &got, &err) == COLIBRI_EINVAL &&
+              strstr(err.msg, "outside"), "an expert outside the store is refused: %s", err.msg);
+    int64_t per = 0;
+    for (int e = 0; e < c->n_routed_experts; e++)
+        per += model_mlp_bytes(expert_store_resident_slot(m.experts, c->first_k_dense_replace, e));
+    CHECK(expert_store_total_bytes(m.experts) == per * n_moe, "total expert bytes");
+    model_free(&m);
+}
+
+int main(void)
+{
+    RUN_TEST(test_decode_allocates_nothing);
+    RUN_TEST(test_kv_b_copy_is_bit_identical);
+    RUN_TEST(test_prefill_forms_agree);
+    RUN_TEST(test_slices);
+    RUN_TEST(test_hidden_state);
+    RUN_TEST(test_expert_store_calls);
+    return CHECK_SUMMARY();
+}
