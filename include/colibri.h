@@ -441,6 +441,169 @@ struct colibri_kv_file_stat {
 };
 int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err);
 
+/* ============================================================ generation
+ * A generator turns prompt ids into generated tokens and streamed text in one
+ * session. Per token it masks the ids the tokenizer has no text for (models
+ * pad their vocabulary), samples with the caller's sampler, ends on the
+ * tokenizer's end-of-generation ids (colibri_tokenizer_is_eog), detokenizes
+ * (special tokens give no text), holds back what may begin a stop string,
+ * and checks the limits and the cancel callback.
+ *
+ * It runs step by step, so that the model can run outside it (colibri serve
+ * runs one colibri_batch_decode over many sessions, then hands each
+ * generator its logits):
+ *
+ *   colibri_gen_start(g, prompt, n, &opts, err);          reuse the cached prefix
+ *   while (colibri_gen_phase(g) == COLIBRI_GEN_PHASE_PREFILL)
+ *       colibri_gen_prefill(g, chunk, err);               prompt tokens through the model
+ *   while (colibri_gen_phase(g) == COLIBRI_GEN_PHASE_SAMPLE) {
+ *       colibri_gen_sample(g, &step, err);                logits -> token -> text
+ *       show step.text, then step.tail;
+ *       if (colibri_gen_phase(g) == COLIBRI_GEN_PHASE_FEED)
+ *           colibri_gen_decode(g, err);                   or batch: see colibri_gen_pending
+ *   }
+ *
+ * colibri_gen_run() is that loop with a text callback.
+ *
+ * What enters the session's cache: the prompt and each generated token that
+ * does not end the generation. The last token (an end-of-generation id, the
+ * one that completes a stop string, the n_predict-th, or one sampled when the
+ * context is full) is not fed: its logits would go unused, and a prompt that
+ * holds it (a chat's next turn) prefills it along with its own new tokens,
+ * where a decode step would read every weight for it alone.
+ *
+ * Text: the bytes of the generated tokens, cut just before a completed stop
+ * string. A piece never ends inside a UTF-8 character that later bytes could
+ * complete. With repair_utf8 every piece is valid UTF-8 (each invalid
+ * sequence replaced by U+FFFD, as Python's errors="replace"); without it the
+ * bytes are passed as decoded. All pieces, in order, are the whole text.
+ *
+ * Ownership: a generator is bound to the model, session and tokenizer it was
+ * created with, which must outlive it; it borrows each generation's sampler
+ * (which must outlive that generation and is used by nothing else meanwhile)
+ * and copies the prompt and the stop strings. Text and token pointers it
+ * returns are valid until the next call on it. Thread safety: as its session
+ * (one thread at a time); the cancel callback runs on that thread.
+ * Errors: a call in the wrong phase is COLIBRI_EINVAL naming the phase and
+ * changes nothing; a failure while generating (the model, the sampler, the
+ * detokenizer, memory) ends the generation with COLIBRI_GEN_END_ERROR, the
+ * session's cache then holding what colibri_session_pos says. start may be
+ * called in any phase and begins anew. */
+
+typedef struct colibri_gen colibri_gen;
+
+enum colibri_gen_phase {
+    COLIBRI_GEN_PHASE_IDLE = 0,     /* nothing started */
+    COLIBRI_GEN_PHASE_PREFILL = 1,  /* prompt tokens left to run: colibri_gen_prefill */
+    COLIBRI_GEN_PHASE_SAMPLE = 2,   /* logits ready: colibri_gen_sample */
+    COLIBRI_GEN_PHASE_FEED = 3,     /* tokens to run: colibri_gen_decode, or pending + fed */
+    COLIBRI_GEN_PHASE_DONE = 4,     /* ended: colibri_gen_get_stats says why */
+};
+
+/* Why a generation ended; colibri_gen_end_name gives "eos", "stop", "limit",
+ * "context", "cancelled", "error" ("" for NONE). */
+enum colibri_gen_end {
+    COLIBRI_GEN_END_NONE = 0,       /* still running */
+    COLIBRI_GEN_END_EOS = 1,        /* an end-of-generation id (counted, no text) */
+    COLIBRI_GEN_END_STOP = 2,       /* a stop string was completed */
+    COLIBRI_GEN_END_LIMIT = 3,      /* n_predict tokens generated */
+    COLIBRI_GEN_END_CONTEXT = 4,    /* the context is full: the last token shown could not be fed */
+    COLIBRI_GEN_END_CANCELLED = 5,  /* the cancel callback returned nonzero; held text is dropped */
+    COLIBRI_GEN_END_ERROR = 6,      /* a call failed */
+};
+const char *colibri_gen_end_name(enum colibri_gen_end end);
+
+struct colibri_gen_opts {
+    colibri_sampler *sampler;       /* required; borrowed for the generation */
+    int n_predict;                  /* tokens to generate at most, >= 1 */
+    const char *const *stops;       /* n_stops stop strings (copied; empty ones ignored) */
+    size_t n_stops;
+    int repair_utf8;                /* 1: every piece is valid UTF-8 (for JSON) */
+    /* 1: the prompt's tokens enter the sampler's history, so its penalties
+     * count them (llama.cpp's way); 0: only generated tokens (OpenAI's
+     * presence/frequency penalties). */
+    int prompt_in_history;
+    /* Called before every prefill chunk and every sampled token; nonzero
+     * ends the generation (COLIBRI_GEN_END_CANCELLED). May be NULL. */
+    int (*cancel)(void *user);
+    void *cancel_user;
+};
+
+/* What one colibri_gen_sample produced. */
+struct colibri_gen_step {
+    int n_tokens;                   /* tokens generated by this step: 0 (cancelled) or 1; speculative
+                                       decoding will accept several */
+    const int32_t *tokens;          /* n_tokens ids, an end-of-generation id included */
+    const char *text;               /* the text that became final with them */
+    size_t len;
+    const char *tail;               /* on the step that ends the generation: the text held back until
+                                       then (follows text); else empty */
+    size_t tail_len;
+    enum colibri_gen_end end;       /* NONE while the generation goes on */
+};
+
+struct colibri_gen_stats {
+    int n_prompt;                   /* prompt tokens */
+    int n_cached;                   /* of which found in the session's cache */
+    int n_prefilled;                /* of which run through the model so far */
+    int n_generated;                /* tokens sampled, an end-of-generation id included */
+    double t_prefill;               /* seconds in start and prefill */
+    double t_generate;              /* seconds from the end of the prefill to the last step */
+    enum colibri_gen_end end;
+};
+
+/* A generator for session s of model m with tokenizer t (its own logits
+ * buffer and detokenizer). Release with colibri_gen_free(). */
+int  colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_tokenizer *t, colibri_gen **out,
+                     struct colibri_err *err);
+void colibri_gen_free(colibri_gen *g);
+
+/* Begins a generation after prompt[0..n_prompt): checks the options, keeps
+ * the longest prefix of the prompt already in the session's cache (at least
+ * the last prompt token is run again, for its logits) and drops the rest of
+ * the cache. A prompt that leaves no room to generate (n_prompt >= n_ctx)
+ * is COLIBRI_ERANGE naming both numbers, with the session untouched. Phase
+ * PREFILL afterwards. */
+int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,
+                      struct colibri_err *err);
+
+/* Runs up to max_tokens (<= 0: all) of the prompt tokens not yet in the
+ * cache, in one prefill; after the last, phase SAMPLE. Returns the number of
+ * prompt tokens still to run (>= 0) or a negative code. Cancellation is
+ * checked first (phase DONE, returns 0). */
+int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err);
+
+/* Consumes the logits: picks the next token, turns it into text, checks the
+ * end conditions. *step is filled (valid until the next call on g). Phase
+ * FEED afterwards, or DONE when step->end is set. */
+int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct colibri_err *err);
+
+/* In phase FEED: the tokens the model must be fed next (*tokens, valid until
+ * the next call on g), and their count (1 today); 0 in other phases. A batch
+ * runner feeds them to g's session with colibri_gen_logits(g) as that
+ * session's logits output, then calls colibri_gen_fed(g, count). */
+int    colibri_gen_pending(const colibri_gen *g, const int32_t **tokens);
+/* g's logits buffer (the model's vocab floats): the output of the next
+ * decode, then read by colibri_gen_sample, which masks the ids past the
+ * tokenizer's vocabulary with -inf in place and leaves the buffer as it
+ * sampled from until the next decode. */
+float *colibri_gen_logits(colibri_gen *g);
+/* Says the first n pending tokens entered the cache and the logits buffer
+ * holds the logits after them (n must be the pending count). Phase SAMPLE. */
+int    colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err);
+/* Feeds the pending tokens with colibri_session_decode (then as fed). */
+int    colibri_gen_decode(colibri_gen *g, struct colibri_err *err);
+
+enum colibri_gen_phase colibri_gen_phase(const colibri_gen *g);
+void colibri_gen_get_stats(const colibri_gen *g, struct colibri_gen_stats *st);
+
+/* start, the whole prefill, then sample/decode until the end; on_text (may
+ * be NULL) gets each non-empty piece of text as it becomes final. Returns 0
+ * whatever ended the generation (see the stats), or a negative code. */
+int colibri_gen_run(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,
+                    void (*on_text)(void *user, const char *text, size_t len), void *user,
+                    struct colibri_err *err);
+
 #ifdef __cplusplus
 }
 #endif

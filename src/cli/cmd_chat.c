@@ -96,6 +96,7 @@ int cmd_chat(int argc, char **argv)
     colibri_model *m = NULL;
     colibri_session *s = NULL;
     colibri_sampler *smp = NULL;
+    colibri_gen *gen = NULL;
     colibri_kv_file *kvf = NULL;
     struct convo c = { 0 };
     int status = 1, tty = isatty(0);
@@ -105,7 +106,8 @@ int cmd_chat(int argc, char **argv)
                                        .kv_int8 = kv_int8 };
 
     if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
-        colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err))
+        colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err) ||
+        colibri_gen_new(m, s, tok, &gen, &err))
         goto fail;
     if (kv_path) {
         struct colibri_kv_info ki;
@@ -152,22 +154,31 @@ int cmd_chat(int argc, char **argv)
         if (replaced)
             fprintf(stderr, "colibri chat: warning: %zu invalid UTF-8 sequence%s replaced by U+FFFD\n", replaced,
                     replaced == 1 ? "" : "s");
-        struct gen_stats st;
-        char *reply = NULL;
-        rc = gen_run(s, tok, smp, NULL, colibri_model_vocab(m), ids, (int)n_ids, n_predict, stdout, &reply, &st,
-                     &err);
+        /* One sampler for the whole chat: its RNG goes on from turn to turn. */
+        struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .prompt_in_history = 1 };
+        struct gen_print pr = { .out = stdout, .keep = 1 };
+        rc = colibri_gen_run(gen, ids, (int)n_ids, &go, gen_print_text, &pr, &err);
         free(ids);
         if (rc == COLIBRI_ERANGE) {   /* the conversation outgrew the context: say so, drop the turn */
+            free(pr.text);
             fprintf(stderr, "colibri chat: %s; /reset to start over\n", err.msg);
             convo_clear(&c, c.n - 1);
             continue;
         }
-        if (rc) goto fail;
+        if (rc || pr.oom) {
+            free(pr.text);
+            if (pr.oom) goto oom;
+            goto fail;
+        }
         printf("\n");
         fflush(stdout);
-        if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_prompt - st.n_prefilled, st.n_prompt);
+        struct colibri_gen_stats st;
+        colibri_gen_get_stats(gen, &st);
+        if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_cached, st.n_prompt);
         if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri chat: %s\n", err.msg);
         gen_print_stats(stderr, &st);
+        char *reply = pr.text ? pr.text : strdup("");
+        if (!reply) goto oom;
         if (convo_add(&c, "assistant", reply)) { free(reply); goto oom; }
     }
     status = 0;
@@ -180,6 +191,7 @@ done:
     convo_clear(&c, 0);
     free(c.m);
     free(c.owned);
+    colibri_gen_free(gen);
     colibri_sampler_free(smp);
     colibri_kv_file_close(kvf);
     colibri_session_free(s);

@@ -74,7 +74,7 @@ int cmd_run(int argc, char **argv)
     colibri_model *m = NULL;
     colibri_session *s = NULL;
     colibri_sampler *smp = NULL;
-    colibri_stop *stop = NULL;
+    colibri_gen *gen = NULL;
     colibri_kv_file *kvf = NULL;
     char *rendered = NULL;
     int32_t *ids = NULL;
@@ -113,15 +113,23 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "colibri run: kv file %s: %s\n", kv_path, ki.message);
         }
     }
-    int vocab = colibri_model_vocab(m);
-    if (colibri_sampler_new(&so, vocab, &smp, &err)) goto fail;
-    if (stop_str && colibri_stop_new(&stop_str, 1, &stop, &err)) goto fail;
+    if (colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err) || colibri_gen_new(m, s, tok, &gen, &err))
+        goto fail;
 
-    struct gen_stats st;
-    if (gen_run(s, tok, smp, stop, vocab, ids, (int)n_ids, n_predict, stdout, NULL, &st, &err)) goto fail;
+    struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .stops = &stop_str,
+                                   .n_stops = stop_str ? 1 : 0, .prompt_in_history = 1 };
+    struct gen_print pr = { .out = stdout };
+    rc = colibri_gen_run(gen, ids, (int)n_ids, &go, gen_print_text, &pr, &err);
+    if (rc == COLIBRI_ERANGE && colibri_gen_phase(gen) == COLIBRI_GEN_PHASE_IDLE) {
+        fprintf(stderr, "colibri run: %s; shorten it or raise --ctx\n", err.msg);
+        goto done;
+    }
+    if (rc) goto fail;
     printf("\n");
     fflush(stdout);
-    if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_prompt - st.n_prefilled, st.n_prompt);
+    struct colibri_gen_stats st;
+    colibri_gen_get_stats(gen, &st);
+    if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_cached, st.n_prompt);
     if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
     status = 0;
@@ -129,7 +137,7 @@ int cmd_run(int argc, char **argv)
 fail:
     fprintf(stderr, "colibri run: %s\n", err.msg);
 done:
-    colibri_stop_free(stop);
+    colibri_gen_free(gen);
     colibri_sampler_free(smp);
     colibri_kv_file_close(kvf);
     colibri_session_free(s);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "serve/oai.h"
-#include "serve/utf8.h"
+#include "tok/tok_utf8.h"
 
 char *oai_error_json(const struct oai_error *e)
 {
@@ -50,7 +50,7 @@ static char *token_text(const colibri_tokenizer *t, int32_t id, char **raw, size
     *raw = NULL;
     *n = 0;
     if (colibri_tokenizer_decode(t, &id, 1, 0, &bytes, &len, NULL)) return strdup("");
-    char *txt = utf8_sanitize(bytes, len, NULL);
+    char *txt = tok_utf8_sanitize(bytes, len, NULL);
     *raw = bytes;
     *n = len;
     return txt ? txt : strdup("");
@@ -116,7 +116,7 @@ static cJSON *logprobs_json(const struct oai_model *m, const struct job *j, int 
             cJSON_AddItemToArray(top, alts);
             cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*chars));
         }
-        *chars += utf8_count(ev->text, ev->len);
+        *chars += tok_utf8_n_chars(ev->text, ev->len);
     }
     return lp;
 }
@@ -226,7 +226,7 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
         else cJSON_AddStringToObject(c, "text", ev->text);
         if (has_lp) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, i, i + 1, text_chars));
         else {
-            *text_chars += utf8_count(ev->text, ev->len);
+            *text_chars += tok_utf8_n_chars(ev->text, ev->len);
             cJSON_AddNullToObject(c, "logprobs");
         }
         cJSON_AddNullToObject(c, "finish_reason");

@@ -1,14 +1,15 @@
 /* serve/sched.c - slots, prefix reuse, the queue and the scheduler thread;
- * see sched.h.
+ * see sched.h. Each slot's generation runs in the library's generator
+ * (colibri_gen_*); this file batches the generators' decode steps into one
+ * colibri_batch_decode and turns their steps into job events.
  *
  * Invariants (scheduler thread):
- *  (1) slot->n_toks == colibri_session_pos(sess); the session itself knows
- *      which tokens it holds (colibri_session_common_prefix).
- *  (2) A busy slot with n_done < job->n_prompt is prefilling. Otherwise,
- *      with pending < 0, slot->logits hold the distribution for the next
- *      token; with pending >= 0 that token was sampled and emitted and waits
- *      for the iteration's batched decode to enter the cache.
- *  (3) A job is in at most one place: the queue or one slot. The scheduler's
+ *  (1) A busy slot's generator is in phase PREFILL (prompt chunks left),
+ *      SAMPLE (its logits hold the distribution of the next token) or FEED
+ *      (a token was sampled and emitted and waits for the iteration's
+ *      batched decode). A free slot's generator is in any phase; the next
+ *      job starts it anew.
+ *  (2) A job is in at most one place: the queue or one slot. The scheduler's
  *      reference is dropped exactly when it leaves that place. */
 #include "serve/sched.h"
 
@@ -22,24 +23,13 @@
 
 #include "base/err.h"
 #include "base/util.h"
-#include "serve/sbuf.h"
-#include "serve/utf8.h"
 
 struct slot {
     colibri_session *sess;
     colibri_kv_file *kvf;       /* NULL without --kv-dir (or after a failed save) */
-    int n_toks;
-    float *logits;
+    colibri_gen *gen;           /* bound to sess */
+    colibri_sampler *smp;       /* the running job's */
     struct job *job;            /* NULL when free */
-    int n_done;                 /* prompt tokens in the cache */
-    int n_cached;               /* of those, reused from an earlier request */
-    int n_gen;
-    int32_t pending;            /* sampled, not yet decoded; -1 if none */
-    colibri_sampler *smp;
-    colibri_detok *dt;
-    colibri_stop *stop;
-    char carry[8];              /* an incomplete UTF-8 tail held for the next token */
-    int n_carry;
     uint64_t last_used;
 };
 
@@ -49,7 +39,6 @@ struct sched {
     struct sched_opts o;
     struct metrics *met;
     int n_vocab;                /* the model's */
-    int n_tok_vocab;            /* the tokenizer's: ids at or above it are never sampled */
     int64_t kv_bytes_per_token;
     struct slot *slots;
     uint64_t use_clock;
@@ -67,23 +56,14 @@ struct sched {
 
 /* ------------------------------------------------------------ text output */
 
-/* Turns raw bytes (possibly ending inside a character, possibly invalid)
- * into an event text: the complete part is sanitized and returned, the
- * incomplete tail stays in the slot's carry (or is flushed when final). */
-static char *take_text(struct slot *sl, const char *p, size_t n, int final, size_t *len)
+/* A malloc'd NUL-terminated copy of text[0..n) for a job event. */
+static char *event_text(const char *text, size_t n)
 {
-    char tmp[512];
-    char *buf = tmp;
-    size_t total = (size_t)sl->n_carry + n;
-    if (total > sizeof tmp && !(buf = malloc(total))) return NULL;
-    memcpy(buf, sl->carry, (size_t)sl->n_carry);
-    if (n) memcpy(buf + sl->n_carry, p, n);
-    size_t keep = final ? total : utf8_complete_len(buf, total);
-    sl->n_carry = (int)(total - keep);  /* at most 3 bytes */
-    memcpy(sl->carry, buf + keep, (size_t)sl->n_carry);
-    char *out = utf8_sanitize(buf, keep, len);
-    if (buf != tmp) free(buf);
-    return out;
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    memcpy(p, text, n);
+    p[n] = 0;
+    return p;
 }
 
 /* log-softmax of the chosen token and the n_top most likely tokens. */
@@ -114,12 +94,7 @@ static void fill_logprobs(const float *logits, int V, struct job_event *ev, int 
 static void slot_release(struct sched *s, struct slot *sl)
 {
     colibri_sampler_free(sl->smp);
-    colibri_detok_free(sl->dt);
-    colibri_stop_free(sl->stop);
     sl->smp = NULL;
-    sl->dt = NULL;
-    sl->stop = NULL;
-    sl->n_carry = 0;
     if (sl->kvf) {
         struct colibri_err err = { 0 };
         if (colibri_kv_file_save(sl->kvf, &err)) {
@@ -141,58 +116,45 @@ static void slot_release(struct sched *s, struct slot *sl)
 static void slot_fail(struct sched *s, struct slot *sl, int status, const char *msg)
 {
     job_fail(sl->job, status, msg);
-    /* the cache may hold part of a failed forward: trust only what pos says */
-    sl->n_toks = colibri_session_pos(sl->sess);
     slot_release(s, sl);
 }
 
-/* Ends a generation: flushes held-back text (none after a stop string was
- * completed, stop_hit), publishes the finish. */
-static void slot_finish(struct sched *s, struct slot *sl, enum job_finish fin, int stop_hit)
+/* Publishes the end of the slot's generation: the text it held back until
+ * the end (tail, from the last step; none when cancelled) and the finish. */
+static void slot_finish(struct sched *s, struct slot *sl, const char *tail, size_t tail_len)
 {
     struct job *j = sl->job;
-    if (fin != JOB_FIN_CANCELLED) {
-        struct sbuf tail = { 0 };
-        struct colibri_err err = { 0 };
-        const char *p = NULL;
-        size_t n = 0;
-        colibri_detok_flush(sl->dt, &p, &n);
-        if (!stop_hit && n) {
-            const char *sp = NULL;
-            size_t sn = 0;
-            stop_hit = colibri_stop_feed(sl->stop, p, n, &sp, &sn, &err) == 1;
-            sb_append(&tail, sp, sn);
-        }
-        if (!stop_hit) {
-            colibri_stop_flush(sl->stop, &p, &n);
-            sb_append(&tail, p, n);
-        }
-        struct job_event ev = { .id = -1 };
-        ev.text = take_text(sl, tail.s, tail.n, 1, &ev.len);
-        sb_free(&tail);
-        if (ev.text && ev.len) job_push(j, &ev);
-        else free(ev.text);
-        atomic_fetch_add(&s->met->finished, 1);
-    } else {
+    struct colibri_gen_stats st;
+    colibri_gen_get_stats(sl->gen, &st);
+    enum job_finish fin = JOB_FIN_LENGTH;
+    if (st.end == COLIBRI_GEN_END_EOS || st.end == COLIBRI_GEN_END_STOP) fin = JOB_FIN_STOP;
+    if (st.end == COLIBRI_GEN_END_CANCELLED) {
+        fin = JOB_FIN_CANCELLED;
         atomic_fetch_add(&s->met->cancelled, 1);
+    } else {
+        struct job_event ev = { .id = -1 };
+        if (tail_len && (ev.text = event_text(tail, tail_len))) {
+            ev.len = tail_len;
+            job_push(j, &ev);
+        }
+        atomic_fetch_add(&s->met->finished, 1);
     }
-    job_finish(j, fin, sl->n_cached, sl->n_gen);
+    job_finish(j, fin, st.n_cached, st.n_generated);
     slot_release(s, sl);
 }
 
-/* Gives job j to slot sl: prefix reuse, per-request sampler and text state. */
+static int job_cancelled(void *user)
+{
+    struct job *j = user;
+    return atomic_load(&j->cancelled);
+}
+
+/* Gives job j to slot sl: its sampler, then the generator's start (prefix
+ * reuse). */
 static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
     sl->job = j;
-    int lcp = colibri_session_reuse_prefix(sl->sess, j->prompt, j->n_prompt, &err);
-    if (lcp < 0) { slot_fail(s, sl, 500, err.msg); return; }
-    sl->n_toks = lcp;
-    sl->n_done = lcp;
-    sl->n_cached = lcp;
-    sl->n_gen = 0;
-    sl->pending = -1;
-    sl->n_carry = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     so.temperature = j->p.temperature;
     so.top_k = 0;
@@ -203,14 +165,21 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
     so.frequency_penalty = j->p.frequency_penalty;
     so.repeat_last_n = (j->p.presence_penalty != 0 || j->p.frequency_penalty != 0) ? -1 : 0;
     so.seed = j->p.seed;
-    if (colibri_sampler_new(&so, s->n_vocab, &sl->smp, &err) ||
-        colibri_detok_new(s->tok, 1, &sl->dt, &err) ||
-        colibri_stop_new((const char *const *)j->p.stop, (size_t)j->p.n_stop, &sl->stop, &err)) {
+    /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
+    struct colibri_gen_opts go = { .n_predict = j->p.max_tokens, .stops = (const char *const *)j->p.stop,
+                                   .n_stops = (size_t)j->p.n_stop, .repair_utf8 = 1, .cancel = job_cancelled,
+                                   .cancel_user = j };
+    int rc = colibri_sampler_new(&so, s->n_vocab, &sl->smp, &err);
+    go.sampler = sl->smp;
+    if (!rc) rc = colibri_gen_start(sl->gen, j->prompt, j->n_prompt, &go, &err);
+    if (rc) {
         slot_fail(s, sl, 500, err.msg);
         return;
     }
+    struct colibri_gen_stats st;
+    colibri_gen_get_stats(sl->gen, &st);
     atomic_fetch_add(&s->met->prompt_tokens, (uint64_t)j->n_prompt);
-    atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)lcp);
+    atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)st.n_cached);
 }
 
 static uint64_t now_ns(void)
@@ -220,52 +189,36 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* One prefill chunk, so that other slots keep decoding meanwhile. */
 static void slot_prefill(struct sched *s, struct slot *sl)
 {
-    struct job *j = sl->job;
     struct colibri_err err = { 0 };
-    int n = j->n_prompt - sl->n_done;
-    if (n > s->o.prefill_chunk) n = s->o.prefill_chunk;
-    int last = sl->n_done + n == j->n_prompt;
     uint64_t t0 = now_ns();
-    int rc = colibri_session_prefill(sl->sess, j->prompt + sl->n_done, n, last ? sl->logits : NULL, 0, &err);
+    int rc = colibri_gen_prefill(sl->gen, s->o.prefill_chunk, &err);
     atomic_fetch_add(&s->met->prefill_ns, now_ns() - t0);
-    if (rc) {
-        slot_fail(s, sl, 500, err.msg);
-        return;
-    }
-    sl->n_toks += n;
-    sl->n_done += n;
+    if (rc < 0) slot_fail(s, sl, 500, err.msg);
+    else if (colibri_gen_phase(sl->gen) == COLIBRI_GEN_PHASE_DONE) slot_finish(s, sl, NULL, 0);
 }
 
-/* Samples and emits one token; leaves it pending for the batched decode
- * unless the generation ends here. */
+/* Samples and emits one token; the generator leaves it pending for the
+ * batched decode unless the generation ends here. */
 static void slot_sample(struct sched *s, struct slot *sl)
 {
     struct job *j = sl->job;
     struct colibri_err err = { 0 };
-    /* checkpoints pad their vocabulary past the tokenizer's: never emit those ids */
-    for (int i = s->n_tok_vocab; i < s->n_vocab; i++) sl->logits[i] = -INFINITY;
-    int32_t t = colibri_sampler_sample(sl->smp, sl->logits, &err);
-    if (t < 0) { slot_fail(s, sl, 500, err.msg); return; }
-    sl->n_gen++;
-    atomic_fetch_add(&s->met->generated_tokens, 1);
-    if (colibri_tokenizer_is_eog(s->tok, t)) { slot_finish(s, sl, JOB_FIN_STOP, 0); return; }
-    colibri_sampler_accept(sl->smp, t);
-
-    struct job_event ev = { .id = t };
-    if (j->p.logprobs) fill_logprobs(sl->logits, s->n_vocab, &ev, j->p.n_top);
-    const char *piece = NULL, *safe = NULL;
-    size_t n_piece = 0, n_safe = 0;
-    if (colibri_detok_push(sl->dt, t, &piece, &n_piece, &err)) { slot_fail(s, sl, 500, err.msg); return; }
-    int hit = colibri_stop_feed(sl->stop, piece, n_piece, &safe, &n_safe, &err);
-    if (hit < 0) { slot_fail(s, sl, 500, err.msg); return; }
-    ev.text = take_text(sl, safe, n_safe, 0, &ev.len);
-    if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return; }
-
-    if (hit == 1) { slot_finish(s, sl, JOB_FIN_STOP, 1); return; }
-    if (sl->n_gen >= j->p.max_tokens || sl->n_toks >= s->o.n_ctx) { slot_finish(s, sl, JOB_FIN_LENGTH, 0); return; }
-    sl->pending = t;
+    struct colibri_gen_step st;
+    if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    atomic_fetch_add(&s->met->generated_tokens, (uint64_t)st.n_tokens);
+    /* One event per token; an end-of-generation token has no text and no
+     * event. (A step of several tokens, as speculative decoding will make,
+     * needs the logits of each position for its logprobs.) */
+    if (st.n_tokens == 1 && st.end != COLIBRI_GEN_END_EOS) {
+        struct job_event ev = { .id = st.tokens[0], .len = st.len };
+        if (j->p.logprobs) fill_logprobs(colibri_gen_logits(sl->gen), s->n_vocab, &ev, j->p.n_top);
+        ev.text = event_text(st.text, st.len);
+        if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return; }
+    }
+    if (st.end != COLIBRI_GEN_END_NONE) slot_finish(s, sl, st.tail, st.tail_len);
 }
 
 /* Feeds every pending token in one batched decode step. A slot whose decode
@@ -280,10 +233,11 @@ static void decode_pending(struct sched *s)
     int n = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (!sl->job || sl->pending < 0) continue;
+        const int32_t *pend;
+        if (!sl->job || colibri_gen_pending(sl->gen, &pend) != 1) continue;
         sess[n] = sl->sess;
-        toks[n] = sl->pending;
-        logits[n] = sl->logits;
+        toks[n] = pend[0];
+        logits[n] = colibri_gen_logits(sl->gen);
         who[n++] = sl;
     }
     if (n == 0) return;
@@ -293,10 +247,7 @@ static void decode_pending(struct sched *s)
     int rc = colibri_batch_decode(sess, toks, n, logits, &done, &err);
     atomic_fetch_add(&s->met->decode_ns, now_ns() - t0);
     atomic_fetch_add(&s->met->decode_calls, 1);
-    for (int k = 0; k < done; k++) {
-        who[k]->pending = -1;
-        who[k]->n_toks++;
-    }
+    for (int k = 0; k < done; k++) colibri_gen_fed(who[k]->gen, 1, NULL);
     if (rc && done < n) slot_fail(s, who[done], 500, err.msg);
 }
 
@@ -358,14 +309,14 @@ static void *sched_main(void *arg)
             struct slot *sl = &s->slots[i];
             if (!sl->job) continue;
             stepped = 1;
-            if (atomic_load(&sl->job->cancelled)) slot_finish(s, sl, JOB_FIN_CANCELLED, 0);
-            else if (sl->n_done < sl->job->n_prompt) slot_prefill(s, sl);
-            else if (sl->pending < 0) slot_sample(s, sl);
+            enum colibri_gen_phase ph = colibri_gen_phase(sl->gen);
+            if (ph == COLIBRI_GEN_PHASE_PREFILL) slot_prefill(s, sl);
+            else if (ph == COLIBRI_GEN_PHASE_SAMPLE) slot_sample(s, sl);
         }
         decode_pending(s);
         if (stepped) atomic_fetch_add(&s->met->steps, 1);
         int64_t kv = 0;
-        for (int i = 0; i < s->o.n_slots; i++) kv += s->slots[i].n_toks;
+        for (int i = 0; i < s->o.n_slots; i++) kv += colibri_session_pos(s->slots[i].sess);
         pthread_mutex_lock(&s->mu);
         s->kv_tokens = kv;
         pthread_mutex_unlock(&s->mu);
@@ -390,8 +341,7 @@ static int open_kv_file(struct sched *s, int i, struct colibri_err *err)
     struct colibri_kv_info info;
     int rc = colibri_kv_file_open(sl->sess, path, &sl->kvf, &info, err);
     if (rc) return rc;
-    sl->n_toks = colibri_session_pos(sl->sess);
-    s->kv_tokens += sl->n_toks;
+    s->kv_tokens += colibri_session_pos(sl->sess);
     if (info.restored || info.trimmed || info.upgraded)
         log_msg("serve", "slot %d: %s: restored %d cached tokens%s%s%s", i, path, info.restored,
                 info.upgraded ? " (re-encoded to this tier)" : "", info.message[0] ? "; " : "", info.message);
@@ -412,8 +362,6 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     if (s->o.prefill_chunk <= 0) s->o.prefill_chunk = 256;
     s->met = met;
     s->n_vocab = colibri_model_vocab(m);
-    s->n_tok_vocab = colibri_tokenizer_n_vocab(t);
-    if (s->n_tok_vocab > s->n_vocab) s->n_tok_vocab = s->n_vocab;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->queue = calloc((size_t)o->max_queue, sizeof *s->queue);
@@ -424,11 +372,10 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     for (int i = 0; i < o->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         int rc = colibri_session_new(m, &so, &sl->sess, err);
+        if (!rc) rc = colibri_gen_new(m, sl->sess, t, &sl->gen, err);
         if (!rc && o->kv_dir) rc = open_kv_file(s, i, err);
         if (rc) { sched_free(s); return rc; }
         s->kv_bytes_per_token = colibri_session_kv_token_bytes(sl->sess);
-        sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
-        if (!sl->logits) goto oom_free;
     }
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
         sched_free(s);
@@ -510,8 +457,9 @@ void sched_free(struct sched *s)
     if (s->slots)
         for (int i = 0; i < s->o.n_slots; i++) {
             colibri_kv_file_close(s->slots[i].kvf);
+            colibri_gen_free(s->slots[i].gen);
+            colibri_sampler_free(s->slots[i].smp);
             colibri_session_free(s->slots[i].sess);
-            free(s->slots[i].logits);
         }
     free(s->slots);
     free(s->queue);

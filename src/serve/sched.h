@@ -1,13 +1,13 @@
 /* serve/sched.h - slots, the wait queue and the scheduler thread.
  *
- * A slot is one colibri_session plus the list of tokens its cache holds. A
- * submitted job waits in a FIFO; when a slot is free the scheduler gives the
+ * A slot is one colibri_session and the generator (colibri_gen) bound to it.
+ * A submitted job waits in a FIFO; when a slot is free the scheduler gives the
  * job to the free slot whose cached tokens share the longest prefix with the
- * job's prompt (ties: the least recently used), truncates that session to the
- * shared prefix and prefills only the rest, in chunks, so that other slots keep
+ * job's prompt (ties: the least recently used); the generator keeps that
+ * prefix and prefills only the rest, in chunks, so that other slots keep
  * decoding meanwhile. Each scheduler iteration advances every busy slot by one
- * step (a prefill chunk or one generated token): continuous batching, with one
- * forward per slot per step until the API offers a batched forward.
+ * step (a prefill chunk or one generated token): continuous batching, the
+ * tokens of all decoding slots fed in one colibri_batch_decode.
  *
  * With a KV directory, slot i opens DIR/slot-<i>.ckv at creation (restoring
  * the cache and its token ids, so a restarted server reuses prefixes) and

@@ -46,11 +46,9 @@ size_t tok_utf8_count_invalid(const char *s, size_t n)
     return bad_count;
 }
 
-char *tok_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+size_t tok_utf8_sanitize_into(const char *s, size_t n, char *out)
 {
     const unsigned char *u = (const unsigned char *)s;
-    char *out = malloc(3 * n + 1);   /* each replaced byte grows to at most 3 */
-    if (!out) return NULL;
     size_t i = 0, o = 0;
     while (i < n) {
         size_t bad, v = u[i] < 0x80 ? 1 : tok_utf8_valid_len(u + i, n - i, &bad);
@@ -64,9 +62,37 @@ char *tok_utf8_sanitize(const char *s, size_t n, size_t *out_len)
             i += bad;
         }
     }
+    return o;
+}
+
+char *tok_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+{
+    char *out = malloc(3 * n + 1);   /* each replaced byte grows to at most 3 */
+    if (!out) return NULL;
+    size_t o = tok_utf8_sanitize_into(s, n, out);
     out[o] = 0;
-    *out_len = o;
+    if (out_len) *out_len = o;
     return out;
+}
+
+size_t tok_utf8_complete_len(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t bad, v = u[i] < 0x80 ? 1 : tok_utf8_valid_len(u + i, n - i, &bad);
+        /* a valid start cut off by the end of the text may still complete */
+        if (!v && i + bad == n && u[i] >= 0xC2 && u[i] <= 0xF4) return i;
+        i += v ? v : bad;
+    }
+    return n;
+}
+
+size_t tok_utf8_n_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
 }
 
 size_t tok_utf8_decode(const unsigned char *s, uint32_t *cp)

@@ -1,4 +1,6 @@
-/* tok/tok_utf8.h - UTF-8 checks and the GPT-2 "byte-level" alphabet.
+/* tok/tok_utf8.h - UTF-8 checks and repair, and the GPT-2 "byte-level"
+ * alphabet. The one UTF-8 module of colibri: the tokenizer, the generator's
+ * streamed text and the server's JSON all repair text here.
  *
  * Invalid UTF-8 policy (the whole tokenizer follows it): every maximal
  * invalid subsequence is replaced by U+FFFD, exactly as Python's
@@ -25,9 +27,22 @@ size_t tok_utf8_valid_len(const unsigned char *s, size_t n, size_t *bad);
 size_t tok_utf8_count_invalid(const char *s, size_t n);
 
 /* Copies s into a new malloc'd NUL-terminated buffer with each invalid
- * subpart replaced by U+FFFD (EF BF BD). *out_len gets its length. NULL on
- * allocation failure. */
+ * subpart replaced by U+FFFD (EF BF BD). *out_len (may be NULL) gets its
+ * length. NULL on allocation failure. */
 char *tok_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+
+/* The same into out (room for 3n bytes; not NUL-terminated); returns the
+ * length written. */
+size_t tok_utf8_sanitize_into(const char *s, size_t n, char *out);
+
+/* The length of the longest prefix of s[0..n) that does not end inside a
+ * sequence later bytes could still complete: text cut there and repaired
+ * piece by piece gives the same result as the whole text repaired at once.
+ * Invalid bytes are not waited for. */
+size_t tok_utf8_complete_len(const char *s, size_t n);
+
+/* Number of code points in valid UTF-8 s[0..n) (lead bytes counted). */
+size_t tok_utf8_n_chars(const char *s, size_t n);
 
 /* Decodes one code point from valid UTF-8; returns its byte length. */
 size_t tok_utf8_decode(const unsigned char *s, uint32_t *cp);

