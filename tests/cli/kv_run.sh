@@ -1,6 +1,7 @@
 #!/bin/sh
 # colibri run / chat --kv-file on the oracle model with the tiny tokenizer:
-# the first run creates the file, the second reuses all but the last prompt
+# the first run creates the file (the prompt and every generated token but
+# the last), the second reuses all but the last prompt
 # token and (greedy, f32) prints the same text; a longer prompt with the same
 # start reuses part of it; the f32 file opened with --kv tq4 is reused and
 # rewritten in tq4; then --kv bf16 is refused without touching the file; chat
@@ -21,6 +22,12 @@ set -- $(reused "$tmp/1.err")
 M=${2:-0}
 "$COLIBRI" kv verify "$tmp/a.ckv" > "$tmp/v.out" 2>&1 && say "ok   file sound: $(cat "$tmp/v.out")" \
     || say "FAIL verify: $(cat "$tmp/v.out")"
+# the token that ends a generation is not fed, so the file holds the prompt
+# and every generated token but the last
+N=$(sed -n 's/.*decode \([0-9]*\) tok.*/\1/p' "$tmp/1.err")
+pub=$("$COLIBRI" kv inspect "$tmp/a.ckv" | sed -n 's/^tokens: *\([0-9]*\) published.*/\1/p')
+[ -n "$N" ] && [ "${pub:-x}" = $((M + N - 1)) ] && say "ok   file holds $M prompt + $N - 1 generated tokens" \
+    || say "FAIL file holds ${pub:-?} tokens, want $M prompt + ${N:-?} - 1 generated"
 
 "$COLIBRI" run -m "$m" -p "$P" -n 8 --temp 0 --kv-file "$tmp/a.ckv" > "$tmp/2.out" 2> "$tmp/2.err"
 set -- $(reused "$tmp/2.err")
