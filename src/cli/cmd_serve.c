@@ -15,7 +15,8 @@
 int cmd_serve(int argc, char **argv)
 {
     struct serve_opts so = { .model_dir = "models/colibri-tiny", .host = "127.0.0.1", .port = 8080, .n_slots = 4,
-                             .max_queue = 64, .drain_s = 30 };
+                             .max_queue = 64, .drain_s = 30, .timeout_s = 10,
+                             .max_conns = 1024, .max_conns_per_addr = 64 };
     const char *kv = NULL, *kv_dir = NULL;
     int max_body_kib = 4096, drain = 30;
     const struct opt opts[] = {
@@ -37,6 +38,12 @@ int cmd_serve(int argc, char **argv)
         { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
         { "max-body", 0, OPT_INT, &max_body_kib, "largest request body in KiB before 413 (default 4096)", 1,
           1 << 20 },
+        { "timeout", 0, OPT_INT, &so.timeout_s, "seconds a client may take to send a whole request, or stay idle "
+                                                "(default 10)", 1, 3600 },
+        { "max-conns", 0, OPT_INT, &so.max_conns, "open connections in all, more are refused (default 1024, less "
+                                                  "if the descriptor limit is lower)", 1, 1 << 20 },
+        { "max-conns-per-addr", 0, OPT_INT, &so.max_conns_per_addr, "open connections from one client address "
+                                                                    "(default 64)", 1, 1 << 20 },
         { "threads", 't', OPT_INT, &so.n_threads, "compute threads (default: OpenMP's)", 0, 4096 },
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },

@@ -1,27 +1,37 @@
 /* serve/http.c - libmicrohttpd glue: routing, auth, the body size limit,
- * JSON and SSE responses, and noticing clients that went away.
+ * connection limits, JSON and SSE responses.
  *
- * The daemon runs one thread per connection, so a handler may block: a
- * non-streaming request waits for its job in the access handler, a streaming
- * one in the response's content-reader callback. While waiting, the handler
- * wakes every WAIT_MS to poll the socket for a hang-up (POLLRDHUP); a client
- * that closed its side cancels its job, which frees its slot at the
- * scheduler's next step. A failed write (the other way a disconnect shows up
- * during a stream) ends the response, and its free callback cancels the job. */
+ * The daemon runs HTTP_THREADS event-loop threads (epoll), so an idle or
+ * slow connection costs a socket and a little memory, not a thread. No
+ * handler blocks: a non-streaming request that waits for its job, and a
+ * stream waiting for its next token, suspend their connection until the job
+ * changes (http_conn.h). A client that closes its side while suspended is
+ * noticed by the connection watcher, which cancels its job (freeing its slot
+ * at the scheduler's next step). A failed write (the other way a disconnect
+ * shows up during a stream) ends the response, and its free callback cancels
+ * the job.
+ *
+ * Limits: --max-conns connections in all and --max-conns-per-addr from one
+ * address (more are closed at accept); each request must arrive in full
+ * within --timeout seconds of the connection being ready for it, and an idle
+ * connection is closed after as long. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "serve/http_conn.h"
 #include "serve/serve_impl.h"
 
-#define WAIT_MS 50
+#define HTTP_THREADS 4
+#define LINGER_S 2.0            /* how long an unread body is drained after a 413 */
 
 enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_COUNT };
 
@@ -29,16 +39,18 @@ enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R
  * completion notification. */
 struct req {
     enum route route;
-    int fd;
+    struct conn *conn;          /* NULL if its registration failed */
     struct sbuf body;
-    int too_large;
+    int received;               /* the body is complete */
+    struct job *job;            /* a non-streaming generation: one reference */
+    struct waiter w;
 };
 
 /* A streaming response's state, owned by its content reader. */
 struct stream {
     struct serve *sv;
     struct job *job;            /* one reference */
-    int fd;
+    struct waiter w;
     struct sbuf out;
     int next_ev, started, done;
     size_t chars;
@@ -76,38 +88,7 @@ static enum MHD_Result respond_error(struct serve *sv, struct MHD_Connection *c,
     return respond_json(sv, c, e->status, oai_error_json(e));
 }
 
-/* ------------------------------------------------------------ waiting */
-
-/* 1 when the peer has closed its end of the connection (or it failed). */
-static int client_gone(int fd)
-{
-    if (fd < 0) return 0;
-    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-/* Waits until j has more than `seen` events or is finished. Returns 0 after
- * cancelling j when the client went away meanwhile, else 1. */
-static int wait_job(struct job *j, int fd, int seen)
-{
-    pthread_mutex_lock(&j->mu);
-    while (j->finish == JOB_RUNNING && j->n_ev <= seen) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += WAIT_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT) {
-            pthread_mutex_unlock(&j->mu);
-            if (client_gone(fd)) {
-                atomic_store(&j->cancelled, 1);
-                return 0;
-            }
-            pthread_mutex_lock(&j->mu);
-        }
-    }
-    pthread_mutex_unlock(&j->mu);
-    return 1;
-}
+/* ------------------------------------------------------------ jobs */
 
 static void job_error(const struct job *j, struct oai_error *e)
 {
@@ -137,8 +118,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             oai_stream_start(&st->out, m, j);
             continue;
         }
-        if (!wait_job(j, st->fd, st->next_ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (!waiter_wait(&st->w, st->next_ev)) return 0;    /* suspended until j changes */
         pthread_mutex_lock(&j->mu);
+        if (j->finish == JOB_RUNNING && j->n_ev == st->next_ev) {   /* cancelled: the client is gone */
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         oai_stream_events(&st->out, m, j, st->next_ev, j->n_ev, &st->chars);
         st->next_ev = j->n_ev;
         if (j->finish != JOB_RUNNING) {
@@ -157,6 +142,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     struct stream *st = cls;
+    waiter_detach(&st->w);
     atomic_store(&st->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
     job_release(st->job);
     sb_free(&st->out);
@@ -164,6 +150,28 @@ static void stream_free(void *cls)
 }
 
 /* ------------------------------------------------------------ endpoints */
+
+/* The answer to a finished (or cancelled) non-streaming job. */
+static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct job *j = rq->job;
+    struct oai_error e;
+    pthread_mutex_lock(&j->mu);
+    enum MHD_Result ret;
+    if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) {
+        char *s = oai_response(&sv->om, j);
+        pthread_mutex_unlock(&j->mu);
+        ret = respond_json(sv, c, 200, s);
+    } else if (j->finish == JOB_RUNNING) {
+        pthread_mutex_unlock(&j->mu);
+        ret = MHD_NO;           /* cancelled: the client is gone, close without a response */
+    } else {
+        job_error(j, &e);
+        pthread_mutex_unlock(&j->mu);
+        ret = respond_error(sv, c, &e);
+    }
+    return ret;
+}
 
 static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
 {
@@ -188,7 +196,7 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
         }
         st->sv = sv;
         st->job = j;
-        st->fd = rq->fd;
+        waiter_attach(sv->cw, &st->w, c, rq->conn, j);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st,
                                                                    stream_free);
         if (!r) {
@@ -202,23 +210,10 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
         metrics_count_response(&sv->met, 200);
         return ret;
     }
-    if (!wait_job(j, rq->fd, INT32_MAX)) {
-        job_release(j);
-        return MHD_NO;          /* the client is gone: close without a response */
-    }
-    pthread_mutex_lock(&j->mu);
-    enum MHD_Result ret;
-    if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) {
-        char *s = oai_response(&sv->om, j);
-        pthread_mutex_unlock(&j->mu);
-        ret = respond_json(sv, c, 200, s);
-    } else {
-        job_error(j, &e);
-        pthread_mutex_unlock(&j->mu);
-        ret = respond_error(sv, c, &e);
-    }
-    job_release(j);
-    return ret;
+    rq->job = j;
+    waiter_attach(sv->cw, &rq->w, c, rq->conn, j);
+    if (!waiter_wait(&rq->w, INT32_MAX)) return MHD_YES;   /* suspended: called again when j changes */
+    return finish_generate(sv, c, rq);
 }
 
 static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c, struct req *rq)
@@ -313,8 +308,8 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
     int known;
     rq->route = find_route(url, method, &known);
     atomic_fetch_add(&sv->met.requests[ROUTES[rq->route].ep], 1);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    rq->fd = ci ? ci->connect_fd : -1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    rq->conn = ci ? ci->socket_context : NULL;
     if (rq->route == R_NONE) {
         if (known)
             oai_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s", method, url);
@@ -334,10 +329,35 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
         if (!errno && end != cl && n > sv->o.max_body) {
             oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
                           "the request body (%llu bytes) is over the limit of %zu bytes", n, sv->o.max_body);
+            conn_linger(sv->cw, rq->conn);
             return respond_error(sv, c, &e);
         }
     }
     return MHD_YES;
+}
+
+/* Sends e and closes, in the middle of a body. libmicrohttpd cannot queue a
+ * response then, only close the connection, so the few bytes of the answer
+ * are written to the socket directly (nothing else writes to it before a
+ * response is queued), and the close lingers so the client can read them. */
+static void refuse_upload(struct serve *sv, struct MHD_Connection *c, struct req *rq, const struct oai_error *e)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char *json = oai_error_json(e);
+    if (!ci || !json) {
+        free(json);
+        return;
+    }
+    struct sbuf b = { 0 };
+    sb_printf(&b, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                  "Content-Length: %zu\r\n\r\n%s", e->status, e->status == 413 ? "Content Too Large" : "Error",
+              strlen(json), json);
+    free(json);
+    if (!b.failed && send(ci->connect_fd, b.s, b.n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)b.n) {
+        conn_linger(sv->cw, rq->conn);
+        metrics_count_response(&sv->met, e->status);
+    }
+    sb_free(&b);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -351,20 +371,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         atomic_fetch_add(&sv->inflight, 1);
         return first_call(sv, c, rq, url, method);
     }
+    struct oai_error e;
     if (*upload_size) {
-        if (!rq->too_large && rq->body.n + *upload_size > sv->o.max_body) {
-            rq->too_large = 1;
+        if (rq->body.n + *upload_size > sv->o.max_body) {
+            /* a body of undeclared size (chunked) is cut where it passes the
+             * limit, so an endless upload cannot hold the connection */
             sb_free(&rq->body);
+            *upload_size = 0;
+            oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
+                          "the request body is over the limit of %zu bytes", sv->o.max_body);
+            refuse_upload(sv, c, rq, &e);
+            return MHD_NO;
         }
-        if (!rq->too_large) sb_append(&rq->body, upload, *upload_size);
+        sb_append(&rq->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
-    struct oai_error e;
-    if (rq->too_large) {
-        oai_error_set(&e, 413, "invalid_request_error", NULL, NULL, "the request body is over the limit of %zu bytes",
-                      sv->o.max_body);
-        return respond_error(sv, c, &e);
+    if (rq->job) {              /* resumed: the job changed */
+        if (!waiter_wait(&rq->w, INT32_MAX)) return MHD_YES;
+        return finish_generate(sv, c, rq);
+    }
+    if (!rq->received) {
+        rq->received = 1;
+        conn_request_received(sv->cw, rq->conn);
     }
     if (rq->body.failed) {
         oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory reading the request body");
@@ -383,6 +412,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     struct serve *sv = cls;
     struct req *rq = *ctx;
     if (!rq) return;
+    waiter_detach(&rq->w);
+    if (rq->job) {
+        atomic_store(&rq->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
+        job_release(rq->job);
+    }
+    conn_request_done(sv->cw, rq->conn);
     atomic_fetch_sub(&sv->inflight, 1);
     sb_free(&rq->body);
     free(rq);
@@ -391,11 +426,35 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
 
 /* ------------------------------------------------------------ daemon */
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct serve *sv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        /* unregistered (out of memory), it only lacks the arrival deadline */
+        *socket_context = ci ? conn_open(sv->cw, ci->connect_fd) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_close(sv->cw, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection limit, lowered to what the descriptor limit allows (with
+ * room for model, KV and log files). */
+static unsigned conn_limit(int want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want + 128)
+        return rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur - 128) : 128;
+    return (unsigned)want;
+}
+
 int http_start(struct serve *sv, struct colibri_err *err)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
     int gai = getaddrinfo(sv->o.host, NULL, &hints, &ai);
     if (gai) return err_set(err, COLIBRI_EINVAL, "--host '%s': %s", sv->o.host, gai_strerror(gai));
@@ -409,16 +468,27 @@ int http_start(struct serve *sv, struct colibri_err *err)
     } else {
         return err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
     }
+    int timeout_s = sv->o.timeout_s > 0 ? sv->o.timeout_s : 10;
+    int rc = conn_watch_new(timeout_s, LINGER_S, &sv->cw, err);
+    if (rc) return rc;
     sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
-                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+                                  MHD_OPTION_CONNECTION_LIMIT, conn_limit(sv->o.max_conns > 0 ? sv->o.max_conns : 1024),
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                  (unsigned)(sv->o.max_conns_per_addr > 0 ? sv->o.max_conns_per_addr : 64),
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout_s,
                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                   MHD_OPTION_END);
-    if (!sv->daemon)
+    if (!sv->daemon) {
+        conn_watch_free(sv->cw);
+        sv->cw = NULL;
         return err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
                        sv->o.host, sv->o.port);
+    }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     sv->port = di ? di->port : sv->o.port;
     return 0;
@@ -434,6 +504,10 @@ void http_quiesce(struct serve *sv)
 void http_stop(struct serve *sv)
 {
     if (!sv->daemon) return;
+    /* the daemon must not stop with a connection suspended */
+    conn_watch_cancel_all(sv->cw);
     MHD_stop_daemon(sv->daemon);
     sv->daemon = NULL;
+    conn_watch_free(sv->cw);
+    sv->cw = NULL;
 }

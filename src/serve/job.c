@@ -17,6 +17,13 @@ struct job *job_new(enum job_kind kind)
     return j;
 }
 
+/* Wakes whoever waits on j; called with j->mu held. */
+static void changed(struct job *j)
+{
+    pthread_cond_broadcast(&j->cv);
+    if (j->on_change) j->on_change(j->on_change_arg);
+}
+
 void job_retain(struct job *j) { atomic_fetch_add(&j->refs, 1); }
 
 void job_release(struct job *j)
@@ -46,7 +53,7 @@ int job_push(struct job *j, struct job_event *ev)
         j->cap_ev = cap;
     }
     j->ev[j->n_ev++] = *ev;
-    pthread_cond_broadcast(&j->cv);
+    changed(j);
     pthread_mutex_unlock(&j->mu);
     return 0;
 }
@@ -59,7 +66,7 @@ void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen)
         j->n_cached = n_cached;
         j->n_gen = n_gen;
     }
-    pthread_cond_broadcast(&j->cv);
+    changed(j);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -71,7 +78,7 @@ void job_fail(struct job *j, int http_status, const char *msg)
         j->err_status = http_status;
         snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
     }
-    pthread_cond_broadcast(&j->cv);
+    changed(j);
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -4,8 +4,10 @@
  * The request part (kind, params, prompt) is written by oai_parse.c before the
  * job is submitted and read-only afterwards. The output part (events, done,
  * finish reason, error) is appended by the scheduler under `mu` and read by
- * the HTTP thread under `mu`; `cv` is signalled on every change. `cancelled`
- * is set by the HTTP side (client gone, shutdown) and polled by the scheduler.
+ * the HTTP thread under `mu`; `cv` is signalled on every change, and the
+ * HTTP side's `on_change` hook (if set) is called, still under `mu`, so an
+ * event-driven server can wake the connection that waits. `cancelled` is set
+ * by the HTTP side (client gone, shutdown) and polled by the scheduler.
  *
  * Reference counted: job_new() returns one reference (the HTTP side's); the
  * scheduler takes another when the job is submitted. The last job_release()
@@ -68,6 +70,11 @@ struct job {
     int n_gen;                  /* tokens sampled (an end-of-generation token included) */
     int err_status;             /* HTTP status for JOB_FIN_ERROR */
     char err_msg[256];
+
+    /* under mu: called after every change of the output part; set and
+     * cleared by the HTTP side, must not block or take other job locks */
+    void (*on_change)(void *arg);
+    void *on_change_arg;
 
     atomic_int cancelled;
     atomic_int refs;

@@ -37,6 +37,9 @@ struct serve_opts {
     const char *kv_dir;         /* NULL, or a directory of per-slot KV files (created if absent) */
     int max_queue;              /* requests waiting for a slot before 429 */
     size_t max_body;            /* request body bytes before 413 */
+    int timeout_s;              /* seconds for a request to arrive, or idle; 0 = 10 */
+    int max_conns;              /* open connections in all; 0 = 1024 (less if the fd limit is lower) */
+    int max_conns_per_addr;     /* open connections from one client address; 0 = 64 */
     const char *api_key;        /* NULL or "" = no auth */
     int n_threads;              /* 0 = OpenMP default */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */

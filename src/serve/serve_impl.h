@@ -15,6 +15,7 @@
 #include "serve/serve.h"
 
 struct MHD_Daemon;
+struct conn_watch;
 
 struct serve {
     struct serve_opts o;
@@ -25,6 +26,7 @@ struct serve {
     struct metrics met;
     struct sched *sched;
     struct MHD_Daemon *daemon;
+    struct conn_watch *cw;      /* the daemon's connections (http_conn.h) */
     int port;
     atomic_int stopping;        /* shutdown begun: no new requests */
     atomic_int inflight;        /* requests between their first call and their completion notice */
