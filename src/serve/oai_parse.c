@@ -375,6 +375,43 @@ static int parse_body(const struct oai_model *m, const cJSON *root, struct job *
     return 0;
 }
 
+/* What the parser would accept but must not: anything but whitespace after
+ * the value, a NUL in a string (cJSON's strings end at the first NUL, so the
+ * rest of the string would silently vanish) and raw control characters
+ * (JSON requires them escaped; a raw NUL would cut a string the same way).
+ * body[0, end) is the parsed value, inside which every backslash starts an
+ * escape in a string. 0, or -1 with *e filled. */
+static int check_body_bytes(const char *body, size_t len, const char *end, struct oai_error *e)
+{
+    size_t n = (size_t)(end - body);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)body[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            oai_error_set(e, 400, BAD, NULL, NULL,
+                          "the request body holds the control character 0x%02x at byte %zu; JSON strings must "
+                          "escape it", c, i);
+            return -1;
+        }
+        if (c == '\\') {
+            if (i + 5 < n && !memcmp(body + i + 1, "u0000", 5)) {
+                oai_error_set(e, 400, BAD, NULL, NULL,
+                              "the request body holds '\\u0000' at byte %zu; strings with a NUL character are "
+                              "not accepted", i);
+                return -1;
+            }
+            i++;                /* the escaped character: JSON "\\\\u0000" is a backslash and text */
+        }
+    }
+    for (size_t i = n; i < len; i++)
+        if (!strchr(" \t\n\r", body[i]) || !body[i]) {
+            oai_error_set(e, 400, BAD, NULL, NULL,
+                          "the request body has data after its JSON value, at byte %zu of %zu; send one object",
+                          i, len);
+            return -1;
+        }
+    return 0;
+}
+
 struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char *body, size_t len,
                       struct oai_error *e)
 {
@@ -383,6 +420,10 @@ struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char 
     if (!root) {
         size_t off = end && end >= body ? (size_t)(end - body) : 0;
         oai_error_set(e, 400, BAD, NULL, NULL, "the request body is not valid JSON (error near byte %zu)", off);
+        return NULL;
+    }
+    if (check_body_bytes(body, len, end, e)) {
+        cJSON_Delete(root);
         return NULL;
     }
     if (!cJSON_IsObject(root)) {

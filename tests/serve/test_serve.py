@@ -413,7 +413,9 @@ def test_error_bad_auth():
 # ------------------------------------------------------------------ malformed HTTP
 
 def test_invalid_json():
-    for body in (b"{bad json", b"", b"[1, 2]", b"null", b'{"prompt": "x",}', b"\xff\xfe{}"):
+    for body in (b"{bad json", b"", b"[1, 2]", b"null", b'{"prompt": "x",}', b"\xff\xfe{}",
+                 b'{"prompt": "x"}}', b'{"prompt": "x"}{"prompt": "y"}', b'{"prompt": "x"}\x00junk',
+                 b'{"prompt": "x", "model": "' + MODEL.encode() + b'\\u0000evil"}', b'{"prompt": "x\\u0000y"}'):
         st, res = raw("POST", "/v1/completions", body)
         check(st == 400 and "error" in res, f"{body!r}: {st} {res}")
 

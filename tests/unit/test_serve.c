@@ -83,6 +83,47 @@ static void test_parse_errors(void)
             "top_logprobs");
 }
 
+/* A body of n bytes (NULs allowed) must fail with status 400 and a message
+ * holding `words`. */
+static void refused_bytes(const char *body, size_t n, const char *words)
+{
+    struct oai_model m = { .id = "tiny", .tok = tok, .n_vocab = 3003, .n_ctx = 64 };
+    struct oai_error e;
+    memset(&e, 0, sizeof e);
+    struct job *j = oai_parse(&m, JOB_COMPLETION, body, n, &e);
+    CHECK(!j && e.status == 400 && strstr(e.msg, words), "%.*s: status %d (%s)", (int)n, body, e.status, e.msg);
+    job_release(j);
+}
+
+static void test_parse_whole_body(void)
+{
+    static const char two[] = "{\"prompt\": [1, 2]} {\"prompt\": [3]}";
+    refused_bytes(two, sizeof two - 1, "data after its JSON value, at byte 19");
+    static const char brace[] = "{\"prompt\": [1, 2]}}";
+    refused_bytes(brace, sizeof brace - 1, "data after its JSON value, at byte 18");
+    static const char nul[] = "{\"prompt\": [1, 2]}\0junk";
+    refused_bytes(nul, sizeof nul - 1, "data after its JSON value, at byte 18");
+    static const char esc_model[] = "{\"prompt\": [1, 2], \"model\": \"tiny\\u0000evil\"}";
+    refused_bytes(esc_model, sizeof esc_model - 1, "'\\u0000' at byte 33");
+    static const char esc_stop[] = "{\"prompt\": [1, 2], \"stop\": \"\\u0000\"}";
+    refused_bytes(esc_stop, sizeof esc_stop - 1, "'\\u0000'");
+    static const char esc_prompt[] = "{\"prompt\": \"hello\\u0000 world\"}";
+    refused_bytes(esc_prompt, sizeof esc_prompt - 1, "'\\u0000'");
+    static const char raw_nul[] = "{\"prompt\": \"hello\0 world\"}";
+    refused_bytes(raw_nul, sizeof raw_nul - 1, "control character 0x00 at byte 17");
+    static const char raw_ctl[] = "{\"prompt\": \"a\x01\"}";
+    refused_bytes(raw_ctl, sizeof raw_ctl - 1, "control character 0x01");
+    /* still accepted: trailing whitespace, an escaped backslash before "u0000", other escapes */
+    struct oai_error e;
+    struct job *j = parse(JOB_COMPLETION, "{\"prompt\": [1, 2]}\r\n \t", &e);
+    CHECK(j != NULL, "trailing whitespace: %s", e.msg);
+    job_release(j);
+    j = parse(JOB_COMPLETION, "{\"prompt\": \"a\\\\u0000b\\u0001\", \"stop\": \"\\n\"}", &e);
+    CHECK(j != NULL, "escaped backslash then u0000: %s", e.msg);
+    CHECK(j && j->p.n_stop == 1 && !strcmp(j->p.stop[0], "\n"), "the stop string");
+    job_release(j);
+}
+
 static void test_parse_ok(void)
 {
     struct oai_error e;
@@ -157,6 +198,7 @@ int main(void)
     } else {
         RUN_TEST(test_parse_errors);
         RUN_TEST(test_parse_ok);
+        RUN_TEST(test_parse_whole_body);
         RUN_TEST(test_parse_fuzz);
         colibri_tokenizer_free(tok);
     }
