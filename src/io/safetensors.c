@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 
 /* The header is JSON; real checkpoints have headers of a few MB at most. */
 #define ST_MAX_HEADER (256u << 20)
+/* Shapes and offsets are JSON numbers: integers above 2^53 are not exact. */
+#define ST_MAX_INT 9007199254740992.0
 
 static const struct { const char *name; size_t size; } DTYPES[ST_DTYPE_COUNT] = {
     [ST_F32] = { "F32", 4 },      [ST_BF16] = { "BF16", 2 },
@@ -82,24 +85,26 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
     unsigned __int128 numel = 1;
     for (int i = 0; i < nd; i++) {
         const cJSON *d = cJSON_GetArrayItem(sh, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != (double)(int64_t)d->valuedouble ||
-            d->valuedouble > 9.0e15)
-            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape'[%d] is not a non-negative integer",
-                           path, name, i);
+        /* checked as a double before the conversion, which is undefined out of range */
+        if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= ST_MAX_INT) ||
+            d->valuedouble != floor(d->valuedouble))
+            return err_set(err, COLIBRI_EFORMAT,
+                           "%s: tensor '%s': field 'shape'[%d] is not an integer in 0..2^53", path, name, i);
         t->shape[i] = (int64_t)d->valuedouble;
         numel *= (uint64_t)t->shape[i];
-        if (numel > ((unsigned __int128)1 << 62))
+        if (numel > ((unsigned __int128)1 << 53))
             return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' is too large", path, name);
     }
     t->numel = (int64_t)numel;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
         return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'data_offsets' missing or not [begin, end]",
                        path, name);
-    double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
-    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) || b < 0 ||
-        en < b || b != (double)(uint64_t)b || en != (double)(uint64_t)en)
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'data_offsets' is not a valid [begin, end]",
-                       path, name);
+    const cJSON *jb = cJSON_GetArrayItem(off, 0), *je = cJSON_GetArrayItem(off, 1);
+    double b = cJSON_IsNumber(jb) ? jb->valuedouble : -1, en = cJSON_IsNumber(je) ? je->valuedouble : -1;
+    if (!(b >= 0 && b <= ST_MAX_INT && en >= b && en <= ST_MAX_INT) || b != floor(b) || en != floor(en))
+        return err_set(err, COLIBRI_EFORMAT,
+                       "%s: tensor '%s': field 'data_offsets' is not [begin, end] with integers 0 <= begin <= end "
+                       "<= 2^53", path, name);
     uint64_t ub = (uint64_t)b, ue = (uint64_t)en;
     if (ue > data_size)
         return err_set(err, COLIBRI_EFORMAT,
@@ -194,7 +199,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
         struct st_tensor *t = &s->tensors[first + i];
         sp[i] = (struct span){ (uint64_t)(uintptr_t)t->data, (uint64_t)(uintptr_t)t->data + t->nbytes, t->name };
     }
-    qsort(sp, (size_t)n, sizeof *sp, cmp_span);
+    if (n > 1) qsort(sp, (size_t)n, sizeof *sp, cmp_span);
     for (int i = 1; i < n; i++)
         if (sp[i].begin < sp[i - 1].end && sp[i].end > sp[i].begin) {
             rc = err_set(err, COLIBRI_EFORMAT, "%s: tensors '%s' and '%s' overlap (data_offsets %llu..%llu and %llu..%llu)",
@@ -212,7 +217,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
 
 static int finish_set(struct st_set *s, const char *what, struct colibri_err *err)
 {
-    qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor_name);
+    if (s->n_tensors > 1) qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor_name);
     for (int i = 1; i < s->n_tensors; i++)
         if (!strcmp(s->tensors[i].name, s->tensors[i - 1].name))
             return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' appears twice (in %s and %s)", what,
@@ -247,6 +252,10 @@ static int open_index(const char *dir, const char *index_path, struct st_set *ou
     int n = 0;
     for (const cJSON *e = wm->child; e; e = e->next) n++;
     char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+    if (!names) {
+        cJSON_Delete(root);
+        return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", index_path);
+    }
     int rc = 0, nn = 0;
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
@@ -256,7 +265,7 @@ static int open_index(const char *dir, const char *index_path, struct st_set *ou
         names[nn++] = e->valuestring;
     }
     if (!rc) {
-        qsort(names, (size_t)nn, sizeof *names, cmp_str);
+        if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
         int cap = 0;
         char path[4096];
         for (int i = 0; i < nn && !rc; i++) {
@@ -325,6 +334,7 @@ int st_open_dir(const char *dir, struct st_set *out, struct colibri_err *err)
 const struct st_tensor *st_find(const struct st_set *s, const char *name)
 {
     struct st_tensor key = { .name = (char *)name };
+    if (!s->n_tensors) return NULL;     /* bsearch wants a non-NULL array */
     return bsearch(&key, s->tensors, (size_t)s->n_tensors, sizeof key, cmp_tensor_name);
 }
 

@@ -10,30 +10,71 @@
 #include "base/err.h"
 #include "base/util.h"
 
-/* Reads an integer field; `required` fields must be present. */
-static int get_int(const cJSON *o, const char *key, int required, int dflt, int *out, const char *path,
-                   struct colibri_err *err)
+/* Every number is checked as a double (finite, integral where it must be,
+ * in range) before it is converted: converting an out-of-range double to an
+ * integer is undefined behaviour, and an inf or NaN that reached the RoPE
+ * tables or the norms would give a model that silently outputs nothing. */
+#define CFG_MAX_SIZE 1e9
+
+/* Reads an integer field in [lo, CFG_MAX_SIZE]; `required` fields must be
+ * present. */
+static int get_int_in(const cJSON *o, const char *key, int required, int dflt, double lo, int *out,
+                      const char *path, struct colibri_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
     if (!v || cJSON_IsNull(v)) {
         if (required) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is missing", path, key);
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble > 1e9)
-        return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a non-negative integer", path, key);
-    *out = (int)v->valuedouble;
+    if (!cJSON_IsNumber(v)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > CFG_MAX_SIZE)
+        return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, outside the range %g..%g", path, key, d, lo,
+                       CFG_MAX_SIZE);
+    if (d != floor(d)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, not an integer", path, key, d);
+    *out = (int)d;
     return 0;
 }
 
-static int get_num(const cJSON *o, const char *key, double dflt, double *out, const char *path,
+static int get_int(const cJSON *o, const char *key, int required, int dflt, int *out, const char *path,
                    struct colibri_err *err)
+{
+    return get_int_in(o, key, required, dflt, 0, out, path, err);
+}
+
+/* Reads a number field that must be finite and in [lo, hi], or in (lo, hi]
+ * when lo_open. */
+static int get_num(const cJSON *o, const char *key, double dflt, double lo, int lo_open, double hi, double *out,
+                   const char *path, struct colibri_err *err)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
     if (!v || cJSON_IsNull(v)) { *out = dflt; return 0; }
     if (!cJSON_IsNumber(v)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
-    *out = v->valuedouble;
+    double d = v->valuedouble;
+    if (!isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
+        return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g; it must be a finite number in %c%g, %g]", path,
+                       key, d, lo_open ? '(' : '[', lo, hi);
+    *out = d;
+    return 0;
+}
+
+#define CFG_MAX_KEYS 4096        /* real configs have under a hundred */
+
+/* Refuses an object with too many keys or one key twice (Python's json
+ * keeps the last of two equal keys, cJSON the first: we would read another
+ * value than transformers does). o may be NULL. */
+static int check_keys(const cJSON *o, const char *what, const char *path, struct colibri_err *err)
+{
+    if (!cJSON_IsObject(o)) return 0;
+    int n = cJSON_GetArraySize(o);
+    if (n > CFG_MAX_KEYS)
+        return err_set(err, COLIBRI_EFORMAT, "%s: %s has %d fields; more than %d is not a model config", path, what,
+                       n, CFG_MAX_KEYS);
+    for (const cJSON *a = o->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && !strcmp(a->string, b->string))
+                return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' appears twice in %s", path, a->string, what);
     return 0;
 }
 
@@ -99,9 +140,8 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
     const cJSON *r = cJSON_IsObject(rp) ? rp : cJSON_IsObject(rs) ? rs : NULL;
     int rc;
     double theta_top;
-    if ((rc = get_num(root, "rope_theta", 10000.0, &theta_top, path, err))) return rc;
-    if ((rc = get_num(r, "rope_theta", theta_top, &c->rope_theta, path, err))) return rc;
-    if (c->rope_theta <= 1.0) return err_set(err, COLIBRI_EFORMAT, "%s: field 'rope_theta' must be > 1", path);
+    if ((rc = get_num(root, "rope_theta", 10000.0, 1.0, 1, 1e12, &theta_top, path, err))) return rc;
+    if ((rc = get_num(r, "rope_theta", theta_top, 1.0, 1, 1e12, &c->rope_theta, path, err))) return rc;
 
     const cJSON *type = r ? cJSON_GetObjectItemCaseSensitive(r, "rope_type") : NULL;
     if (!cJSON_IsString(type) && r) type = cJSON_GetObjectItemCaseSensitive(r, "type");
@@ -110,17 +150,17 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
         return err_set(err, COLIBRI_EUNSUPPORTED, "%s: rope type '%s' is not supported (default, yarn)", path,
                        c->rope_type);
     if (!strcmp(c->rope_type, "yarn")) {
-        double omax;
-        if ((rc = get_num(r, "factor", 0, &c->rope_factor, path, err))) return rc;
+        if ((rc = get_num(r, "factor", 0, 0, 1, 1e6, &c->rope_factor, path, err))) return rc;
         if (c->rope_factor <= 0)
             return err_set(err, COLIBRI_EFORMAT, "%s: yarn rope needs a positive 'factor'", path);
-        if ((rc = get_num(r, "original_max_position_embeddings", c->max_position_embeddings, &omax, path, err)))
+        /* the correction dims take logs of max_pos / beta: both must be positive */
+        if ((rc = get_int_in(r, "original_max_position_embeddings", 0, c->max_position_embeddings, 1,
+                             &c->rope_original_max_pos, path, err)))
             return rc;
-        c->rope_original_max_pos = (int)omax;
-        if ((rc = get_num(r, "beta_fast", 32.0, &c->rope_beta_fast, path, err))) return rc;
-        if ((rc = get_num(r, "beta_slow", 1.0, &c->rope_beta_slow, path, err))) return rc;
-        if ((rc = get_num(r, "mscale", 0.0, &c->rope_mscale, path, err))) return rc;
-        if ((rc = get_num(r, "mscale_all_dim", 0.0, &c->rope_mscale_all_dim, path, err))) return rc;
+        if ((rc = get_num(r, "beta_fast", 32.0, 0, 1, 1e6, &c->rope_beta_fast, path, err))) return rc;
+        if ((rc = get_num(r, "beta_slow", 1.0, 0, 1, 1e6, &c->rope_beta_slow, path, err))) return rc;
+        if ((rc = get_num(r, "mscale", 0.0, 0, 0, 1e3, &c->rope_mscale, path, err))) return rc;
+        if ((rc = get_num(r, "mscale_all_dim", 0.0, 0, 0, 1e3, &c->rope_mscale_all_dim, path, err))) return rc;
     }
     if (get_bool(root, "rope_interleave", 1) != 1)
         return err_set(err, COLIBRI_EUNSUPPORTED,
@@ -137,6 +177,10 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         return err_set(err, COLIBRI_EFORMAT, "%s: not a JSON object", path);
     }
     int rc = 0;
+    if ((rc = check_keys(root, "the top level", path, err)) ||
+        (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), "rope_scaling", path, err)) ||
+        (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters"), "rope_parameters", path, err)))
+        goto out;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (!cJSON_IsString(mt)) {
         rc = err_set(err, COLIBRI_EFORMAT, "%s: field 'model_type' is missing", path);
@@ -168,8 +212,9 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     INT_FIELD(n_group, 0, 1);
     INT_FIELD(topk_group, 0, 1);
     INT_FIELD(first_k_dense_replace, 0, 0);
-    INT_FIELD(max_position_embeddings, 0, 4096);
 #undef INT_FIELD
+    if ((rc = get_int_in(root, "max_position_embeddings", 0, 4096, 1, &c->max_position_embeddings, path, err)))
+        goto out;
     int kv_heads;
     if ((rc = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, &kv_heads, path, err))) goto out;
     if (kv_heads != c->num_attention_heads) {
@@ -178,9 +223,10 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         goto out;
     }
     double d;
-    if ((rc = get_num(root, "routed_scaling_factor", 1.0, &d, path, err))) goto out;
+    if ((rc = get_num(root, "routed_scaling_factor", 1.0, 0, 1, 1e6, &d, path, err))) goto out;
     c->routed_scaling_factor = (float)d;
-    if ((rc = get_num(root, "rms_norm_eps", 1e-6, &d, path, err))) goto out;
+    /* at least FLT_MIN, so it stays positive as a float */
+    if ((rc = get_num(root, "rms_norm_eps", 1e-6, 1.2e-38, 0, 1.0, &d, path, err))) goto out;
     c->rms_norm_eps = (float)d;
     c->norm_topk_prob = get_bool(root, "norm_topk_prob", 0);
     c->tie_word_embeddings = get_bool(root, "tie_word_embeddings", 0);

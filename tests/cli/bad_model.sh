@@ -21,6 +21,16 @@ mk llama; sed -i 's/"deepseek_v3"/"llama"/' "$tmp/llama/config.json"; expect lla
 mk shape; sed -i 's/"hidden_size": *128/"hidden_size": 96/' "$tmp/shape/config.json"; expect shape "shape"
 mk noconfig; rm "$tmp/noconfig/config.json"; expect noconfig "config.json"
 mk badjson; echo '{"model_type": ' > "$tmp/badjson/config.json"; expect badjson "config.json"
+# numbers out of range (1e400 parses as inf) are refused by field name with the range
+mk eps; sed -i 's/"rms_norm_eps": *[^,]*/"rms_norm_eps": 1e400/' "$tmp/eps/config.json"
+expect eps "'rms_norm_eps' is inf; it must be a finite number in [1.2e-38, 1]"
+mk bigsize; sed -i 's/"vocab_size": *[0-9]*/"vocab_size": 5e9/' "$tmp/bigsize/config.json"
+expect bigsize "'vocab_size' is 5e+09, outside the range 0..1e+09"
+mk yarn; sed -i 's/"original_max_position_embeddings": *[0-9]*/"original_max_position_embeddings": -8/' \
+    "$tmp/yarn/config.json"
+mk betainf; sed -i 's/"beta_fast": *[0-9.]*/"beta_fast": 1e999/' "$tmp/betainf/config.json"
+expect betainf "'beta_fast' is inf; it must be a finite number in (0, 1e+06]"
+expect yarn "'original_max_position_embeddings' is -8, outside the range 1..1e+09"
 # A reference.json whose generation prompt holds a non-number: refused, no crash.
 mkdir -p "$tmp/badref"; cp "$src"/* "$tmp/badref/"
 python3 -c "

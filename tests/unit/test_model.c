@@ -79,6 +79,63 @@ static void test_config_refusals(void)
     CHECK(parse_edit("\"hidden_size\":32", "\"hidden_size\":-5", &c, &err) == COLIBRI_EFORMAT, "negative size accepted");
 }
 
+/* A config with `extra` appended must be refused with EFORMAT and a message
+ * holding both words (the field and its range). */
+static void refused(const char *extra, const char *field, const char *range)
+{
+    struct model_config c;
+    struct colibri_err err;
+    int rc = parse("deepseek_v3", extra, &c, &err);
+    CHECK(rc == COLIBRI_EFORMAT && strstr(err.msg, field) && strstr(err.msg, range), "%s: rc %d, '%s'", extra, rc,
+          err.msg);
+}
+
+#define YARN(fields) ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4," fields "}"
+
+/* Every number is finite and in range before it is used or converted. */
+static void test_config_number_ranges(void)
+{
+    refused(",\"rms_norm_eps\":1e400", "'rms_norm_eps'", "[1.2e-38, 1]");      /* parses as inf */
+    refused(",\"rms_norm_eps\":-1e-6", "'rms_norm_eps'", "[1.2e-38, 1]");
+    refused(",\"rms_norm_eps\":0", "'rms_norm_eps'", "finite number");
+    refused(",\"rms_norm_eps\":1e-300", "'rms_norm_eps'", "[1.2e-38, 1]");     /* 0 as a float */
+    refused(",\"routed_scaling_factor\":-2.5", "'routed_scaling_factor'", "(0, 1e+06]");
+    refused(",\"routed_scaling_factor\":1e999", "'routed_scaling_factor'", "is inf");
+    refused(",\"rope_theta\":1e400", "'rope_theta'", "(1, 1e+12]");
+    refused(",\"rope_theta\":0.5", "'rope_theta'", "(1, 1e+12]");
+    refused(YARN("\"original_max_position_embeddings\":0"), "'original_max_position_embeddings'", "1..1e+09");
+    refused(YARN("\"original_max_position_embeddings\":-64"), "'original_max_position_embeddings'", "1..1e+09");
+    refused(YARN("\"original_max_position_embeddings\":1e300"), "'original_max_position_embeddings'", "1..1e+09");
+    refused(YARN("\"original_max_position_embeddings\":64.5"), "'original_max_position_embeddings'",
+            "not an integer");
+    refused(YARN("\"beta_fast\":1e400"), "'beta_fast'", "(0, 1e+06]");
+    refused(YARN("\"beta_slow\":0"), "'beta_slow'", "(0, 1e+06]");
+    refused(YARN("\"mscale\":-1"), "'mscale'", "[0, 1000]");
+    refused(YARN("\"mscale_all_dim\":1e400"), "'mscale_all_dim'", "[0, 1000]");
+    refused(",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":-4}", "'factor'", "(0, 1e+06]");
+    struct model_config c;
+    struct colibri_err err;
+    CHECK(parse_edit("\"max_position_embeddings\":256", "\"max_position_embeddings\":0", &c, &err) ==
+              COLIBRI_EFORMAT && strstr(err.msg, "'max_position_embeddings' is 0, outside the range 1..1e+09"),
+          "%s", err.msg);
+    /* Python's json keeps the last of two equal keys, cJSON the first: refused rather than misread */
+    refused(",\"max_position_embeddings\":0", "'max_position_embeddings' appears twice", "");
+    refused(YARN("\"beta_fast\":32,\"beta_fast\":16"), "'beta_fast' appears twice", "");
+    CHECK(parse_edit("\"vocab_size\":64", "\"vocab_size\":2e9", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "'vocab_size' is 2e+09, outside the range 0..1e+09"), "%s", err.msg);
+    CHECK(parse_edit("\"hidden_size\":32", "\"hidden_size\":1e400", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "'hidden_size' is inf"), "%s", err.msg);
+    CHECK(parse_edit("\"hidden_size\":32", "\"hidden_size\":32.5", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "'hidden_size' is 32.5, not an integer"), "%s", err.msg);
+    CHECK(parse_edit("\"hidden_size\":32", "\"hidden_size\":\"32\"", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "'hidden_size' is not a number"), "%s", err.msg);
+    /* the edges are accepted */
+    CHECK(parse("deepseek_v3", ",\"rms_norm_eps\":1,\"routed_scaling_factor\":2.5" YARN(
+                    "\"original_max_position_embeddings\":1,\"beta_fast\":1e6,\"mscale\":0"), &c, &err) == 0,
+          "%s", err.msg);
+    CHECK(c.rope_original_max_pos == 1 && c.rms_norm_eps == 1.0f && c.routed_scaling_factor == 2.5f, "values kept");
+}
+
 static void test_session_errors(void)
 {
     colibri_model *m = NULL;
@@ -198,6 +255,7 @@ int main(void)
 {
     RUN_TEST(test_config_rope_spellings_agree);
     RUN_TEST(test_config_refusals);
+    RUN_TEST(test_config_number_ranges);
     RUN_TEST(test_session_errors);
     RUN_TEST(test_sessions_share_model);
     RUN_TEST(test_batch_decode_equals_solo);

@@ -109,6 +109,30 @@ static void test_malformed_headers(void)
     open_expect(path, COLIBRI_EFORMAT, "twice");
     write_st(path, "[1,2,3]", zeros, 0);
     open_expect(path, COLIBRI_EFORMAT, "JSON");
+    /* numbers checked as doubles before any conversion (out of range is undefined behaviour) */
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,8]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'shape'[0] is not an integer in 0..2^53");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e400],\"data_offsets\":[0,8]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'shape'[0] is not an integer in 0..2^53");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2, 1.5],\"data_offsets\":[0,8]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'shape'[1] is not an integer");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,1e300]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'data_offsets' is not [begin, end]");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-1e300,8]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'data_offsets' is not [begin, end]");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[\"0\",8]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'data_offsets' is not [begin, end]");
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'data_offsets' is not [begin, end]");
+    /* 2^31 x 2^31 F32 elements are 2^64 bytes: that wraps to 0 in 64 bits and would match [0, 0] */
+    write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2147483648,2147483648],\"data_offsets\":[0,0]}}",
+             zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "'shape' is too large");
+    /* no tensors at all: opens as an empty set */
+    write_st(path, "{}", zeros, 0);
+    open_expect(path, 0, NULL);
+    write_st(path, "{\"__metadata__\":{\"format\":\"pt\"}}", zeros, 0);
+    open_expect(path, 0, NULL);
     /* Header length larger than the file. */
     FILE *f = fopen(path, "wb");
     uint8_t le[12] = { 0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ' };
