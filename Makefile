@@ -27,7 +27,8 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq \
               -mavx512vnni -mavx512bf16
 
-LIB_SRC_ALL := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+LIB_EXCLUDE ?=
+LIB_SRC_ALL := $(filter-out src/cli/% $(LIB_EXCLUDE),$(wildcard src/*/*.c))
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC_ALL))
 else ifeq ($(ARCH),aarch64)
@@ -43,7 +44,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libcolibri.a
 
-.PHONY: all test check clean demo deps bench
+.PHONY: all test check clean demo deps bench fuzz
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -85,8 +86,30 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
+# gcc leaves float-cast-overflow out of `undefined` (an out-of-range double to
+# int conversion is undefined behaviour all the same); float-divide-by-zero
+# stays out: IEEE division by zero is how the kernels get their infinities.
+# Every report fails the test that triggered it.
+CHECK_SAN := -fsanitize=address,undefined,float-cast-overflow \
+             -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
 check:
-	$(MAKE) BUILD=build/san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+	$(MAKE) BUILD=build/san OPT=-O1 SAN="$(CHECK_SAN)" test
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), built with clang into build/fuzz/
+# (sh tools/deps.sh --fuzz installs clang). Run them with tools/fuzz.sh.
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined,float-cast-overflow \
+                -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
+# the CPU-feature probe uses a feature name clang 14 lacks; no harness needs it
+FUZZ_EXCLUDE := src/quant/dispatch.c
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -gline-tables-only" LIB_EXCLUDE="$(FUZZ_EXCLUDE)" \
+	    SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" EXTRA_CFLAGS=-Wno-unknown-warning-option \
+	    $(FUZZ_TARGETS:%=build/fuzz/%)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(LIB)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
 deps:
 	@sh tools/deps.sh --test

@@ -3,7 +3,9 @@
 # otherwise prints the exact command to run.
 #   sh tools/deps.sh          Debian packages for building and running colibri
 #   sh tools/deps.sh --test   also the Python packages the tests use
+#   sh tools/deps.sh --fuzz   only clang, libFuzzer and clang's OpenMP, for `make fuzz`
 PKGS="build-essential libcjson-dev libpcre2-dev libxxhash-dev libmicrohttpd-dev"
+[ "${1:-}" = --fuzz ] && PKGS="clang libclang-rt-dev libomp-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -18,6 +20,10 @@ if [ -n "$missing" ]; then
         echo "run:  sudo apt-get install -y$missing" >&2
         exit 1
     fi
+fi
+if [ "${1:-}" = --fuzz ]; then   # the Debian packages are all it takes
+    command -v clang >/dev/null 2>&1 || { echo "clang not found after installing it" >&2; exit 1; }
+    exit 0
 fi
 [ "${1:-}" = --test ] || exit 0
 dir=$(dirname "$0")/..
