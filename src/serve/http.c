@@ -42,6 +42,7 @@ struct req {
     struct conn *conn;          /* NULL if its registration failed */
     struct sbuf body;
     int received;               /* the body is complete */
+    int body_announced;         /* Content-Length > 0 or Transfer-Encoding */
     struct job *job;            /* a non-streaming generation: one reference */
     struct waiter w;
 };
@@ -298,6 +299,14 @@ static enum route find_route(const char *url, const char *method, int *path_know
     return R_NONE;
 }
 
+/* An error answered before the body is read. */
+static enum MHD_Result refuse_early(struct serve *sv, struct MHD_Connection *c, struct req *rq,
+                                    const struct oai_error *e)
+{
+    if (rq->body_announced) conn_linger(sv->cw, rq->conn);
+    return respond_error(sv, c, e);
+}
+
 /* Checks that need no body: route, auth, declared size. A response queued
  * here ends the request (libmicrohttpd then closes the connection if a body
  * was announced and not read). */
@@ -310,28 +319,30 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
     atomic_fetch_add(&sv->met.requests[ROUTES[rq->route].ep], 1);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     rq->conn = ci ? ci->socket_context : NULL;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
+    int sized = cl && !errno && end != cl;
+    /* an answer queued now leaves the body unread: the close lingers so
+     * that a client still sending it reads the answer, not a reset */
+    if ((sized && n > 0) || MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        rq->body_announced = 1;
     if (rq->route == R_NONE) {
         if (known)
             oai_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s", method, url);
         else oai_error_set(&e, 404, "invalid_request_error", NULL, NULL, "unknown endpoint %s %s", method, url);
-        return respond_error(sv, c, &e);
+        return refuse_early(sv, c, rq, &e);
     }
     if (ROUTES[rq->route].auth && !authorized(sv, c)) {
         oai_error_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
                       "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
-        return respond_error(sv, c, &e);
+        return refuse_early(sv, c, rq, &e);
     }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (!errno && end != cl && n > sv->o.max_body) {
-            oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
-                          "the request body (%llu bytes) is over the limit of %zu bytes", n, sv->o.max_body);
-            conn_linger(sv->cw, rq->conn);
-            return respond_error(sv, c, &e);
-        }
+    if (sized && n > sv->o.max_body) {
+        oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
+                      "the request body (%llu bytes) is over the limit of %zu bytes", n, sv->o.max_body);
+        return refuse_early(sv, c, rq, &e);
     }
     return MHD_YES;
 }

@@ -222,23 +222,25 @@ def read_response(s, limit=10.0):
 
 
 def test_413_reaches_a_client_that_sends_the_whole_body():
-    """A declared body over the limit is answered at once, and the client
-    reads the 413 after writing its body (no reset in between)."""
+    """A declared body over the limit (or any body sent to an unknown path)
+    is answered at once, and the client reads the answer after writing its
+    whole body: no reset in between."""
     body = b"x" * (8 << 20)
-    s = socket.create_connection(host_port(URL_A), timeout=10, source_address=(GOOD, 0))
-    try:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(body))
-        err = None
+    for path, want in (("/v1/completions", b"HTTP/1.1 413"), ("/v1/nothing", b"HTTP/1.1 404")):
+        s = socket.create_connection(host_port(URL_A), timeout=10, source_address=(GOOD, 0))
         try:
-            s.sendall(body)
-        except OSError as e:
-            err = e
-        out = read_response(s)
-        check(err is None, f"sending the body failed: {err!r} (response {out[:60]!r})")
-        check(out.startswith(b"HTTP/1.1 413"), f"after sending the body: {out[:120]!r}")
-    finally:
-        s.close()
+            s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)))
+            err = None
+            try:
+                s.sendall(body)
+            except OSError as e:
+                err = e
+            out = read_response(s)
+            check(err is None, f"{path}: sending the body failed: {err!r} (response {out[:60]!r})")
+            check(out.startswith(want), f"{path}: after sending the body: {out[:120]!r}")
+        finally:
+            s.close()
 
 
 def test_endless_chunked_body_is_cut():
