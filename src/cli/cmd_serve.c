@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -15,8 +16,8 @@
 int cmd_serve(int argc, char **argv)
 {
     struct serve_opts so = { .model_dir = "models/colibri-tiny", .host = "127.0.0.1", .port = 8080, .n_slots = 4,
-                             .max_queue = 64, .drain_s = 30, .timeout_s = 10,
-                             .max_conns = 1024, .max_conns_per_addr = 64 };
+                             .max_queue = 64, .drain_s = 30, .timeout_s = SERVE_TIMEOUT_S,
+                             .max_conns = SERVE_MAX_CONNS, .max_conns_per_addr = SERVE_MAX_CONNS_PER_ADDR };
     const char *kv = NULL, *kv_dir = NULL;
     int max_body_kib = 4096, drain = 30;
     const struct opt opts[] = {
@@ -40,10 +41,10 @@ int cmd_serve(int argc, char **argv)
           1 << 20 },
         { "timeout", 0, OPT_INT, &so.timeout_s, "seconds a client may take to send a whole request, or stay idle "
                                                 "(default 10)", 1, 3600 },
-        { "max-conns", 0, OPT_INT, &so.max_conns, "open connections in all, more are refused (default 1024, less "
+        { "max-conns", 0, OPT_INT, &so.max_conns, "open connections in all, more are refused (default 2048, less "
                                                   "if the descriptor limit is lower)", 1, 1 << 20 },
-        { "max-conns-per-addr", 0, OPT_INT, &so.max_conns_per_addr, "open connections from one client address "
-                                                                    "(default 64)", 1, 1 << 20 },
+        { "max-conns-per-addr", 0, OPT_INT, &so.max_conns_per_addr, "open connections from one client address, "
+                                                                    "more are refused (default 256)", 1, 1 << 20 },
         { "threads", 't', OPT_INT, &so.n_threads, "compute threads (default: OpenMP's)", 0, 4096 },
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },
@@ -77,6 +78,14 @@ int cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* room for the connections, where the hard limit allows */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)so.max_conns + 256) {
+        rlim_t want = (rlim_t)so.max_conns + 256;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     struct colibri_err err = { 0 };
     serve *sv = NULL;
     if (serve_new(&so, &sv, &err)) {

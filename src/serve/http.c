@@ -479,7 +479,7 @@ int http_start(struct serve *sv, struct colibri_err *err)
     } else {
         return err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
     }
-    int timeout_s = sv->o.timeout_s > 0 ? sv->o.timeout_s : 10;
+    int timeout_s = sv->o.timeout_s > 0 ? sv->o.timeout_s : SERVE_TIMEOUT_S;
     int rc = conn_watch_new(timeout_s, LINGER_S, &sv->cw, err);
     if (rc) return rc;
     sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
@@ -487,9 +487,9 @@ int http_start(struct serve *sv, struct colibri_err *err)
                                   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
-                                  MHD_OPTION_CONNECTION_LIMIT, conn_limit(sv->o.max_conns > 0 ? sv->o.max_conns : 1024),
+                                  MHD_OPTION_CONNECTION_LIMIT, conn_limit(sv->o.max_conns > 0 ? sv->o.max_conns : SERVE_MAX_CONNS),
                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                  (unsigned)(sv->o.max_conns_per_addr > 0 ? sv->o.max_conns_per_addr : 64),
+                                  (unsigned)(sv->o.max_conns_per_addr > 0 ? sv->o.max_conns_per_addr : SERVE_MAX_CONNS_PER_ADDR),
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout_s,
                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
                                   MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,

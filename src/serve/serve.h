@@ -25,6 +25,14 @@
 
 #include "colibri.h"
 
+/* Connection defaults. Idle connections cost no thread, so the limits are
+ * about descriptors and memory (about 130 KiB at most per connection): one
+ * address may hold an eighth of them, enough for a 64-client benchmark or a
+ * reverse proxy's pool, not enough to shut others out. */
+#define SERVE_TIMEOUT_S 10
+#define SERVE_MAX_CONNS 2048
+#define SERVE_MAX_CONNS_PER_ADDR 256
+
 struct serve_opts {
     const char *model_dir;      /* config.json + safetensors + tokenizer.json */
     const char *host;           /* IPv4 or IPv6 address, or a name (its first address) */
@@ -37,9 +45,9 @@ struct serve_opts {
     const char *kv_dir;         /* NULL, or a directory of per-slot KV files (created if absent) */
     int max_queue;              /* requests waiting for a slot before 429 */
     size_t max_body;            /* request body bytes before 413 */
-    int timeout_s;              /* seconds for a request to arrive, or idle; 0 = 10 */
-    int max_conns;              /* open connections in all; 0 = 1024 (less if the fd limit is lower) */
-    int max_conns_per_addr;     /* open connections from one client address; 0 = 64 */
+    int timeout_s;              /* seconds for a request to arrive, or idle; 0 = SERVE_TIMEOUT_S */
+    int max_conns;              /* open connections in all; 0 = SERVE_MAX_CONNS (less if the fd limit is lower) */
+    int max_conns_per_addr;     /* open connections from one client address; 0 = SERVE_MAX_CONNS_PER_ADDR */
     const char *api_key;        /* NULL or "" = no auth */
     int n_threads;              /* 0 = OpenMP default */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */

@@ -36,7 +36,7 @@ start() {
     fail "server $name did not start within 10 s"
 }
 
-start a --slots 2 --max-body 64
+start a --slots 2 --max-body 64 --max-conns-per-addr 32
 start b --slots 2 --timeout 3 --max-conns 8000 --max-conns-per-addr 8000 --step-delay-ms 50
 export ABUSE_URL_A="http://127.0.0.1:$port_a" ABUSE_URL_B="http://127.0.0.1:$port_b" ABUSE_TIMEOUT=3
 timeout 120 "$PY" tests/serve/test_abuse.py || fail "tests/serve/test_abuse.py failed"

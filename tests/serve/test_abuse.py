@@ -2,7 +2,7 @@
 """Connection abuse against `colibri serve` (started by tests/cli/serve_abuse.sh).
 
 Environment:
-  ABUSE_URL_A    a server with the default connection limits (--max-body 64 KiB)
+  ABUSE_URL_A    a server with --max-conns-per-addr 32 and --max-body 64 KiB
   ABUSE_URL_B    a server with --timeout ABUSE_TIMEOUT, per-address and total
                  limits above what the test opens, and a per-step delay
   ABUSE_TIMEOUT  B's --timeout in seconds
@@ -142,7 +142,7 @@ def all_normal_succeed(url, n):
 
 def test_per_address_limit_keeps_others_served():
     """Idle and trickling sockets from one address: it gets at most the
-    per-address limit (64), everyone else is served."""
+    per-address limit (32), everyone else is served."""
     n = fd_budget(N_IDLE + N_TRICKLE + 64) // 2
     idle = open_sockets(URL_A, n)
     trickle_socks = open_sockets(URL_A, N_TRICKLE)
@@ -150,7 +150,7 @@ def test_per_address_limit_keeps_others_served():
     try:
         time.sleep(0.5)
         held = sum(not closed_by_server(s) for s in idle + trickle_socks)
-        check(0 < held <= 64, f"{held} of {len(idle) + len(trickle_socks)} connections from one address held open")
+        check(0 < held <= 32, f"{held} of {len(idle) + len(trickle_socks)} connections from one address held open")
         all_normal_succeed(URL_A, N_NORMAL)
     finally:
         tr.close()
