@@ -131,11 +131,19 @@ def normal_request(url, path="/v1/completions", body=None, timeout=10):
 
 
 def all_normal_succeed(url, n):
-    t0 = time.time()
+    """Latencies (s) of n normal requests, each of which must succeed."""
+    lat = []
     for i in range(n):
+        t0 = time.time()
         st, res = normal_request(url, "/health" if i % 5 == 4 else "/v1/completions")
         check(st == 200, f"normal request {i}: {st} {res}")
-    return time.time() - t0
+        lat.append(time.time() - t0)
+    return lat
+
+
+def describe(lat):
+    lat = sorted(lat)
+    return f"median {lat[len(lat) // 2] * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms"
 
 
 # ------------------------------------------------------------------ tests
@@ -164,6 +172,7 @@ def test_idle_sockets_hold_no_worker_and_time_out():
     them, the trickling ones included."""
     n_idle = fd_budget(N_IDLE + N_TRICKLE + 64) - N_TRICKLE
     check(n_idle >= 200, f"descriptor limit too low for the test ({n_idle} idle sockets)")
+    before = all_normal_succeed(URL_B, 10)
     t0 = time.time()
     idle = open_sockets(URL_B, n_idle)
     trickle_socks = open_sockets(URL_B, N_TRICKLE)
@@ -173,7 +182,9 @@ def test_idle_sockets_hold_no_worker_and_time_out():
         if time.time() - t0 < TIMEOUT - 0.5:
             gone = sum(closed_by_server(s) for s in idle + trickle_socks)
             check(gone == 0, f"{gone} connections closed before the timeout")
-        all_normal_succeed(URL_B, N_NORMAL)
+        during = all_normal_succeed(URL_B, N_NORMAL)
+        print(f"     {len(idle)} idle + {len(trickle_socks)} trickling connections held: {N_NORMAL} normal "
+              f"requests {describe(during)} (without them: {describe(before)})")
         # the same address is served too once it sends a request
         host, port = host_port(URL_B)
         c = http.client.HTTPConnection(host, port, timeout=10, source_address=(BAD, 0))
