@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -31,7 +30,7 @@
 #include "serve/serve_impl.h"
 
 #define HTTP_THREADS 4
-#define LINGER_S 2.0            /* how long an unread body is drained after a 413 */
+#define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
 
 enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_COUNT };
 
