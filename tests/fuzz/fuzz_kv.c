@@ -1,23 +1,35 @@
-/* libFuzzer harness: KV files (kv_file_hdr_decode, kv_file_verify: header,
- * count slots, record walk) read through an in-memory kv_io.
- * First input byte: bit 0 set - "reseal": before reading, the harness
- * recomputes the header checksum, both count slots' checksums and every
- * whole record's checksum from the (mutated) bytes, so mutations get past
- * the checksums and reach the field checks and the record paths; clear -
- * the bytes are read as they are. Layout: docs/FORMATS.md "KV files". */
+/* libFuzzer harness: KV files, read through an in-memory kv_io. First input
+ * byte:
+ *   bit 0  "reseal": before reading, recompute the header checksum, both count
+ *          slots' checksums and every whole record's checksum from the
+ *          (mutated) bytes, so mutations get past the checksums and reach the
+ *          field checks and the record paths; clear: read the bytes as they are
+ *   bit 1  also open the file as a writer would (kv_file_open: validate,
+ *          restore into a cache, trim) and save it back, with a cache of the
+ *          tier in bits 2..5 (mod the tier count) and the geometry and
+ *          identity of tests/kv/golden_f32.ckv, so an f32 file is upgraded
+ *          (decoded and re-encoded) into the other tiers
+ * Always: kv_file_hdr_decode and kv_file_verify (header, count slots, record
+ * walk). Layout: docs/FORMATS.md "KV files". */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "kv/cache.h"
 #include "kv/persist.h"
 
-struct mem { const uint8_t *p; size_t n; };
+/* One in-memory file; writes grow it. Paths ending in ".tmp" (a rewrite's
+ * scratch file) cannot be opened, so a rewrite fails cleanly. */
+struct mem { uint8_t *p; size_t n, cap; };
 
 static int m_open(const struct kv_io *io, const char *path, int flags, void **fh)
 {
-    if (flags & KV_IO_WRITE) return -EROFS;
-    *fh = io->ctx;
+    size_t l = strlen(path);
+    if (l >= 4 && !strcmp(path + l - 4, ".tmp")) return -EIO;
+    struct mem *m = io->ctx;
+    if (flags & KV_IO_CREATE) m->n = 0;
+    *fh = m;
     return 0;
 }
 static int m_close(const struct kv_io *io, void *fh) { return 0; }
@@ -29,15 +41,44 @@ static int m_read(const struct kv_io *io, void *fh, void *buf, size_t n, uint64_
     *got = k;
     return 0;
 }
-static int m_write(const struct kv_io *io, void *fh, const void *buf, size_t n, uint64_t off) { return -EROFS; }
-static int m_sync(const struct kv_io *io, void *fh) { return -EROFS; }
-static int m_truncate(const struct kv_io *io, void *fh, uint64_t size) { return -EROFS; }
+static int m_reserve(struct mem *m, uint64_t size)
+{
+    if (size > (64u << 20)) return -EFBIG;
+    if (size <= m->cap) return 0;
+    size_t cap = m->cap ? m->cap : 4096;
+    while (cap < size) cap *= 2;
+    uint8_t *p = realloc(m->p, cap);
+    if (!p) return -ENOMEM;
+    m->p = p;
+    m->cap = cap;
+    return 0;
+}
+static int m_write(const struct kv_io *io, void *fh, const void *buf, size_t n, uint64_t off)
+{
+    struct mem *m = fh;
+    int rc = m_reserve(m, off + n);
+    if (rc) return rc;
+    if (off > m->n) memset(m->p + m->n, 0, off - m->n);
+    memcpy(m->p + off, buf, n);
+    if (off + n > m->n) m->n = off + n;
+    return 0;
+}
+static int m_sync(const struct kv_io *io, void *fh) { return 0; }
+static int m_truncate(const struct kv_io *io, void *fh, uint64_t size)
+{
+    struct mem *m = fh;
+    int rc = m_reserve(m, size);
+    if (rc) return rc;
+    if (size > m->n) memset(m->p + m->n, 0, size - m->n);
+    m->n = size;
+    return 0;
+}
 static int m_size(const struct kv_io *io, void *fh, uint64_t *size)
 {
     *size = ((const struct mem *)fh)->n;
     return 0;
 }
-static int m_rename(const struct kv_io *io, const char *from, const char *to) { return -EROFS; }
+static int m_rename(const struct kv_io *io, const char *from, const char *to) { return -EIO; }
 
 static uint64_t rd64(const uint8_t *p)
 {
@@ -64,20 +105,46 @@ static void reseal(uint8_t *f, size_t n)
     for (size_t off = KV_FILE_RECORDS; off + rec <= n; off += rec) wr64(f + off + rec - 8, XXH64(f + off, rec - 8, salt));
 }
 
+/* Opens f as a writer with a cache of tier t, then saves what it restored. */
+static void open_and_save(struct mem *m, const struct kv_io *io, enum kv_tier t)
+{
+    struct kv_cache *c = NULL;
+    struct colibri_err err = { 0 };
+    if (kv_cache_new(t, KV_ROPE_DEFAULT, 2, 32, 16, 8, &c, &err)) return;
+    struct kv_file_hdr want;
+    /* the identity tests/unit/persist_fixture.h gives the golden file */
+    if (kv_file_hdr_for(c, 0x6d6f64656c31ull, "experts=stored dense=stored embed=stored", 0x73616c7431ull, &want,
+                        &err)) {
+        kv_cache_free(c);
+        return;
+    }
+    int32_t tok[8];
+    struct kv_file_report rep;
+    struct kv_file *f = NULL;
+    memset(&err, 0, sizeof err);
+    if (kv_file_open(io, "fuzz.ckv", &want, c, tok, 8, &rep, &f, &err) == 0) {
+        if (rep.restored > 8 || rep.restored > rep.kept || rep.kept > rep.published) abort();
+        kv_file_save(f, c, tok, (int)rep.restored, &err);
+        kv_file_close(f);
+    } else if (!err.msg[0]) {
+        abort();
+    }
+    kv_cache_free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     size_t n = size - 1;
-    uint8_t *f = malloc(n ? n : 1);
-    if (!f) return 0;
-    memcpy(f, data + 1, n);
-    if (data[0] & 1) reseal(f, n);
-    struct mem m = { f, n };
+    struct mem m = { malloc(n ? n : 1), n, n ? n : 1 };
+    if (!m.p) return 0;
+    memcpy(m.p, data + 1, n);
+    if (data[0] & 1) reseal(m.p, n);
     const struct kv_io io = { m_open, m_close, m_read, m_write, m_sync, m_truncate, m_size, m_rename, &m };
     struct colibri_err err = { 0 };
     if (n >= KV_FILE_HDR_BYTES) {
         struct kv_file_hdr h;
-        if (kv_file_hdr_decode(f, &h, &err) && !err.msg[0]) abort();
+        if (kv_file_hdr_decode(m.p, &h, &err) && !err.msg[0]) abort();
     }
     struct kv_file_verify v;
     memset(&err, 0, sizeof err);
@@ -89,6 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (!err.msg[0]) {
         abort();
     }
-    free(f);
+    if (data[0] & 2) open_and_save(&m, &io, (enum kv_tier)((data[0] >> 2) % KV_TIER_COUNT));
+    free(m.p);
     return 0;
 }

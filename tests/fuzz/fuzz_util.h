@@ -13,18 +13,18 @@
 #include <unistd.h>
 
 /* The scratch directory (created on first use, removed at exit). */
-static const char *fuzz_dir(void);
+static inline const char *fuzz_dir(void);
 
 static char fuzz_dir_path[256];
 
-static void fuzz_dir_cleanup(void)
+static inline void fuzz_dir_cleanup(void)
 {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", fuzz_dir_path);
     if (fuzz_dir_path[0] && system(cmd)) { /* best effort */ }
 }
 
-static const char *fuzz_dir(void)
+static inline const char *fuzz_dir(void)
 {
     if (!fuzz_dir_path[0]) {
         const char *tmp = getenv("TMPDIR");
@@ -37,7 +37,7 @@ static const char *fuzz_dir(void)
 
 /* Writes n bytes to dir/name (dir NULL = the scratch directory); the path
  * goes to out. Aborts on failure: the harness cannot go on without it. */
-static void fuzz_write(const char *dir, const char *name, const void *p, size_t n, char *out, size_t cap)
+static inline void fuzz_write(const char *dir, const char *name, const void *p, size_t n, char *out, size_t cap)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir ? dir : fuzz_dir(), name);
@@ -47,7 +47,7 @@ static void fuzz_write(const char *dir, const char *name, const void *p, size_t 
 }
 
 /* A file's whole contents (malloc'd, NUL-terminated), or abort. */
-static char *fuzz_slurp(const char *path, size_t *n)
+static inline char *fuzz_slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
