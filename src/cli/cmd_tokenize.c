@@ -80,9 +80,10 @@ int cmd_tokenize(int argc, char **argv)
     } else {
         len = strlen(text);
     }
-    if (len == 0) {
-        fprintf(stderr, "colibri tokenize: the %s is empty: nothing to %s\n", o.file ? "file" : "text",
-                o.decode ? "decode" : "tokenize");
+    /* An empty text encodes as Hugging Face encodes it: [BOS] where
+     * tokenizer_config.json adds one, else []. Empty ids are no JSON array. */
+    if (len == 0 && o.decode) {
+        fprintf(stderr, "colibri tokenize: the %s is empty: nothing to decode\n", o.file ? "file" : "text");
         free(owned);
         return 1;
     }

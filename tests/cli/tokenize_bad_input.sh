@@ -12,9 +12,19 @@ expect_fail() {  # expect_fail NAME SUBSTRING ARGS...: must exit 1..127 and prin
 }
 small=tests/tok/small
 expect_fail missing_dir "tokenizer.json" --tokenizer "$tmp/nowhere" --text hi
-expect_fail empty_text "empty" --tokenizer $small --text ""
+# An empty text is [BOS] with add_bos_token (Hugging Face's answer), [] without
+# special tokens; empty ids to decode are refused.
 : > "$tmp/empty.txt"
-expect_fail empty_file "empty" --tokenizer $small --file "$tmp/empty.txt"
+expect_ids() {  # expect_ids NAME IDS ARGS...: must exit 0 and print exactly IDS
+    name=$1; want=$2; shift 2
+    out=$("$COLIBRI" tokenize "$@" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$out" = "$want" ]; then echo "ok   $name: $out"; else echo "FAIL $name: exit $rc, '$out' is not '$want'"; fail=1; fi
+}
+bos=$(python3 -c "import json; v = json.load(open('$small/tokenizer.json'))['added_tokens']; print([t['id'] for t in v if t['content'] == '<|bos|>'][0])")
+expect_ids empty_text "[$bos]" --tokenizer $small --text ""
+expect_ids empty_file "[$bos]" --tokenizer $small --file "$tmp/empty.txt"
+expect_ids empty_no_special "[]" --tokenizer $small --text "" --no-special
+expect_fail empty_decode "empty" --tokenizer $small --decode --text ""
 expect_fail missing_file "nofile.txt" --tokenizer $small --file "$tmp/nofile.txt"
 expect_fail no_text "exactly one" --tokenizer $small
 expect_fail bad_ids "JSON array" --tokenizer $small --decode --text "[1, x]"
