@@ -205,7 +205,10 @@ static int encode(const struct oai_model *m, struct job *j, const char *text, un
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_encode(m->tok, text, strlen(text), flags, &ids, &n, NULL, &err))
         return -oai_error_set(e, 400, BAD, NULL, param, "'%s' could not be tokenized: %s", param, err.msg);
-    int rc = push_ids(j, ids, n);
+    /* An empty text starts from BOS even where the tokenizer adds none, as
+     * OpenAI's completions start an empty prompt from <|endoftext|>. */
+    int32_t bos = colibri_tokenizer_bos(m->tok);
+    int rc = n ? push_ids(j, ids, n) : bos >= 0 ? push_ids(j, &bos, 1) : 0;
     free(ids);
     return rc ? -oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory") : 0;
 }

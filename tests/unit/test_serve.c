@@ -1,8 +1,11 @@
 /* test_serve: the server's pure parts without HTTP — the response buffer,
  * the Prometheus text, and OpenAI request parsing (field named in each
  * error, context arithmetic) with the small test tokenizer. */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "serve/metrics.h"
@@ -145,6 +148,52 @@ static void test_parse_ok(void)
     j = parse(JOB_COMPLETION, "{\"prompt\": \"hello world\", \"max_tokens\": 2}", &e);
     CHECK(j && j->n_prompt >= 2 && j->prompt[0] == colibri_tokenizer_bos(tok), "text prompt: %s", e.msg);
     job_release(j);
+    /* an empty text prompt is [BOS], as OpenAI accepts it and Hugging Face encodes it */
+    j = parse(JOB_COMPLETION, "{\"prompt\": \"\", \"max_tokens\": 2}", &e);
+    CHECK(j && j->n_prompt == 1 && j->prompt[0] == colibri_tokenizer_bos(tok), "empty prompt: %s", e.msg);
+    job_release(j);
+    j = parse(JOB_COMPLETION, "{\"prompt\": [\"\"], \"max_tokens\": 2}", &e);
+    CHECK(j && j->n_prompt == 1 && j->prompt[0] == colibri_tokenizer_bos(tok), "empty prompt[0]: %s", e.msg);
+    job_release(j);
+}
+
+/* A tokenizer that adds no BOS still answers an empty text prompt from BOS. */
+static void test_parse_empty_prompt_no_add_bos(void)
+{
+    char dir[] = "/tmp/test_serve_XXXXXX", path[256], src[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    CHECK(realpath("tests/tok/small/tokenizer.json", src) != NULL, "realpath");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    CHECK(symlink(src, path) == 0, "symlink");
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "%s", path);
+    if (f) {
+        fputs("{\"add_bos_token\": false, \"bos_token\": \"<|bos|>\"}", f);
+        fclose(f);
+    }
+    colibri_tokenizer *t = NULL;
+    struct colibri_err err = { 0 };
+    CHECK(colibri_tokenizer_load(dir, &t, &err) == 0, "%s: %s", dir, err.msg);
+    if (t) {
+        int32_t *ids = NULL;
+        size_t n = 9;
+        CHECK(colibri_tokenizer_encode(t, "", 0, COLIBRI_ENCODE_ADD_SPECIAL, &ids, &n, NULL, &err) == 0 && n == 0,
+              "the tokenizer adds no BOS: %zu ids", n);
+        free(ids);
+        struct oai_model m = { .id = "tiny", .tok = t, .n_vocab = 3003, .n_ctx = 64 };
+        struct oai_error e = { 0 };
+        const char *body = "{\"prompt\": \"\", \"max_tokens\": 2}";
+        struct job *j = oai_parse(&m, JOB_COMPLETION, body, strlen(body), &e);
+        CHECK(j && j->n_prompt == 1 && j->prompt[0] == colibri_tokenizer_bos(t) && j->prompt[0] >= 0,
+              "empty prompt: %s", e.msg);
+        job_release(j);
+        colibri_tokenizer_free(t);
+    }
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* Random byte edits of valid bodies: every result is a job or an error with
@@ -199,6 +248,7 @@ int main(void)
         RUN_TEST(test_parse_errors);
         RUN_TEST(test_parse_ok);
         RUN_TEST(test_parse_whole_body);
+        RUN_TEST(test_parse_empty_prompt_no_add_bos);
         RUN_TEST(test_parse_fuzz);
         colibri_tokenizer_free(tok);
     }
