@@ -75,16 +75,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 
 tests: $(TEST_BIN)
 
-test: $(BUILD)/colibri $(TEST_BIN)
+test: $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
 	@sh tools/deps.sh --test
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
 bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/src/cli/opts.o $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # gcc leaves float-cast-overflow out of `undefined` (an out-of-range double to
 # int conversion is undefined behaviour all the same); float-divide-by-zero

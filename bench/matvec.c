@@ -14,7 +14,7 @@
  * average is printed at start and end for the reader to judge. Weights are random bytes
  * shaped to valid, normal values; the rate does not depend on them.
  *
- * usage: matvec [MiB per matvec matrix, default 512] */
+ * usage: matvec [--mib N | N]  (MiB per matvec matrix, default 512) */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "cli/opts.h"
 #include "quant/kernels.h"
 #include "quant/qtensor.h"
 
@@ -95,7 +96,18 @@ static double probe_pass(const uint64_t *buf, size_t n)
 
 int main(int argc, char **argv)
 {
-    size_t mib = argc > 1 ? (size_t)atoi(argv[1]) : 512;
+    int mib_arg = 512;
+    const struct opt opts[] = {
+        { "mib", 0, OPT_INT, &mib_arg, "MiB of weights per matvec matrix (default 512; also the one positional "
+                                       "argument)", 1, 1 << 20 },
+    };
+    const struct opts_spec spec = { "matvec [--mib N | N]", "Weight-format kernel throughput as ratios measured "
+                                    "in one run (a markdown report).", opts, 1 };
+    char *pos[1];
+    int npos, prc = opts_parse(&spec, argc - 1, argv + 1, pos, 1, &npos);
+    if (prc) return prc > 0 ? 0 : 2;
+    if (npos && opts_int_list("mib", pos[0], &mib_arg, 1, 1, 1 << 20) < 0) return 2;
+    size_t mib = (size_t)mib_arg;
     char model[256];
     cpu_model(model, sizeof model);
     struct utsname u;

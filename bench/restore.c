@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/opts.h"
 #include "colibri.h"
 #include "kv/codec.h"
 
@@ -40,18 +41,6 @@ static int die(const char *what, const struct colibri_err *err)
 {
     fprintf(stderr, "restore: %s: %s\n", what, err->msg);
     exit(1);
-}
-
-static int parse_ints(const char *s, int *out, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        out[n++] = atoi(s);
-        const char *c = strchr(s, ',');
-        if (!c) break;
-        s = c + 1;
-    }
-    return n;
 }
 
 static void cpu_name(char *out, size_t n)
@@ -76,32 +65,27 @@ static void cpu_name(char *out, size_t n)
 int main(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *tiers_arg = "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3";
-    const char *tmpdir = "/tmp", *out_path = NULL;
+    const char *tmpdir = "/tmp", *out_path = NULL, *ns_arg = NULL;
     int ns[8] = { 512, 4096 }, n_ns = 2, reps = 3, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--cpu-time")) {
-            cpu_time = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "restore: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-m")) dir = v;
-        else if (!strcmp(a, "--n")) n_ns = parse_ints(v, ns, 8);
-        else if (!strcmp(a, "--tiers")) tiers_arg = v;
-        else if (!strcmp(a, "--reps")) reps = atoi(v);
-        else if (!strcmp(a, "--dir")) tmpdir = v;
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--out")) out_path = v;
-        else {
-            fprintf(stderr, "restore: unknown option %s\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (reps < 1) reps = 1;
+    const struct opt opts[] = {
+        { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
+        { "n", 0, OPT_STR, &ns_arg, "comma-separated prefix lengths in tokens (default 512,4096)" },
+        { "tiers", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers (default: all)" },
+        { "reps", 0, OPT_INT, &reps, "best of R timings (default 3)", 1, 1000 },
+        { "dir", 0, OPT_STR, &tmpdir, "directory for the KV files (default /tmp)" },
+        { "threads", 0, OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
+        { "out", 0, OPT_STR, &out_path, "write the tables to FILE instead of stdout" },
+        { "cpu-time", 0, OPT_FLAG, &cpu_time, "time by process CPU time instead of the wall clock" },
+    };
+    const struct opts_spec spec = {
+        "restore [-m DIR] [--n 512,4096] [--tiers f32,tq4,...] [--reps R] [--dir TMPDIR] [--threads T] "
+        "[--cpu-time] [--out FILE]",
+        "Restoring an N-token prefix from a KV file vs prefilling it, per KV tier (markdown tables).",
+        opts, sizeof opts / sizeof opts[0] };
+    char *pos[1];
+    int npos, prc = opts_parse(&spec, argc - 1, argv + 1, pos, 0, &npos);
+    if (prc) return prc > 0 ? 0 : 2;
+    if (ns_arg && (n_ns = opts_int_list("n", ns_arg, ns, 8, 1, 1 << 24)) < 0) return 2;
     struct colibri_err err = { 0 };
     colibri_model *m = NULL;
     struct colibri_model_opts mo = { .n_threads = threads };

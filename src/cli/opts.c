@@ -85,6 +85,28 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
     return 0;
 }
 
+int opts_int_list(const char *name, const char *s, int *out, int max, int min, int max_value)
+{
+    int n = 0;
+    for (const char *p = s;; p++) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || v < min || v > max_value) {
+            fprintf(stderr, "colibri: --%s: '%.*s' in '%s' is not an integer in [%d, %d]\n", name,
+                    (int)strcspn(p, ","), p, s, min, max_value);
+            return -1;
+        }
+        if (n == max) {
+            fprintf(stderr, "colibri: --%s: '%s' holds more than %d values\n", name, s, max);
+            return -1;
+        }
+        out[n++] = (int)v;
+        if (!*end) return n;
+        p = end;
+    }
+}
+
 const char *opts_env_kv_tier(void)
 {
     static const char *const TQ[] = { "tq2", "tq3", "tq4" }, *const POLAR[] = { "polar2", "polar3", "polar4" };

@@ -35,6 +35,12 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
 
 void opts_usage(const struct opts_spec *spec, FILE *f);
 
+/* Parses the comma-separated integers of option --name ("1024,8192") into
+ * out[0..max): each must parse completely and lie in [min, max_value].
+ * Returns the count (>= 1), or -1 after printing an error naming the option
+ * and the bad element. */
+int opts_int_list(const char *name, const char *s, int *out, int max, int min, int max_value);
+
 /* Rows shared by several commands' tables, so each knob is spelled once. */
 #define OPTS_WEIGHT_FORMATS(mo)                                                                                  \
     { "experts", 0, OPT_STR, &(mo).experts_fmt,                                                                  \
