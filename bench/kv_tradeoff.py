@@ -17,7 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-LINE = re.compile(r"^kv=(\S+) bytes_per_token=(\d+) top1=([\d.]+) kl_mean=(\S+) kl_p99=(\S+) ppl=([\d.]+) dppl=([+-][\d.]+)%$")
+LINE = re.compile(r"^(?:weights=\S+ )?kv=(\S+) (?:mode=\S+ )?bytes_per_token=(\d+) top1=([\d.]+) kl_mean=(\S+) "
+                  r"kl_p99=(\S+) (?:max_dlogit=\S+ )?ppl=([\d.]+) dppl=([+-][\d.]+)%$")
 
 
 def main():
