@@ -20,6 +20,12 @@
 #include "quant/kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* Loops over the rows and activations of a register tile must unroll fully
+ * (constant trip counts) so the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+/* Keeps v in a register: a vector used by several FMAs is loaded once rather
+ * than folded into each FMA as a memory operand (loads were the bottleneck). */
+#define REG(v) __asm__("" : "+v"(v))
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
@@ -41,63 +47,109 @@ INLINE __m512 load_w16(int fmt, const uint8_t *p, int c, __mmask16 m)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));   /* bf16 */
 }
 
-/* matvec: 4 rows per pass share each activation load (f32 activations are
- * 2-4 bytes per weight byte of cache traffic when re-read per row). Each
- * row's arithmetic is exactly that of the one-row loop below, so results do
- * not depend on the tiling. */
-INLINE void tile4_float16(int fmt, const struct qtensor *W, int r, const float *x, float *Y)
+/* R rows x NJ activations per pass over columns [c0, c1): each weight
+ * vector is widened once for the NJ activations and each activation vector
+ * is loaded once for the R rows, so a 16-column step costs R + NJ loads for
+ * R * NJ FMAs. R * NJ <= 12 keeps the 2 * R * NJ accumulators in registers.
+ * Between column blocks the accumulators rest in sacc ([R][NJ][2] vectors;
+ * a store and a load are exact). Every output keeps the sequence of the
+ * one-row loop: acc0 takes the first 16 columns of each 32-column step, acc1
+ * the second, the masked tail goes to acc0, then one reduction of
+ * acc0 + acc1; column blocks start at multiples of 32. So an output's bits
+ * depend on neither R, NJ nor the column blocking. */
+INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const float *const *x,
+                         int NJ, int c0, int c1, __m512 *sacc, int j0, float *Y)
 {
-    const int cols = W->cols;
+    const int cols = W->cols, first = c0 == 0, last = c1 == cols;
     const uint8_t *p[4];
-    __m512 acc0[4], acc1[4];
-    for (int i = 0; i < 4; i++) {
+    __m512 acc0[4][QUANT_NB], acc1[4][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++) {
         p[i] = row_ptr(W, r + i);
-        acc0[i] = acc1[i] = _mm512_setzero_ps();
-    }
-    int c = 0;
-    for (; c + 32 <= cols; c += 32) {
-        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-        for (int i = 0; i < 4; i++) {
-            acc0[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c, 0xFFFF), x0, acc0[i]);
-            acc1[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c + 16, 0xFFFF), x1, acc1[i]);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            acc0[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j)];
+            acc1[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j) + 1];
         }
     }
-    for (; c < cols; c += 16) {
-        __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
-        __m512 x0 = _mm512_maskz_loadu_ps(m, x + c);
-        for (int i = 0; i < 4; i++) acc0[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c, m), x0, acc0[i]);
+    int c = c0;
+    for (; c + 32 <= c1; c += 32) {
+        __m512 w[4];
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c, 0xFFFF);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            __m512 xv = _mm512_loadu_ps(x[j] + c);
+            REG(xv);
+            UNROLL
+            for (int i = 0; i < R; i++) acc0[i][j] = _mm512_fmadd_ps(w[i], xv, acc0[i][j]);
+        }
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c + 16, 0xFFFF);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            __m512 xv = _mm512_loadu_ps(x[j] + c + 16);
+            REG(xv);
+            UNROLL
+            for (int i = 0; i < R; i++) acc1[i][j] = _mm512_fmadd_ps(w[i], xv, acc1[i][j]);
+        }
     }
-    for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
+    for (; c < c1; c += 16) {
+        __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m512 w0 = load_w16(fmt, p[i], c, m);
+            UNROLL
+            for (int j = 0; j < NJ; j++)
+                acc0[i][j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[i][j]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            if (last) {
+                Y[(size_t)(j0 + j) * W->rows + r + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i][j], acc1[i][j]));
+            } else {
+                sacc[2 * (i * NJ + j)] = acc0[i][j];
+                sacc[2 * (i * NJ + j) + 1] = acc1[i][j];
+            }
+        }
 }
+
+/* Prefill column block: the NJ activations' slices (NJ * 4 KiB) stay in L1
+ * while every row of the call passes over them, so only the weights come
+ * from L2. A multiple of 32 (see tile_float16). */
+#define FLOAT_KC 1024
+/* Rows whose accumulators rest on the stack between column blocks. */
+#define FLOAT_RCHUNK 18
 
 INLINE void rows_float16(int fmt, const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
     const int cols = W->cols;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
-    if (NJ == 1)
-        for (; r0 + 4 <= r1; r0 += 4) tile4_float16(fmt, W, r0, x[0], Y + (size_t)j0 * W->rows);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        __m512 acc0[QUANT_NB], acc1[QUANT_NB];
-        for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
-        int c = 0;
-        for (; c + 32 <= cols; c += 32) {
-            __m512 w0 = load_w16(fmt, p, c, 0xFFFF), w1 = load_w16(fmt, p, c + 16, 0xFFFF);
-            for (int j = 0; j < NJ; j++) {
-                acc0[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[j] + c), acc0[j]);
-                acc1[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[j] + c + 16), acc1[j]);
-            }
+    if (NJ == 1) {
+        /* matvec: no weight reuse to gain from column blocks (one block:
+         * sacc is neither read nor written) */
+        __m512 unused[2 * 4];
+        for (; r0 + 4 <= r1; r0 += 4) tile_float16(fmt, W, r0, 4, x, 1, 0, cols, unused, j0, Y);
+        for (; r0 < r1; r0++) tile_float16(fmt, W, r0, 1, x, 1, 0, cols, unused, j0, Y);
+        return;
+    }
+    const int R = NJ == 4 ? 3 : 4;
+    __m512 sacc[FLOAT_RCHUNK * QUANT_NB * 2];
+    for (int rc = r0; rc < r1; rc += FLOAT_RCHUNK) {
+        int re = rc + FLOAT_RCHUNK < r1 ? rc + FLOAT_RCHUNK : r1;
+        for (int c0 = 0; c0 < cols; c0 += FLOAT_KC) {
+            int c1 = c0 + FLOAT_KC < cols ? c0 + FLOAT_KC : cols;
+            int r = rc;
+            for (; r + R <= re; r += R)
+                tile_float16(fmt, W, r, R, x, NJ, c0, c1, sacc + 2 * NJ * (r - rc), j0, Y);
+            for (; r < re; r++) tile_float16(fmt, W, r, 1, x, NJ, c0, c1, sacc + 2 * NJ * (r - rc), j0, Y);
         }
-        for (; c < cols; c += 16) {
-            __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
-            __m512 w0 = load_w16(fmt, p, c, m);
-            for (int j = 0; j < NJ; j++)
-                acc0[j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[j]);
-        }
-        for (int j = 0; j < NJ; j++)
-            Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
     }
 }
 
@@ -133,6 +185,7 @@ INLINE void fp8_step(const uint8_t *p, const float *const *x, int c, __mmask32 m
 {
     __m512 wl, wh;
     fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
         b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
@@ -145,14 +198,17 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
     const int cols = W->cols, B = QUANT_FP8B_BLOCK;
     const int nbc = (cols + B - 1) / B, nfull = cols / B;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = row_ptr(W, r);
         const float *s = W->scales + (size_t)(r / B) * nbc;
         __m512 acc[QUANT_NB];
+        UNROLL
         for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
         for (int bc = 0; bc < nbc; bc++) {
             __m512 b0[QUANT_NB], b1[QUANT_NB];
+            UNROLL
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
             int c0 = bc * B;
             if (bc < nfull) {
@@ -164,8 +220,10 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                 }
             }
             __m512 sv = _mm512_set1_ps(s[bc] * 256.0f);
+            UNROLL
             for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
     }
 }
@@ -221,6 +279,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
     const float ofs = INT4 ? 8.0f : 128.0f;
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB], *xsum[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
         xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
@@ -232,6 +291,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
         const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
         __m512 acc[QUANT_NB];
         __m128 corr[QUANT_NB];
+        UNROLL
         for (int j = 0; j < NJ; j++) { acc[j] = _mm512_setzero_ps(); corr[j] = _mm_setzero_ps(); }
         for (int k = 0; k < nb; k++) {
             __m512i ulo, uhi;
@@ -247,6 +307,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
                 uhi = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p + c + 64), flip);
             }
             __m128 w4 = G ? chunk_scales(s, k, ng, G) : _mm_setzero_ps();
+            UNROLL
             for (int j = 0; j < NJ; j++) {
                 const int8_t *qj = q[j] + 128 * (size_t)k;
                 __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo, _mm512_loadu_si512(qj));
@@ -260,6 +321,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
                 }
             }
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) {
             float dot = _mm512_reduce_add_ps(acc[j]), y;
             if (G) {

@@ -19,6 +19,9 @@
 
 #define VBMI __attribute__((target("avx512vbmi")))
 #define INLINE static inline __attribute__((always_inline)) VBMI
+/* Loops over the rows and activations of a register tile must unroll fully
+ * (constant trip counts) so the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 static_assert(QUANT_NB == 4, "the kernel switch covers nj = 1..4");
 static_assert(QUANT_FP8B_BLOCK % 64 == 0, "an fp8b block is whole 64-column steps");
@@ -63,6 +66,7 @@ INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *c
     __m512 f1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wl));
     __m512 f2 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wh));
     __m512 f3 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh));
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         const float *x = xp[j] + c;
         b0[j] = _mm512_fmadd_ps(f0, _mm512_loadu_ps(x), b0[j]);
@@ -84,6 +88,7 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
     const uint8_t *p[4];
     const float *s[4];
     __m512 acc[4];
+    UNROLL
     for (int i = 0; i < 4; i++) {
         p[i] = (const uint8_t *)W->data + (size_t)(r + i) * cols;
         s[i] = W->scales + (size_t)((r + i) / B) * nbc;
@@ -91,6 +96,7 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
     }
     for (int bc = 0; bc < nbc; bc++) {
         __m512 b0[4], b1[4];
+        UNROLL
         for (int i = 0; i < 4; i++) b0[i] = b1[i] = _mm512_setzero_ps();
         int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
         for (int c = c0; c < c1; c += 64) {
@@ -98,6 +104,7 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
             __mmask64 m = n >= 64 ? ~0ull : (1ull << n) - 1;
             __m512 x0 = _mm512_loadu_ps(xp + c), x1 = _mm512_loadu_ps(xp + c + 16);
             __m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
+            UNROLL
             for (int i = 0; i < 4; i++) {
                 __m512i v = _mm512_maskz_loadu_epi8(m, p[i] + c);
                 __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
@@ -110,9 +117,11 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
                 b1[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh)), x3, b1[i]);
             }
         }
+        UNROLL
         for (int i = 0; i < 4; i++)
             acc[i] = _mm512_fmadd_ps(_mm512_add_ps(b0[i], b1[i]), _mm512_set1_ps(s[i][bc]), acc[i]);
     }
+    UNROLL
     for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(acc[i]);
 }
 
@@ -126,6 +135,7 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
         _mm512_load_si512(fp8_bf16_lo), _mm512_load_si512(fp8_bf16_lo + 64),
     };
     const float *xp[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) xp[j] = a->xp + (size_t)(j0 + j) * a->cols_pad64;
     if (NJ == 1)
         for (; r0 + 4 <= r1; r0 += 4) tile4_fp8b(&t, W, r0, xp[0], Y + (size_t)j0 * W->rows);
@@ -133,9 +143,11 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
         const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
         const float *s = W->scales + (size_t)(r / B) * nbc;
         __m512 acc[QUANT_NB];
+        UNROLL
         for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
         for (int bc = 0; bc < nbc; bc++) {
             __m512 b0[QUANT_NB], b1[QUANT_NB];
+            UNROLL
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
             int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
             for (int c = c0; c < c1; c += 64) {
@@ -143,8 +155,10 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                 fp8_step64(&t, p, xp, c, n >= 64 ? ~0ull : (1ull << n) - 1, NJ, b0, b1);
             }
             __m512 sv = _mm512_set1_ps(s[bc]);
+            UNROLL
             for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
     }
 }

@@ -1,0 +1,81 @@
+/* bench/gemm.c - prefill-shaped matmul throughput per weight format:
+ * Y = X Wᵀ with W [rows x 7168] (DeepSeek-V3's hidden size) and a batch of n
+ * activations, timed on the threads OMP_NUM_THREADS gives. Prints one line
+ * per format: median, min and max GFLOP/s over the timed repetitions
+ * (a multiply-add counts 2), by wall clock and by process CPU time (on a
+ * shared machine, time-slicing by other processes inflates the wall clock
+ * but not the CPU time; with several threads the CPU-time rate is per thread
+ * and counts barrier waits as busy). Uses only the qtensor API, so the same source
+ * builds against an older library for before/after runs in one script
+ * (bench/gemm.sh), which also prints the compute peaks to divide by.
+ *
+ * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all] */
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/util.h"
+#include "quant/qtensor.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static inline uint64_t next(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng;
+}
+
+static double cpu_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 256, rows = argc > 2 ? atoi(argv[2]) : 1024;
+    int reps = argc > 3 ? atoi(argv[3]) : 5;
+    const char *list = argc > 4 ? argv[4] : "f32,bf16,f16,q8,q4,q4g32,q4g64,q4g128,fp8b";
+    const int cols = 7168;
+    if (n <= 0 || rows <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
+    float *w = xalloc((size_t)rows * cols * sizeof(float)), *x = xalloc((size_t)n * cols * sizeof(float));
+    float *y = xalloc((size_t)n * rows * sizeof(float));
+    if (!w || !x || !y) { fprintf(stderr, "out of memory\n"); return 1; }
+    for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+    for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int f = quant_fmt_from_name(tok);
+        if (f < 0) { fprintf(stderr, "unknown format %s\n", tok); return 2; }
+        struct qtensor W;
+        if (quant_qtensor_from_f32(f, rows, cols, w, &W, NULL)) return 1;
+        quant_matmul(&W, x, n, y);                      /* warm-up */
+        double t[100], tc[100];
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_sec(), c0 = cpu_sec();
+            quant_matmul(&W, x, n, y);
+            t[r] = now_sec() - t0;
+            tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
+        }
+        qsort(t, reps, sizeof t[0], cmp_d);
+        qsort(tc, reps, sizeof tc[0], cmp_d);
+        double fl = 2.0 * rows * cols * n / 1e9;
+        printf("%s n=%d rows=%d threads=%d GFLOP/s wall median %.1f min %.1f max %.1f | cpu-time median %.1f max %.1f\n",
+               tok, n, rows, omp_get_max_threads(), fl / t[reps / 2], fl / t[reps - 1], fl / t[0],
+               fl / tc[reps / 2], fl / tc[0]);
+        fflush(stdout);
+        quant_qtensor_free(&W);
+    }
+    free(w); free(x); free(y);
+    return 0;
+}
