@@ -2,7 +2,8 @@
  * Y = X Wᵀ with W [rows x 7168] (DeepSeek-V3's hidden size) and a batch of n
  * activations, timed on the threads OMP_NUM_THREADS gives. Prints one line
  * per format: median, min and max GFLOP/s over the timed repetitions
- * (a multiply-add counts 2), by wall clock and by process CPU time (on a
+ * (a multiply-add counts 2) and weight bytes read per second (the decode
+ * figure when n = 1), by wall clock and by process CPU time (on a
  * shared machine, time-slicing by other processes inflates the wall clock
  * but not the CPU time; with several threads the CPU-time rate is per thread
  * and counts barrier waits as busy). Uses only the qtensor API, so the same source
@@ -70,9 +71,11 @@ int main(int argc, char **argv)
         qsort(t, reps, sizeof t[0], cmp_d);
         qsort(tc, reps, sizeof tc[0], cmp_d);
         double fl = 2.0 * rows * cols * n / 1e9;
-        printf("%s n=%d rows=%d threads=%d GFLOP/s wall median %.1f min %.1f max %.1f | cpu-time median %.1f max %.1f\n",
+        double gb = quant_qtensor_bytes(&W) / 1e9;
+        printf("%s n=%d rows=%d threads=%d GFLOP/s wall median %.1f min %.1f max %.1f | cpu-time median %.1f max %.1f"
+               " | weight GB/s wall median %.1f cpu-time median %.1f\n",
                tok, n, rows, omp_get_max_threads(), fl / t[reps / 2], fl / t[reps - 1], fl / t[0],
-               fl / tc[reps / 2], fl / tc[0]);
+               fl / tc[reps / 2], fl / tc[0], gb / t[reps / 2], gb / tc[reps / 2]);
         fflush(stdout);
         quant_qtensor_free(&W);
     }

@@ -241,42 +241,42 @@ static void rows_fp8b(const struct qtensor *W, int r0, int r1,
 
 /* ------------------------------------------------------------- q8 / q4* */
 
-/* One 128-element block: dlo covers elements 0..63 (int32 lanes 0-7: block
- * chunk 0, lanes 8-15: chunk 1), dhi elements 64..127 (chunks 2, 3). f4 holds
- * the four chunks' combined scales; the chunk scale is spread to its lanes. */
-INLINE __m512 block_fma(__m512i dlo, __m512i dhi, __m128 f4, __m512 acc)
-{
-    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
-    __m512 f = _mm512_castps128_ps512(f4);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), _mm512_permutexvar_ps(idx_lo, f), acc);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), _mm512_permutexvar_ps(idx_hi, f), acc);
-}
-
 /* Weight scales of the 4 chunks of 128-block k, for group size G (0 = one
- * scale per row: handled by the caller). Groups past the row are masked. */
+ * scale per row: handled by the caller). Groups past the row read as 0;
+ * whole groups use plain loads (a streamed masked load is slower here). */
 INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
 {
     if (G == 32) {
         int v = ng - 4 * k;
-        return _mm_maskz_loadu_ps((__mmask8)(v >= 4 ? 0xF : (1u << v) - 1), s + 4 * k);
+        return v >= 4 ? _mm_loadu_ps(s + 4 * k) : _mm_maskz_loadu_ps((__mmask8)((1u << v) - 1), s + 4 * k);
     }
     if (G == 64) {
         int v = ng - 2 * k;
-        __m128 w2 = _mm_maskz_loadu_ps((__mmask8)(v >= 2 ? 0x3 : 0x1), s + 2 * k);
+        __m128 w2 = v >= 2 ? _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(s + 2 * k))) : _mm_load_ss(s + 2 * k);
         return _mm_unpacklo_ps(w2, w2);
     }
     return _mm_set1_ps(s[k]);                           /* G == 128 */
 }
 
-/* OFS: the weight offset inside the unsigned operand (8 for int4, 128 for
- * int8). G: group size, 0 for one scale per row. INT4: nibble layout. */
-INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                        int j0, int NJ, float *Y, int INT4, int G)
+/* R rows x NJ activations per pass. INT4: nibble layout (offset 8), else
+ * q8 bytes (offset 128). G: group size, 0 for one scale per row. Each row's
+ * unsigned operands and spread scales are made once for the NJ activations,
+ * and each activation's spread scales once for the R rows. A chunk's
+ * combined scale is formed lane by lane as (row scale spread) x (activation
+ * scale spread), the same product, lane for lane, as spreading the product
+ * of the two 4-chunk vectors, so every output's operations and bits are
+ * those of the one-row, one-activation loop whatever R and NJ are.
+ * Lanes: of a 128-element block, dlo covers elements 0..63 (int32 lanes 0-7:
+ * chunk 0, lanes 8-15: chunk 1) and dhi elements 64..127 (chunks 2, 3);
+ * idx_lo / idx_hi spread each chunk's scale to its lanes. */
+INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_act *a,
+                     int j0, int NJ, float *Y, int INT4, int G)
 {
     const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
     const int ng = G ? (cols + G - 1) / G : 1;
     const float ofs = INT4 ? 8.0f : 128.0f;
+    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB], *xsum[QUANT_NB];
     UNROLL
@@ -286,54 +286,90 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
         xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
-        __m512 acc[QUANT_NB];
-        __m128 corr[QUANT_NB];
+    const uint8_t *p[4];
+    const float *s[4];
+    __m512 acc[4][QUANT_NB];
+    __m128 corr[4][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        p[i] = row_ptr(W, r + i);
+        s[i] = G ? W->scales + (size_t)(r + i) * ng : W->scales + r + i;
         UNROLL
-        for (int j = 0; j < NJ; j++) { acc[j] = _mm512_setzero_ps(); corr[j] = _mm_setzero_ps(); }
-        for (int k = 0; k < nb; k++) {
-            __m512i ulo, uhi;
+        for (int j = 0; j < NJ; j++) { acc[i][j] = _mm512_setzero_ps(); corr[i][j] = _mm_setzero_ps(); }
+    }
+    for (int k = 0; k < nb; k++) {
+        __m512i ulo[4], uhi[4];
+        __m512 wlo[4], whi[4];
+        __m128 w4[4];
+        int c = 128 * k, n = cols - c;
+        __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
+        __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
+        UNROLL
+        for (int i = 0; i < R; i++) {
             if (INT4) {
-                __m512i v = _mm512_loadu_si512(p + 64 * (size_t)k);
-                ulo = _mm512_and_si512(v, m4);
-                uhi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i v = _mm512_loadu_si512(p[i] + 64 * (size_t)k);
+                ulo[i] = _mm512_and_si512(v, m4);
+                uhi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             } else {
-                int c = 128 * k, n = cols - c;
-                __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
-                __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
-                ulo = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p + c), flip);
-                uhi = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p + c + 64), flip);
-            }
-            __m128 w4 = G ? chunk_scales(s, k, ng, G) : _mm_setzero_ps();
-            UNROLL
-            for (int j = 0; j < NJ; j++) {
-                const int8_t *qj = q[j] + 128 * (size_t)k;
-                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo, _mm512_loadu_si512(qj));
-                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi, _mm512_loadu_si512(qj + 64));
-                __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
-                if (G) {
-                    acc[j] = block_fma(dlo, dhi, _mm_mul_ps(w4, x4), acc[j]);
-                    corr[j] = _mm_fmadd_ps(w4, _mm_loadu_ps(xsum[j] + 4 * k), corr[j]);
+                if (n >= 128) {
+                    ulo[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c), flip);
+                    uhi[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c + 64), flip);
                 } else {
-                    acc[j] = block_fma(dlo, dhi, x4, acc[j]);
+                    ulo[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[i] + c), flip);
+                    uhi[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p[i] + c + 64), flip);
                 }
+            }
+            if (G) {
+                w4[i] = chunk_scales(s[i], k, ng, G);
+                wlo[i] = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(w4[i]));
+                whi[i] = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(w4[i]));
             }
         }
         UNROLL
         for (int j = 0; j < NJ; j++) {
-            float dot = _mm512_reduce_add_ps(acc[j]), y;
+            const int8_t *qj = q[j] + 128 * (size_t)k;
+            __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
+            __m512 xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
+            __m512 xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
+            __m128 xsum4 = G ? _mm_loadu_ps(xsum[j] + 4 * k) : _mm_setzero_ps();
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[i], _mm512_loadu_si512(qj));
+                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi[i], _mm512_loadu_si512(qj + 64));
+                __m512 flo = G ? _mm512_mul_ps(wlo[i], xlo) : xlo;
+                __m512 fhi = G ? _mm512_mul_ps(whi[i], xhi) : xhi;
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), flo, acc[i][j]);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), fhi, acc[i][j]);
+                if (G) corr[i][j] = _mm_fmadd_ps(w4[i], xsum4, corr[i][j]);
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            float dot = _mm512_reduce_add_ps(acc[i][j]), y;
             if (G) {
-                __m128 c2 = _mm_add_ps(corr[j], _mm_movehl_ps(corr[j], corr[j]));
+                __m128 c2 = _mm_add_ps(corr[i][j], _mm_movehl_ps(corr[i][j], corr[i][j]));
                 float cs = _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
                 y = dot - ofs * cs;
             } else {
-                y = s[0] * (dot - ofs * a->xsum_all[j0 + j]);
+                y = s[i][0] * (dot - ofs * a->xsum_all[j0 + j]);
             }
-            Y[(size_t)(j0 + j) * W->rows + r] = y;
+            Y[(size_t)(j0 + j) * W->rows + r + i] = y;
         }
-    }
+}
+
+/* matvec: one row at a time (2- and 4-row tiles are faster in cache but
+ * streamed from memory at half the rate here). Prefill: 2 rows x NJ
+ * activations for one scale per row; with group scales the 2-row tile runs
+ * out of registers and one row x NJ is faster. */
+INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                        int j0, int NJ, float *Y, int INT4, int G)
+{
+    if (NJ > 1 && !G)
+        for (; r0 + 2 <= r1; r0 += 2) tile_int(W, r0, 2, a, j0, NJ, Y, INT4, G);
+    for (; r0 < r1; r0++) tile_int(W, r0, 1, a, j0, NJ, Y, INT4, G);
 }
 
 #define INT_KERNEL(name, INT4, G)                                                    \

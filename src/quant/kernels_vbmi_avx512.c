@@ -51,13 +51,20 @@ static const uint8_t fp8_bf16_lo[128] __attribute__((aligned(64))) = {
 
 struct fp8_lut { __m512i ha, hb, la, lb; };
 
-/* One 64-column step: widen the codes (mask m: valid columns), multiply into
+/* 64 code bytes at p of which n are valid (zeros past them). Whole steps use
+ * a plain load: a streamed masked load is slower here. */
+INLINE __m512i load_codes64(const uint8_t *p, int n)
+{
+    return n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((1ull << n) - 1, p);
+}
+
+/* One 64-column step: widen the codes (n: valid columns), multiply into
  * the block sums. */
 INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *const *xp, int c,
-                       __mmask64 m, int NJ, __m512 *b0, __m512 *b1)
+                       int n, int NJ, __m512 *b0, __m512 *b1)
 {
     const __m512i z = _mm512_setzero_si512(), sign = _mm512_set1_epi8((char)0x80);
-    __m512i v = _mm512_maskz_loadu_epi8(m, p + c);
+    __m512i v = load_codes64(p + c, n);
     __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
     hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);          /* hb | (v & 0x80) */
     __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
@@ -101,12 +108,11 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
         int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
         for (int c = c0; c < c1; c += 64) {
             int n = c1 - c;
-            __mmask64 m = n >= 64 ? ~0ull : (1ull << n) - 1;
             __m512 x0 = _mm512_loadu_ps(xp + c), x1 = _mm512_loadu_ps(xp + c + 16);
             __m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
             UNROLL
             for (int i = 0; i < 4; i++) {
-                __m512i v = _mm512_maskz_loadu_epi8(m, p[i] + c);
+                __m512i v = load_codes64(p[i] + c, n);
                 __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
                 hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);
                 __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
@@ -151,8 +157,7 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
             int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
             for (int c = c0; c < c1; c += 64) {
-                int n = c1 - c;
-                fp8_step64(&t, p, xp, c, n >= 64 ? ~0ull : (1ull << n) - 1, NJ, b0, b1);
+                fp8_step64(&t, p, xp, c, c1 - c, NJ, b0, b1);
             }
             __m512 sv = _mm512_set1_ps(s[bc]);
             UNROLL

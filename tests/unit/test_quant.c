@@ -264,7 +264,8 @@ static int check_product(const struct qtensor *W, const float *X, int n, const f
 static void test_kernels_vs_reference(void)
 {
     static const int shapes[][2] = { { 1, 1 }, { 3, 31 }, { 17, 100 }, { 33, 129 }, { 130, 200 },
-                                     { 129, 257 }, { 20, 640 }, { 5, 1000 }, { 300, 448 } };
+                                     { 129, 257 }, { 20, 640 }, { 5, 1000 }, { 300, 448 },
+                                     { 37, 2100 } };     /* prefill column blocks of 1024 + a tail */
     static const int batches[] = { 1, 3, 17 };
     int levels = 0;
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
@@ -338,6 +339,43 @@ static void test_entry_points_and_nesting(void)
         quant_qtensor_free(&W);
     }
     free(w); free(X); free(Y0); free(Y1);
+}
+
+/* Register tiles (rows x activations) and column blocks of the prefill
+ * kernels: every column of a batch equals its own matvec bit for bit, at
+ * every level, for a shape that is a multiple of no tile size (37 rows; 13
+ * activations = 3 x 4 + 1; 2100 columns = 2 blocks of 1024 + 52, not a
+ * multiple of 32), and for a batch of every tile width 1..4 alone. */
+static void test_tiles_batch_invariant(void)
+{
+    int rows = 37, cols = 2100, n = 13;
+    float *X = rand_vec((size_t)n * cols, 2.0f);
+    float *Y = malloc((size_t)n * rows * sizeof *Y), *y = malloc((size_t)rows * sizeof *y);
+    for (int fi = 0; fi < NFMT; fi++) {
+        for (int raw = 0; raw < 2; raw++) {
+            struct qtensor W;
+            void *mem;
+            float *smem;
+            make_tensor(ALL_FMTS[fi], rows, cols, raw, &W, &mem, &smem);
+            for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+                if (!quant_isa_available(isa)) continue;
+                for (int nb = 1; nb <= n; nb += nb < 4 ? 1 : n - 4) {
+                    CHECK(quant_matmul_isa(&W, X, nb, Y, isa, NULL) == 0, "matmul");
+                    int bad = 0;
+                    for (int j = 0; j < nb; j++) {
+                        CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
+                        if (memcmp(y, Y + (size_t)j * rows, (size_t)rows * sizeof *y) != 0) bad++;
+                    }
+                    CHECK(bad == 0, "%s/%s%s n=%d: %d columns differ from their matvec", quant_isa_name(isa),
+                          quant_fmt_name(W.fmt), raw ? " raw" : "", nb, bad);
+                }
+            }
+            quant_qtensor_free(&W);
+            free(mem);
+            free(smem);
+        }
+    }
+    free(X); free(Y); free(y);
 }
 
 static void test_zero_rows(void)
@@ -459,6 +497,7 @@ int main(void)
     RUN_TEST(test_zero_rows);
     RUN_TEST(test_kernels_vs_reference);
     RUN_TEST(test_entry_points_and_nesting);
+    RUN_TEST(test_tiles_batch_invariant);
     RUN_TEST(test_convert);
     RUN_TEST(test_batch_slices);
     return CHECK_SUMMARY();
