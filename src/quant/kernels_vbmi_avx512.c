@@ -131,6 +131,11 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
     for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(acc[i]);
 }
 
+/* Scale blocks (128 columns) per prefill column block, and rows whose
+ * accumulators rest on the stack between column blocks. */
+#define FP8_KB 8
+#define FP8_RCHUNK 16
+
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
@@ -145,26 +150,40 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
     for (int j = 0; j < NJ; j++) xp[j] = a->xp + (size_t)(j0 + j) * a->cols_pad64;
     if (NJ == 1)
         for (; r0 + 4 <= r1; r0 += 4) tile4_fp8b(&t, W, r0, xp[0], Y + (size_t)j0 * W->rows);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-        const float *s = W->scales + (size_t)(r / B) * nbc;
-        __m512 acc[QUANT_NB];
-        UNROLL
-        for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
-        for (int bc = 0; bc < nbc; bc++) {
-            __m512 b0[QUANT_NB], b1[QUANT_NB];
-            UNROLL
-            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
-            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
-            for (int c = c0; c < c1; c += 64) {
-                fp8_step64(&t, p, xp, c, c1 - c, NJ, b0, b1);
+    /* Prefill goes over the columns in blocks of FP8_KB scale blocks: the
+     * NJ activations' slices (NJ * 4 KiB) stay in L1 while every row of the
+     * call passes over them. An output's accumulator rests in sacc between
+     * column blocks (a store and a load are exact), so its operations are
+     * those of one pass over the whole row. */
+    __m512 sacc[FP8_RCHUNK * QUANT_NB];
+    for (int rc = r0; rc < r1; rc += FP8_RCHUNK) {
+        int re = rc + FP8_RCHUNK < r1 ? rc + FP8_RCHUNK : r1;
+        for (int bc0 = 0; bc0 < nbc; bc0 += FP8_KB) {
+            int bc1 = bc0 + FP8_KB < nbc ? bc0 + FP8_KB : nbc;
+            for (int r = rc; r < re; r++) {
+                const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+                const float *s = W->scales + (size_t)(r / B) * nbc;
+                __m512 *sa = sacc + (size_t)(r - rc) * NJ;
+                __m512 acc[QUANT_NB];
+                UNROLL
+                for (int j = 0; j < NJ; j++) acc[j] = bc0 == 0 ? _mm512_setzero_ps() : sa[j];
+                for (int bc = bc0; bc < bc1; bc++) {
+                    __m512 b0[QUANT_NB], b1[QUANT_NB];
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
+                    int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+                    for (int c = c0; c < c1; c += 64) fp8_step64(&t, p, xp, c, c1 - c, NJ, b0, b1);
+                    __m512 sv = _mm512_set1_ps(s[bc]);
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
+                }
+                UNROLL
+                for (int j = 0; j < NJ; j++) {
+                    if (bc1 == nbc) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
+                    else sa[j] = acc[j];
+                }
             }
-            __m512 sv = _mm512_set1_ps(s[bc]);
-            UNROLL
-            for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
         }
-        UNROLL
-        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
     }
 }
 
