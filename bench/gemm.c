@@ -10,7 +10,8 @@
  * builds against an older library for before/after runs in one script
  * (bench/gemm.sh), which also prints the compute peaks to divide by.
  *
- * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all] */
+ * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all]
+ *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, neon] */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +48,13 @@ int main(int argc, char **argv)
     int reps = argc > 3 ? atoi(argv[3]) : 5;
     const char *list = argc > 4 ? argv[4] : "f32,bf16,f16,q8,q4,q4g32,q4g64,q4g128,fp8b";
     const int cols = 7168;
+    int isa = quant_isa_best();
+    if (argc > 5) {
+        isa = -1;
+        for (int i = 0; i < QUANT_ISA_COUNT; i++)
+            if (strcmp(argv[5], quant_isa_name(i)) == 0) isa = i;
+        if (isa < 0 || !quant_isa_available(isa)) { fprintf(stderr, "level %s not available\n", argv[5]); return 2; }
+    }
     if (n <= 0 || rows <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
     float *w = xalloc((size_t)rows * cols * sizeof(float)), *x = xalloc((size_t)n * cols * sizeof(float));
     float *y = xalloc((size_t)n * rows * sizeof(float));
@@ -60,11 +68,11 @@ int main(int argc, char **argv)
         if (f < 0) { fprintf(stderr, "unknown format %s\n", tok); return 2; }
         struct qtensor W;
         if (quant_qtensor_from_f32(f, rows, cols, w, &W, NULL)) return 1;
-        quant_matmul(&W, x, n, y);                      /* warm-up */
+        if (quant_matmul_isa(&W, x, n, y, isa, NULL)) return 1;     /* warm-up */
         double t[100], tc[100];
         for (int r = 0; r < reps; r++) {
             double t0 = now_sec(), c0 = cpu_sec();
-            quant_matmul(&W, x, n, y);
+            quant_matmul_isa(&W, x, n, y, isa, NULL);
             t[r] = now_sec() - t0;
             tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
         }
@@ -72,9 +80,9 @@ int main(int argc, char **argv)
         qsort(tc, reps, sizeof tc[0], cmp_d);
         double fl = 2.0 * rows * cols * n / 1e9;
         double gb = quant_qtensor_bytes(&W) / 1e9;
-        printf("%s n=%d rows=%d threads=%d GFLOP/s wall median %.1f min %.1f max %.1f | cpu-time median %.1f max %.1f"
+        printf("%s %s n=%d rows=%d threads=%d GFLOP/s wall median %.1f min %.1f max %.1f | cpu-time median %.1f max %.1f"
                " | weight GB/s wall median %.1f cpu-time median %.1f\n",
-               tok, n, rows, omp_get_max_threads(), fl / t[reps / 2], fl / t[reps - 1], fl / t[0],
+               quant_isa_name(isa), tok, n, rows, omp_get_max_threads(), fl / t[reps / 2], fl / t[reps - 1], fl / t[0],
                fl / tc[reps / 2], fl / tc[0], gb / t[reps / 2], gb / tc[reps / 2]);
         fflush(stdout);
         quant_qtensor_free(&W);
