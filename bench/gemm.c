@@ -10,6 +10,10 @@
  * builds against an older library for before/after runs in one script
  * (bench/gemm.sh), which also prints the compute peaks to divide by.
  *
+ * The name "read" in the format list times the read-bandwidth probe instead:
+ * a sum over rows * 7168 * 2 bytes with every thread (the decode bound; list
+ * it between formats to interleave it with their matvecs, n = 1).
+ *
  * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all]
  *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, neon] */
 #include <omp.h>
@@ -42,6 +46,33 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The read probe: median rate of `reps` sums over a buffer of `bytes`. */
+static void read_probe(size_t bytes, int reps)
+{
+    static volatile uint64_t sink;
+    size_t nw = bytes / 8;
+    uint64_t *b = xalloc(nw * 8);
+    if (!b) return;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < nw; i++) b[i] = i;
+    double t[100], tc[100];
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_sec(), c0 = cpu_sec();
+        uint64_t sum = 0;
+        #pragma omp parallel for schedule(static) reduction(+ : sum)
+        for (size_t i = 0; i < nw; i++) sum += b[i];
+        sink += sum;
+        t[r] = now_sec() - t0;
+        tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
+    }
+    qsort(t, reps, sizeof t[0], cmp_d);
+    qsort(tc, reps, sizeof tc[0], cmp_d);
+    printf("read probe %.0f MiB threads=%d | weight GB/s wall median %.1f cpu-time median %.1f\n",
+           bytes / 1048576.0, omp_get_max_threads(), bytes / t[reps / 2] / 1e9, bytes / tc[reps / 2] / 1e9);
+    fflush(stdout);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 256, rows = argc > 2 ? atoi(argv[2]) : 1024;
@@ -64,6 +95,10 @@ int main(int argc, char **argv)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (strcmp(tok, "read") == 0) {
+            read_probe((size_t)rows * cols * 2, reps);
+            continue;
+        }
         int f = quant_fmt_from_name(tok);
         if (f < 0) { fprintf(stderr, "unknown format %s\n", tok); return 2; }
         struct qtensor W;

@@ -11,7 +11,12 @@
  *
  * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
  * prefill reads the weights once per QUANT_NB activations from cache and
- * once per batch from memory.
+ * once per batch from memory. Prefill (nj > 1) also tiles rows: float
+ * formats 3 or 4 rows x nj over 1024-column blocks (activation slices stay
+ * in L1), int8 formats with one scale per row 2 rows x nj. Matvec keeps one
+ * row per pass for the int8 formats (multi-row passes streamed slower) and
+ * 4 rows for the float formats (sharing each f32 activation load). No tile
+ * changes the operations of any one output (kernels.h invariant).
  */
 #include <assert.h>
 #include <immintrin.h>
