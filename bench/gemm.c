@@ -10,6 +10,8 @@
  * builds against an older library for before/after runs in one script
  * (bench/gemm.sh), which also prints the compute peaks to divide by.
  *
+ * The name "bf16act" times the opt-in bf16-activation product
+ * (quant/bf16act.h) on bf16 weights.
  * The name "read" in the format list times the read-bandwidth probe instead:
  * a sum over rows * 7168 * 2 bytes with every thread (the decode bound; list
  * it between formats to interleave it with their matvecs, n = 1).
@@ -25,6 +27,9 @@
 
 #include "base/util.h"
 #include "quant/qtensor.h"
+#ifndef GEMM_NO_BF16ACT             /* building against a library without it */
+#include "quant/bf16act.h"
+#endif
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static inline uint64_t next(void)
@@ -99,15 +104,22 @@ int main(int argc, char **argv)
             read_probe((size_t)rows * cols * 2, reps);
             continue;
         }
-        int f = quant_fmt_from_name(tok);
+        int bf16act = strcmp(tok, "bf16act") == 0;
+        int f = bf16act ? QUANT_BF16 : quant_fmt_from_name(tok);
         if (f < 0) { fprintf(stderr, "unknown format %s\n", tok); return 2; }
         struct qtensor W;
         if (quant_qtensor_from_f32(f, rows, cols, w, &W, NULL)) return 1;
-        if (quant_matmul_isa(&W, x, n, y, isa, NULL)) return 1;     /* warm-up */
+#ifdef GEMM_NO_BF16ACT
+        if (bf16act) { fprintf(stderr, "bf16act not built\n"); return 2; }
+#define PRODUCT() quant_matmul_isa(&W, x, n, y, isa, NULL)
+#else
+#define PRODUCT() (bf16act ? quant_matmul_bf16act(&W, x, n, y, NULL) : quant_matmul_isa(&W, x, n, y, isa, NULL))
+#endif
+        if (PRODUCT()) return 1;                                     /* warm-up */
         double t[100], tc[100];
         for (int r = 0; r < reps; r++) {
             double t0 = now_sec(), c0 = cpu_sec();
-            quant_matmul_isa(&W, x, n, y, isa, NULL);
+            PRODUCT();
             t[r] = now_sec() - t0;
             tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
         }

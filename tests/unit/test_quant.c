@@ -3,6 +3,7 @@
  * level available here against an independent double-precision reference
  * (dequantize with to_f32, dot in double), over odd shapes and batches. */
 #include "check.h"
+#include "quant/bf16act.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
@@ -378,6 +379,65 @@ static void test_tiles_batch_invariant(void)
     free(X); free(Y); free(y);
 }
 
+/* The opt-in bf16-activation product (bf16act.h): each output against the
+ * double-precision product of the weights with the f32 activations, within
+ * the documented bound; each column of a batch equal to its own n = 1 call;
+ * other formats and bad batches refused by name. */
+static void test_bf16act(void)
+{
+    struct colibri_err err = { 0 };
+    struct qtensor Q;
+    float *w = rand_vec(7 * 100, 1.0f), *x = rand_vec(100, 1.0f), y[7];
+    CHECK(quant_qtensor_from_f32(QUANT_Q8, 7, 100, w, &Q, NULL) == 0, "q8");
+    CHECK(quant_matmul_bf16act(&Q, x, 1, y, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "q8"),
+          "q8 weights refused by name: %s", err.msg);
+    quant_qtensor_free(&Q);
+    free(w); free(x);
+    if (!quant_bf16act_available()) {
+        struct qtensor B;
+        float *w2 = rand_vec(4 * 64, 1.0f), *x2 = rand_vec(64, 1.0f), y2[4];
+        CHECK(quant_qtensor_from_f32(QUANT_BF16, 4, 64, w2, &B, NULL) == 0, "bf16");
+        CHECK(quant_matmul_bf16act(&B, x2, 1, y2, &err) == COLIBRI_EUNSUPPORTED, "no AVX-512 BF16: refused");
+        printf("     bf16act kernel NOT tested: this CPU lacks AVX-512 BF16\n");
+        quant_qtensor_free(&B);
+        free(w2); free(x2);
+        return;
+    }
+    static const int shapes[][2] = { { 1, 1 }, { 5, 31 }, { 33, 129 }, { 17, 1000 }, { 37, 2100 } };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int rows = shapes[si][0], cols = shapes[si][1], n = 13;
+        float *wf = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 3.0f);
+        float *Y = malloc((size_t)n * rows * sizeof *Y), *y1 = malloc((size_t)rows * sizeof *y1);
+        float *wr = malloc((size_t)cols * sizeof *wr);
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(QUANT_BF16, rows, cols, wf, &W, NULL) == 0, "bf16");
+        CHECK(quant_matmul_bf16act(&W, X, 0, Y, &err) == COLIBRI_EINVAL, "n = 0 refused");
+        CHECK(quant_matmul_bf16act(&W, X, n, Y, &err) == 0, "product: %s", err.msg);
+        int bad = 0, differ = 0;
+        for (int r = 0; r < rows; r++) {
+            quant_dequant_rows(&W, r, 1, wr);
+            for (int j = 0; j < n; j++) {
+                double ref = 0, mag = 0;
+                for (int c = 0; c < cols; c++) {
+                    ref += (double)wr[c] * X[(size_t)j * cols + c];
+                    mag += fabs((double)wr[c] * X[(size_t)j * cols + c]);
+                }
+                double got = Y[(size_t)j * rows + r], tol = (0x1p-8 + 1e-5) * mag + 1e-30;
+                if (!(fabs(got - ref) <= tol) && bad++ < 3)
+                    CHECK(0, "bf16act [%d,%d] r=%d j=%d: %.9g vs %.9g (tol %g)", rows, cols, r, j, got, ref, tol);
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            CHECK(quant_matmul_bf16act(&W, X + (size_t)j * cols, 1, y1, &err) == 0, "n = 1");
+            if (memcmp(y1, Y + (size_t)j * rows, (size_t)rows * sizeof *y1) != 0) differ++;
+        }
+        CHECK(bad == 0, "bf16act [%d,%d]: %d outputs out of tolerance", rows, cols, bad);
+        CHECK(differ == 0, "bf16act [%d,%d]: %d of %d columns differ from n = 1", rows, cols, differ, n);
+        quant_qtensor_free(&W);
+        free(wf); free(X); free(Y); free(y1); free(wr);
+    }
+}
+
 static void test_zero_rows(void)
 {
     int rows = 4, cols = 300;
@@ -498,6 +558,7 @@ int main(void)
     RUN_TEST(test_kernels_vs_reference);
     RUN_TEST(test_entry_points_and_nesting);
     RUN_TEST(test_tiles_batch_invariant);
+    RUN_TEST(test_bf16act);
     RUN_TEST(test_convert);
     RUN_TEST(test_batch_slices);
     return CHECK_SUMMARY();
