@@ -526,7 +526,7 @@ static void test_convert(void)
  * written, each equal to the matvec of its column. */
 static void test_batch_slices(void)
 {
-    int rows = 9, cols = 7100, n = 80;
+    int rows = 9, cols = 7100, n = 1200;     /* slices: 295 f32 or 1170 int8 activations */
     float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
     float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
     static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B };
