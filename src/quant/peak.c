@@ -4,8 +4,8 @@
 #include "quant/peak.h"
 
 #include <omp.h>
+#include <time.h>
 
-#include "base/util.h"
 
 static const struct { const char *name; int ops; } KINDS[QUANT_PEAK_COUNT] = {
     [QUANT_PEAK_FP32_FMA] = { "fp32 FMA (vfmadd231ps zmm)", 32 },
@@ -51,16 +51,27 @@ static double run_loop(enum quant_peak_kind k, long iters)
 #endif
 }
 
-/* G op/s of kind k on nt threads: best of 3 passes of `iters` iterations;
- * a pass's time is that of its slowest thread (the region's wall clock). */
+static double thread_cpu_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* G op/s of kind k on nt threads: best of 3 passes of `iters` iterations per
+ * thread. Each thread's rate is its instructions over its own CPU time, so
+ * time-slicing by other processes on a shared machine does not count; a
+ * pass's rate is the sum over its threads. */
 static double time_kind(enum quant_peak_kind k, int nt, long iters)
 {
     double best = 0;
     for (int pass = 0; pass < 3; pass++) {
-        double insns = 0, t0 = now_sec();
-        #pragma omp parallel num_threads(nt) reduction(+ : insns)
-        insns += run_loop(k, iters);
-        double dt = now_sec() - t0, rate = insns * KINDS[k].ops / dt / 1e9;
+        double rate = 0;
+        #pragma omp parallel num_threads(nt) reduction(+ : rate)
+        {
+            double t0 = thread_cpu_sec(), insns = run_loop(k, iters), dt = thread_cpu_sec() - t0;
+            rate += dt > 0 ? insns * KINDS[k].ops / dt / 1e9 : 0;
+        }
         if (rate > best) best = rate;
     }
     return best;
@@ -77,9 +88,9 @@ void quant_peak_measure(int threads, double seconds, struct quant_peak *out)
         /* calibrate on one thread: grow the count until a pass takes 20 ms */
         long iters = 1 << 12;
         for (;;) {
-            double t0 = now_sec();
+            double t0 = thread_cpu_sec();
             run_loop(k, iters);
-            double dt = now_sec() - t0;
+            double dt = thread_cpu_sec() - t0;
             if (dt > 0.02 || iters > (1L << 40)) {
                 iters = (long)(iters * (seconds / 3) / (dt > 0 ? dt : 1e-3)) + 1;
                 break;

@@ -6,6 +6,9 @@
  * Each probe runs a loop of independent register-only operations (enough
  * chains to cover the instruction's latency on every pipe), on 1 thread and
  * on `threads` OpenMP threads, and keeps the best of a few timed passes.
+ * Each thread is timed by its own CPU time (so on a shared machine the
+ * figure is what a core does while it runs this process, not diluted by
+ * time-slicing); the all-threads figure is the sum over the threads.
  * Operations are counted as a multiply and an add per multiply-add:
  *   fp32 FMA   VFMADD231PS zmm   16 lanes x 2        = 32 FLOP per instruction
  *   bf16 dot   VDPBF16PS zmm     16 lanes x 2 pairs x 2 = 64 FLOP
