@@ -2,7 +2,7 @@
 # bench/gemm.sh - prefill (matmul) and decode (matvec) per weight format, an
 # old build against a new one in the same run, rounds interleaved, then a
 # summary of medians (bench/gemm_summary.py). Also the compute peaks
-# (colibri bench --peak, every round) so each prefill figure can be read as a
+# (colibri bench --peak, before each pair of runs) so each prefill figure can be read as a
 # fraction of its instruction's peak measured in the same interval, and a read probe interleaved with the matvecs as
 # the decode bound.
 #
@@ -18,9 +18,9 @@ DEC=read,f32,bf16,f16,read,q8,q4,q4g32,read,q4g64,q4g128,fp8b,read
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) CPUs online)"
 echo "loadavg start: $(cat /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
-    # the peaks move with the load on a shared machine: measured every round
-    $COLIBRI bench --peak | sed 's/^/peak /'
     for t in 1 2; do
+        # the peaks move with the load on a shared machine: measured each time
+        $COLIBRI bench --peak | sed 's/^/peak /'
         for b in old new; do
             if [ $b = old ]; then bin=$OLD; else bin=$NEW; fi
             OMP_NUM_THREADS=$t $bin 256 4096 3 $FMTS | sed "s/^/prefill $b r$r /"
