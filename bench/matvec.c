@@ -26,6 +26,7 @@
 #include "base/util.h"
 #include "cli/opts.h"
 #include "quant/kernels.h"
+#include "quant/peak.h"
 #include "quant/qtensor.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -120,6 +121,13 @@ int main(int argc, char **argv)
     printf("## Machine\n\n- CPU: %s (%ld logical CPUs online), %s %s\n- OpenMP threads: %d\n"
            "- kernel level: %s\n- /proc/loadavg at start: %s\n\n", model, sysconf(_SC_NPROCESSORS_ONLN),
            u.sysname, u.machine, threads, quant_isa_name(isa), la);
+    fflush(stdout);
+
+    struct quant_peak peak;
+    quant_peak_measure(threads, 0, &peak);
+    printf("## Compute peaks (same run, best of 3 passes of ~0.07 s)\n\n");
+    quant_peak_print(&peak, stdout);
+    printf("\n");
     fflush(stdout);
 
     /* The probe buffer stays allocated: each format's matvec timings are

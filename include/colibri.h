@@ -191,6 +191,13 @@ struct colibri_attn_bench_opts {
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err);
 
+/* Compute peaks of the instructions the weight kernels use (fp32 FMA, bf16
+ * dot, int8 dot), in G op/s on 1 and on `threads` threads (0: all), each
+ * thread timed by its own CPU time, about 0.2 s per probe; writes a markdown
+ * table to `table`. Instructions this CPU
+ * lacks are reported as not available. */
+int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err);
+
 /* ---------------------------------------------------------- verification */
 
 /* Checks one oracle fixture directory (config.json, model.safetensors,

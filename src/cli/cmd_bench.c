@@ -59,7 +59,7 @@ int cmd_bench(int argc, char **argv)
     int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
     struct colibri_model_opts mo = { 0 };
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
-    int kv_int8 = 0, attn = 0;
+    int kv_int8 = 0, attn = 0, peaks = 0;
     struct colibri_attn_bench_opts ao = { 0 };
     float attn_min_time = 0.4f;
     const struct opt opts[] = {
@@ -79,9 +79,10 @@ int cmd_bench(int argc, char **argv)
         { "reps", 'r', OPT_INT, &reps, "repetitions; the best is reported (default 3)", 1, 100 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "bw", 0, OPT_FLAG, &bw, "also probe read bandwidth and compare decode with its bound" },
+        { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
-        "[--embed FMT]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--cpu-time]",
+        "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--cpu-time]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
                                     "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).\n"
                                     "--attn times decode attention alone per KV tier against f32 in the same run "
@@ -92,6 +93,13 @@ int cmd_bench(int argc, char **argv)
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
     struct colibri_err err = { 0 };
+    if (peaks) {
+        if (colibri_bench_peak(threads, stdout, &err)) {
+            fprintf(stderr, "colibri bench: %s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     if (attn) {
         ao.threads = threads;
         ao.min_time = attn_min_time;

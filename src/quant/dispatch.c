@@ -1,7 +1,13 @@
 /* quant/dispatch.c - the one place that reads CPUID for quant/: which kernel
  * levels this machine can run, filled once (pthread_once) into a table of
  * per-format kernels, each level falling back per format to the next lower
- * level that has a kernel. */
+ * level that has a kernel.
+ *
+ * A new level (matrix tiles such as AMX, say) is an enum value in qtensor.h,
+ * a table of the formats it implements, its cpu_has() test (for AMX: CPUID
+ * amx-bf16 / amx-int8, plus the kernel's XTILEDATA permission granted by
+ * arch_prctl before any tile instruction runs), and its place in order[] and
+ * lower_of(); every format it lacks falls back to the level below. */
 #include <pthread.h>
 
 #include "quant/kernels.h"

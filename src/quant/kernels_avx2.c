@@ -18,6 +18,9 @@
 #include "quant/kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* Loops over a row's activations must unroll fully (constant trip counts)
+ * so the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 static_assert(QUANT_NB == 4, "the kernel switches cover nj = 1..4");
 
@@ -56,19 +59,23 @@ INLINE void rows_float8(int fmt, const struct qtensor *W, int r0, int r1,
 {
     const int cols = W->cols;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = row_ptr(W, r);
         __m256 acc0[QUANT_NB], acc1[QUANT_NB];
+        UNROLL
         for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
         int c = 0;
         for (; c + 16 <= cols; c += 16) {
             __m256 w0 = load_w8(fmt, p, c), w1 = load_w8(fmt, p, c + 8);
+            UNROLL
             for (int j = 0; j < NJ; j++) {
                 acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[j] + c), acc0[j]);
                 acc1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[j] + c + 8), acc1[j]);
             }
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) {
             float y = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
             for (int t = c; t < cols; t++) y += scalar_w(fmt, p, t) * x[j][t];
@@ -120,26 +127,31 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
 {
     const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = row_ptr(W, r);
         const float *s = W->scales + (size_t)(r / B) * nbc;
         __m256 acc[QUANT_NB];
         float tail[QUANT_NB] = { 0 };
+        UNROLL
         for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
         for (int bc = 0; bc < nbc; bc++) {
             int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols, c = c0;
             __m256 b0[QUANT_NB], b1[QUANT_NB];
+            UNROLL
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm256_setzero_ps();
             for (; c + 16 <= c1; c += 16) {
                 __m256 wl, wh;
                 fp8x16_to_f32_2m8(_mm_loadu_si128((const __m128i *)(p + c)), &wl, &wh);
+                UNROLL
                 for (int j = 0; j < NJ; j++) {
                     b0[j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[j] + c), b0[j]);
                     b1[j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[j] + c + 8), b1[j]);
                 }
             }
             __m256 sv = _mm256_set1_ps(s[bc] * 256.0f);
+            UNROLL
             for (int j = 0; j < NJ; j++) {
                 acc[j] = _mm256_fmadd_ps(_mm256_add_ps(b0[j], b1[j]), sv, acc[j]);
                 float t = 0.0f;
@@ -147,6 +159,7 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                 tail[j] += t * s[bc];
             }
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = hsum8(acc[j]) + tail[j];
     }
 }
@@ -175,6 +188,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
     const int ng = G ? (cols + G - 1) / G : 1;
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB], *xsum[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
         xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
@@ -186,6 +200,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
         const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
         __m256 acc[QUANT_NB];
         float corr[QUANT_NB] = { 0 };
+        UNROLL
         for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
         for (int ch = 0; ch < nchunk; ch++) {
             __m256i u;                          /* unsigned operand */
@@ -208,6 +223,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
                 u = _mm256_abs_epi8(sg);
             }
             float w = G ? s[ch * 32 / G] : 1.0f;
+            UNROLL
             for (int j = 0; j < NJ; j++) {
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + 32 * (size_t)ch));
                 if (!INT4) xq = _mm256_sign_epi8(xq, sg);
@@ -215,6 +231,7 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
                 if (INT4 && G) corr[j] += w * xsum[j][ch];
             }
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) {
             float dot = hsum8(acc[j]), y;
             if (!INT4) y = s[0] * dot;

@@ -11,7 +11,12 @@
  *
  * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
  * prefill reads the weights once per QUANT_NB activations from cache and
- * once per batch from memory.
+ * once per batch from memory. Prefill (nj > 1) also tiles rows: float
+ * formats 3 or 4 rows x nj over 1024-column blocks (activation slices stay
+ * in L1), int8 formats with one scale per row 2 rows x nj. Matvec keeps one
+ * row per pass for the int8 formats (multi-row passes streamed slower) and
+ * 4 rows for the float formats (sharing each f32 activation load). No tile
+ * changes the operations of any one output (kernels.h invariant).
  */
 #include <assert.h>
 #include <immintrin.h>
@@ -20,6 +25,12 @@
 #include "quant/kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* Loops over the rows and activations of a register tile must unroll fully
+ * (constant trip counts) so the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+/* Keeps v in a register: a vector used by several FMAs is loaded once rather
+ * than folded into each FMA as a memory operand (loads were the bottleneck). */
+#define REG(v) __asm__("" : "+v"(v))
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
@@ -41,63 +52,109 @@ INLINE __m512 load_w16(int fmt, const uint8_t *p, int c, __mmask16 m)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));   /* bf16 */
 }
 
-/* matvec: 4 rows per pass share each activation load (f32 activations are
- * 2-4 bytes per weight byte of cache traffic when re-read per row). Each
- * row's arithmetic is exactly that of the one-row loop below, so results do
- * not depend on the tiling. */
-INLINE void tile4_float16(int fmt, const struct qtensor *W, int r, const float *x, float *Y)
+/* R rows x NJ activations per pass over columns [c0, c1): each weight
+ * vector is widened once for the NJ activations and each activation vector
+ * is loaded once for the R rows, so a 16-column step costs R + NJ loads for
+ * R * NJ FMAs. R * NJ <= 12 keeps the 2 * R * NJ accumulators in registers.
+ * Between column blocks the accumulators rest in sacc ([R][NJ][2] vectors;
+ * a store and a load are exact). Every output keeps the sequence of the
+ * one-row loop: acc0 takes the first 16 columns of each 32-column step, acc1
+ * the second, the masked tail goes to acc0, then one reduction of
+ * acc0 + acc1; column blocks start at multiples of 32. So an output's bits
+ * depend on neither R, NJ nor the column blocking. */
+INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const float *const *x,
+                         int NJ, int c0, int c1, __m512 *sacc, int j0, float *Y)
 {
-    const int cols = W->cols;
+    const int cols = W->cols, first = c0 == 0, last = c1 == cols;
     const uint8_t *p[4];
-    __m512 acc0[4], acc1[4];
-    for (int i = 0; i < 4; i++) {
+    __m512 acc0[4][QUANT_NB], acc1[4][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++) {
         p[i] = row_ptr(W, r + i);
-        acc0[i] = acc1[i] = _mm512_setzero_ps();
-    }
-    int c = 0;
-    for (; c + 32 <= cols; c += 32) {
-        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-        for (int i = 0; i < 4; i++) {
-            acc0[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c, 0xFFFF), x0, acc0[i]);
-            acc1[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c + 16, 0xFFFF), x1, acc1[i]);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            acc0[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j)];
+            acc1[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j) + 1];
         }
     }
-    for (; c < cols; c += 16) {
-        __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
-        __m512 x0 = _mm512_maskz_loadu_ps(m, x + c);
-        for (int i = 0; i < 4; i++) acc0[i] = _mm512_fmadd_ps(load_w16(fmt, p[i], c, m), x0, acc0[i]);
+    int c = c0;
+    for (; c + 32 <= c1; c += 32) {
+        __m512 w[4];
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c, 0xFFFF);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            __m512 xv = _mm512_loadu_ps(x[j] + c);
+            REG(xv);
+            UNROLL
+            for (int i = 0; i < R; i++) acc0[i][j] = _mm512_fmadd_ps(w[i], xv, acc0[i][j]);
+        }
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c + 16, 0xFFFF);
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            __m512 xv = _mm512_loadu_ps(x[j] + c + 16);
+            REG(xv);
+            UNROLL
+            for (int i = 0; i < R; i++) acc1[i][j] = _mm512_fmadd_ps(w[i], xv, acc1[i][j]);
+        }
     }
-    for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
+    for (; c < c1; c += 16) {
+        __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m512 w0 = load_w16(fmt, p[i], c, m);
+            UNROLL
+            for (int j = 0; j < NJ; j++)
+                acc0[i][j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[i][j]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            if (last) {
+                Y[(size_t)(j0 + j) * W->rows + r + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i][j], acc1[i][j]));
+            } else {
+                sacc[2 * (i * NJ + j)] = acc0[i][j];
+                sacc[2 * (i * NJ + j) + 1] = acc1[i][j];
+            }
+        }
 }
+
+/* Prefill column block: the NJ activations' slices (NJ * 4 KiB) stay in L1
+ * while every row of the call passes over them, so only the weights come
+ * from L2. A multiple of 32 (see tile_float16). */
+#define FLOAT_KC 1024
+/* Rows whose accumulators rest on the stack between column blocks. */
+#define FLOAT_RCHUNK 18
 
 INLINE void rows_float16(int fmt, const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
     const int cols = W->cols;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
-    if (NJ == 1)
-        for (; r0 + 4 <= r1; r0 += 4) tile4_float16(fmt, W, r0, x[0], Y + (size_t)j0 * W->rows);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        __m512 acc0[QUANT_NB], acc1[QUANT_NB];
-        for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
-        int c = 0;
-        for (; c + 32 <= cols; c += 32) {
-            __m512 w0 = load_w16(fmt, p, c, 0xFFFF), w1 = load_w16(fmt, p, c + 16, 0xFFFF);
-            for (int j = 0; j < NJ; j++) {
-                acc0[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[j] + c), acc0[j]);
-                acc1[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[j] + c + 16), acc1[j]);
-            }
+    if (NJ == 1) {
+        /* matvec: no weight reuse to gain from column blocks (one block:
+         * sacc is neither read nor written) */
+        __m512 unused[2 * 4];
+        for (; r0 + 4 <= r1; r0 += 4) tile_float16(fmt, W, r0, 4, x, 1, 0, cols, unused, j0, Y);
+        for (; r0 < r1; r0++) tile_float16(fmt, W, r0, 1, x, 1, 0, cols, unused, j0, Y);
+        return;
+    }
+    const int R = NJ == 4 ? 3 : 4;
+    __m512 sacc[FLOAT_RCHUNK * QUANT_NB * 2];
+    for (int rc = r0; rc < r1; rc += FLOAT_RCHUNK) {
+        int re = rc + FLOAT_RCHUNK < r1 ? rc + FLOAT_RCHUNK : r1;
+        for (int c0 = 0; c0 < cols; c0 += FLOAT_KC) {
+            int c1 = c0 + FLOAT_KC < cols ? c0 + FLOAT_KC : cols;
+            int r = rc;
+            for (; r + R <= re; r += R)
+                tile_float16(fmt, W, r, R, x, NJ, c0, c1, sacc + 2 * NJ * (r - rc), j0, Y);
+            for (; r < re; r++) tile_float16(fmt, W, r, 1, x, NJ, c0, c1, sacc + 2 * NJ * (r - rc), j0, Y);
         }
-        for (; c < cols; c += 16) {
-            __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
-            __m512 w0 = load_w16(fmt, p, c, m);
-            for (int j = 0; j < NJ; j++)
-                acc0[j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[j]);
-        }
-        for (int j = 0; j < NJ; j++)
-            Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
     }
 }
 
@@ -133,6 +190,7 @@ INLINE void fp8_step(const uint8_t *p, const float *const *x, int c, __mmask32 m
 {
     __m512 wl, wh;
     fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
         b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
@@ -145,14 +203,17 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
     const int cols = W->cols, B = QUANT_FP8B_BLOCK;
     const int nbc = (cols + B - 1) / B, nfull = cols / B;
     const float *x[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = row_ptr(W, r);
         const float *s = W->scales + (size_t)(r / B) * nbc;
         __m512 acc[QUANT_NB];
+        UNROLL
         for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
         for (int bc = 0; bc < nbc; bc++) {
             __m512 b0[QUANT_NB], b1[QUANT_NB];
+            UNROLL
             for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
             int c0 = bc * B;
             if (bc < nfull) {
@@ -164,8 +225,10 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                 }
             }
             __m512 sv = _mm512_set1_ps(s[bc] * 256.0f);
+            UNROLL
             for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
         }
+        UNROLL
         for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
     }
 }
@@ -183,95 +246,135 @@ static void rows_fp8b(const struct qtensor *W, int r0, int r1,
 
 /* ------------------------------------------------------------- q8 / q4* */
 
-/* One 128-element block: dlo covers elements 0..63 (int32 lanes 0-7: block
- * chunk 0, lanes 8-15: chunk 1), dhi elements 64..127 (chunks 2, 3). f4 holds
- * the four chunks' combined scales; the chunk scale is spread to its lanes. */
-INLINE __m512 block_fma(__m512i dlo, __m512i dhi, __m128 f4, __m512 acc)
-{
-    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
-    __m512 f = _mm512_castps128_ps512(f4);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), _mm512_permutexvar_ps(idx_lo, f), acc);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), _mm512_permutexvar_ps(idx_hi, f), acc);
-}
-
 /* Weight scales of the 4 chunks of 128-block k, for group size G (0 = one
- * scale per row: handled by the caller). Groups past the row are masked. */
+ * scale per row: handled by the caller). Groups past the row read as 0;
+ * whole groups use plain loads (a streamed masked load is slower here). */
 INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
 {
     if (G == 32) {
         int v = ng - 4 * k;
-        return _mm_maskz_loadu_ps((__mmask8)(v >= 4 ? 0xF : (1u << v) - 1), s + 4 * k);
+        return v >= 4 ? _mm_loadu_ps(s + 4 * k) : _mm_maskz_loadu_ps((__mmask8)((1u << v) - 1), s + 4 * k);
     }
     if (G == 64) {
         int v = ng - 2 * k;
-        __m128 w2 = _mm_maskz_loadu_ps((__mmask8)(v >= 2 ? 0x3 : 0x1), s + 2 * k);
+        __m128 w2 = v >= 2 ? _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(s + 2 * k))) : _mm_load_ss(s + 2 * k);
         return _mm_unpacklo_ps(w2, w2);
     }
     return _mm_set1_ps(s[k]);                           /* G == 128 */
 }
 
-/* OFS: the weight offset inside the unsigned operand (8 for int4, 128 for
- * int8). G: group size, 0 for one scale per row. INT4: nibble layout. */
-INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                        int j0, int NJ, float *Y, int INT4, int G)
+/* R rows x NJ activations per pass. INT4: nibble layout (offset 8), else
+ * q8 bytes (offset 128). G: group size, 0 for one scale per row. Each row's
+ * unsigned operands and spread scales are made once for the NJ activations,
+ * and each activation's spread scales once for the R rows. A chunk's
+ * combined scale is formed lane by lane as (row scale spread) x (activation
+ * scale spread), the same product, lane for lane, as spreading the product
+ * of the two 4-chunk vectors, so every output's operations and bits are
+ * those of the one-row, one-activation loop whatever R and NJ are.
+ * Lanes: of a 128-element block, dlo covers elements 0..63 (int32 lanes 0-7:
+ * chunk 0, lanes 8-15: chunk 1) and dhi elements 64..127 (chunks 2, 3);
+ * idx_lo / idx_hi spread each chunk's scale to its lanes. */
+INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_act *a,
+                     int j0, int NJ, float *Y, int INT4, int G)
 {
     const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
     const int ng = G ? (cols + G - 1) / G : 1;
     const float ofs = INT4 ? 8.0f : 128.0f;
+    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB], *xsum[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
         xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
         xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
-        __m512 acc[QUANT_NB];
-        __m128 corr[QUANT_NB];
-        for (int j = 0; j < NJ; j++) { acc[j] = _mm512_setzero_ps(); corr[j] = _mm_setzero_ps(); }
-        for (int k = 0; k < nb; k++) {
-            __m512i ulo, uhi;
+    const uint8_t *p[4];
+    const float *s[4];
+    __m512 acc[4][QUANT_NB];
+    __m128 corr[4][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        p[i] = row_ptr(W, r + i);
+        s[i] = G ? W->scales + (size_t)(r + i) * ng : W->scales + r + i;
+        UNROLL
+        for (int j = 0; j < NJ; j++) { acc[i][j] = _mm512_setzero_ps(); corr[i][j] = _mm_setzero_ps(); }
+    }
+    for (int k = 0; k < nb; k++) {
+        __m512i ulo[4], uhi[4];
+        __m512 wlo[4], whi[4];
+        __m128 w4[4];
+        int c = 128 * k, n = cols - c;
+        __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
+        __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
+        UNROLL
+        for (int i = 0; i < R; i++) {
             if (INT4) {
-                __m512i v = _mm512_loadu_si512(p + 64 * (size_t)k);
-                ulo = _mm512_and_si512(v, m4);
-                uhi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i v = _mm512_loadu_si512(p[i] + 64 * (size_t)k);
+                ulo[i] = _mm512_and_si512(v, m4);
+                uhi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             } else {
-                int c = 128 * k, n = cols - c;
-                __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
-                __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
-                ulo = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p + c), flip);
-                uhi = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p + c + 64), flip);
-            }
-            __m128 w4 = G ? chunk_scales(s, k, ng, G) : _mm_setzero_ps();
-            for (int j = 0; j < NJ; j++) {
-                const int8_t *qj = q[j] + 128 * (size_t)k;
-                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo, _mm512_loadu_si512(qj));
-                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi, _mm512_loadu_si512(qj + 64));
-                __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
-                if (G) {
-                    acc[j] = block_fma(dlo, dhi, _mm_mul_ps(w4, x4), acc[j]);
-                    corr[j] = _mm_fmadd_ps(w4, _mm_loadu_ps(xsum[j] + 4 * k), corr[j]);
+                if (n >= 128) {
+                    ulo[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c), flip);
+                    uhi[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c + 64), flip);
                 } else {
-                    acc[j] = block_fma(dlo, dhi, x4, acc[j]);
+                    ulo[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[i] + c), flip);
+                    uhi[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p[i] + c + 64), flip);
                 }
             }
-        }
-        for (int j = 0; j < NJ; j++) {
-            float dot = _mm512_reduce_add_ps(acc[j]), y;
             if (G) {
-                __m128 c2 = _mm_add_ps(corr[j], _mm_movehl_ps(corr[j], corr[j]));
+                w4[i] = chunk_scales(s[i], k, ng, G);
+                wlo[i] = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(w4[i]));
+                whi[i] = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(w4[i]));
+            }
+        }
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            const int8_t *qj = q[j] + 128 * (size_t)k;
+            __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
+            __m512 xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
+            __m512 xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
+            __m128 xsum4 = G ? _mm_loadu_ps(xsum[j] + 4 * k) : _mm_setzero_ps();
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[i], _mm512_loadu_si512(qj));
+                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi[i], _mm512_loadu_si512(qj + 64));
+                __m512 flo = G ? _mm512_mul_ps(wlo[i], xlo) : xlo;
+                __m512 fhi = G ? _mm512_mul_ps(whi[i], xhi) : xhi;
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), flo, acc[i][j]);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), fhi, acc[i][j]);
+                if (G) corr[i][j] = _mm_fmadd_ps(w4[i], xsum4, corr[i][j]);
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            float dot = _mm512_reduce_add_ps(acc[i][j]), y;
+            if (G) {
+                __m128 c2 = _mm_add_ps(corr[i][j], _mm_movehl_ps(corr[i][j], corr[i][j]));
                 float cs = _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
                 y = dot - ofs * cs;
             } else {
-                y = s[0] * (dot - ofs * a->xsum_all[j0 + j]);
+                y = s[i][0] * (dot - ofs * a->xsum_all[j0 + j]);
             }
-            Y[(size_t)(j0 + j) * W->rows + r] = y;
+            Y[(size_t)(j0 + j) * W->rows + r + i] = y;
         }
-    }
+}
+
+/* matvec: one row at a time (2- and 4-row tiles are faster in cache but
+ * streamed from memory at half the rate here). Prefill: 2 rows x NJ
+ * activations for one scale per row; with group scales the 2-row tile runs
+ * out of registers and one row x NJ is faster. */
+INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                        int j0, int NJ, float *Y, int INT4, int G)
+{
+    if (NJ > 1 && !G)
+        for (; r0 + 2 <= r1; r0 += 2) tile_int(W, r0, 2, a, j0, NJ, Y, INT4, G);
+    for (; r0 < r1; r0++) tile_int(W, r0, 1, a, j0, NJ, Y, INT4, G);
 }
 
 #define INT_KERNEL(name, INT4, G)                                                    \

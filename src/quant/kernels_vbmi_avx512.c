@@ -19,6 +19,9 @@
 
 #define VBMI __attribute__((target("avx512vbmi")))
 #define INLINE static inline __attribute__((always_inline)) VBMI
+/* Loops over the rows and activations of a register tile must unroll fully
+ * (constant trip counts) so the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 static_assert(QUANT_NB == 4, "the kernel switch covers nj = 1..4");
 static_assert(QUANT_FP8B_BLOCK % 64 == 0, "an fp8b block is whole 64-column steps");
@@ -48,13 +51,20 @@ static const uint8_t fp8_bf16_lo[128] __attribute__((aligned(64))) = {
 
 struct fp8_lut { __m512i ha, hb, la, lb; };
 
-/* One 64-column step: widen the codes (mask m: valid columns), multiply into
+/* 64 code bytes at p of which n are valid (zeros past them). Whole steps use
+ * a plain load: a streamed masked load is slower here. */
+INLINE __m512i load_codes64(const uint8_t *p, int n)
+{
+    return n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((1ull << n) - 1, p);
+}
+
+/* One 64-column step: widen the codes (n: valid columns), multiply into
  * the block sums. */
 INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *const *xp, int c,
-                       __mmask64 m, int NJ, __m512 *b0, __m512 *b1)
+                       int n, int NJ, __m512 *b0, __m512 *b1)
 {
     const __m512i z = _mm512_setzero_si512(), sign = _mm512_set1_epi8((char)0x80);
-    __m512i v = _mm512_maskz_loadu_epi8(m, p + c);
+    __m512i v = load_codes64(p + c, n);
     __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
     hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);          /* hb | (v & 0x80) */
     __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
@@ -63,6 +73,7 @@ INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *c
     __m512 f1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wl));
     __m512 f2 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wh));
     __m512 f3 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh));
+    UNROLL
     for (int j = 0; j < NJ; j++) {
         const float *x = xp[j] + c;
         b0[j] = _mm512_fmadd_ps(f0, _mm512_loadu_ps(x), b0[j]);
@@ -84,6 +95,7 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
     const uint8_t *p[4];
     const float *s[4];
     __m512 acc[4];
+    UNROLL
     for (int i = 0; i < 4; i++) {
         p[i] = (const uint8_t *)W->data + (size_t)(r + i) * cols;
         s[i] = W->scales + (size_t)((r + i) / B) * nbc;
@@ -91,15 +103,16 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
     }
     for (int bc = 0; bc < nbc; bc++) {
         __m512 b0[4], b1[4];
+        UNROLL
         for (int i = 0; i < 4; i++) b0[i] = b1[i] = _mm512_setzero_ps();
         int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
         for (int c = c0; c < c1; c += 64) {
             int n = c1 - c;
-            __mmask64 m = n >= 64 ? ~0ull : (1ull << n) - 1;
             __m512 x0 = _mm512_loadu_ps(xp + c), x1 = _mm512_loadu_ps(xp + c + 16);
             __m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
+            UNROLL
             for (int i = 0; i < 4; i++) {
-                __m512i v = _mm512_maskz_loadu_epi8(m, p[i] + c);
+                __m512i v = load_codes64(p[i] + c, n);
                 __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
                 hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);
                 __m512i lb = _mm512_permutex2var_epi8(t->la, v, t->lb);
@@ -110,11 +123,18 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
                 b1[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh)), x3, b1[i]);
             }
         }
+        UNROLL
         for (int i = 0; i < 4; i++)
             acc[i] = _mm512_fmadd_ps(_mm512_add_ps(b0[i], b1[i]), _mm512_set1_ps(s[i][bc]), acc[i]);
     }
+    UNROLL
     for (int i = 0; i < 4; i++) Y[r + i] = _mm512_reduce_add_ps(acc[i]);
 }
+
+/* Scale blocks (128 columns) per prefill column block, and rows whose
+ * accumulators rest on the stack between column blocks. */
+#define FP8_KB 8
+#define FP8_RCHUNK 16
 
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
@@ -126,26 +146,44 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
         _mm512_load_si512(fp8_bf16_lo), _mm512_load_si512(fp8_bf16_lo + 64),
     };
     const float *xp[QUANT_NB];
+    UNROLL
     for (int j = 0; j < NJ; j++) xp[j] = a->xp + (size_t)(j0 + j) * a->cols_pad64;
     if (NJ == 1)
         for (; r0 + 4 <= r1; r0 += 4) tile4_fp8b(&t, W, r0, xp[0], Y + (size_t)j0 * W->rows);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-        const float *s = W->scales + (size_t)(r / B) * nbc;
-        __m512 acc[QUANT_NB];
-        for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
-        for (int bc = 0; bc < nbc; bc++) {
-            __m512 b0[QUANT_NB], b1[QUANT_NB];
-            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
-            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
-            for (int c = c0; c < c1; c += 64) {
-                int n = c1 - c;
-                fp8_step64(&t, p, xp, c, n >= 64 ? ~0ull : (1ull << n) - 1, NJ, b0, b1);
+    /* Prefill goes over the columns in blocks of FP8_KB scale blocks: the
+     * NJ activations' slices (NJ * 4 KiB) stay in L1 while every row of the
+     * call passes over them. An output's accumulator rests in sacc between
+     * column blocks (a store and a load are exact), so its operations are
+     * those of one pass over the whole row. */
+    __m512 sacc[FP8_RCHUNK * QUANT_NB];
+    for (int rc = r0; rc < r1; rc += FP8_RCHUNK) {
+        int re = rc + FP8_RCHUNK < r1 ? rc + FP8_RCHUNK : r1;
+        for (int bc0 = 0; bc0 < nbc; bc0 += FP8_KB) {
+            int bc1 = bc0 + FP8_KB < nbc ? bc0 + FP8_KB : nbc;
+            for (int r = rc; r < re; r++) {
+                const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+                const float *s = W->scales + (size_t)(r / B) * nbc;
+                __m512 *sa = sacc + (size_t)(r - rc) * NJ;
+                __m512 acc[QUANT_NB];
+                UNROLL
+                for (int j = 0; j < NJ; j++) acc[j] = bc0 == 0 ? _mm512_setzero_ps() : sa[j];
+                for (int bc = bc0; bc < bc1; bc++) {
+                    __m512 b0[QUANT_NB], b1[QUANT_NB];
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
+                    int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols;
+                    for (int c = c0; c < c1; c += 64) fp8_step64(&t, p, xp, c, c1 - c, NJ, b0, b1);
+                    __m512 sv = _mm512_set1_ps(s[bc]);
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
+                }
+                UNROLL
+                for (int j = 0; j < NJ; j++) {
+                    if (bc1 == nbc) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
+                    else sa[j] = acc[j];
+                }
             }
-            __m512 sv = _mm512_set1_ps(s[bc]);
-            for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
         }
-        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
     }
 }
 

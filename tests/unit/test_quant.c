@@ -3,6 +3,7 @@
  * level available here against an independent double-precision reference
  * (dequantize with to_f32, dot in double), over odd shapes and batches. */
 #include "check.h"
+#include "quant/bf16act.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
@@ -264,7 +265,8 @@ static int check_product(const struct qtensor *W, const float *X, int n, const f
 static void test_kernels_vs_reference(void)
 {
     static const int shapes[][2] = { { 1, 1 }, { 3, 31 }, { 17, 100 }, { 33, 129 }, { 130, 200 },
-                                     { 129, 257 }, { 20, 640 }, { 5, 1000 }, { 300, 448 } };
+                                     { 129, 257 }, { 20, 640 }, { 5, 1000 }, { 300, 448 },
+                                     { 37, 2100 } };     /* prefill column blocks of 1024 + a tail */
     static const int batches[] = { 1, 3, 17 };
     int levels = 0;
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
@@ -338,6 +340,102 @@ static void test_entry_points_and_nesting(void)
         quant_qtensor_free(&W);
     }
     free(w); free(X); free(Y0); free(Y1);
+}
+
+/* Register tiles (rows x activations) and column blocks of the prefill
+ * kernels: every column of a batch equals its own matvec bit for bit, at
+ * every level, for a shape that is a multiple of no tile size (37 rows; 13
+ * activations = 3 x 4 + 1; 2100 columns = 2 blocks of 1024 + 52, not a
+ * multiple of 32), and for a batch of every tile width 1..4 alone. */
+static void test_tiles_batch_invariant(void)
+{
+    int rows = 37, cols = 2100, n = 13;
+    float *X = rand_vec((size_t)n * cols, 2.0f);
+    float *Y = malloc((size_t)n * rows * sizeof *Y), *y = malloc((size_t)rows * sizeof *y);
+    for (int fi = 0; fi < NFMT; fi++) {
+        for (int raw = 0; raw < 2; raw++) {
+            struct qtensor W;
+            void *mem;
+            float *smem;
+            make_tensor(ALL_FMTS[fi], rows, cols, raw, &W, &mem, &smem);
+            for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+                if (!quant_isa_available(isa)) continue;
+                for (int nb = 1; nb <= n; nb += nb < 4 ? 1 : n - 4) {
+                    CHECK(quant_matmul_isa(&W, X, nb, Y, isa, NULL) == 0, "matmul");
+                    int bad = 0;
+                    for (int j = 0; j < nb; j++) {
+                        CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
+                        if (memcmp(y, Y + (size_t)j * rows, (size_t)rows * sizeof *y) != 0) bad++;
+                    }
+                    CHECK(bad == 0, "%s/%s%s n=%d: %d columns differ from their matvec", quant_isa_name(isa),
+                          quant_fmt_name(W.fmt), raw ? " raw" : "", nb, bad);
+                }
+            }
+            quant_qtensor_free(&W);
+            free(mem);
+            free(smem);
+        }
+    }
+    free(X); free(Y); free(y);
+}
+
+/* The opt-in bf16-activation product (bf16act.h): each output against the
+ * double-precision product of the weights with the f32 activations, within
+ * the documented bound; each column of a batch equal to its own n = 1 call;
+ * other formats and bad batches refused by name. */
+static void test_bf16act(void)
+{
+    struct colibri_err err = { 0 };
+    struct qtensor Q;
+    float *w = rand_vec(7 * 100, 1.0f), *x = rand_vec(100, 1.0f), y[7];
+    CHECK(quant_qtensor_from_f32(QUANT_Q8, 7, 100, w, &Q, NULL) == 0, "q8");
+    CHECK(quant_matmul_bf16act(&Q, x, 1, y, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "q8"),
+          "q8 weights refused by name: %s", err.msg);
+    quant_qtensor_free(&Q);
+    free(w); free(x);
+    if (!quant_bf16act_available()) {
+        struct qtensor B;
+        float *w2 = rand_vec(4 * 64, 1.0f), *x2 = rand_vec(64, 1.0f), y2[4];
+        CHECK(quant_qtensor_from_f32(QUANT_BF16, 4, 64, w2, &B, NULL) == 0, "bf16");
+        CHECK(quant_matmul_bf16act(&B, x2, 1, y2, &err) == COLIBRI_EUNSUPPORTED, "no AVX-512 BF16: refused");
+        printf("     bf16act kernel NOT tested: this CPU lacks AVX-512 BF16\n");
+        quant_qtensor_free(&B);
+        free(w2); free(x2);
+        return;
+    }
+    static const int shapes[][2] = { { 1, 1 }, { 5, 31 }, { 33, 129 }, { 17, 1000 }, { 37, 2100 } };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int rows = shapes[si][0], cols = shapes[si][1], n = 13;
+        float *wf = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 3.0f);
+        float *Y = malloc((size_t)n * rows * sizeof *Y), *y1 = malloc((size_t)rows * sizeof *y1);
+        float *wr = malloc((size_t)cols * sizeof *wr);
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(QUANT_BF16, rows, cols, wf, &W, NULL) == 0, "bf16");
+        CHECK(quant_matmul_bf16act(&W, X, 0, Y, &err) == COLIBRI_EINVAL, "n = 0 refused");
+        CHECK(quant_matmul_bf16act(&W, X, n, Y, &err) == 0, "product: %s", err.msg);
+        int bad = 0, differ = 0;
+        for (int r = 0; r < rows; r++) {
+            quant_dequant_rows(&W, r, 1, wr);
+            for (int j = 0; j < n; j++) {
+                double ref = 0, mag = 0;
+                for (int c = 0; c < cols; c++) {
+                    ref += (double)wr[c] * X[(size_t)j * cols + c];
+                    mag += fabs((double)wr[c] * X[(size_t)j * cols + c]);
+                }
+                double got = Y[(size_t)j * rows + r], tol = (0x1p-8 + 1e-5) * mag + 1e-30;
+                if (!(fabs(got - ref) <= tol) && bad++ < 3)
+                    CHECK(0, "bf16act [%d,%d] r=%d j=%d: %.9g vs %.9g (tol %g)", rows, cols, r, j, got, ref, tol);
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            CHECK(quant_matmul_bf16act(&W, X + (size_t)j * cols, 1, y1, &err) == 0, "n = 1");
+            if (memcmp(y1, Y + (size_t)j * rows, (size_t)rows * sizeof *y1) != 0) differ++;
+        }
+        CHECK(bad == 0, "bf16act [%d,%d]: %d outputs out of tolerance", rows, cols, bad);
+        CHECK(differ == 0, "bf16act [%d,%d]: %d of %d columns differ from n = 1", rows, cols, differ, n);
+        quant_qtensor_free(&W);
+        free(wf); free(X); free(Y); free(y1); free(wr);
+    }
 }
 
 static void test_zero_rows(void)
@@ -428,7 +526,7 @@ static void test_convert(void)
  * written, each equal to the matvec of its column. */
 static void test_batch_slices(void)
 {
-    int rows = 9, cols = 7100, n = 80;
+    int rows = 9, cols = 7100, n = 1200;     /* slices: 295 f32 or 1170 int8 activations */
     float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
     float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
     static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B };
@@ -459,6 +557,8 @@ int main(void)
     RUN_TEST(test_zero_rows);
     RUN_TEST(test_kernels_vs_reference);
     RUN_TEST(test_entry_points_and_nesting);
+    RUN_TEST(test_tiles_batch_invariant);
+    RUN_TEST(test_bf16act);
     RUN_TEST(test_convert);
     RUN_TEST(test_batch_slices);
     return CHECK_SUMMARY();
