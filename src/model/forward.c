@@ -20,6 +20,7 @@ int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int m
     st->n_ctx = n_ctx;
     st->cc = *cc;
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
+    if (max_batch > FWD_MAX_BATCH) max_batch = FWD_MAX_BATCH;
     if (max_batch > n_ctx) max_batch = n_ctx;
     int rc = kv_cache_new(tier, rope, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                           err);

@@ -21,6 +21,7 @@
 /* Rows a state's run buffers carry by default; longer prefills run in
  * slices of this many tokens. */
 #define FWD_DEFAULT_BATCH 512
+#define FWD_MAX_BATCH 4096
 
 struct fwd_state {
     int n_ctx;
@@ -32,7 +33,8 @@ struct fwd_state {
 
 /* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the
  * reference); int8_mode: enum kv_int8_mode for kv_attend (KV_INT8_OFF =
- * exact); max_batch: rows per forward slice (<= 0: FWD_DEFAULT_BATCH). Every
+ * exact); max_batch: rows per forward slice (<= 0: FWD_DEFAULT_BATCH; at most
+ * FWD_MAX_BATCH and n_ctx). Every
  * buffer a decode needs is allocated here. 0 or a negative COLIBRI_E*. */
 int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                     enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err);

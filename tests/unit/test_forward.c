@@ -56,6 +56,18 @@ static size_t heap_in_use(void)
     return mi.uordblks + mi.hblkhd;
 }
 
+/* 1 if mallinfo2 sees this process's allocations (not under a sanitizer's
+ * allocator, where only the state's own byte count is checked). */
+static int heap_visible(void)
+{
+    size_t before = heap_in_use();
+    void *volatile p = malloc(1 << 20);
+    int seen = heap_in_use() >= before + (1 << 20);
+    free(p);
+    if (!seen) printf("note: mallinfo2 does not see allocations here; checking the state's byte count only\n");
+    return seen;
+}
+
 /* After the first decoded token the decode path allocates nothing, for the
  * exact f32 path and for a quantized tier's native consumer. */
 static void test_decode_allocates_nothing(void)
@@ -63,6 +75,7 @@ static void test_decode_allocates_nothing(void)
     struct model m;
     if (load(TINY, 0, &m)) return;
     const enum kv_tier tiers[] = { KV_TIER_F32, KV_TIER_TQ4 };
+    int visible = heap_visible();
     for (int ti = 0; ti < 2; ti++) {
         struct fwd_state st;
         if (state(&m, 96, 0, tiers[ti], &st)) continue;
@@ -78,7 +91,7 @@ static void test_decode_allocates_nothing(void)
         int64_t bytes = fwd_state_bytes(&st);
         for (int p = 17; p < 96 && !rc; p++) rc = model_forward(&m, &st, t + p, 1, p, FWD_ABSORBED, &out, &err);
         CHECK(rc == 0, "%s", err.msg);
-        CHECK(heap_in_use() == before, "%s: decode allocated %zd bytes", kv_tier_name(tiers[ti]),
+        CHECK(!visible || heap_in_use() == before, "%s: decode allocated %zd bytes", kv_tier_name(tiers[ti]),
               (ssize_t)(heap_in_use() - before));
         CHECK(fwd_state_bytes(&st) == bytes, "%s: the state grew while decoding", kv_tier_name(tiers[ti]));
         free(logits);
