@@ -129,26 +129,33 @@ const struct kv_part *kv_cache_part(const struct kv_cache *c, enum kv_part_kind 
     return NULL;
 }
 
+/* The part of `kind` at row (layer, pos), checked; what = "read" or "write". */
+static int part_at(const struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, const char *what,
+                   const struct kv_part **p, struct colibri_err *err)
+{
+    *p = kv_cache_part(c, kind);
+    if (!*p || !(*p)->bytes)
+        return err_set(err, COLIBRI_EINVAL, "kv cache %s: the row has no part of kind %d", what, (int)kind);
+    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
+        return err_set(err, COLIBRI_ERANGE, "kv cache %s: layer %d pos %d outside %d x %d", what, layer, pos,
+                       c->n_layers, c->capacity);
+    return 0;
+}
+
 int kv_cache_write_part(struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, const float *values,
                         struct colibri_err *err)
 {
-    const struct kv_part *p = kv_cache_part(c, kind);
-    if (!p || !p->bytes) return err_set(err, COLIBRI_EINVAL, "kv cache write: the row has no part of kind %d", (int)kind);
-    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
-        return err_set(err, COLIBRI_ERANGE, "kv cache write: layer %d pos %d outside %d x %d", layer, pos,
-                       c->n_layers, c->capacity);
-    kv_codec_encode(p->codec, values, kv_cache_row(c, layer, pos) + p->offset);
-    return 0;
+    const struct kv_part *p;
+    int rc = part_at(c, layer, pos, kind, "write", &p, err);
+    if (!rc) kv_codec_encode(p->codec, values, kv_cache_row(c, layer, pos) + p->offset);
+    return rc;
 }
 
 int kv_cache_read_part(const struct kv_cache *c, int layer, int pos, enum kv_part_kind kind, float *values,
                        struct colibri_err *err)
 {
-    const struct kv_part *p = kv_cache_part(c, kind);
-    if (!p || !p->bytes) return err_set(err, COLIBRI_EINVAL, "kv cache read: the row has no part of kind %d", (int)kind);
-    if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
-        return err_set(err, COLIBRI_ERANGE, "kv cache read: layer %d pos %d outside %d x %d", layer, pos,
-                       c->n_layers, c->capacity);
-    kv_codec_decode(p->codec, kv_cache_row(c, layer, pos) + p->offset, values);
-    return 0;
+    const struct kv_part *p;
+    int rc = part_at(c, layer, pos, kind, "read", &p, err);
+    if (!rc) kv_codec_decode(p->codec, kv_cache_row(c, layer, pos) + p->offset, values);
+    return rc;
 }
