@@ -8,20 +8,24 @@
 int cmd_info(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
+    struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (config.json + safetensors); default models/colibri-tiny" },
+        OPTS_WEIGHT_FORMATS(mo),
+        OPTS_KV_B_COPY(mo),
     };
-    const struct opts_spec spec = { "colibri info [-m DIR]",
+    const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--kv-b-f32]",
                                     "Prints the model family, layer and expert counts, parameter count, bytes per "
-                                    "dtype and KV-cache bytes per token.",
-                                    opts, 1 };
+                                    "dtype, what the model holds in memory when loaded with the given weight "
+                                    "formats, and KV-cache bytes per token.",
+                                    opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
 
     struct colibri_err err = { 0 };
     colibri_model *m = NULL;
-    if (colibri_model_load(dir, NULL, &m, &err)) {
+    if (colibri_model_load(dir, &mo, &m, &err)) {
         fprintf(stderr, "colibri info: %s\n", err.msg);
         return 1;
     }
