@@ -59,6 +59,11 @@ struct colibri_model_opts {
      * Same output either way; costs memory (counted in copy_bytes). Ignored
      * when kv_b is stored in f32. */
     int kv_b_f32;
+    /* Leave weights borrowed from the checkpoint mapped on demand instead of
+     * reading them in at load (load returns at once; the first forwards read
+     * from disk). Loads of models above 80% of the machine's memory are lazy
+     * anyway. */
+    int lazy_load;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or

@@ -8,7 +8,7 @@
 int cmd_info(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
-    struct colibri_model_opts mo = { 0 };
+    struct colibri_model_opts mo = { .lazy_load = 1 };   /* nothing but the headers is read */
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (config.json + safetensors); default models/colibri-tiny" },
         OPTS_WEIGHT_FORMATS(mo),

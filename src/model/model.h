@@ -59,6 +59,7 @@ struct model_load_opts {
     int dense_fmt;              /* attention, shared experts, dense MLPs */
     int embed_fmt;              /* embed_tokens and lm_head */
     int kv_b_f32;               /* keep an f32 copy of kv_b for the absorbed decode */
+    int lazy_load;              /* leave borrowed weights mapped on demand */
 };
 
 struct model {

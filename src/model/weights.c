@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -306,10 +307,65 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     return 0;
 }
 
+/* Reads one byte of every page of a borrowed tensor, so its mapped pages are
+ * in memory before the first forward. */
+static void touch_borrowed(const struct qtensor *w, uint64_t *sum)
+{
+    if (!w->rows || w->owned) return;
+    const uint8_t *p = w->data;
+    size_t n = quant_fmt_data_bytes(w->fmt, w->rows, w->cols);
+    for (size_t i = 0; i < n; i += 4096) *sum += p[i];
+    const uint8_t *sc = (const uint8_t *)w->scales;
+    size_t ns = quant_fmt_scale_count(w->fmt, w->rows, w->cols) * sizeof(float);
+    for (size_t i = 0; sc && i < ns; i += 4096) *sum += sc[i];
+}
+
+static void touch_mlp(const struct mlp_weights *x, uint64_t *sum)
+{
+    touch_borrowed(&x->gate, sum);
+    touch_borrowed(&x->up, sum);
+    touch_borrowed(&x->down, sum);
+}
+
+/* The resident store's promise: every weight in memory after load. Weights
+ * borrowed from the mapping are faulted in now when the model fits in well
+ * under the machine's memory; a larger model stays mapped on demand (the OS
+ * reads pages as the forward touches them), and the stated resident bytes
+ * are then an upper bound. */
+static void prefault(const struct model *m)
+{
+    struct model_bytes b;
+    model_bytes(m, &b);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && page > 0 ? (double)pages * page : 0;
+    if (ram > 0 && (double)b.resident > 0.8 * ram) {
+        log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's %.1f GiB: weights stay mapped "
+                "and are read from disk as they are used", b.resident / 1073741824.0, ram / 1073741824.0);
+        return;
+    }
+    const struct model_config *c = &m->cfg;
+    uint64_t sum = 0;
+    touch_borrowed(&m->embed, &sum);
+    touch_borrowed(&m->lm_head, &sum);
+    for (int li = 0; li < c->num_hidden_layers; li++) {
+        const struct layer_weights *lw = &m->layers[li];
+        const struct attn_weights *a = &lw->attn;
+        const struct qtensor *at[] = { &a->q_a, &a->q_b, &a->q, &a->kv_a, &a->kv_b, &a->o };
+        for (int i = 0; i < 6; i++) touch_borrowed(at[i], &sum);
+        touch_mlp(&lw->dense, &sum);
+        touch_mlp(&lw->moe.shared, &sum);
+        if (lw->is_moe)
+            for (int e = 0; e < c->n_routed_experts; e++)
+                touch_mlp(expert_store_resident_slot(m->experts, li, e), &sum);
+    }
+    volatile uint64_t sink = sum;   /* keeps the reads */
+    (void)sink;
+}
+
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0 };
+    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
@@ -343,6 +399,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         if (c->num_hidden_layers >= 8) progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) progress_end(&pr);
+    if (!m->fmt.lazy_load) prefault(m);
     return 0;
 fail:
     model_free(m);

@@ -19,7 +19,7 @@
 static int load(const char *dir, int kv_b_f32, struct model *m)
 {
     struct colibri_err err = { 0 };
-    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, kv_b_f32 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, kv_b_f32, 0 };
     int rc = model_load(dir, &lo, m, &err);
     CHECK(rc == 0, "%s: %s", dir, err.msg);
     return rc;
