@@ -54,11 +54,12 @@ struct colibri_model_opts {
     const char *experts_fmt;    /* routed experts */
     const char *dense_fmt;      /* attention, shared experts, dense MLPs */
     const char *embed_fmt;      /* embeddings and lm_head */
-    /* Keep an f32 copy of each layer's kv_b (H*(dn+dv)*r floats) for the
-     * absorbed decode instead of dequantizing each head's rows per token.
-     * Same output either way; costs memory (counted in copy_bytes). Ignored
-     * when kv_b is stored in f32. */
-    int kv_b_f32;
+    /* The absorbed decode keeps an f32 copy of each layer's kv_b
+     * (H*(dn+dv)*r floats, counted in copy_bytes; about 4 GB at DeepSeek-V3
+     * shapes) because it is faster than dequantizing each head's rows every
+     * token (bench/pipeline-results.md). 1 turns the copy off: same output,
+     * less memory, slower decode. Nothing to copy when kv_b is f32. */
+    int no_kv_b_f32;
     /* Leave weights borrowed from the checkpoint mapped on demand instead of
      * reading them in at load (load returns at once; the first forwards read
      * from disk). Loads of models above 80% of the machine's memory are lazy
@@ -118,7 +119,7 @@ int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *op
 void colibri_session_free(colibri_session *s);
 
 /* Feeds n tokens after the current position (MLA in the expanded form, or the
- * absorbed one after cached rows when cheaper; slices of 512 tokens).
+ * absorbed one after cached rows when cheaper; slices of 2048 tokens).
  * If logits is non-NULL it receives n x vocab floats when all_logits is set,
  * else only the last position's vocab floats. */
 int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n,

@@ -50,8 +50,8 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 
 /* For the commands that run the model (not convert/synth, which only write it). */
 #define OPTS_KV_B_COPY(mo)                                                                                       \
-    { "kv-b-f32", 0, OPT_FLAG, &(mo).kv_b_f32, "keep an f32 copy of kv_b for the absorbed decode (same output, "  \
-      "more memory; see colibri info)" }
+    { "no-kv-b-f32", 0, OPT_FLAG, &(mo).no_kv_b_f32, "no f32 copy of kv_b for the absorbed decode: same output, "  \
+      "less memory (see colibri info), slower decode" }
 
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "   \

@@ -20,7 +20,7 @@
 
 /* Rows a state's run buffers carry by default; longer prefills run in
  * slices of this many tokens. */
-#define FWD_DEFAULT_BATCH 512
+#define FWD_DEFAULT_BATCH 2048
 #define FWD_MAX_BATCH 4096
 
 struct fwd_state {

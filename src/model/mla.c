@@ -87,14 +87,15 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
     return 0;
 }
 
-/* Head h's kv_b rows [W_UK; W_UV] in f32: the tensor itself when f32, the
- * load-time copy when there is one, else dequantized into buf. */
-static const float *kv_b_head(const struct attn_weights *w, int h, int dkv, float *buf)
+/* Rows [row0, row0 + n) of kv_b in f32 (a head's W_UK or W_UV): the tensor
+ * itself when f32, the load-time copy when there is one, else dequantized
+ * into buf. */
+static const float *kv_b_rows(const struct attn_weights *w, int row0, int n, float *buf)
 {
-    int64_t off = (int64_t)h * dkv * w->kv_b.cols;
+    int64_t off = (int64_t)row0 * w->kv_b.cols;
     if (w->kv_b.fmt == QUANT_F32) return (const float *)w->kv_b.data + off;
     if (w->kv_b_f32) return w->kv_b_f32 + off;
-    quant_dequant_rows(&w->kv_b, h * dkv, dkv, buf);
+    quant_dequant_rows(&w->kv_b, row0, n, buf);
     return buf;
 }
 
@@ -111,7 +112,7 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
     for (int s = 0; s < S && !rc; s++) {
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int h = 0; h < H; h++) {
-            const float *wuk = kv_b_head(w, h, dkv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
+            const float *wuk = kv_b_rows(w, h * dkv, dn, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
             const float *qn = q + (int64_t)s * H * dqk + h * dqk;
             float *qah = qa + (int64_t)h * r;
             memset(qah, 0, (size_t)r * sizeof *qah);
@@ -123,8 +124,7 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
         if (rc) break;
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int h = 0; h < H; h++) {
-            const float *wuv = kv_b_head(w, h, dkv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r) +
-                               (int64_t)dn * r;
+            const float *wuv = kv_b_rows(w, h * dkv + dn, dv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
             float *oh = o + (int64_t)s * H * dv + h * dv;
             for (int k = 0; k < dv; k++) oh[k] = model_dot_f32(wuv + (int64_t)k * r, ol + (int64_t)h * r, r);
         }

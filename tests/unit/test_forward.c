@@ -108,7 +108,7 @@ static void test_kv_b_copy_is_bit_identical(void)
     if (load(TINY, 0, &a)) return;
     if (load(TINY, 1, &b)) { model_free(&a); return; }
     CHECK(a.layers[0].attn.kv_b.fmt == QUANT_BF16, "the bundled model's kv_b is bf16");
-    CHECK(!a.layers[0].attn.kv_b_f32 && b.layers[0].attn.kv_b_f32, "the copy is made only when asked for");
+    CHECK(!a.layers[0].attn.kv_b_f32 && b.layers[0].attn.kv_b_f32, "the copy is made when asked for, only then");
     struct model_bytes ba, bb;
     model_bytes(&a, &ba);
     model_bytes(&b, &bb);
