@@ -65,6 +65,13 @@ struct colibri_model_opts {
      * from disk). Loads of models above 80% of the machine's memory are lazy
      * anyway. */
     int lazy_load;
+    /* The most memory kept for weights ("12G", "512M", "900K"; binary
+     * units; NULL: 70% of the machine's memory when the model does not fit in
+     * 80% of it, else no limit). Routed experts the budget cannot hold are
+     * streamed from the checkpoint: same output, slower decode. A budget that
+     * cannot hold everything but the experts plus one token's experts is
+     * COLIBRI_EINVAL stating the minimum. */
+    const char *ram;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or
@@ -89,12 +96,22 @@ struct colibri_model_info {
     int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
                                    shared MLPs, top-k average routed experts, routers, lm_head,
                                    one embedding row */
-    int64_t expert_bytes;       /* routed experts, as the expert store holds them */
+    int64_t expert_bytes;       /* every routed expert (in memory or on disk) */
+    int64_t expert_cache_bytes; /* routed-expert bytes kept in memory (= expert_bytes when resident) */
     int64_t copy_bytes;         /* copies made at load for speed (f32 kv_b) */
     int64_t resident_bytes;     /* what the loaded model holds: weights, copies, norms */
-    const char *expert_store;   /* "resident" */
+    const char *expert_store;   /* "resident" or "streamed" */
 };
 void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *info);
+
+/* What the expert store did since load: expert acquisitions by the MoE
+ * layers, those that had to read the expert (0 when resident), experts named
+ * in prefetch hints, bytes read from the checkpoint. Safe to call while other
+ * threads run forwards (the counts are atomic). */
+struct colibri_expert_stats {
+    uint64_t acquires, misses, prefetch_hints, bytes_read;
+};
+void colibri_model_expert_stats(const colibri_model *m, struct colibri_expert_stats *out);
 
 /* -------------------------------------------------------------- sessions */
 

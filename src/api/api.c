@@ -1,5 +1,6 @@
 /* api/api.c - include/colibri.h made real for models and sessions: the one
  * place where loading, the forward pass and the per-session cache meet. */
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,25 @@ static int parse_formats(const struct colibri_model_opts *opts, struct model_loa
     return 0;
 }
 
+/* "12G", "512M", "900K", "123" (bytes): binary units. */
+static int parse_size(const char *s, int64_t *out, struct colibri_err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double unit = 1;
+    if (*end == 'K' || *end == 'k') unit = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') unit = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g') unit = 1073741824.0, end++;
+    else if (*end == 'T' || *end == 't') unit = 1099511627776.0, end++;
+    if (*end == 'i' && unit > 1) end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (end == s || *end || errno || !(v > 0) || v * unit > 9.0e18)
+        return err_set(err, COLIBRI_EINVAL, "--ram: '%s' is not a positive size (e.g. 12G, 512M, 900K)", s);
+    *out = (int64_t)(v * unit);
+    return 0;
+}
+
 int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
                        struct colibri_err *err)
 {
@@ -43,6 +63,7 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     struct model_load_opts lo;
     int rc = parse_formats(opts, &lo, err);
     if (rc) return rc;
+    if (opts && opts->ram && (rc = parse_size(opts->ram, &lo.ram_bytes, err))) return rc;
     colibri_model *cm = calloc(1, sizeof *cm);
     if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
     rc = model_load(dir, &lo, &cm->m, err);
@@ -125,6 +146,13 @@ void colibri_model_free(colibri_model *cm)
 
 int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
 
+void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_stats *out)
+{
+    struct expert_store_stats s;
+    expert_store_get_stats(cm->m.experts, &s);
+    *out = (struct colibri_expert_stats){ s.acquires, s.misses, s.prefetch_hints, s.bytes_read };
+}
+
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)
 {
     const struct model_config *c = &cm->m.cfg;
@@ -151,9 +179,10 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     info->kv_bytes_per_token = (int64_t)c->num_hidden_layers * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
     struct model_bytes b;
     model_bytes(&cm->m, &b);
-    info->weight_bytes = b.dense + b.experts;
+    info->weight_bytes = b.dense + b.experts_total;
     info->active_bytes = b.token_read;
-    info->expert_bytes = b.experts;
+    info->expert_bytes = b.experts_total;
+    info->expert_cache_bytes = b.experts;
     info->copy_bytes = b.copies;
     info->resident_bytes = b.resident;
     info->expert_store = cm->m.experts->ops->name;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/generate.h"
 #include "cli/opts.h"
 #include "colibri.h"
 
@@ -73,7 +74,7 @@ int cmd_bench(int argc, char **argv)
         { "cpu-time", 0, OPT_FLAG, &ao.cpu_time, "time by process CPU time, not wall time (for shared machines; with -t 1 it is the compute time)" },
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
-        OPTS_KV_B_COPY(mo),
+        OPTS_MODEL_MEMORY(mo),
         { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
         { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },
         { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
@@ -156,11 +157,13 @@ int cmd_bench(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         double stated = (double)(in.resident_bytes + sess) / 1048576.0, peak = ru.ru_maxrss / 1024.0;
-        printf("memory: model %.1f MiB (weights %.1f, of which %s experts %.1f; f32 copies %.1f), session %.1f MiB; "
-               "stated %.1f MiB, peak RSS %.1f MiB (stated/peak %.3f)\n",
-               in.resident_bytes / 1048576.0, in.weight_bytes / 1048576.0, in.expert_store, in.expert_bytes / 1048576.0,
-               in.copy_bytes / 1048576.0, sess / 1048576.0, stated, peak, stated / peak);
+        printf("memory: model %.1f MiB (weights %.1f, of which routed experts %.1f, %s; f32 copies %.1f), session %.1f "
+               "MiB; stated %.1f MiB, peak RSS %.1f MiB (stated/peak %.3f)\n",
+               in.resident_bytes / 1048576.0, (in.weight_bytes - in.expert_bytes + in.expert_cache_bytes) / 1048576.0,
+               in.expert_cache_bytes / 1048576.0, in.expert_store, in.copy_bytes / 1048576.0, sess / 1048576.0, stated,
+               peak, stated / peak);
     }
+    if (!rc) gen_print_expert_stats(stdout, m);   /* over every repetition */
     if (!rc && bw) {
         struct colibri_model_info in;
         colibri_model_get_info(m, &in);

@@ -78,7 +78,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
         OPTS_WEIGHT_FORMATS(mo),
-        OPTS_KV_B_COPY(mo),
+        OPTS_MODEL_MEMORY(mo),
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",

@@ -159,7 +159,7 @@ int cmd_eval(int argc, char **argv)
                                      "to measure a KV tier or the decode path alone)" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_WEIGHT_FORMATS(mo),
-        OPTS_KV_B_COPY(mo),
+        OPTS_MODEL_MEMORY(mo),
     };
     const struct opts_spec spec = {
         "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--experts F --dense F --embed F] [--decode]\n"

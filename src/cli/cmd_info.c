@@ -12,9 +12,9 @@ int cmd_info(int argc, char **argv)
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (config.json + safetensors); default models/colibri-tiny" },
         OPTS_WEIGHT_FORMATS(mo),
-        OPTS_KV_B_COPY(mo),
+        OPTS_MODEL_MEMORY(mo),
     };
-    const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--no-kv-b-f32]",
+    const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--ram SIZE] [--no-kv-b-f32]",
                                     "Prints the model family, layer and expert counts, parameter count, bytes per "
                                     "dtype, what the model holds in memory when loaded with the given weight "
                                     "formats, and KV-cache bytes per token.",
@@ -48,9 +48,12 @@ int cmd_info(int argc, char **argv)
     printf("\n");
     printf("weights:      %.1f MiB as loaded, %.2f MiB read per decoded token\n", in.weight_bytes / 1048576.0,
            in.active_bytes / 1048576.0);
-    printf("memory:       %.1f MiB resident: weights %.1f (routed experts %.1f, %s store), f32 copies %.1f%s\n",
-           in.resident_bytes / 1048576.0, in.weight_bytes / 1048576.0, in.expert_bytes / 1048576.0, in.expert_store,
-           in.copy_bytes / 1048576.0, in.copy_bytes ? " (kv_b for the decode; --no-kv-b-f32 drops it)" : "");
+    printf("memory:       %.1f MiB resident: weights %.1f, of which routed experts %.1f (%s store", in.resident_bytes / 1048576.0,
+           (in.weight_bytes - in.expert_bytes + in.expert_cache_bytes) / 1048576.0, in.expert_cache_bytes / 1048576.0,
+           in.expert_store);
+    if (in.expert_cache_bytes != in.expert_bytes) printf(", a cache for %.1f MiB on disk", in.expert_bytes / 1048576.0);
+    printf("), f32 copies %.1f%s\n", in.copy_bytes / 1048576.0,
+           in.copy_bytes ? " (kv_b for the decode; --no-kv-b-f32 drops it)" : "");
     printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     colibri_model_free(m);
     return 0;

@@ -36,7 +36,7 @@ int cmd_run(int argc, char **argv)
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
-        OPTS_KV_B_COPY(mo),
+        OPTS_MODEL_MEMORY(mo),
     };
     const struct opts_spec spec = {
         "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
@@ -132,6 +132,7 @@ int cmd_run(int argc, char **argv)
     if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_cached, st.n_prompt);
     if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
+    gen_print_expert_stats(stderr, m);
     status = 0;
     goto done;
 fail:

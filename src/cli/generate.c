@@ -31,3 +31,15 @@ void gen_print_stats(FILE *f, const struct colibri_gen_stats *st)
             "stopped by %s\n", st->n_prefilled, st->n_cached, st->t_prefill, pre, st->n_generated, st->t_generate,
             dec, colibri_gen_end_name(st->end));
 }
+
+void gen_print_expert_stats(FILE *f, const colibri_model *m)
+{
+    struct colibri_expert_stats es;
+    colibri_model_expert_stats(m, &es);
+    if (!es.misses) return;
+    struct colibri_model_info in;
+    colibri_model_get_info(m, &in);
+    fprintf(f, "experts: %s, %.1f%% of %llu acquisitions hit the cache, %.1f MiB read from disk\n", in.expert_store,
+            100.0 * (double)(es.acquires - es.misses) / (double)es.acquires, (unsigned long long)es.acquires,
+            es.bytes_read / 1048576.0);
+}

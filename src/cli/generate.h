@@ -28,4 +28,8 @@ void gen_print_text(void *user, const char *text, size_t len);
  * stopped by WHY" to f. */
 void gen_print_stats(FILE *f, const struct colibri_gen_stats *st);
 
+/* With a streamed expert store: "experts: streamed, H% of N acquisitions hit
+ * the cache, X MiB read from disk" to f; nothing when nothing was read. */
+void gen_print_expert_stats(FILE *f, const colibri_model *m);
+
 #endif

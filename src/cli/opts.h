@@ -48,8 +48,10 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "dense", 0, OPT_STR, &(mo).dense_fmt, "attention, shared-expert and dense-MLP weight format (default: as stored)" }, \
     { "embed", 0, OPT_STR, &(mo).embed_fmt, "embedding and lm_head weight format (default: as stored)" }
 
-/* For the commands that run the model (not convert/synth, which only write it). */
-#define OPTS_KV_B_COPY(mo)                                                                                       \
+/* For the commands that load the model to run it (not convert/synth, which only write it). */
+#define OPTS_MODEL_MEMORY(mo)                                                                                    \
+    { "ram", 0, OPT_STR, &(mo).ram, "most memory for weights, e.g. 12G: routed experts that do not fit are "      \
+      "streamed from disk (same output; default: no limit unless the model exceeds 80% of RAM)" },               \
     { "no-kv-b-f32", 0, OPT_FLAG, &(mo).no_kv_b_f32, "no f32 copy of kv_b for the absorbed decode: same output, "  \
       "less memory (see colibri info), slower decode" }
 

@@ -72,6 +72,8 @@ static int64_t resident_expert_bytes(const struct expert_store *s, int layer, in
     return model_mlp_bytes(resident_at(s, layer, expert));
 }
 
+static int64_t resident_resident_bytes(const struct expert_store *s) { return expert_store_total_bytes(s); }
+
 static void resident_free(struct expert_store *s)
 {
     struct resident_store *r = (struct resident_store *)s;
@@ -91,6 +93,7 @@ static const struct expert_store_ops RESIDENT_OPS = {
     .release = resident_release,
     .prefetch = resident_prefetch,
     .expert_bytes = resident_expert_bytes,
+    .resident_bytes = resident_resident_bytes,
     .free = resident_free,
 };
 

@@ -47,8 +47,11 @@ struct expert_store_ops {
                    struct colibri_err *err);
     void (*release)(struct expert_store *s, int layer, int expert);
     void (*prefetch)(struct expert_store *s, int layer, const int *experts, int n);
-    /* Bytes of one expert as held in memory. */
+    /* Bytes of one expert (data + scales). */
     int64_t (*expert_bytes)(const struct expert_store *s, int layer, int expert);
+    /* Bytes the store keeps in memory at most: every expert when resident,
+     * the cache when streamed. */
+    int64_t (*resident_bytes)(const struct expert_store *s);
     void (*free)(struct expert_store *s);
 };
 
@@ -81,6 +84,22 @@ int64_t expert_store_total_bytes(const struct expert_store *s);
  * layer's average expert size. */
 int64_t expert_store_token_bytes(const struct expert_store *s, int k);
 void expert_store_free(struct expert_store *s);
+
+/* ---- streamed store (expert_store_stream.c) ---- */
+
+/* A store that reads each expert from the checkpoint's files on demand, into
+ * a cache of at most `budget` bytes (slots of the largest expert's size),
+ * least recently used slot evicted first. Built from a resident store whose
+ * experts are borrowed from the mapping of st (kept as stored): their
+ * formats, shapes and file extents; the resident store can be freed after.
+ * EINVAL when fewer than min_slots experts fit, naming the minimum;
+ * EUNSUPPORTED for experts converted at load. Reads hold the store's lock
+ * (one read at a time). */
+struct st_set;
+int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget,
+                            int min_slots, struct expert_store **out, struct colibri_err *err);
+/* Cache slots of a streamed store (0 for other stores). */
+int expert_store_stream_slots(const struct expert_store *s);
 
 /* ---- resident store ---- */
 

@@ -60,6 +60,7 @@ struct model_load_opts {
     int embed_fmt;              /* embed_tokens and lm_head */
     int kv_b_f32;               /* keep an f32 copy of kv_b for the absorbed decode */
     int lazy_load;              /* leave borrowed weights mapped on demand */
+    int64_t ram_bytes;          /* weights budget (0: none); routed experts are streamed to stay under it */
 };
 
 struct model {
@@ -84,7 +85,8 @@ void model_free(struct model *m);
 /* What a loaded model holds in memory, in bytes. */
 struct model_bytes {
     int64_t dense;              /* every weight outside the routed experts (data + scales) */
-    int64_t experts;            /* routed experts, as the expert store holds them */
+    int64_t experts;            /* routed experts in memory: all (resident) or the cache (streamed) */
+    int64_t experts_total;      /* every routed expert, in memory or on disk */
     int64_t copies;             /* made at load for speed: the f32 kv_b copies */
     int64_t small;              /* norms, biases, RoPE tables */
     int64_t resident;           /* dense + experts + copies + small */

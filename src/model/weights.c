@@ -322,6 +322,7 @@ static void touch_borrowed(const struct qtensor *w, uint64_t *sum)
 
 static void touch_mlp(const struct mlp_weights *x, uint64_t *sum)
 {
+    if (!x) return;   /* a streamed expert: not in memory until used */
     touch_borrowed(&x->gate, sum);
     touch_borrowed(&x->up, sum);
     touch_borrowed(&x->down, sum);
@@ -362,10 +363,54 @@ static void prefault(const struct model *m)
     (void)sink;
 }
 
+/* Resident when the weights fit the budget (--ram, or 80% of the machine's
+ * memory when none is given), else routed experts streamed from the files
+ * with what the budget leaves after everything else. */
+static int choose_expert_store(struct model *m, struct colibri_err *err)
+{
+    struct model_bytes b;
+    model_bytes(m, &b);
+    int64_t fixed = b.dense + b.copies + b.small, ram = m->fmt.ram_bytes;
+    int automatic = 0;
+    if (!ram) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        double phys = pages > 0 && page > 0 ? (double)pages * page : 0;
+        if (!(phys > 0 && (double)b.resident > 0.8 * phys)) return 0;
+        ram = (int64_t)(0.7 * phys);
+        automatic = 1;
+    }
+    if (ram >= b.resident || m->cfg.num_hidden_layers <= m->cfg.first_k_dense_replace) return 0;
+    int64_t largest = 0;
+    for (int l = m->experts->first_moe_layer; l < m->experts->n_layers; l++)
+        for (int e = 0; e < m->experts->n_experts; e++) {
+            int64_t x = m->experts->ops->expert_bytes(m->experts, l, e);
+            largest = x > largest ? x : largest;
+        }
+    if (ram <= fixed)
+        return err_set(err, COLIBRI_EINVAL,
+                       "--ram %.1f MiB: the weights other than routed experts need %.1f MiB; with one token's %d "
+                       "experts at least %.1f MiB", ram / 1048576.0, fixed / 1048576.0, m->cfg.num_experts_per_tok,
+                       (fixed + (int64_t)m->cfg.num_experts_per_tok * largest) / 1048576.0);
+    struct expert_store *s;
+    int rc = expert_store_stream_new(&m->st, m->experts, ram - fixed, m->cfg.num_experts_per_tok, &s, err);
+    if (rc && automatic && rc == COLIBRI_EUNSUPPORTED) {
+        log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's memory; its experts cannot be "
+                "streamed (%s)", b.resident / 1073741824.0, err->msg);
+        return 0;
+    }
+    if (rc) return err_prefix(err, rc, "--ram %.1f MiB", ram / 1048576.0);
+    expert_store_free(m->experts);
+    m->experts = s;
+    log_msg("info", "routed experts streamed: a cache of %d experts (%.1f MiB) under a budget of %.1f MiB%s; "
+            "%.1f MiB of experts on disk", expert_store_stream_slots(s), s->ops->resident_bytes(s) / 1048576.0,
+            ram / 1048576.0, automatic ? " (70% of this machine's memory)" : "", b.experts_total / 1048576.0);
+    return 0;
+}
+
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0 };
+    m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
@@ -399,6 +444,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         if (c->num_hidden_layers >= 8) progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) progress_end(&pr);
+    if ((rc = choose_expert_store(m, err))) goto fail;
     if (!m->fmt.lazy_load) prefault(m);
     return 0;
 fail:
@@ -467,7 +513,8 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         b.dense += mlp;
         b.token_read += mlp;
     }
-    b.experts = expert_store_total_bytes(m->experts);
+    b.experts = m->experts->ops->resident_bytes(m->experts);
+    b.experts_total = expert_store_total_bytes(m->experts);
     b.token_read += expert_store_token_bytes(m->experts, c->num_experts_per_tok);
     b.resident = b.dense + b.experts + b.copies + b.small;
     *out = b;

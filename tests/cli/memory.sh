@@ -1,16 +1,26 @@
 #!/bin/sh
 # colibri info and bench state what the model holds: weights borrowed from
-# the mapping are counted once, the optional f32 kv_b copy only when asked
-# for, and bench puts the stated figure next to the measured peak RSS.
+# the mapping are counted once, the f32 kv_b copy unless --no-kv-b-f32, the
+# expert cache when --ram streams the experts; bench puts the stated figure
+# next to the measured peak RSS. Bad sizes and budgets are refused by name.
 set -eu
+t=${TMPDIR:-/tmp}/memory.$$; trap 'rm -f "$t"' EXIT
 info=$("$COLIBRI" info)
 echo "$info"
 copy=$(echo "$info" | sed -n 's/^memory: .* f32 copies \([0-9.]*\) (kv_b for the decode; --no-kv-b-f32 drops it)$/\1/p')
 [ -n "$copy" ] && awk -v c="$copy" 'BEGIN { exit !(c > 0) }'
-"$COLIBRI" info --no-kv-b-f32 | grep -Eq '^memory: +[0-9.]+ MiB resident: weights [0-9.]+ \(routed experts [0-9.]+, resident store\), f32 copies 0\.0$'
+echo "$info" | grep -Eq '^memory: +[0-9.]+ MiB resident: weights 44\.0, of which routed experts 30\.0 \(resident store\)'
+"$COLIBRI" info --no-kv-b-f32 | grep -Eq '^memory: +[0-9.]+ MiB resident: .* \(resident store\), f32 copies 0\.0$'
+s=$("$COLIBRI" info --ram 20M 2>/dev/null | grep '^memory:')
+echo "$s"
+echo "$s" | grep -Eq 'routed experts [0-9.]+ \(streamed store, a cache for 30\.0 MiB on disk\)'
 b=$("$COLIBRI" bench -p 16 -n 4 -r 1)
 echo "$b"
 echo "$b" | grep -Eq '^memory: model [0-9.]+ MiB .* session [0-9.]+ MiB; stated [0-9.]+ MiB, peak RSS [0-9.]+ MiB \(stated/peak [0-9.]+\)$'
-# a flag colibri info does not take is refused by name
-if "$COLIBRI" info --kv-b-copy 2>"${TMPDIR:-/tmp}/memory.err"; then exit 1; fi
-grep -q "kv-b-copy" "${TMPDIR:-/tmp}/memory.err"
+# a flag colibri info does not take, a malformed size, a budget below the minimum
+if "$COLIBRI" info --kv-b-copy 2>"$t"; then exit 1; fi
+grep -q "kv-b-copy" "$t"
+if "$COLIBRI" info --ram 12X 2>"$t"; then exit 1; fi
+grep -q "'12X' is not a positive size" "$t"
+if "$COLIBRI" run -p hi -n 1 --ram 15M 2>"$t"; then exit 1; fi
+grep -Eq -- "--ram 15\.0 MiB: .* at least [0-9.]+ MiB" "$t"

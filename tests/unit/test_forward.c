@@ -3,7 +3,9 @@
  * run buffers, the expert store's call pattern, the hidden-state output and
  * the optional kv_b copy. Runs on models/colibri-tiny (bf16, trained) and the
  * oracle fixture tests/oracle/deepseek_v3_tiny (f32). */
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,7 @@
 static int load(const char *dir, int kv_b_f32, struct model *m)
 {
     struct colibri_err err = { 0 };
-    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, kv_b_f32, 0 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, kv_b_f32, 0, 0 };
     int rc = model_load(dir, &lo, m, &err);
     CHECK(rc == 0, "%s: %s", dir, err.msg);
     return rc;
@@ -294,6 +296,76 @@ static void test_expert_store_calls(void)
     model_free(&m);
 }
 
+/* The streamed store computes exactly what the resident one does, at the
+ * smallest budget (one token's experts, evicted all the time), reads each
+ * miss's bytes once, and refuses to read a checkpoint changed on disk. */
+static void test_streamed_store(void)
+{
+    struct model a, b;
+    if (load(TINY, 1, &a)) return;
+    struct colibri_err err = { 0 };
+    struct model_bytes mb;
+    model_bytes(&a, &mb);
+    int64_t per = a.experts->ops->expert_bytes(a.experts, a.cfg.first_k_dense_replace, 0);
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 1, 0,
+                                  mb.dense + mb.copies + mb.small + 2 * per + per / 2 };
+    if (model_load(TINY, &lo, &b, &err)) { CHECK(0, "%s", err.msg); model_free(&a); return; }
+    CHECK(!strcmp(b.experts->ops->name, "streamed") && expert_store_stream_slots(b.experts) == 2, "%s store, %d slots",
+          b.experts->ops->name, expert_store_stream_slots(b.experts));
+    int V = a.cfg.vocab_size;
+    int32_t t[48];
+    tokens(t, 48, V);
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    struct fwd_state sa, sb;
+    if (!state(&a, 48, 0, KV_TIER_F32, &sa) && !state(&b, 48, 0, KV_TIER_F32, &sb)) {
+        struct fwd_out oa = { .logits = la }, ob = { .logits = lb };
+        int rc = model_forward(&a, &sa, t, 24, 0, FWD_EXPANDED, &oa, &err);
+        rc = rc ? rc : model_forward(&b, &sb, t, 24, 0, FWD_EXPANDED, &ob, &err);
+        CHECK(rc == 0 && !memcmp(la, lb, (size_t)V * sizeof *la), "prefill differs when streamed: %s", err.msg);
+        for (int p = 24; p < 48 && !rc; p++) {
+            rc = model_forward(&a, &sa, t + p, 1, p, FWD_ABSORBED, &oa, &err);
+            rc = rc ? rc : model_forward(&b, &sb, t + p, 1, p, FWD_ABSORBED, &ob, &err);
+            CHECK(!memcmp(la, lb, (size_t)V * sizeof *la), "decode at %d differs when streamed", p);
+        }
+        CHECK(rc == 0, "%s", err.msg);
+        struct expert_store_stats st;
+        expert_store_get_stats(b.experts, &st);
+        CHECK(st.misses > 0 && st.bytes_read == st.misses * (uint64_t)per, "%llu misses, %llu bytes read",
+              (unsigned long long)st.misses, (unsigned long long)st.bytes_read);
+        fwd_state_free(&sa);
+        fwd_state_free(&sb);
+    }
+    model_free(&b);
+    /* a checkpoint whose file changes under a streamed store */
+    char dir[] = "/tmp/colibri-stream-XXXXXX", cmd[512], path[300];
+    if (mkdtemp(dir)) {
+        snprintf(cmd, sizeof cmd, "cp " TINY "/config.json " TINY "/model.safetensors %s/", dir);
+        CHECK(system(cmd) == 0, "copy the model");
+        if (!model_load(dir, &lo, &b, &err)) {
+            struct fwd_state sc;
+            if (!state(&b, 8, 0, KV_TIER_F32, &sc)) {
+                CHECK(model_forward(&b, &sc, t, 4, 0, FWD_EXPANDED, NULL, &err) == 0, "%s", err.msg);
+                snprintf(path, sizeof path, "%s/model.safetensors", dir);
+                struct timespec ts[2] = { { 1, 0 }, { 1, 0 } };
+                CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "touch");
+                int rc = 0;
+                for (int p = 4; p < 8 && !rc; p++) rc = model_forward(&b, &sc, t + p, 1, p, FWD_ABSORBED, NULL, &err);
+                CHECK(rc == COLIBRI_EIO && strstr(err.msg, "changed on disk") && strstr(err.msg, path),
+                      "a changed file is refused by name: %s", err.msg);
+                fwd_state_free(&sc);
+            }
+            model_free(&b);
+        } else {
+            CHECK(0, "%s", err.msg);
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0, "clean up");
+    }
+    free(la);
+    free(lb);
+    model_free(&a);
+}
+
 int main(void)
 {
     RUN_TEST(test_decode_allocates_nothing);
@@ -302,5 +374,6 @@ int main(void)
     RUN_TEST(test_slices);
     RUN_TEST(test_hidden_state);
     RUN_TEST(test_expert_store_calls);
+    RUN_TEST(test_streamed_store);
     return CHECK_SUMMARY();
 }
