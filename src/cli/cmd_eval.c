@@ -195,7 +195,7 @@ int cmd_eval(int argc, char **argv)
     struct colibri_err err = { 0 };
     colibri_model *m = NULL, *m_ref = NULL;
     colibri_tokenizer *tok = NULL;
-    struct colibri_model_opts mo_ref = { .n_threads = threads, .kv_b_f32 = mo.kv_b_f32 };
+    struct colibri_model_opts mo_ref = { .n_threads = threads, .no_kv_b_f32 = mo.no_kv_b_f32, .ram = mo.ram };
     mo.n_threads = threads;
     if (colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_load(dir, &tok, &err)) {
         fprintf(stderr, "colibri eval: %s\n", err.msg);

@@ -8,6 +8,7 @@
 #include "model/linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
+#include "quant/format.h"
 
 int mla_prefill_absorbed(const struct model_config *c, int S, int pos0)
 {
@@ -64,7 +65,24 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
         rope_stride = dr;
     }
     float *kvx = b->exp_kv;
-    model_linear(&w->kv_b, lat, T, kvx);
+    if (quant_fmt_traits(w->kv_b.fmt)->int8_act) {
+        /* the absorbed decode multiplies the latent in f32 by kv_b's f32
+         * values; rounding the latent to int8 here, as the int8 kernels
+         * would, makes prefill a different function (bench/prefill-decode.md) */
+        const float *f = w->kv_b_f32;
+        size_t nf = (size_t)w->kv_b.rows * w->kv_b.cols;
+        if (!f) {
+            if ((rc = run_bufs_grow(b, &b->exp_kvb, &b->exp_kvb_cap, nf, err))) return rc;
+            quant_dequant_rows(&w->kv_b, 0, w->kv_b.rows, b->exp_kvb);
+            f = b->exp_kvb;
+        }
+        struct qtensor wf;
+        if ((rc = quant_qtensor_wrap(QUANT_F32, w->kv_b.rows, w->kv_b.cols, f, nf * sizeof(float), NULL, 0, &wf, err)))
+            return rc;
+        model_linear(&wf, lat, T, kvx);
+    } else {
+        model_linear(&w->kv_b, lat, T, kvx);
+    }
 #pragma omp parallel num_threads(nt)
     {
         float *p = b->exp_p + (int64_t)omp_get_thread_num() * T;

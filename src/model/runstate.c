@@ -63,7 +63,7 @@ void run_bufs_free(struct run_bufs *b)
     void *all[] = { b->x, b->h, b->y, b->q, b->q_a, b->kv_a, b->attn, b->abs_q, b->abs_qpe, b->abs_lat,
                     b->kvb_head, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
                     b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->exp_kv, b->exp_lat,
-                    b->exp_rows, b->exp_p };
+                    b->exp_rows, b->exp_p, b->exp_kvb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(b, 0, sizeof *b);
 }

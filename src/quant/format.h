@@ -74,6 +74,7 @@ struct quant_fmt_traits {
     enum quant_scale_kind scale_kind;
     int group_cols;         /* GROUP / BLOCK2D: columns per scale */
     int group_rows;         /* BLOCK2D: rows per scale */
+    int int8_act;           /* the SIMD kernels round the activations to int8 (quant/qtensor.h) */
     /* Dequantizes row `row` of W into out[W->cols]. Pure; thread-safe. */
     void (*to_f32)(const struct qtensor *W, int row, float *out);
     /* Quantizes w[rows][cols] into data/scales sized by quant_fmt_*_bytes
