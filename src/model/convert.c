@@ -479,6 +479,10 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     struct model_config c;
     int rc = model_config_parse(config_json, "synthetic config", &c, err);
     if (rc) return rc;
+    if (c.n_routed_experts > 0 && c.first_k_dense_replace >= c.num_hidden_layers)
+        return err_set(err, COLIBRI_EINVAL,
+                       "--layers %d: every layer of this preset up to there is dense (first_k_dense_replace), so the "
+                       "model would have no MoE layer; use more layers", c.num_hidden_layers);
     if (mkdir(dst, 0755) && errno != EEXIST)
         return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;

@@ -14,3 +14,7 @@ done
 cmp "$tmp/q8/model-00001-of-00001.safetensors" "$tmp/again/model-00001-of-00001.safetensors"
 if "$COLIBRI" synth "$tmp/x" --preset v9 2>"$tmp/err"; then exit 1; fi
 grep -q "v9" "$tmp/err"
+# a layer count that leaves no MoE layer is refused, nothing written
+if "$COLIBRI" synth "$tmp/dense" --preset v3 --layers 3 2>"$tmp/err"; then exit 1; fi
+grep -q "no MoE layer" "$tmp/err"
+[ ! -e "$tmp/dense" ]
