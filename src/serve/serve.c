@@ -27,7 +27,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     atomic_init(&sv->stopping, 0);
     atomic_init(&sv->inflight, 0);
     metrics_init(&sv->met);
-    struct colibri_model_opts mo = { .n_threads = opts->n_threads };
+    struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram };
     int rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
     if (rc) goto fail;
     rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);

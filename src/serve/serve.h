@@ -50,6 +50,7 @@ struct serve_opts {
     int max_conns_per_addr;     /* open connections from one client address; 0 = SERVE_MAX_CONNS_PER_ADDR */
     const char *api_key;        /* NULL or "" = no auth */
     int n_threads;              /* 0 = OpenMP default */
+    const char *ram;            /* weights budget (colibri_model_opts.ram), or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
     double drain_s;             /* shutdown: wait this long for in-flight work */
 };

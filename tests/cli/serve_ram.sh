@@ -1,0 +1,40 @@
+#!/bin/sh
+# colibri serve --ram: a server whose routed experts are streamed answers
+# greedy completions with the same text as a resident one, and a budget below
+# the minimum is refused at start naming it. Loopback only, bounded in time.
+set -u
+PY=${PYTHON:-python3}
+tmp=$(mktemp -d); pids=""
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+fail() { echo "serve_ram.sh: $*"; tail -n 20 "$tmp"/*.log; exit 1; }
+
+start() {   # start NAME ARGS...: prints the port
+    name=$1; shift
+    "$COLIBRI" serve --host 127.0.0.1 --port 0 --threads 1 "$@" >"$tmp/$name.log" 2>&1 &
+    pids="$pids $!"
+    i=0
+    while [ $i -lt 200 ]; do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+        [ -n "$port" ] && { echo "$port"; return 0; }
+        sleep 0.05; i=$((i + 1))
+    done
+    return 1
+}
+complete() {   # complete PORT: the text of a greedy completion
+    "$PY" - "$1" <<'PYEOF'
+import json, sys, urllib.request
+body = json.dumps({"prompt": "It is a truth universally acknowledged", "max_tokens": 32, "temperature": 0}).encode()
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1], body,
+                             {"Content-Type": "application/json"})
+print(json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"])
+PYEOF
+}
+pa=$(start resident) || fail "resident server did not start"
+pb=$(start streamed --ram 17M) || fail "streamed server did not start"
+grep -q "routed experts streamed" "$tmp/streamed.log" || fail "--ram 17M did not stream"
+a=$(complete "$pa") || fail "resident request"
+b=$(complete "$pb") || fail "streamed request"
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "streamed text differs: '$a' vs '$b'"
+out=$("$COLIBRI" serve --port 0 --ram 15M 2>&1) && fail "--ram 15M accepted"
+echo "$out" | grep -q "at least" || fail "no minimum stated: $out"
+echo "ok: '$a'"
