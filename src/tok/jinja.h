@@ -1,0 +1,72 @@
+/* tok/jinja.h - a Jinja2 interpreter for chat templates, written to render
+ * byte for byte what transformers' apply_chat_template renders: its
+ * environment is Jinja2 with trim_blocks and lstrip_blocks on, the
+ * loopcontrols extension, the {% generation %} tag, a tojson that does not
+ * HTML-escape and keeps non-ASCII (ensure_ascii=False), and the globals
+ * raise_exception and strftime_now.
+ *
+ * The supported subset (anything else is refused by jinja_compile, naming
+ * the construct and its line):
+ *  - statements: if/elif/else, for (tuple targets, `if` filter, else,
+ *    loop.index/index0/revindex/revindex0/first/last/length/previtem/
+ *    nextitem/cycle), break/continue, set (names, namespace attributes,
+ *    block set with filters), macro (positional and keyword parameters with
+ *    defaults), filter blocks, generation blocks, comments, whitespace
+ *    control (-, + and the two trim options above).
+ *  - expressions: literals (strings, ints, floats, lists, tuples, dicts,
+ *    true/false/none), names, .attr, [index], slices, calls, filters, tests,
+ *    arithmetic (+ - * / // % **), ~, comparisons (chained), in / not in,
+ *    and/or/not, conditional expressions.
+ *  - filters, tests, string/dict methods and globals: the tables in
+ *    jinja_builtin.c (the ones real templates use).
+ * Values are Python's: strings are UTF-8 and indexed by code point; ints are
+ * 64-bit (overflow is an error, not a bigint); str() of floats, lists and
+ * dicts is Python's repr; what Jinja2 returns as a generator (select, map,
+ * reverse, unique) is always true and has no length or JSON form; |safe
+ * makes a Markup that HTML-escapes plain strings added to it. The context is JSON: a JSON number with an
+ * integral value is an int, any other a float (cJSON keeps no other
+ * distinction).
+ *
+ * Hostile templates: parsing nests at most JINJA_MAX_NEST deep; a render
+ * stops with an error past the limits in struct jinja_limits (steps, macro
+ * depth, output bytes, working memory). Errors name the template line.
+ *
+ * A compiled template is read-only: any number of threads may render it at
+ * once. A render allocates from its own arena, freed before it returns.
+ */
+#ifndef COLIBRI_TOK_JINJA_H
+#define COLIBRI_TOK_JINJA_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "colibri.h"
+
+#define JINJA_MAX_NEST 200
+
+struct jinja_tpl;
+
+struct jinja_limits {
+    size_t max_output;   /* bytes of rendered text */
+    size_t max_memory;   /* bytes of values built while rendering */
+    long   max_steps;    /* expression and statement evaluations */
+    int    max_depth;    /* nested macro calls */
+};
+/* 16 MiB output, 256 MiB memory, 50M steps, depth 64. */
+struct jinja_limits jinja_default_limits(void);
+
+/* Compiles src[0..len). Unsupported constructs and syntax errors are
+ * COLIBRI_EUNSUPPORTED / COLIBRI_EFORMAT naming the line. Free with jinja_free(). */
+int  jinja_compile(const char *src, size_t len, struct jinja_tpl **out, struct colibri_err *err);
+void jinja_free(struct jinja_tpl *t);
+
+/* Renders with the top-level variables of ctx (a JSON object; may be NULL)
+ * into a new malloc'd NUL-terminated *out of *out_len bytes. lim may be NULL
+ * (the defaults). A template's raise_exception(msg) is COLIBRI_EINVAL with
+ * the message "template error: msg"; runtime type errors and limits are
+ * COLIBRI_EINVAL naming the line. *out is untouched on failure. */
+int jinja_render(const struct jinja_tpl *t, const cJSON *ctx, const struct jinja_limits *lim,
+                 char **out, size_t *out_len, struct colibri_err *err);
+
+#endif

