@@ -291,9 +291,27 @@ struct colibri_chat_msg {
     const char *content;
 };
 
-/* The chat template family chosen from the model's files: "deepseek_v3",
- * "kimi_k2", "glm", or "none" when none is recognised. */
+/* The chat template in use: "jinja" when the model ships one
+ * (tokenizer_config.json chat_template, else chat_template.jinja) or one was
+ * set with colibri_tokenizer_set_chat_template(), run by colibri's Jinja
+ * interpreter as transformers' apply_chat_template runs it; otherwise the
+ * built-in family its tokens name ("deepseek_v3", "kimi_k2", "glm"), or
+ * "none". colibri_tokenizer_chat_origin() says where it came from (a file
+ * path, "built-in" or "none"). */
 const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t);
+const char *colibri_tokenizer_chat_origin(const colibri_tokenizer *t);
+
+/* 0 when chat rendering works; else why not: the shipped template uses
+ * something the interpreter does not support (COLIBRI_EUNSUPPORTED naming the
+ * construct and line: the built-in renderers are not used in its place), or
+ * there is no template at all. */
+int colibri_tokenizer_chat_check(const colibri_tokenizer *t, struct colibri_err *err);
+
+/* Replaces the chat template with the Jinja text src[0..len) (e.g. the file
+ * of --chat-template); origin names it in messages. Call before the
+ * tokenizer is shared between threads. On failure the old one stays. */
+int colibri_tokenizer_set_chat_template(colibri_tokenizer *t, const char *src, size_t len, const char *origin,
+                                        struct colibri_err *err);
 
 /* Renders messages with the model's chat template (adding the assistant
  * prompt when add_generation_prompt), as a new malloc'd NUL-terminated
@@ -303,6 +321,17 @@ const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t);
 int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_msg *msgs,
                         size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
                         struct colibri_err *err);
+
+/* The same from JSON, for what struct colibri_chat_msg cannot carry:
+ * messages_json is an array of OpenAI-style message objects (role, content,
+ * tool_calls, tool_call_id, name, reasoning_content...), passed to the
+ * template as they are; tools_json an array of tool definitions or NULL;
+ * vars_json an object of extra template variables (e.g. enable_thinking) or
+ * NULL. A built-in renderer refuses, by name, tools, variables and message
+ * fields other than role and string content, rather than drop them. */
+int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_json, const char *tools_json,
+                             const char *vars_json, int add_generation_prompt, char **text, size_t *len,
+                             struct colibri_err *err);
 
 /* Streaming detokenizer: push ids one at a time; each call gives the bytes
  * that are ready, never ending inside a UTF-8 character. All outputs plus the

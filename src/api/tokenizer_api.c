@@ -1,18 +1,28 @@
 /* api/tokenizer_api.c - the tokenizer, chat-template, detokenizer, sampler
  * and stop-string parts of include/colibri.h, as thin wrappers over tok/ and
  * sample/ (contracts in colibri.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "base/err.h"
 #include "colibri.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
 #include "tok/tok_chat.h"
+#include "tok/tok_template.h"
 
+/* The chat template in use: the model's own Jinja (tpl) when it ships one or
+ * the user names one; a built-in renderer (chat) only when it ships none.
+ * A shipped template colibri cannot run leaves tpl NULL and its reason in
+ * tpl_err, so chat rendering reports it instead of falling back. */
 struct colibri_tokenizer {
     struct tok *tok;
     enum tok_chat_kind chat;
+    struct tok_template *tpl;
+    struct colibri_err tpl_err;
 };
 
 int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct colibri_err *err)
@@ -22,14 +32,52 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
     if (!t) return err_set(err, COLIBRI_ENOMEM, "tokenizer_load");
     int rc = tok_load(dir, &t->tok, err);
     if (rc) { free(t); return rc; }
-    t->chat = tok_chat_detect(t->tok);
+    const char *src = tok_chat_template(t->tok);
+    if (src) {
+        char origin[512];
+        snprintf(origin, sizeof origin, "%s/%s", dir, tok_chat_template_from(t->tok));
+        rc = tok_template_new(src, strlen(src), origin, &t->tpl, &t->tpl_err);
+        if (rc == COLIBRI_ENOMEM) {
+            err_set(err, rc, "%s", t->tpl_err.msg);
+            colibri_tokenizer_free(t);
+            return rc;
+        }
+    } else {
+        t->chat = tok_chat_detect(t->tok);
+    }
     *out = t;
+    return 0;
+}
+
+int colibri_tokenizer_set_chat_template(colibri_tokenizer *t, const char *src, size_t len, const char *origin,
+                                        struct colibri_err *err)
+{
+    if (!t || !src) return err_set(err, COLIBRI_EINVAL, "set_chat_template: NULL argument");
+    struct tok_template *tt = NULL;
+    int rc = tok_template_new(src, len, origin, &tt, err);
+    if (rc) return rc;
+    tok_template_free(t->tpl);
+    t->tpl = tt;
+    t->tpl_err = (struct colibri_err){ 0 };
+    t->chat = TOK_CHAT_NONE;
+    return 0;
+}
+
+int colibri_tokenizer_chat_check(const colibri_tokenizer *t, struct colibri_err *err)
+{
+    if (!t) return err_set(err, COLIBRI_EINVAL, "chat_check: NULL argument");
+    if (t->tpl) return 0;
+    if (t->tpl_err.code) return err_set(err, t->tpl_err.code, "%s", t->tpl_err.msg);
+    if (t->chat == TOK_CHAT_NONE)
+        return err_set(err, COLIBRI_EUNSUPPORTED, "chat: the model ships no chat template and its tokens match "
+                       "no built-in one (deepseek_v3, kimi_k2, glm); give one with --chat-template FILE");
     return 0;
 }
 
 void colibri_tokenizer_free(colibri_tokenizer *t)
 {
     if (!t) return;
+    tok_template_free(t->tpl);
     tok_free(t->tok);
     free(t);
 }
@@ -65,13 +113,99 @@ int32_t colibri_tokenizer_token_id(const colibri_tokenizer *t, const char *text)
     return text ? tok_token_id(t->tok, text, strlen(text)) : -1;
 }
 
-const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t) { return tok_chat_name(t->chat); }
+const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t)
+{
+    return t->tpl ? "jinja" : tok_chat_name(t->chat);
+}
+
+const char *colibri_tokenizer_chat_origin(const colibri_tokenizer *t)
+{
+    return t->tpl ? tok_template_origin(t->tpl) : t->chat != TOK_CHAT_NONE ? "built-in" : "none";
+}
+
+static int check_roles(const struct colibri_chat_msg *msgs, size_t n, struct colibri_err *err)
+{
+    static const char *const ROLES[] = { "system", "user", "assistant", "tool" };
+    for (size_t i = 0; i < n; i++) {
+        int ok = 0;
+        for (int r = 0; r < 4 && !ok; r++) ok = msgs[i].role && !strcmp(msgs[i].role, ROLES[r]);
+        if (!ok) return err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
+                                "assistant or tool)", i, msgs[i].role ? msgs[i].role : "(null)");
+    }
+    return 0;
+}
 
 int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_msg *msgs, size_t n_msgs,
                         int add_generation_prompt, char **text, size_t *len, struct colibri_err *err)
 {
     if (!t || (!msgs && n_msgs) || !text || !len) return err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
-    return tok_chat_render(t->tok, t->chat, msgs, n_msgs, add_generation_prompt, text, len, err);
+    int rc = check_roles(msgs, n_msgs, err);
+    if (rc) return rc;
+    if (!t->tpl) {
+        if ((rc = colibri_tokenizer_chat_check(t, err))) return rc;
+        return tok_chat_render(t->tok, t->chat, msgs, n_msgs, add_generation_prompt, text, len, err);
+    }
+    cJSON *arr = tok_chat_msgs_json(msgs, n_msgs);
+    if (!arr) return err_set(err, COLIBRI_ENOMEM, "chat: out of memory");
+    rc = tok_template_render(t->tpl, t->tok, arr, NULL, NULL, add_generation_prompt, text, len, err);
+    cJSON_Delete(arr);
+    return rc;
+}
+
+int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_json, const char *tools_json,
+                             const char *vars_json, int add_generation_prompt, char **text, size_t *len,
+                             struct colibri_err *err)
+{
+    if (!t || !messages_json || !text || !len) return err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
+    cJSON *msgs = cJSON_Parse(messages_json), *tools = tools_json ? cJSON_Parse(tools_json) : NULL,
+          *vars = vars_json ? cJSON_Parse(vars_json) : NULL;
+    int rc = 0;
+    if (!cJSON_IsArray(msgs)) rc = err_set(err, COLIBRI_EINVAL, "chat: messages are not a JSON array");
+    else if (tools_json && !cJSON_IsArray(tools)) rc = err_set(err, COLIBRI_EINVAL, "chat: tools are not a JSON array");
+    else if (vars_json && !cJSON_IsObject(vars)) rc = err_set(err, COLIBRI_EINVAL, "chat: template variables are not a JSON object");
+    if (!rc && t->tpl) {
+        rc = tok_template_render(t->tpl, t->tok, msgs, tools, vars, add_generation_prompt, text, len, err);
+    } else if (!rc) {
+        /* the built-in renderers know role and content only: anything else
+         * would be dropped from the prompt, so it is refused by name */
+        if ((rc = colibri_tokenizer_chat_check(t, err))) goto out;
+        if (tools && cJSON_GetArraySize(tools) > 0) {
+            rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template renders no tools; give the "
+                         "model's Jinja template with --chat-template FILE", tok_chat_name(t->chat));
+            goto out;
+        }
+        if (vars && vars->child) {
+            rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template takes no variables ('%s')",
+                         tok_chat_name(t->chat), vars->child->string);
+            goto out;
+        }
+        int n = cJSON_GetArraySize(msgs);
+        struct colibri_chat_msg *m = calloc((size_t)n + 1, sizeof *m);
+        if (!m) { rc = err_set(err, COLIBRI_ENOMEM, "chat: out of memory"); goto out; }
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, msgs) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role"), *c = it->child;
+            m[i].role = cJSON_IsString(role) ? role->valuestring : NULL;
+            for (; c && !rc; c = c->next) {
+                if (!strcmp(c->string, "role")) continue;
+                if (!strcmp(c->string, "content") && (cJSON_IsString(c) || cJSON_IsNull(c))) {
+                    m[i].content = cJSON_IsString(c) ? c->valuestring : NULL;
+                    continue;
+                }
+                rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: message %d: the built-in %s template renders only "
+                             "string content, not '%s'", i, tok_chat_name(t->chat), c->string);
+            }
+            i++;
+        }
+        if (!rc) rc = colibri_chat_render(t, m, (size_t)n, add_generation_prompt, text, len, err);
+        free(m);
+    }
+out:
+    cJSON_Delete(msgs);
+    cJSON_Delete(tools);
+    cJSON_Delete(vars);
+    return rc;
 }
 
 /* ------------------------------------------------------------- detok */

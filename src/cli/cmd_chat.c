@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/opts.h"
+#include "cli/textio.h"
 #include "colibri.h"
 
 struct convo {
@@ -63,6 +64,7 @@ static char *read_line(FILE *f)
 int cmd_chat(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
+    const char *chat_template = NULL;
     int kv_int8 = 0;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
@@ -70,6 +72,7 @@ int cmd_chat(int argc, char **argv)
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "system", 0, OPT_STR, &system, "system prompt" },
+        OPTS_CHAT_TEMPLATE(chat_template),
         { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most (default 512)", 1, 1 << 24 },
         OPTS_SAMPLER(so),
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0)", 0, 2147483647 },
@@ -105,7 +108,8 @@ int cmd_chat(int argc, char **argv)
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
                                        .kv_int8 = kv_int8 };
 
-    if (colibri_tokenizer_load(dir, &tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
+    if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err) ||
+        colibri_tokenizer_chat_check(tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err) ||
         colibri_gen_new(m, s, tok, &gen, &err))
         goto fail;
@@ -118,17 +122,14 @@ int cmd_chat(int argc, char **argv)
             fprintf(stderr, "colibri chat: kv file %s: %s\n", kv_path, ki.message);
         }
     }
-    if (!strcmp(colibri_tokenizer_chat_name(tok), "none")) {
-        fprintf(stderr, "colibri chat: %s has no chat template colibri knows (deepseek_v3, kimi_k2, glm)\n", dir);
-        goto done;
-    }
     size_t base = 0;
     if (system) {
         char *sys = strdup(system);
         if (!sys || convo_add(&c, "system", sys)) { free(sys); goto oom; }
         base = 1;
     }
-    if (tty) fprintf(stderr, "colibri chat (%s, template %s): /reset, /exit\n", dir, colibri_tokenizer_chat_name(tok));
+    if (tty) fprintf(stderr, "colibri chat (%s, template %s %s): /reset, /exit\n", dir, colibri_tokenizer_chat_name(tok),
+                     colibri_tokenizer_chat_origin(tok));
 
     for (;;) {
         if (tty) { fprintf(stderr, "> "); fflush(stderr); }

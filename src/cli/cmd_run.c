@@ -14,6 +14,7 @@
 int cmd_run(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
+    const char *chat_template = NULL;
     const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     int kv_int8 = 0;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0;
@@ -30,6 +31,7 @@ int cmd_run(int argc, char **argv)
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
         { "chat", 0, OPT_FLAG, &chat, "wrap the prompt in the model's chat template" },
         { "system", 0, OPT_STR, &system, "system prompt (implies --chat)" },
+        OPTS_CHAT_TEMPLATE(chat_template),
         { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
@@ -82,7 +84,7 @@ int cmd_run(int argc, char **argv)
     int status = 1;
     mo.n_threads = threads;
 
-    if (colibri_tokenizer_load(dir, &tok, &err)) goto fail;
+    if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err)) goto fail;
     const char *text = prompt;
     if (chat) {
         struct colibri_chat_msg msgs[2];

@@ -69,6 +69,10 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "min-p", 0, OPT_FLOAT, &(so).min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },              \
     { "repeat-penalty", 0, OPT_FLOAT, &(so).repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 }
 
+#define OPTS_CHAT_TEMPLATE(path)                                                                                 \
+    { "chat-template", 0, OPT_STR, &(path), "Jinja chat template file to use instead of the model's own "           \
+                                            "(tokenizer_config.json chat_template or chat_template.jinja)" }
+
 /* The environment, read here and nowhere else in colibri.
  *
  * opts_env_kv_tier: the KV tier named by the aliases KV8=1 (fp8), KV_TQ=N

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 char *cli_read_text(const char *path, size_t *len)
@@ -23,4 +24,18 @@ char *cli_read_text(const char *path, size_t *len)
     if (buf && bad) { free(buf); buf = NULL; }
     if (buf) { buf[n] = 0; *len = n; }
     return buf;
+}
+
+int cli_load_chat_template(colibri_tokenizer *tok, const char *path, struct colibri_err *err)
+{
+    if (!path) return 0;
+    size_t len;
+    char *src = cli_read_text(path, &len);
+    if (!src) {
+        snprintf(err->msg, sizeof err->msg, "--chat-template %s: %s", path, strerror(errno));
+        return err->code = COLIBRI_EIO;
+    }
+    int rc = colibri_tokenizer_set_chat_template(tok, src, len, path, err);
+    free(src);
+    return rc;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "serve/serve_impl.h"
 
 /* The last non-empty path component of dir, as the model id. */
@@ -34,6 +35,17 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     if (rc) {
         err_prefix(err, rc, "%s: the server needs the model's tokenizer", opts->model_dir);
         goto fail;
+    }
+    if (opts->chat_template) {
+        size_t len;
+        char *src = read_file_all(opts->chat_template, &len);
+        if (!src) {
+            rc = err_set(err, COLIBRI_EIO, "--chat-template %s: cannot read it", opts->chat_template);
+            goto fail;
+        }
+        rc = colibri_tokenizer_set_chat_template(sv->tok, src, len, opts->chat_template, err);
+        free(src);
+        if (rc) goto fail;
     }
     struct colibri_model_info info;
     colibri_model_get_info(sv->model, &info);

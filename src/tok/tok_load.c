@@ -386,13 +386,16 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
     const cJSON *tpl = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "chat_template") : NULL;
     if (cJSON_IsString(tpl)) {
         t->chat_template = strdup(tpl->valuestring);
+        t->chat_template_from = "tokenizer_config.json";
     } else if (cJSON_IsArray(tpl)) {   /* [{name, template}]: take "default" */
         const cJSON *it;
         cJSON_ArrayForEach(it, tpl) {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
             const cJSON *body = cJSON_GetObjectItemCaseSensitive(it, "template");
-            if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(body))
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(body)) {
                 t->chat_template = strdup(body->valuestring);
+                t->chat_template_from = "tokenizer_config.json";
+            }
         }
     }
     cJSON_Delete(cfg);
@@ -400,6 +403,7 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
         size_t len;
         snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
         t->chat_template = read_file_all(path, &len);
+        if (t->chat_template) t->chat_template_from = "chat_template.jinja";
     }
 
     if (t->eos_id >= 0) t->id_flags[t->eos_id] |= TOK_ID_EOG;

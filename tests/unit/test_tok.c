@@ -15,6 +15,8 @@
 #include "check.h"
 #include "colibri.h"
 #include "base/util.h"
+#include "tok/tok.h"
+#include "tok/tok_chat.h"
 #include "tok/tok_utf8.h"
 
 static char ds_dir[4096];
@@ -152,7 +154,9 @@ static void test_deepseek_chat(void)
     colibri_tokenizer *t = NULL;
     CHECK(colibri_tokenizer_load(ds_dir, &t, &err) == 0, "%s", err.msg);
     if (!t) return;
-    CHECK(!strcmp(colibri_tokenizer_chat_name(t), "deepseek_v3"), "chat %s", colibri_tokenizer_chat_name(t));
+    CHECK(!strcmp(colibri_tokenizer_chat_name(t), "jinja"), "chat %s", colibri_tokenizer_chat_name(t));
+    struct tok *raw = NULL;
+    CHECK(tok_load(ds_dir, &raw, &err) == 0, "%s", err.msg);
     cJSON *doc = load_json("tests/tok/deepseek_v3_chat.json");
     const cJSON *c;
     int idx = 0;
@@ -170,6 +174,13 @@ static void test_deepseek_chat(void)
                                      &out, &len, &err);
         const char *want = cJSON_GetObjectItem(c, "rendered")->valuestring;
         CHECK(rc == 0 && !strcmp(out, want), "chat %d:\n got  %s\n want %s", idx, out ? out : err.msg, want);
+        char *builtin = NULL;
+        size_t blen = 0;
+        CHECK(raw && tok_chat_render(raw, TOK_CHAT_DEEPSEEK_V3, m, (size_t)n,
+                                     cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")), &builtin, &blen,
+                                     &err) == 0 && !strcmp(builtin, want),
+              "chat %d, built-in renderer:\n got  %s\n want %s", idx, builtin ? builtin : err.msg, want);
+        free(builtin);
         int32_t *ids = NULL;
         size_t n_ids = 0;
         colibri_tokenizer_encode(t, out, len, 0, &ids, &n_ids, NULL, &err);
@@ -185,6 +196,7 @@ static void test_deepseek_chat(void)
     }
     CHECK(idx >= 5, "only %d chats", idx);
     cJSON_Delete(doc);
+    tok_free(raw);
     colibri_tokenizer_free(t);
 }
 
@@ -344,9 +356,13 @@ static void test_stream_split_char(void)
     colibri_tokenizer_free(t);
 }
 
-/* Kimi K2 and GLM: strings written from model-spec.md §6 by hand (the real
- * Jinja is not available here, so these are not checked against it). */
-static void test_other_templates(void)
+#define ADDED(id, text) "{\"id\":" #id ",\"content\":\"" text "\",\"single_word\":false,\"lstrip\":false," \
+                         "\"rstrip\":false,\"normalized\":false,\"special\":true}"
+
+/* The built-in renderers, used only when a model ships no template: Kimi K2
+ * and GLM strings written from model-spec.md by hand (the Jinja of those
+ * models is checked in test_jinja instead). */
+static void test_builtin_templates(void)
 {
     struct colibri_err err = { 0 };
     colibri_tokenizer *t = NULL;
@@ -355,22 +371,37 @@ static void test_other_templates(void)
     size_t len;
 
     char kimi[512];
-    snprintf(kimi, sizeof kimi, "%s", write_dir("kimi", mini_json("BPE", BYTELEVEL, ""),
-                                 "{\"chat_template\": \"{{'<|im_user|>'}}{{'<|im_middle|>'}}\"}"));
+    snprintf(kimi, sizeof kimi, "%s", write_dir("kimi", mini_json("BPE", BYTELEVEL, ADDED(5, "<|im_middle|>")), NULL));
     CHECK(colibri_tokenizer_load(kimi, &t, &err) == 0, "%s", err.msg);
-    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "kimi_k2"), "kimi detected");
+    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "kimi_k2") && !strcmp(colibri_tokenizer_chat_origin(t), "built-in"),
+          "kimi detected from its tokens");
     if (t && colibri_chat_render(t, m, 4, 1, &out, &len, &err) == 0)
         CHECK(!strcmp(out, "<|im_system|>system<|im_middle|>S<|im_end|><|im_user|>user<|im_middle|>Hi<|im_end|>"
                            "<|im_assistant|>assistant<|im_middle|>Yo<|im_end|><|im_user|>user<|im_middle|>Q<|im_end|>"
                            "<|im_assistant|>assistant<|im_middle|>"), "kimi: %s", out);
     free(out);
+    out = NULL;
+    /* what a built-in renderer cannot show is refused, not dropped */
+    int rc = t ? colibri_chat_render_json(t, "[{\"role\":\"user\",\"content\":\"x\"}]", "[{\"type\":\"function\"}]",
+                                          NULL, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "renders no tools"), "built-in with tools: %d %s", rc, err.msg);
+    rc = t ? colibri_chat_render_json(t, "[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[]}]", NULL,
+                                      NULL, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "tool_calls"), "built-in with tool_calls: %d %s", rc, err.msg);
+    rc = t ? colibri_chat_render_json(t, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL, NULL, 0, &out, &len, &err) : -1;
+    CHECK(rc == 0 && !strcmp(out, "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>"
+                                  "<|im_user|>user<|im_middle|>Hi<|im_end|>"), "built-in from JSON: %s", rc ? err.msg : out);
+    free(out);
+    out = NULL;
+    struct colibri_chat_msg bad_role = { "narrator", "x" };
+    rc = t ? colibri_chat_render(t, &bad_role, 1, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "narrator"), "bad role: %d %s", rc, err.msg);
     colibri_tokenizer_free(t);
     t = NULL;
 
-    const char *glm = write_dir("glm", mini_json("BPE", BYTELEVEL, ""), "{\"chat_template\": \"[gMASK]<sop>...\"}");
+    const char *glm = write_dir("glm", mini_json("BPE", BYTELEVEL, ADDED(5, "[gMASK]")), NULL);
     CHECK(colibri_tokenizer_load(glm, &t, &err) == 0, "%s", err.msg);
     CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "glm"), "glm detected");
-    out = NULL;
     if (t && colibri_chat_render(t, m, 4, 1, &out, &len, &err) == 0)
         CHECK(!strcmp(out, "[gMASK]<sop><|system|>\nS<|user|>\nHi<|assistant|>\n<think></think>\nYo<|user|>\nQ<|assistant|>"),
               "glm: %s", out);
@@ -378,37 +409,115 @@ static void test_other_templates(void)
     colibri_tokenizer_free(t);
     t = NULL;
 
-    /* DeepSeek-R1's variant, recognised from its Jinja text: last system
-     * prompt only, '\n' between tool outputs, '<think>\n' after the prompt. */
-    const char *r1 = write_dir("r1", mini_json("BPE", BYTELEVEL, ""),
-                               "{\"bos_token\": \"<s>\", \"chat_template\": \"{{'<｜Assistant｜>'}}"
-                               "{{'\\\\n<｜tool▁output▁begin｜>'}}{{'<｜Assistant｜><think>\\\\n'}}\"}");
-    CHECK(colibri_tokenizer_load(r1, &t, &err) == 0, "%s", err.msg);
-    struct colibri_chat_msg r1m[] = { { "system", "A" }, { "system", "B" }, { "user", "Q" }, { "tool", "r1" },
-                                      { "tool", "r2" } };
-    out = NULL;
-    if (t && colibri_chat_render(t, r1m, 5, 1, &out, &len, &err) == 0)
-        CHECK(!strcmp(out, "<s>B<｜User｜>Q<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r1<｜tool▁output▁end｜>\n"
-                           "<｜tool▁output▁begin｜>r2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"), "r1 tools: %s", out);
-    free(out);
-    out = NULL;
-    if (t && colibri_chat_render(t, r1m + 2, 1, 1, &out, &len, &err) == 0)
-        CHECK(!strcmp(out, "<s><｜User｜>Q<｜Assistant｜><think>\n"), "r1 prompt: %s", out);
-    free(out);
-    colibri_tokenizer_free(t);
-    t = NULL;
-
     /* no template and no known tokens: refused by name */
     CHECK(colibri_tokenizer_load(write_dir("ok", mini_json("BPE", BYTELEVEL, ""), NULL), &t, &err) == 0, "%s", err.msg);
     out = NULL;
-    int rc = t ? colibri_chat_render(t, m, 4, 1, &out, &len, &err) : -1;
+    rc = t ? colibri_chat_render(t, m, 4, 1, &out, &len, &err) : -1;
     CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "chat template"), "no template: %d %s", rc, err.msg);
-    struct colibri_chat_msg bad_role = { "narrator", "x" };
+    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "none") && colibri_tokenizer_chat_check(t, &err) == COLIBRI_EUNSUPPORTED,
+          "no template: chat_check");
+    colibri_tokenizer_free(t);
+}
+
+/* A model's own template wins over the built-in its tokens would pick; one
+ * colibri cannot run is refused (no fallback); --chat-template replaces it. */
+static void test_model_template(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    struct colibri_chat_msg m[] = { { "system", "A" }, { "user", "Q" } };
+    char *out = NULL;
+    size_t len;
+    const char *dir = write_dir("own", mini_json("BPE", BYTELEVEL, ADDED(5, "<|im_middle|>")),
+                                "{\"bos_token\": \"<s>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}"
+                                "[{{ m.role }}:{{ m.content }}]{% endfor %}{% if add_generation_prompt %}>{% endif %}\"}");
+    CHECK(colibri_tokenizer_load(dir, &t, &err) == 0, "%s", err.msg);
+    CHECK(t && !strcmp(colibri_tokenizer_chat_name(t), "jinja") && strstr(colibri_tokenizer_chat_origin(t), "own/tokenizer_config.json"),
+          "own template: %s", t ? colibri_tokenizer_chat_origin(t) : "");
+    CHECK(t && colibri_chat_render(t, m, 2, 1, &out, &len, &err) == 0 && !strcmp(out, "<s>[system:A][user:Q]>"),
+          "own template: %s", out ? out : err.msg);
+    free(out);
+    out = NULL;
+    /* messages, tools and variables reach the template as they are */
+    const char *tpl = "{{ messages[0].tool_calls[0].function.name }}|{{ tools|length }}|{{ flag }}|{{ add_generation_prompt }}";
+    CHECK(t && colibri_tokenizer_set_chat_template(t, tpl, strlen(tpl), "override.jinja", &err) == 0, "%s", err.msg);
+    CHECK(t && !strcmp(colibri_tokenizer_chat_origin(t), "override.jinja"), "override origin");
+    int rc = t ? colibri_chat_render_json(t, "[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\"}}]}]",
+                                          "[{}, {}]", "{\"flag\": \"on\"}", 0, &out, &len, &err) : -1;
+    CHECK(rc == 0 && !strcmp(out, "f|2|on|False"), "json render: %s", rc ? err.msg : out);
+    free(out);
+    out = NULL;
+    rc = t ? colibri_chat_render_json(t, "[]", NULL, "{\"messages\": 1}", 0, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "'messages'"), "reserved variable: %d %s", rc, err.msg);
+    /* a bad override leaves the old template in place */
+    CHECK(t && colibri_tokenizer_set_chat_template(t, "{% include 'x' %}", 17, "bad.jinja", &err) == COLIBRI_EUNSUPPORTED &&
+          strstr(err.msg, "bad.jinja") && strstr(err.msg, "include"), "bad override: %s", err.msg);
+    CHECK(t && !strcmp(colibri_tokenizer_chat_origin(t), "override.jinja"), "old template kept");
     colibri_tokenizer_free(t);
     t = NULL;
-    CHECK(colibri_tokenizer_load(kimi, &t, &err) == 0, "%s", err.msg);
-    rc = t ? colibri_chat_render(t, &bad_role, 1, 1, &out, &len, &err) : -1;
-    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "narrator"), "bad role: %d %s", rc, err.msg);
+
+    /* a shipped template with an unsupported construct: the tokenizer loads,
+     * chat is refused naming it, and the built-in kimi renderer is not used */
+    dir = write_dir("refused", mini_json("BPE", BYTELEVEL, ADDED(5, "<|im_middle|>")),
+                    "{\"chat_template\": \"line1\\n{% for m in messages %}{{ m|frobnicate }}{% endfor %}\"}");
+    CHECK(colibri_tokenizer_load(dir, &t, &err) == 0, "%s", err.msg);
+    rc = t ? colibri_tokenizer_chat_check(t, &err) : -1;
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "refused/tokenizer_config.json") && strstr(err.msg, "line 2") &&
+          strstr(err.msg, "frobnicate"), "refused template: %d %s", rc, err.msg);
+    rc = t ? colibri_chat_render(t, m, 2, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "frobnicate"), "refused template render: %d %s", rc, err.msg);
+    colibri_tokenizer_free(t);
+    t = NULL;
+
+    /* chat_template.jinja beside the config, and a template that raises */
+    dir = write_dir("jfile", mini_json("BPE", BYTELEVEL, ""), NULL);
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{% if messages[0].role != 'user' %}{{ raise_exception('first message must be user') }}{% endif %}ok\n", f);
+    fclose(f);
+    CHECK(colibri_tokenizer_load(dir, &t, &err) == 0, "%s", err.msg);
+    rc = t ? colibri_chat_render(t, m, 2, 1, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "chat_template.jinja") && strstr(err.msg, "first message must be user"),
+          "raising template: %d %s", rc, err.msg);
+    rc = t ? colibri_chat_render(t, m + 1, 1, 1, &out, &len, &err) : -1;
+    CHECK(rc == 0 && !strcmp(out, "ok"), "chat_template.jinja: %s", rc ? err.msg : out);
+    free(out);
+    colibri_tokenizer_free(t);
+}
+
+/* The bundled colibri-tiny ships a DeepSeek-V3-style template: its Jinja
+ * rendering equals the built-in deepseek_v3 renderer's (what colibri used
+ * before it ran templates), so its prompts and outputs do not change. */
+static void test_tiny_unchanged(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_tokenizer *t = NULL;
+    CHECK(colibri_tokenizer_load("models/colibri-tiny", &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    CHECK(!strcmp(colibri_tokenizer_chat_name(t), "jinja"), "tiny uses its template");
+    struct tok *raw = NULL;
+    CHECK(tok_load("models/colibri-tiny", &raw, &err) == 0, "%s", err.msg);
+    if (!raw) { colibri_tokenizer_free(t); return; }
+    const struct colibri_chat_msg convs[][4] = {
+        { { "user", "Hello" } },
+        { { "system", "Be brief." }, { "user", "Hi" }, { "assistant", "Hey" }, { "user", "2+2?" } },
+        { { "system", "One." }, { "system", "Two." }, { "user", "ok" } },
+        { { "user", "unicode 你好 😀\n\nlines" }, { "assistant", "" }, { "user", "" } },
+    };
+    const size_t ns[] = { 1, 4, 3, 3 };
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+        for (int gen = 0; gen < 2; gen++) {
+            char *a = NULL, *b = NULL;
+            size_t la = 0, lb = 0;
+            int ra = colibri_chat_render(t, convs[i], ns[i], gen, &a, &la, &err);
+            int rb = tok_chat_render(raw, TOK_CHAT_DEEPSEEK_V3, convs[i], ns[i], gen, &b, &lb, &err);
+            CHECK(!ra && !rb && la == lb && !memcmp(a, b, la), "conv %zu gen %d:\n jinja   %s\n builtin %s", i, gen,
+                  a ? a : "-", b ? b : "-");
+            free(a);
+            free(b);
+        }
+    tok_free(raw);
     colibri_tokenizer_free(t);
 }
 
@@ -581,7 +690,9 @@ int main(void)
     RUN_TEST(test_refusals);
     RUN_TEST(test_empty_and_invalid);
     RUN_TEST(test_stream_split_char);
-    RUN_TEST(test_other_templates);
+    RUN_TEST(test_builtin_templates);
+    RUN_TEST(test_model_template);
+    RUN_TEST(test_tiny_unchanged);
     RUN_TEST(test_random_roundtrip);
     RUN_TEST(test_damaged_files);
     RUN_TEST(test_tok_utf8_sanitize);
