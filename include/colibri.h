@@ -368,10 +368,18 @@ struct colibri_sampler_opts {
     float    presence_penalty;  /* subtracted once from any token in the window */
     float    frequency_penalty; /* subtracted per occurrence in the window */
     uint64_t seed;
+    /* Added to the logits before anything else (OpenAI's logit_bias): +-100
+     * in effect forces or bans a token. Copied by colibri_sampler_new. */
+    const struct colibri_logit_bias *logit_bias;
+    size_t   n_logit_bias;
 };
 
+struct colibri_logit_bias { int32_t token; float bias; };
+
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
- * (repeat_penalty 1, repeat_last_n 64), seed 0. */
+ * (repeat_penalty 1, repeat_last_n 64), seed 0, no logit bias. The order:
+ * logit bias, penalties, then greedy (temperature 0) or temperature, min-p,
+ * top-k, top-p and a seeded draw. */
 struct colibri_sampler_opts colibri_sampler_default_opts(void);
 
 typedef struct colibri_sampler colibri_sampler;

@@ -62,8 +62,23 @@ int sample_init(struct sampler *s, const struct colibri_sampler_opts *o, int32_t
         return err_set(err, COLIBRI_EINVAL, "sampler: repeat_last_n %d must be >= -1", o->repeat_last_n);
     if (!(o->presence_penalty == o->presence_penalty) || !(o->frequency_penalty == o->frequency_penalty))
         return err_set(err, COLIBRI_EINVAL, "sampler: presence/frequency penalty is NaN");
+    if (o->n_logit_bias && !o->logit_bias) return err_set(err, COLIBRI_EINVAL, "sampler: n_logit_bias without logit_bias");
+    for (size_t i = 0; i < o->n_logit_bias; i++) {
+        const struct colibri_logit_bias *b = &o->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return err_set(err, COLIBRI_EINVAL, "sampler: logit_bias token %d is outside the vocabulary [0, %d)",
+                           b->token, n_vocab);
+        if (!isfinite(b->bias))
+            return err_set(err, COLIBRI_EINVAL, "sampler: logit_bias of token %d is not finite", b->token);
+    }
     s->o = *o;
     s->n_vocab = n_vocab;
+    if (o->n_logit_bias) {
+        s->bias = malloc(o->n_logit_bias * sizeof *s->bias);
+        if (!s->bias) return err_set(err, COLIBRI_ENOMEM, "sampler: %zu logit biases", o->n_logit_bias);
+        memcpy(s->bias, o->logit_bias, o->n_logit_bias * sizeof *s->bias);
+        s->o.logit_bias = s->bias;
+    }
     s->hist_cap = o->repeat_last_n > 0 ? (size_t)o->repeat_last_n : 256;
     s->hist = malloc(s->hist_cap * sizeof *s->hist);
     s->cand = malloc((size_t)n_vocab * sizeof(struct cand));
@@ -83,6 +98,7 @@ void sample_free(struct sampler *s)
     free(s->cand);
     free(s->idx);
     free(s->count);
+    free(s->bias);
     memset(s, 0, sizeof *s);
 }
 
@@ -155,6 +171,7 @@ int32_t sample_next(struct sampler *s, const float *logits)
     struct cand *c = s->cand;
     int32_t n = s->n_vocab;
     for (int32_t i = 0; i < n; i++) c[i] = (struct cand){ .l = logits[i], .id = i };
+    for (size_t i = 0; i < o->n_logit_bias; i++) c[o->logit_bias[i].token].l += o->logit_bias[i].bias;
 
     /* Penalties over the window of accepted tokens. */
     size_t win = o->repeat_last_n < 0 ? s->hist_n

@@ -35,6 +35,7 @@ struct sampler {
     struct cand *cand;          /* n_vocab scratch: (logit, id) pairs */
     int32_t *idx;               /* n_vocab scratch: candidate ids */
     uint32_t *count;            /* n_vocab scratch: occurrences in the window */
+    struct colibri_logit_bias *bias; /* own copy of o.logit_bias (o.logit_bias points here) */
 };
 
 /* Checks the options (COLIBRI_EINVAL names the bad one) and allocates. */

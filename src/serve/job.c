@@ -31,6 +31,7 @@ void job_release(struct job *j)
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
     for (int i = 0; i < j->n_ev; i++) free(j->ev[i].text);
     for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    free(j->p.logit_bias);
     free(j->ev);
     free(j->prompt);
     pthread_mutex_destroy(&j->mu);
@@ -89,4 +90,22 @@ const char *job_finish_name(enum job_finish f)
         [JOB_FIN_CANCELLED] = "cancelled", [JOB_FIN_ERROR] = "error",
     };
     return names[f];
+}
+
+struct colibri_sampler_opts job_sampler_opts(const struct job_params *p)
+{
+    struct colibri_sampler_opts so = colibri_sampler_default_opts();
+    so.temperature = p->temperature;
+    so.top_k = p->top_k;
+    so.top_p = p->top_p;
+    so.min_p = p->min_p;
+    so.repeat_penalty = p->repeat_penalty > 0 ? p->repeat_penalty : 1;
+    so.presence_penalty = p->presence_penalty;
+    so.frequency_penalty = p->frequency_penalty;
+    int penalized = p->presence_penalty != 0 || p->frequency_penalty != 0 || so.repeat_penalty != 1;
+    so.repeat_last_n = penalized ? -1 : 0;
+    so.seed = p->seed;
+    so.logit_bias = p->logit_bias;
+    so.n_logit_bias = (size_t)p->n_logit_bias;
+    return so;
 }

@@ -38,7 +38,17 @@ struct job_params {
     int n_top;                  /* alternatives per token, 0..JOB_MAX_TOP */
     char *stop[JOB_MAX_STOP];
     int n_stop;
+    /* extensions llama-server and vLLM accept (oai_sampling.c) */
+    int top_k;                  /* 0 = off */
+    float min_p;                /* 0 = off */
+    float repeat_penalty;       /* 1 = off */
+    struct colibri_logit_bias *logit_bias;   /* malloc'd, owned by the job */
+    int n_logit_bias;
 };
+
+/* The sampler options of a job's parameters (the penalties look at the
+ * whole generated text, as the OpenAI API describes them). */
+struct colibri_sampler_opts job_sampler_opts(const struct job_params *p);
 
 /* One generated token (id >= 0) or trailing text released at the end (id < 0). */
 struct job_event {

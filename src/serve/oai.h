@@ -40,6 +40,13 @@ struct oai_error {
 struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char *body, size_t len,
                       struct oai_error *e);
 
+struct cJSON;
+/* The sampling fields past OpenAI's core ones (oai_sampling.c): logit_bias,
+ * top_k, min_p, repetition_penalty (or repeat_penalty); llama-server and vLLM
+ * fields colibri lacks are refused by name. 0, or -1 with *e filled. */
+int oai_parse_sampling(const struct oai_model *m, const struct cJSON *root, struct job_params *p,
+                       struct oai_error *e);
+
 /* Fills *e (printf-style message). Returns e->status. */
 int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));

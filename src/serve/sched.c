@@ -155,16 +155,7 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
     sl->job = j;
-    struct colibri_sampler_opts so = colibri_sampler_default_opts();
-    so.temperature = j->p.temperature;
-    so.top_k = 0;
-    so.top_p = j->p.top_p;
-    so.min_p = 0;
-    so.repeat_penalty = 1;
-    so.presence_penalty = j->p.presence_penalty;
-    so.frequency_penalty = j->p.frequency_penalty;
-    so.repeat_last_n = (j->p.presence_penalty != 0 || j->p.frequency_penalty != 0) ? -1 : 0;
-    so.seed = j->p.seed;
+    struct colibri_sampler_opts so = job_sampler_opts(&j->p);
     /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
     struct colibri_gen_opts go = { .n_predict = j->p.max_tokens, .stops = (const char *const *)j->p.stop,
                                    .n_stops = (size_t)j->p.n_stop, .repair_utf8 = 1, .cancel = job_cancelled,

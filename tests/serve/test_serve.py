@@ -531,6 +531,95 @@ def test_queue_full_429_and_nonstream_disconnect():
     wait_metric(URL_B, "colibri_queue_depth", lambda v: v == 0)
 
 
+# ------------------------------------------------------------------ sampling extensions
+
+def vocab_size():
+    """The served vocabulary, from the range the server names for an id past it."""
+    err = expect(openai.BadRequestError, lambda: complete("hi", max_tokens=1, logit_bias={"99999999": 1}), 400,
+                 "logit_bias", ("[0, ",))
+    return int(re.search(r"\[0, (\d+)\)", err["message"]).group(1))
+
+
+def first_text(prompt, bias=None, **kw):
+    return complete(prompt, max_tokens=1, temperature=0, logit_bias=bias or {}, **kw).choices[0].text
+
+
+def test_logit_bias_bans_and_forces_the_greedy_token():
+    n = vocab_size()
+    check(n > 100, f"vocab {n}")
+    prompt = next((p for p in PROMPTS if first_text(p)), None)
+    check(prompt is not None, "no prompt gives a visible first token")
+    g = first_text(prompt)
+    # find the greedy token's id by banning halves of the vocabulary (-100 removes a token)
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        banned = {str(i): -100 for i in range(lo, mid)}
+        if first_text(prompt, banned) != g:
+            hi = mid
+        else:
+            lo = mid
+    x = lo
+    check(first_text(prompt, {str(x): -100}) != g, f"banning id {x} did not change the greedy token {g!r}")
+    check(first_text(prompt, {str((x + 1) % n): -100}) == g, "banning another id changed the greedy token")
+    check(first_text(prompt, {str(x): 5}) == g, "a positive bias on the greedy token changed it")
+    # +100 forces a token whatever the prompt or the temperature
+    y = next(i for i in range(n) if i != x and first_text(prompt, {str(i): 100}))
+    forced = first_text(prompt, {str(y): 100})
+    other = complete(PROMPTS[-1], max_tokens=3, temperature=1.2, seed=5, logit_bias={str(y): 100}).choices[0].text
+    check(other == forced * 3, f"forced id {y}: {other!r} is not 3 x {forced!r}")
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                       temperature=0, logit_bias={str(y): 100})
+    check(r.choices[0].message.content == forced * 2, f"chat forced: {r.choices[0].message.content!r}")
+
+
+def test_top_k_and_min_p_reach_the_sampler():
+    for p in PROMPTS[:3]:
+        greedy = complete(p, max_tokens=10, temperature=0).choices[0].text
+        for seed in (1, 2, 3):
+            k1 = complete(p, max_tokens=10, temperature=1.5, seed=seed, extra_body={"top_k": 1}).choices[0].text
+            check(k1 == greedy, f"top_k 1 at temperature 1.5 (seed {seed}) gave {k1!r}, greedy {greedy!r}")
+            m1 = complete(p, max_tokens=10, temperature=1.5, seed=seed, extra_body={"min_p": 1.0}).choices[0].text
+            check(m1 == greedy, f"min_p 1 at temperature 1.5 (seed {seed}) gave {m1!r}, greedy {greedy!r}")
+    # without them the same seeds sample something else at least once
+    p = PROMPTS[0]
+    greedy = complete(p, max_tokens=10, temperature=0).choices[0].text
+    free = [complete(p, max_tokens=10, temperature=1.5, seed=s).choices[0].text for s in (1, 2, 3)]
+    check(any(f != greedy for f in free), "temperature 1.5 never left the greedy path: the check above proves nothing")
+    # the CLI's defaults are reachable: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05
+    a = complete(p, max_tokens=8, temperature=0.8, top_p=0.95, seed=9, extra_body={"top_k": 40, "min_p": 0.05})
+    b = complete(p, max_tokens=8, temperature=0.8, top_p=0.95, seed=9, extra_body={"top_k": 40, "min_p": 0.05})
+    check(a.choices[0].text == b.choices[0].text, "same seed and options, other text")
+
+
+def test_repetition_penalty():
+    # a random model's greedy text repeats tokens; a large penalty changes it
+    base = {p: complete(p, max_tokens=24, temperature=0).choices[0].text for p in PROMPTS}
+    pen = {p: complete(p, max_tokens=24, temperature=0, extra_body={"repetition_penalty": 50}).choices[0].text
+           for p in PROMPTS}
+    check(any(base[p] != pen[p] for p in PROMPTS), "repetition_penalty 50 changed no greedy output")
+    p = next(p for p in PROMPTS if base[p] != pen[p])
+    alias = complete(p, max_tokens=24, temperature=0, extra_body={"repeat_penalty": 50}).choices[0].text
+    check(alias == pen[p], "repeat_penalty (llama-server's name) differs from repetition_penalty")
+    one = complete(p, max_tokens=24, temperature=0, extra_body={"repetition_penalty": 1}).choices[0].text
+    check(one == base[p], "repetition_penalty 1 is not 'off'")
+
+
+def test_sampling_refusals():
+    expect(openai.BadRequestError, lambda: complete("hi", logit_bias={"abc": 1}), 400, "logit_bias", ("'abc'",))
+    expect(openai.BadRequestError, lambda: complete("hi", logit_bias={"5": 500}), 400, "logit_bias", ("[-100, 100]",))
+    expect(openai.BadRequestError, lambda: complete("hi", extra_body={"top_k": 2.5}), 400, "top_k")
+    expect(openai.BadRequestError, lambda: complete("hi", extra_body={"min_p": 2}), 400, "min_p")
+    expect(openai.BadRequestError, lambda: complete("hi", extra_body={"repetition_penalty": 0}), 400,
+           "repetition_penalty")
+    expect(openai.BadRequestError, lambda: complete("hi", extra_body={"repetition_penalty": 1.1, "repeat_penalty": 1.2}),
+           400, "repeat_penalty", ("disagree",))
+    for name, val in (("typical_p", 0.5), ("mirostat", 2), ("dry_multiplier", 0.8)):
+        expect(openai.BadRequestError, lambda: complete("hi", extra_body={name: val}), 400, name, ("not supported",))
+    complete("hi", max_tokens=1, extra_body={"typical_p": 1, "mirostat": 0})   # neutral values pass
+    expect(openai.BadRequestError, lambda: chat("hi", n=3), 400, "n")
+
+
 # ------------------------------------------------------------------ runner
 
 def main():

@@ -230,6 +230,40 @@ static int feed_all(colibri_stop *st, const char *const *pieces, int n, char *ou
     return r;
 }
 
+/* logit_bias: added before everything else; the sampler keeps its own copy */
+static void test_logit_bias(void)
+{
+    float l[5] = { 1.0f, 4.0f, 2.0f, 0.0f, -1.0f };
+    struct colibri_logit_bias *b = malloc(2 * sizeof *b);
+    b[0] = (struct colibri_logit_bias){ 1, -100.0f };
+    b[1] = (struct colibri_logit_bias){ 4, 2.5f };
+    struct colibri_sampler_opts o = plain(0.0f, 1);
+    o.logit_bias = b;
+    o.n_logit_bias = 2;
+    colibri_sampler *s = mk(o, 5);
+    free(b);   /* copied at creation */
+    CHECK(colibri_sampler_sample(s, l, NULL) == 2, "id 1 banned: next best is 2");
+    CHECK(l[1] == 4.0f, "logits untouched");
+    colibri_sampler_free(s);
+    struct colibri_logit_bias force = { 4, 100.0f };
+    o = plain(1.5f, 7);
+    o.logit_bias = &force;
+    o.n_logit_bias = 1;
+    s = mk(o, 5);
+    int counts[5];
+    draw(s, l, 5, 500, counts);
+    CHECK(counts[4] == 500, "+100 forces id 4 at temperature 1.5: %d/500", counts[4]);
+    colibri_sampler_free(s);
+    struct colibri_err err = { 0 };
+    struct colibri_logit_bias bad = { 5, 1.0f };
+    o.logit_bias = &bad;
+    CHECK(colibri_sampler_new(&o, 5, &s, &err) == COLIBRI_EINVAL && strstr(err.msg, "logit_bias token 5"),
+          "out-of-vocabulary id: %s", err.msg);
+    bad = (struct colibri_logit_bias){ 2, NAN };
+    CHECK(colibri_sampler_new(&o, 5, &s, &err) == COLIBRI_EINVAL && strstr(err.msg, "not finite"), "NaN bias: %s",
+          err.msg);
+}
+
 static void test_stop_strings(void)
 {
     struct colibri_err err = { 0 };
@@ -279,6 +313,7 @@ int main(void)
     RUN_TEST(test_top_p_min_p);
     RUN_TEST(test_penalties);
     RUN_TEST(test_bad_opts);
+    RUN_TEST(test_logit_bias);
     RUN_TEST(test_stop_strings);
     return CHECK_SUMMARY();
 }
