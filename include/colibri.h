@@ -372,9 +372,31 @@ struct colibri_sampler_opts {
      * in effect forces or bans a token. Copied by colibri_sampler_new. */
     const struct colibri_logit_bias *logit_bias;
     size_t   n_logit_bias;
+    /* Constrained decoding (NULL: none): only tokens the grammar allows are
+     * sampled, end-of-generation only where its text is complete. The rule:
+     * sample as without it; if the grammar allows that token take it, else
+     * mask every token it does not allow and sample again (exact for greedy
+     * and for plain temperature sampling). The grammar must outlive the
+     * sampler; colibri_sampler_accept() advances it with sampled tokens only. */
+    const struct colibri_grammar *grammar;
 };
 
 struct colibri_logit_bias { int32_t token; float bias; };
+
+/* Grammars for constrained decoding, compiled against a tokenizer's
+ * vocabulary. Read-only once made: any number of samplers may use one.
+ * colibri_grammar_new takes GBNF text (llama.cpp's format: rules
+ * `name ::= ...`, `root` first to match; see src/sample/grammar.h);
+ * colibri_grammar_from_json_schema a JSON Schema (NULL: any JSON object),
+ * the subset in src/sample/grammar_schema.c, other keywords refused by name
+ * (COLIBRI_EUNSUPPORTED). A grammar that no token of the vocabulary can
+ * start is COLIBRI_EINVAL. Release with colibri_grammar_free(). */
+typedef struct colibri_grammar colibri_grammar;
+int  colibri_grammar_new(const colibri_tokenizer *t, const char *gbnf, size_t len, colibri_grammar **out,
+                         struct colibri_err *err);
+int  colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *schema_json, colibri_grammar **out,
+                                      struct colibri_err *err);
+void colibri_grammar_free(colibri_grammar *g);
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
  * (repeat_penalty 1, repeat_last_n 64), seed 0, no logit bias. The order:

@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "colibri.h"
+#include "sample/grammar.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
 #include "tok/tok_chat.h"
@@ -208,6 +209,73 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ grammar */
+
+static int grammar_for(const colibri_tokenizer *t, const char *gbnf, size_t len, colibri_grammar **out,
+                       struct colibri_err *err)
+{
+    int32_t n = tok_n_vocab(t->tok);
+    const char **piece = calloc((size_t)n, sizeof *piece);
+    uint32_t *plen = calloc((size_t)n, sizeof *plen);
+    uint8_t *eog = calloc((size_t)n, 1);
+    colibri_grammar *g = calloc(1, sizeof *g);
+    int rc = 0;
+    if (!piece || !plen || !eog || !g) { rc = err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
+    for (int32_t i = 0; i < n; i++) {
+        eog[i] = (uint8_t)tok_is_eog(t->tok, i);
+        if (tok_is_special(t->tok, i)) continue;   /* control tokens never spell grammar text */
+        size_t l = 0;
+        const char *p = tok_piece(t->tok, i, &l);
+        if (p && l) { piece[i] = p; plen[i] = (uint32_t)l; }
+    }
+    struct grammar_vocab v = { .n = n, .piece = piece, .piece_len = plen, .is_eog = eog };
+    if ((rc = grammar_compile(gbnf, len, &v, &g->g, err))) goto out;
+    /* a grammar nothing in the vocabulary can start is refused now, not mid-request */
+    struct grammar_state *st = NULL;
+    if ((rc = grammar_state_new(g->g, &st, err))) goto out;
+    uint8_t *allowed = malloc((size_t)n);
+    if (!allowed) { grammar_state_free(st); rc = err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
+    int32_t k = grammar_mask(st, allowed);
+    free(allowed);
+    grammar_state_free(st);
+    if (k == 0) rc = err_set(err, COLIBRI_EINVAL, "grammar: no token of the vocabulary can start it (it cannot be satisfied)");
+out:
+    free(piece);
+    free(plen);
+    free(eog);
+    if (rc) { colibri_grammar_free(g); return rc; }
+    *out = g;
+    return 0;
+}
+
+int colibri_grammar_new(const colibri_tokenizer *t, const char *gbnf, size_t len, colibri_grammar **out,
+                        struct colibri_err *err)
+{
+    if (!t || !gbnf || !out) return err_set(err, COLIBRI_EINVAL, "grammar_new: NULL argument");
+    return grammar_for(t, gbnf, len, out, err);
+}
+
+int colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *schema_json, colibri_grammar **out,
+                                     struct colibri_err *err)
+{
+    if (!t || !out) return err_set(err, COLIBRI_EINVAL, "grammar_from_json_schema: NULL argument");
+    char *gbnf = NULL;
+    int rc = grammar_from_json_schema(schema_json, &gbnf, err);
+    if (rc) return rc;
+    rc = grammar_for(t, gbnf, strlen(gbnf), out, err);
+    if (rc == COLIBRI_EINVAL && strstr(err->msg, "left-recursive"))   /* the converter's rules only loop through $refs */
+        err_prefix(err, rc, "json_schema: a $ref loop that never reaches a value");
+    free(gbnf);
+    return rc;
+}
+
+void colibri_grammar_free(colibri_grammar *g)
+{
+    if (!g) return;
+    grammar_free(g->g);
+    free(g);
+}
+
 /* ------------------------------------------------------------- detok */
 
 struct colibri_detok { struct tok_stream s; };
@@ -272,7 +340,9 @@ void colibri_sampler_free(colibri_sampler *s)
 int32_t colibri_sampler_sample(colibri_sampler *s, const float *logits, struct colibri_err *err)
 {
     if (!s || !logits) return err_set(err, COLIBRI_EINVAL, "sampler_sample: NULL argument");
-    return sample_next(&s->s, logits);
+    int32_t t = sample_next(&s->s, logits);
+    if (t < 0) return err_set(err, t, "sampler: the grammar allows no token here (its text cannot be continued)");
+    return t;
 }
 
 void colibri_sampler_accept(colibri_sampler *s, int32_t token) { sample_accept(&s->s, token); }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "sample/grammar.h"
 
 /* ---------------------------------------------------------------- RNG */
 
@@ -89,6 +90,17 @@ int sample_init(struct sampler *s, const struct colibri_sampler_opts *o, int32_t
         return err_set(err, COLIBRI_ENOMEM, "sampler: scratch for %d logits", n_vocab);
     }
     sample_rng_seed(&s->rng, o->seed);
+    s->pending = -1;
+    if (o->grammar) {
+        int rc = grammar_state_new(o->grammar->g, &s->gst, err);
+        s->allowed = malloc((size_t)n_vocab);
+        s->base = malloc((size_t)n_vocab * sizeof *s->base);
+        if (rc || !s->allowed || !s->base) {
+            sample_free(s);
+            return rc ? rc : err_set(err, COLIBRI_ENOMEM, "sampler: grammar scratch");
+        }
+        s->n_grammar = grammar_n_vocab(o->grammar->g);
+    }
     return 0;
 }
 
@@ -99,6 +111,9 @@ void sample_free(struct sampler *s)
     free(s->idx);
     free(s->count);
     free(s->bias);
+    grammar_state_free(s->gst);
+    free(s->allowed);
+    free(s->base);
     memset(s, 0, sizeof *s);
 }
 
@@ -106,10 +121,22 @@ void sample_reset(struct sampler *s, uint64_t seed)
 {
     s->hist_n = s->hist_pos = 0;
     sample_rng_seed(&s->rng, seed);
+    if (s->gst) {   /* back to the grammar's start */
+        struct grammar_state *st = NULL;
+        if (grammar_state_new(s->o.grammar->g, &st, NULL) == 0) {
+            grammar_state_free(s->gst);
+            s->gst = st;
+        }
+    }
+    s->pending = -1;
 }
 
 void sample_accept(struct sampler *s, int32_t token)
 {
+    /* the grammar follows the generated text only: prompt tokens a caller
+     * records for the penalties were not sampled */
+    if (s->gst && token == s->pending) grammar_accept(s->gst, token);
+    s->pending = -1;
     if (s->hist_n == s->hist_cap && s->o.repeat_last_n < 0) {   /* whole history: grow */
         int32_t *nh = realloc(s->hist, 2 * s->hist_cap * sizeof *nh);
         if (nh) {
@@ -165,6 +192,8 @@ static size_t keep_top_k(struct cand *c, size_t n, size_t k)
     return k;
 }
 
+static int32_t pick(struct sampler *s, struct cand *c, int32_t n);
+
 int32_t sample_next(struct sampler *s, const float *logits)
 {
     const struct colibri_sampler_opts *o = &s->o;
@@ -195,6 +224,24 @@ int32_t sample_next(struct sampler *s, const float *logits)
         }
     }
 
+    if (!s->gst) return pick(s, c, n);
+    for (int32_t i = 0; i < n; i++) s->base[i] = c[i].l;
+    int32_t t = pick(s, c, n);
+    if (grammar_allows(s->gst, t)) return s->pending = t;
+    /* the draw is one the grammar refuses: mask and draw again */
+    int32_t k = grammar_mask(s->gst, s->allowed);
+    if (k == 0) return COLIBRI_EINVAL;
+    for (int32_t i = 0; i < n; i++)
+        c[i] = (struct cand){ .l = i < s->n_grammar && s->allowed[i] ? s->base[i] : -INFINITY, .id = i };
+    t = pick(s, c, n);
+    return s->pending = t;
+}
+
+/* Greedy, or temperature, min-p, top-k, top-p and a draw, over c[0..n)
+ * (which it reorders). */
+static int32_t pick(struct sampler *s, struct cand *c, int32_t n)
+{
+    const struct colibri_sampler_opts *o = &s->o;
     if (o->temperature <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)

@@ -36,13 +36,19 @@ struct sampler {
     int32_t *idx;               /* n_vocab scratch: candidate ids */
     uint32_t *count;            /* n_vocab scratch: occurrences in the window */
     struct colibri_logit_bias *bias; /* own copy of o.logit_bias (o.logit_bias points here) */
+    struct grammar_state *gst;  /* with o.grammar: where its text is */
+    uint8_t *allowed;           /* n_vocab scratch for the grammar's mask */
+    float *base;                /* n_vocab scratch: logits after bias and penalties */
+    int32_t pending;            /* the last token sampled, not yet accepted (-1: none) */
+    int32_t n_grammar;          /* the grammar's vocabulary (ids past it never allowed) */
 };
 
 /* Checks the options (COLIBRI_EINVAL names the bad one) and allocates. */
 int  sample_init(struct sampler *s, const struct colibri_sampler_opts *o, int32_t n_vocab,
                  struct colibri_err *err);
 void sample_free(struct sampler *s);
-/* The chosen id; logits (n_vocab floats) are not modified. */
+/* The chosen id; logits (n_vocab floats) are not modified. With a grammar:
+ * COLIBRI_EINVAL when it allows no token. */
 int32_t sample_next(struct sampler *s, const float *logits);
 void sample_accept(struct sampler *s, int32_t token);
 void sample_reset(struct sampler *s, uint64_t seed);

@@ -32,6 +32,7 @@ void job_release(struct job *j)
     for (int i = 0; i < j->n_ev; i++) free(j->ev[i].text);
     for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
     free(j->p.logit_bias);
+    colibri_grammar_free(j->p.grammar);
     free(j->ev);
     free(j->prompt);
     pthread_mutex_destroy(&j->mu);
@@ -107,5 +108,6 @@ struct colibri_sampler_opts job_sampler_opts(const struct job_params *p)
     so.seed = p->seed;
     so.logit_bias = p->logit_bias;
     so.n_logit_bias = (size_t)p->n_logit_bias;
+    so.grammar = p->grammar;
     return so;
 }

@@ -44,6 +44,7 @@ struct job_params {
     float repeat_penalty;       /* 1 = off */
     struct colibri_logit_bias *logit_bias;   /* malloc'd, owned by the job */
     int n_logit_bias;
+    colibri_grammar *grammar;   /* structured output (oai_format.c); owned, NULL = none */
 };
 
 /* The sampler options of a job's parameters (the penalties look at the

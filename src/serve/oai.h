@@ -47,6 +47,12 @@ struct cJSON;
 int oai_parse_sampling(const struct oai_model *m, const struct cJSON *root, struct job_params *p,
                        struct oai_error *e);
 
+/* Structured output (oai_format.c): response_format json_object /
+ * json_schema, or a GBNF `grammar`, compiled into p->grammar. 0, or -1 with
+ * *e filled (400 naming what colibri cannot compile). */
+int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct job_params *p,
+                     struct oai_error *e);
+
 /* Fills *e (printf-style message). Returns e->status. */
 int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));

@@ -156,7 +156,7 @@ static int parse_common(const struct oai_model *m, const cJSON *root, struct job
     long long seed;
     if ((r = get_int(root, "seed", -9.2e18, 9.2e18, &seed, e)) < 0) return -1;
     p->seed = r ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)j;
-    if (oai_parse_sampling(m, root, p, e)) return -1;
+    if (oai_parse_sampling(m, root, p, e) || oai_parse_format(m, root, p, e)) return -1;
     if (get_bool(root, "stream", &p->stream, e) < 0) return -1;
     const cJSON *so = field(root, "stream_options");
     if (so) {

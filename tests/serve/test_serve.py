@@ -620,6 +620,113 @@ def test_sampling_refusals():
     expect(openai.BadRequestError, lambda: chat("hi", n=3), 400, "n")
 
 
+# ------------------------------------------------------------------ structured output
+
+# Bounded schemas: every instance is short, so even this random model finishes
+# one within max_tokens; the grammar makes it valid.
+PERSON = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 8},
+    "age": {"type": "integer"},
+    "mood": {"enum": ["happy", "sad", "calm"]},
+    "tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}, "maxItems": 3},
+    "pet": {"anyOf": [{"$ref": "#/$defs/Pet"}, {"type": "null"}]},
+    "ok": {"type": "boolean"}},
+    "required": ["name", "age", "mood", "tags", "ok"], "additionalProperties": False,
+    "$defs": {"Pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "legs": {"enum": [2, 4]}},
+                      "required": ["kind", "legs"], "additionalProperties": False}}}
+
+
+def check_person(d):
+    check(isinstance(d, dict) and set(d) <= set(PERSON["properties"]), f"keys {d}")
+    for k in PERSON["required"]:
+        check(k in d, f"required {k} missing: {d}")
+    check(isinstance(d["name"], str) and len(d["name"]) <= 8, f"name {d}")
+    check(isinstance(d["age"], int) and not isinstance(d["age"], bool), f"age {d}")
+    check(d["mood"] in ("happy", "sad", "calm"), f"mood {d}")
+    check(isinstance(d["tags"], list) and len(d["tags"]) <= 3 and all(t in ("x", "y") for t in d["tags"]), f"tags {d}")
+    check(isinstance(d["ok"], bool), f"ok {d}")
+    pet = d.get("pet")
+    check(pet is None or (pet.get("kind") in ("cat", "dog") and pet.get("legs") in (2, 4)), f"pet {d}")
+
+
+def test_json_schema_every_time():
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+    for i in range(30):
+        r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": f"Person {i}"}],
+                                           max_tokens=200, temperature=1.0, seed=i, response_format=fmt)
+        c = r.choices[0]
+        check(c.finish_reason == "stop", f"request {i}: finish {c.finish_reason}: {c.message.content!r}")
+        check_person(json.loads(c.message.content))
+    # streamed: the concatenated deltas are an instance too
+    text = ""
+    for ch in client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "stream"}],
+                                             max_tokens=200, temperature=1.0, seed=99, response_format=fmt,
+                                             stream=True):
+        if ch.choices and ch.choices[0].delta.content:
+            text += ch.choices[0].delta.content
+    check_person(json.loads(text))
+
+
+def test_pydantic_structured_output():
+    from typing import List, Literal, Optional
+
+    import pydantic
+
+    class Pet(pydantic.BaseModel):
+        kind: Literal["cat", "dog"]
+        legs: Literal[2, 4]
+
+    class Person(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=8)
+        age: int
+        mood: Literal["happy", "sad", "calm"]
+        pets: List[Pet] = pydantic.Field(max_length=2)
+        nick: Optional[Literal["al", "bo"]]
+    for i in range(10):
+        r = client.chat.completions.parse(model=MODEL, messages=[{"role": "user", "content": f"p{i}"}],
+                                          response_format=Person, max_tokens=240, temperature=1.0, seed=i)
+        p = r.choices[0].message.parsed
+        check(isinstance(p, Person), f"request {i}: not parsed: {r.choices[0].message.content!r}")
+
+
+def test_json_object_and_grammar():
+    for i in range(10):
+        r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "json"}], max_tokens=120,
+                                           temperature=0.7, seed=i, response_format={"type": "json_object"},
+                                           logit_bias={"1": 0})
+        c = r.choices[0]
+        if c.finish_reason == "stop":
+            check(isinstance(json.loads(c.message.content), dict), f"json_object {i}: {c.message.content!r}")
+        else:   # cut by max_tokens: still a prefix that starts an object
+            check(c.message.content.lstrip().startswith("{"), f"json_object {i}: {c.message.content!r}")
+    gbnf = 'root ::= "yes" | "no" | "maybe" ws\nws ::= " "{0,2}'
+    for i in range(5):
+        t = complete("Answer:", max_tokens=8, temperature=1.0, seed=i, extra_body={"grammar": gbnf}).choices[0].text
+        check(t.rstrip(" ") in ("yes", "no", "maybe"), f"grammar {i}: {t!r}")
+    t = complete("Digits:", max_tokens=6, temperature=0, extra_body={"grammar": "root ::= [0-9]+"}).choices[0]
+    check(re.fullmatch(r"[0-9]+", t.text) and t.finish_reason == "length", f"digits: {t.text!r} {t.finish_reason}")
+
+
+def test_structured_output_refusals():
+    def fmt(schema):
+        return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    expect(openai.BadRequestError, lambda: chat("x", response_format=fmt({"type": "string", "pattern": "a+"})), 400,
+           "response_format", ("'pattern'",))
+    expect(openai.BadRequestError,
+           lambda: chat("x", response_format=fmt({"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}})),
+           400, "response_format", ("properties.n", "'minimum'"))
+    loop = {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"anyOf": [{"$ref": "#/$defs/A"}]}}}
+    expect(openai.BadRequestError, lambda: chat("x", response_format=fmt(loop)), 400, "response_format", ("$ref loop",))
+    expect(openai.BadRequestError, lambda: chat("x", response_format={"type": "xml"}), 400, "response_format", ("'xml'",))
+    expect(openai.BadRequestError, lambda: complete("x", extra_body={"grammar": "root ::= [^\\x00-\\U0010FFFF]"}), 400,
+           "grammar", ("cannot be satisfied",))
+    expect(openai.BadRequestError, lambda: complete("x", extra_body={"grammar": "root ::= undefined-rule"}), 400,
+           "grammar", ("undefined-rule",))
+    expect(openai.BadRequestError, lambda: chat("x", response_format={"type": "json_object"},
+                                                extra_body={"grammar": "root ::= \"a\""}), 400, "grammar", ("not both",))
+    chat("still serving", max_tokens=2)
+
+
 # ------------------------------------------------------------------ runner
 
 def main():

@@ -1,0 +1,493 @@
+/* sample/grammar_match.c - running a compiled grammar over tokens
+ * (contract in grammar.h; layout in grammar_internal.h).
+ *
+ * A state is a set of stacks (linked nodes, top first; NULL is the empty
+ * stack: the text is complete). Rule ends are resolved when a node is made
+ * (cont()), so a repetition like x* does not grow the stack, and rules are
+ * expanded until every stack's top is a character class. Which tokens may
+ * come next is found by walking the vocabulary's byte trie from the state,
+ * dropping a subtree as soon as no stack survives; the answer is cached per
+ * state, since a state recurs (every character inside a JSON string leaves
+ * the same one). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "sample/grammar_internal.h"
+
+#define MAX_STACKS 1024         /* an ambiguous grammar past this is cut off (dead) */
+#define MAX_EXPAND 100000       /* node creations per expansion */
+#define N_CACHE 16
+
+struct gnode { uint32_t pos; struct gnode *up; };
+
+struct garena { struct gchunk *head; };
+struct gchunk { struct gchunk *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
+
+static void *ga_alloc(struct garena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    struct gchunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > 32768 ? n : 32768;
+        c = malloc(sizeof *c + cap);
+        if (!c) return NULL;
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+    }
+    void *p = c->mem + c->used;
+    c->used += n;
+    return p;
+}
+
+static void ga_reset(struct garena *a)   /* keeps one chunk */
+{
+    if (!a->head) return;
+    struct gchunk *c = a->head->next;
+    while (c) { struct gchunk *nx = c->next; free(c); c = nx; }
+    a->head->next = NULL;
+    a->head->used = 0;
+}
+
+static void ga_free(struct garena *a)
+{
+    for (struct gchunk *c = a->head, *nx; c; c = nx) { nx = c->next; free(c); }
+    a->head = NULL;
+}
+
+struct gset { struct gnode **s; uint32_t n; };
+
+struct gcache { uint64_t key; uint32_t *ser; uint32_t n_ser; uint8_t *mask; int32_t count; uint64_t used; };
+
+struct grammar_state {
+    const struct grammar *g;
+    struct garena cur, next, scratch;
+    struct gset set;
+    int dead, eog;
+    uint64_t clock;
+    struct gcache cache[N_CACHE];
+    /* partial UTF-8 carried between tokens */
+    uint32_t cp, need, lo, hi, min;
+    long budget;
+};
+
+int32_t grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
+
+/* ------------------------------------------------------------ stacks */
+
+static struct gnode *cont(struct grammar_state *st, struct garena *a, uint32_t pos, struct gnode *up, int *ok)
+{
+    const struct gitem *it = st->g->items;
+    while (it[pos].kind == GI_END) {   /* the rule is done: go on where its caller continues */
+        if (!up) return NULL;
+        pos = up->pos;
+        up = up->up;
+    }
+    struct gnode *n = ga_alloc(a, sizeof *n);
+    if (!n) { *ok = 0; return NULL; }
+    n->pos = pos;
+    n->up = up;
+    return n;
+}
+
+static int same_stack(const struct gnode *a, const struct gnode *b)
+{
+    while (a && b) {
+        if (a == b) return 1;
+        if (a->pos != b->pos) return 0;
+        a = a->up;
+        b = b->up;
+    }
+    return a == b;
+}
+
+static int set_add(struct grammar_state *st, struct garena *a, struct gset *out, struct gnode *n)
+{
+    for (uint32_t i = 0; i < out->n; i++) if (same_stack(out->s[i], n)) return 1;
+    if (out->n >= MAX_STACKS) return 0;
+    if ((out->n & (out->n - 1)) == 0) {   /* grow at powers of two */
+        uint32_t cap = out->n ? out->n * 2 : 4;
+        struct gnode **ns = ga_alloc(a, cap * sizeof *ns);
+        if (!ns) return 0;
+        if (out->n) memcpy(ns, out->s, out->n * sizeof *ns);
+        out->s = ns;
+    }
+    out->s[out->n++] = n;
+    return 1;
+}
+
+/* Adds the stacks n expands to (tops on classes, or NULL). 0 on overflow. */
+static int expand(struct grammar_state *st, struct garena *a, struct gnode *n, struct gset *out)
+{
+    if (--st->budget < 0) return 0;
+    if (!n) return set_add(st, a, out, NULL);
+    const struct grammar *g = st->g;
+    struct gitem it = g->items[n->pos];
+    if (it.kind == GI_CLASS) return set_add(st, a, out, n);
+    int ok = 1;
+    struct gnode *up = cont(st, a, n->pos + 1, n->up, &ok);
+    if (!ok) return 0;
+    for (uint32_t k = g->rule_alt[it.v]; k < g->rule_alt[it.v + 1]; k++) {
+        struct gnode *m = cont(st, a, g->alt_start[k], up, &ok);
+        if (!ok || !expand(st, a, m, out)) return 0;
+    }
+    return 1;
+}
+
+static int class_has(const struct gclass *c, uint32_t cp)
+{
+    int in = 0;
+    for (uint32_t i = 0; i < c->n && !in; i++) in = cp >= c->r[2 * i] && cp <= c->r[2 * i + 1];
+    return c->neg ? !in : in;
+}
+
+static int class_meets(const struct gclass *c, uint32_t lo, uint32_t hi)
+{
+    if (c->neg) {   /* excluded only when one range covers all of [lo, hi] (a union could too: allowed then) */
+        for (uint32_t i = 0; i < c->n; i++) if (c->r[2 * i] <= lo && c->r[2 * i + 1] >= hi) return 0;
+        return 1;
+    }
+    for (uint32_t i = 0; i < c->n; i++) if (c->r[2 * i] <= hi && c->r[2 * i + 1] >= lo) return 1;
+    return 0;
+}
+
+/* The set after code point cp. 0 on overflow (out then undefined). */
+static int advance(struct grammar_state *st, struct garena *a, const struct gset *in, uint32_t cp, struct gset *out)
+{
+    const struct grammar *g = st->g;
+    *out = (struct gset){ 0 };
+    st->budget = MAX_EXPAND;
+    for (uint32_t i = 0; i < in->n; i++) {
+        struct gnode *n = in->s[i];
+        if (!n || !class_has(&g->cls[g->items[n->pos].v], cp)) continue;
+        int ok = 1;
+        struct gnode *m = cont(st, a, n->pos + 1, n->up, &ok);
+        if (!ok || !expand(st, a, m, out)) return 0;
+    }
+    return 1;
+}
+
+static int any_meets(const struct grammar_state *st, const struct gset *in, uint32_t lo, uint32_t hi)
+{
+    const struct grammar *g = st->g;
+    for (uint32_t i = 0; i < in->n; i++)
+        if (in->s[i] && class_meets(&g->cls[g->items[in->s[i]->pos].v], lo, hi)) return 1;
+    return 0;
+}
+
+/* UTF-8 decoding carried byte by byte. */
+struct u8 { uint32_t cp, need, lo, hi, min; };
+
+/* Feeds one byte: 1 and *done with a whole code point, 1 without (more
+ * bytes to come; [lo, hi] bounds it), 0 for bytes no character starts with. */
+static int u8_feed(struct u8 *u, unsigned char b, int *done)
+{
+    *done = 0;
+    if (!u->need) {
+        if (b < 0x80) { u->cp = b; *done = 1; return 1; }
+        int n = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+        if (n < 0) return 0;
+        u->cp = b & (n == 1 ? 0x1f : n == 2 ? 0x0f : 0x07);
+        u->need = (uint32_t)n;
+        u->min = n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000;
+    } else {
+        if ((b & 0xc0) != 0x80) return 0;
+        u->cp = u->cp << 6 | (b & 0x3f);
+        if (--u->need == 0) {
+            /* overlong forms, surrogates and values past U+10FFFF are not characters */
+            if (u->cp < u->min || (u->cp >= 0xd800 && u->cp <= 0xdfff) || u->cp > 0x10ffff) return 0;
+            *done = 1;
+            return 1;
+        }
+    }
+    u->lo = u->cp << (6 * u->need);
+    u->hi = u->lo | ((1u << (6 * u->need)) - 1);
+    if (u->lo < u->min) u->lo = u->min;
+    if (u->hi > 0x10ffff) u->hi = 0x10ffff;
+    return u->lo <= u->hi;
+}
+
+/* Runs bytes p[0..n) from *set; 1 if something survives (*set updated). */
+static int run_bytes(struct grammar_state *st, struct garena *a, struct gset *set, struct u8 *u,
+                     const char *p, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        int done;
+        if (!u8_feed(u, (unsigned char)p[i], &done)) return 0;
+        if (!done) { if (!any_meets(st, set, u->lo, u->hi)) return 0; continue; }
+        struct gset next;
+        if (!advance(st, a, set, u->cp, &next) || !next.n) return 0;
+        *set = next;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ state */
+
+static int copy_set(struct grammar_state *st, struct garena *a, const struct gset *in, struct gset *out)
+{
+    *out = (struct gset){ 0 };
+    for (uint32_t i = 0; i < in->n; i++) {
+        struct gnode *head = NULL, **link = &head;
+        for (const struct gnode *n = in->s[i]; n; n = n->up) {
+            struct gnode *c = ga_alloc(a, sizeof *c);
+            if (!c) return 0;
+            c->pos = n->pos;
+            c->up = NULL;
+            *link = c;
+            link = &c->up;
+        }
+        if (!set_add(st, a, out, head)) return 0;
+    }
+    return 1;
+}
+
+int grammar_state_new(const struct grammar *g, struct grammar_state **out, struct colibri_err *err)
+{
+    struct grammar_state *st = calloc(1, sizeof *st);
+    if (!st) return err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
+    st->g = g;
+    st->budget = MAX_EXPAND;
+    struct gset start = { 0 };
+    int ok = 1;
+    for (uint32_t k = g->rule_alt[g->root]; ok && k < g->rule_alt[g->root + 1]; k++) {
+        struct gnode *m = cont(st, &st->cur, g->alt_start[k], NULL, &ok);
+        ok = ok && expand(st, &st->cur, m, &start);
+    }
+    if (!ok) { grammar_state_free(st); return err_set(err, COLIBRI_EINVAL, "grammar: the root expands to too many alternatives"); }
+    st->set = start;
+    *out = st;
+    return 0;
+}
+
+void grammar_state_free(struct grammar_state *st)
+{
+    if (!st) return;
+    ga_free(&st->cur);
+    ga_free(&st->next);
+    ga_free(&st->scratch);
+    for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].mask); }
+    free(st);
+}
+
+static int accepting(const struct gset *s)
+{
+    for (uint32_t i = 0; i < s->n; i++) if (!s->s[i]) return 1;
+    return 0;
+}
+
+int grammar_done(const struct grammar_state *st)
+{
+    return st->eog || (!st->dead && st->set.n == 1 && !st->set.s[0]);
+}
+
+int grammar_allows(struct grammar_state *st, int32_t id)
+{
+    const struct grammar *g = st->g;
+    if (st->dead || st->eog || id < 0 || id >= g->n_vocab) return 0;
+    if (g->is_eog[id]) return !st->need && accepting(&st->set);
+    if (!g->piece[id]) return 0;
+    struct gset set = st->set;
+    struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
+    int r = run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id]);
+    ga_reset(&st->scratch);
+    return r;
+}
+
+int grammar_accept(struct grammar_state *st, int32_t id)
+{
+    const struct grammar *g = st->g;
+    if (st->dead || st->eog || id < 0 || id >= g->n_vocab) { st->dead = 1; return COLIBRI_EINVAL; }
+    if (g->is_eog[id]) {
+        if (st->need || !accepting(&st->set)) { st->dead = 1; return COLIBRI_EINVAL; }
+        st->eog = 1;
+        return 0;
+    }
+    struct gset set = st->set;
+    struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
+    if (!g->piece[id] || !run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id])) {
+        ga_reset(&st->scratch);
+        st->dead = 1;
+        return COLIBRI_EINVAL;
+    }
+    /* keep the new set in a fresh arena; the old one (and scratch) go */
+    ga_reset(&st->next);
+    struct gset kept;
+    if (!copy_set(st, &st->next, &set, &kept)) { st->dead = 1; return COLIBRI_ENOMEM; }
+    struct garena t = st->cur;
+    st->cur = st->next;
+    st->next = t;
+    ga_reset(&st->scratch);
+    st->set = kept;
+    st->cp = u.cp; st->need = u.need; st->lo = u.lo; st->hi = u.hi; st->min = u.min;
+    return 0;
+}
+
+/* ------------------------------------------------------------ masks */
+
+static void walk(struct grammar_state *st, uint32_t node, const struct gset *set, struct u8 u, uint8_t *allowed,
+                 int32_t *count)
+{
+    const struct gtrie *t = &st->g->trie;
+    for (uint32_t k = 0; k < t->n_child[node]; k++) {
+        uint32_t ch = t->child[t->first_child[node] + k];
+        struct u8 v = u;
+        int done;
+        if (!u8_feed(&v, t->byte[ch], &done)) continue;
+        struct gset next = *set;
+        if (done) {
+            if (!advance(st, &st->scratch, set, v.cp, &next) || !next.n) continue;
+        } else if (!any_meets(st, set, v.lo, v.hi)) {
+            continue;
+        }
+        for (uint32_t q = 0; q < t->n_tok[ch]; q++) {
+            int32_t id = t->tok[t->tok_first[ch] + q];
+            if (!allowed[id]) { allowed[id] = 1; (*count)++; }
+        }
+        walk(st, ch, &next, v, allowed, count);
+    }
+}
+
+/* the state as a list of numbers, for the cache */
+static uint32_t *serialize(const struct grammar_state *st, uint32_t *n_out)
+{
+    uint32_t n = 5;
+    for (uint32_t i = 0; i < st->set.n; i++) { n++; for (const struct gnode *x = st->set.s[i]; x; x = x->up) n++; }
+    uint32_t *s = malloc(n * sizeof *s), k = 0;
+    if (!s) return NULL;
+    s[k++] = st->cp; s[k++] = st->need; s[k++] = st->lo; s[k++] = st->hi; s[k++] = st->min;
+    for (uint32_t i = 0; i < st->set.n; i++) {
+        for (const struct gnode *x = st->set.s[i]; x; x = x->up) s[k++] = x->pos;
+        s[k++] = UINT32_MAX;
+    }
+    *n_out = n;
+    return s;
+}
+
+int32_t grammar_mask(struct grammar_state *st, uint8_t *allowed)
+{
+    const struct grammar *g = st->g;
+    memset(allowed, 0, (size_t)g->n_vocab);
+    if (st->dead || st->eog) return 0;
+    uint32_t n_ser = 0;
+    uint32_t *ser = serialize(st, &n_ser);
+    uint64_t key = 1469598103934665603ull;
+    for (uint32_t i = 0; ser && i < n_ser; i++) key = (key ^ ser[i]) * 1099511628211ull;
+    st->clock++;
+    for (int i = 0; ser && i < N_CACHE; i++) {
+        struct gcache *c = &st->cache[i];
+        if (c->mask && c->key == key && c->n_ser == n_ser && !memcmp(c->ser, ser, n_ser * sizeof *ser)) {
+            memcpy(allowed, c->mask, (size_t)g->n_vocab);
+            c->used = st->clock;
+            free(ser);
+            return c->count;
+        }
+    }
+    int32_t count = 0;
+    struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
+    walk(st, 0, &st->set, u, allowed, &count);
+    ga_reset(&st->scratch);
+    if (!st->need && accepting(&st->set))
+        for (int32_t i = 0; i < g->n_vocab; i++) if (g->is_eog[i] && !allowed[i]) { allowed[i] = 1; count++; }
+    if (ser) {   /* replace the least recently used entry */
+        int lru = 0;
+        for (int i = 1; i < N_CACHE; i++) if (st->cache[i].used < st->cache[lru].used) lru = i;
+        struct gcache *c = &st->cache[lru];
+        if (!c->mask) c->mask = malloc((size_t)g->n_vocab);
+        if (c->mask) {
+            free(c->ser);
+            c->ser = ser;
+            c->n_ser = n_ser;
+            c->key = key;
+            memcpy(c->mask, allowed, (size_t)g->n_vocab);
+            c->count = count;
+            c->used = st->clock;
+            ser = NULL;
+        }
+        free(ser);
+    }
+    return count;
+}
+
+/* ------------------------------------------------------------ trie */
+
+struct tedge { uint32_t parent; uint8_t byte; uint32_t node; };
+
+int grammar_build_trie(struct grammar *g, struct colibri_err *err)
+{
+    struct gtrie *t = &g->trie;
+    /* nodes are made in insertion order; children found by scanning a
+     * per-node sorted list kept in a hash-free way: first build with a
+     * (parent, byte) -> node map in a simple open-addressing table */
+    size_t total = 1;
+    for (int32_t i = 0; i < g->n_vocab; i++) total += g->piece_len[i];
+    size_t cap = 16;
+    while (cap < total * 2) cap *= 2;
+    struct tedge *tab = calloc(cap, sizeof *tab);
+    uint32_t *end_node = calloc((size_t)g->n_vocab, sizeof *end_node);
+    uint32_t n_nodes = 1;
+    if (!tab || !end_node) { free(tab); free(end_node); return err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
+    uint8_t *byte = calloc(total, 1);
+    uint32_t *parent = calloc(total, sizeof *parent);
+    if (!byte || !parent) { free(tab); free(end_node); free(byte); free(parent); return err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
+    for (int32_t id = 0; id < g->n_vocab; id++) {
+        uint32_t node = 0;
+        for (uint32_t k = 0; k < g->piece_len[id]; k++) {
+            uint8_t b = (uint8_t)g->piece[id][k];
+            size_t h = ((size_t)node * 257 + b + 1) * 0x9E3779B97F4A7C15ull & (cap - 1);
+            while (tab[h].node && !(tab[h].parent == node && tab[h].byte == b)) h = (h + 1) & (cap - 1);
+            if (!tab[h].node) {
+                tab[h] = (struct tedge){ node, b, n_nodes };
+                byte[n_nodes] = b;
+                parent[n_nodes] = node;
+                n_nodes++;
+            }
+            node = tab[h].node;
+        }
+        end_node[id] = node;
+    }
+    free(tab);
+    t->n_nodes = n_nodes;
+    t->first_child = calloc(n_nodes + 1, sizeof *t->first_child);
+    t->n_child = calloc(n_nodes, sizeof *t->n_child);
+    t->child = calloc(n_nodes, sizeof *t->child);
+    t->byte = byte;
+    t->tok_first = calloc(n_nodes + 1, sizeof *t->tok_first);
+    t->n_tok = calloc(n_nodes, sizeof *t->n_tok);
+    t->tok = calloc((size_t)g->n_vocab + 1, sizeof *t->tok);
+    int rc = 0;
+    if (!t->first_child || !t->n_child || !t->child || !t->tok_first || !t->n_tok || !t->tok) {
+        rc = err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie");
+        goto out;
+    }
+    for (uint32_t v = 1; v < n_nodes; v++) t->n_child[parent[v]]++;
+    for (uint32_t v = 0; v < n_nodes; v++) t->first_child[v + 1] = t->first_child[v] + t->n_child[v];
+    memset(t->n_child, 0, n_nodes * sizeof *t->n_child);
+    for (uint32_t v = 1; v < n_nodes; v++) {   /* children in creation order: stable, byte order not needed */
+        uint32_t p = parent[v];
+        t->child[t->first_child[p] + t->n_child[p]++] = v;
+    }
+    for (int32_t id = 0; id < g->n_vocab; id++) if (g->piece_len[id]) t->n_tok[end_node[id]]++;
+    for (uint32_t v = 0; v < n_nodes; v++) t->tok_first[v + 1] = t->tok_first[v] + t->n_tok[v];
+    memset(t->n_tok, 0, n_nodes * sizeof *t->n_tok);
+    for (int32_t id = 0; id < g->n_vocab; id++)
+        if (g->piece_len[id]) { uint32_t v = end_node[id]; t->tok[t->tok_first[v] + t->n_tok[v]++] = id; }
+out:
+    free(parent);
+    free(end_node);
+    return rc;
+}
+
+void grammar_free_trie(struct gtrie *t)
+{
+    free(t->first_child);
+    free(t->n_child);
+    free(t->child);
+    free(t->byte);
+    free(t->tok_first);
+    free(t->n_tok);
+    free(t->tok);
+    memset(t, 0, sizeof *t);
+}

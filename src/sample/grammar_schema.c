@@ -1,0 +1,431 @@
+/* sample/grammar_schema.c - JSON Schema to GBNF (contract in grammar.h).
+ *
+ * The subset agents send (OpenAI structured outputs, Pydantic):
+ *   type (a name or a list), properties + required (properties come in the
+ *   listed order, the optional ones may be left out; no others are
+ *   generated), additionalProperties (false, or alone as the schema of a
+ *   map's values), items, minItems, maxItems, enum, const, anyOf, oneOf,
+ *   allOf of one schema, $ref to #/$defs/... or #/definitions/..., string
+ *   minLength/maxLength and format date, time, date-time, uuid; annotations
+ *   (title, description, default, examples, $schema, $id, $comment,
+ *   deprecated, readOnly, writeOnly) are ignored.
+ * Any other keyword is refused by name with its path. Whitespace between
+ * tokens is bounded (at most 10 characters), so a model cannot fill its
+ * budget with blanks. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/err.h"
+#include "sample/grammar.h"
+
+struct sbuild { char *p; size_t n, cap; int oom; };
+
+static void sb_put(struct sbuild *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void sb_fmt(struct sbuild *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { sb_put(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->oom = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_put(b, big, (size_t)n);
+    free(big);
+}
+
+struct conv {
+    struct sbuild out;          /* the rules */
+    int n_rules;
+    const cJSON *root;
+    struct colibri_err *err;
+    int rc;
+    /* $defs already given a rule: name -> rule number */
+    const char *ref_name[256];
+    int ref_rule[256];
+    int n_refs;
+    int depth;
+};
+
+static const char PRELUDE[] =
+    "ws ::= [ \\t\\n]{0,10}\n"
+    "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
+    "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
+    "string ::= \"\\\"\" char* \"\\\"\"\n"
+    "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    "number ::= integer ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n"
+    "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
+    "boolean ::= \"true\" | \"false\"\n"
+    "null ::= \"null\"\n"
+    "date ::= [0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )\n"
+    "time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
+    "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
+    "hex ::= [0-9a-fA-F]\n"
+    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n";
+
+static int fail(struct conv *c, int code, const char *path, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(struct conv *c, int code, const char *path, const char *fmt, ...)
+{
+    if (c->rc) return -1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->rc = err_set(c->err, code, "json_schema%s%s: %s", path[0] ? " at " : "", path, msg);
+    return -1;
+}
+
+/* A GBNF string literal for the bytes of s. */
+static void literal(struct sbuild *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') { char e[2] = { '\\', (char)*p }; sb_put(b, e, 2); }
+        else if (*p == '\n') sb_put(b, "\\n", 2);
+        else if (*p == '\r') sb_put(b, "\\r", 2);
+        else if (*p == '\t') sb_put(b, "\\t", 2);
+        else if (*p < 0x20) sb_fmt(b, "\\x%02x", *p);
+        else sb_put(b, (const char *)p, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* A JSON value as a fixed GBNF literal (enum, const). */
+static int json_literal(struct conv *c, struct sbuild *b, const cJSON *v, const char *path)
+{
+    char *txt = cJSON_PrintUnformatted(v);
+    if (!txt) return fail(c, COLIBRI_ENOMEM, path, "out of memory");
+    literal(b, txt);
+    free(txt);
+    return 0;
+}
+
+static int new_rule(struct conv *c) { return c->n_rules++; }
+
+static int schema_rule(struct conv *c, const cJSON *s, const char *path);
+
+static const char *const IGNORED[] = { "title", "description", "default", "examples", "$schema", "$id", "$comment",
+                                       "deprecated", "readOnly", "writeOnly", NULL };
+static const char *const KNOWN[] = { "type", "properties", "required", "additionalProperties", "items", "minItems",
+                                     "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
+                                     "definitions", "minLength", "maxLength", "format", NULL };
+
+static int in_list(const char *const *l, const char *k)
+{
+    for (; *l; l++) if (!strcmp(*l, k)) return 1;
+    return 0;
+}
+
+static int get_count(struct conv *c, const cJSON *s, const char *key, long dflt, long *out, const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    *out = dflt;
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1000 || v->valuedouble != (long)v->valuedouble)
+        return fail(c, COLIBRI_EINVAL, path, "'%s' must be an integer in [0, 1000]", key);
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+/* "x{lo,hi}" for a rule x (hi < 0: unbounded). */
+static void repeat(struct sbuild *b, const char *x, long lo, long hi)
+{
+    if (lo == 0 && hi < 0) sb_fmt(b, "%s*", x);
+    else if (hi < 0) sb_fmt(b, "%s{%ld,}", x, lo);
+    else sb_fmt(b, "%s{%ld,%ld}", x, lo, hi);
+}
+
+static int object_rule(struct conv *c, const cJSON *s, const char *path, struct sbuild *body)
+{
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props)) return fail(c, COLIBRI_EINVAL, path, "'properties' must be an object");
+    if (req && !cJSON_IsArray(req)) return fail(c, COLIBRI_EINVAL, path, "'required' must be an array");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, req) {
+        if (!cJSON_IsString(r)) return fail(c, COLIBRI_EINVAL, path, "'required' must hold strings");
+        if (!cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
+            return fail(c, COLIBRI_EUNSUPPORTED, path, "'required' names '%s', which is not in 'properties'",
+                        r->valuestring);
+    }
+    if (!props || !props->child) {
+        if (addl && cJSON_IsObject(addl)) {   /* a map: string -> schema */
+            char p2[512];
+            snprintf(p2, sizeof p2, "%s.additionalProperties", path);
+            int v = schema_rule(c, addl, p2);
+            if (v < 0) return -1;
+            sb_fmt(body, "\"{\" ws ( string ws \":\" ws r%d ws ( \",\" ws string ws \":\" ws r%d ws )* )? \"}\"", v, v);
+            return 0;
+        }
+        if (cJSON_IsFalse(addl)) { sb_put(body, "\"{\" ws \"}\"", 10); return 0; }
+        sb_put(body, "object", 6);
+        return 0;
+    }
+    if (addl && !cJSON_IsBool(addl))
+        return fail(c, COLIBRI_EUNSUPPORTED, path, "'additionalProperties' as a schema beside 'properties'");
+    int n = cJSON_GetArraySize(props);
+    int *kv = malloc((size_t)n * sizeof *kv), *opt = malloc((size_t)n * sizeof *opt);
+    if (!kv || !opt) { free(kv); free(opt); return fail(c, COLIBRI_ENOMEM, path, "out of memory"); }
+    int i = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, props) {
+        char p2[512];
+        snprintf(p2, sizeof p2, "%s.properties.%s", path, p->string);
+        int v = schema_rule(c, p, p2);
+        if (v < 0) { free(kv); free(opt); return -1; }
+        kv[i] = new_rule(c);
+        sb_fmt(&c->out, "r%d ::= ", kv[i]);
+        /* the key as JSON text, then as a GBNF literal */
+        cJSON *ks = cJSON_CreateString(p->string);
+        char *key = ks ? cJSON_PrintUnformatted(ks) : NULL;
+        cJSON_Delete(ks);
+        if (!key) { free(kv); free(opt); return fail(c, COLIBRI_ENOMEM, path, "out of memory"); }
+        literal(&c->out, key);
+        free(key);
+        sb_fmt(&c->out, " ws \":\" ws r%d ws\n", v);
+        int required = 0;
+        cJSON_ArrayForEach(r, req) if (!strcmp(r->valuestring, p->string)) required = 1;
+        opt[i] = !required;
+        i++;
+    }
+    /* S_k: the rest after something was written (each with a leading comma);
+     * R_k: the rest when nothing was written yet */
+    int S = c->n_rules, R = S + n + 1;
+    c->n_rules += 2 * (n + 1);
+    for (int k = n; k >= 0; k--) {
+        if (k == n) { sb_fmt(&c->out, "r%d ::= \nr%d ::= \n", S + k, R + k); continue; }
+        if (opt[k]) {
+            sb_fmt(&c->out, "r%d ::= \",\" ws r%d r%d | r%d\n", S + k, kv[k], S + k + 1, S + k + 1);
+            sb_fmt(&c->out, "r%d ::= r%d r%d | r%d\n", R + k, kv[k], S + k + 1, R + k + 1);
+        } else {
+            sb_fmt(&c->out, "r%d ::= \",\" ws r%d r%d\n", S + k, kv[k], S + k + 1);
+            sb_fmt(&c->out, "r%d ::= r%d r%d\n", R + k, kv[k], S + k + 1);
+        }
+    }
+    sb_fmt(body, "\"{\" ws r%d \"}\"", R);
+    free(kv);
+    free(opt);
+    return 0;
+}
+
+static int type_body(struct conv *c, const cJSON *s, const char *type, const char *path, struct sbuild *body)
+{
+    if (!strcmp(type, "object")) return object_rule(c, s, path, body);
+    if (!strcmp(type, "array")) {
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+        long lo, hi;
+        if (get_count(c, s, "minItems", 0, &lo, path) || get_count(c, s, "maxItems", -1, &hi, path)) return -1;
+        if (hi >= 0 && hi < lo) return fail(c, COLIBRI_EINVAL, path, "maxItems %ld < minItems %ld", hi, lo);
+        char x[32] = "value";
+        if (items) {
+            char p2[512];
+            snprintf(p2, sizeof p2, "%s.items", path);
+            int v = schema_rule(c, items, p2);
+            if (v < 0) return -1;
+            snprintf(x, sizeof x, "r%d", v);
+        }
+        /* [ ] | [ x (, x){lo-1,hi-1} ] */
+        int more = new_rule(c);
+        sb_fmt(&c->out, "r%d ::= \",\" ws %s ws\n", more, x);
+        char mr[32];
+        snprintf(mr, sizeof mr, "r%d", more);
+        sb_put(body, "\"[\" ws ", 7);
+        if (hi == 0) { sb_put(body, "\"]\"", 3); return 0; }
+        if (lo == 0) sb_put(body, "( ", 2);
+        sb_fmt(body, "%s ws ", x);
+        repeat(body, mr, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+        if (lo == 0) sb_put(body, " )?", 3);
+        sb_put(body, " \"]\"", 4);
+        return 0;
+    }
+    if (!strcmp(type, "string")) {
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+        long lo, hi;
+        if (get_count(c, s, "minLength", 0, &lo, path) || get_count(c, s, "maxLength", -1, &hi, path)) return -1;
+        if (fmt) {
+            if (!cJSON_IsString(fmt)) return fail(c, COLIBRI_EINVAL, path, "'format' must be a string");
+            const char *f = fmt->valuestring;
+            if (!strcmp(f, "date") || !strcmp(f, "time") || !strcmp(f, "uuid")) sb_fmt(body, "\"\\\"\" %s \"\\\"\"", f);
+            else if (!strcmp(f, "date-time")) sb_put(body, "\"\\\"\" date \"T\" time \"\\\"\"", 26);
+            else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported string format '%s' (date, time, date-time, uuid)", f);
+            return 0;
+        }
+        if (hi >= 0 && hi < lo) return fail(c, COLIBRI_EINVAL, path, "maxLength %ld < minLength %ld", hi, lo);
+        sb_put(body, "\"\\\"\" ", 5);
+        repeat(body, "char", lo, hi);
+        sb_put(body, " \"\\\"\"", 5);
+        return 0;
+    }
+    if (!strcmp(type, "number") || !strcmp(type, "integer") || !strcmp(type, "boolean") || !strcmp(type, "null")) {
+        sb_put(body, type, strlen(type));
+        return 0;
+    }
+    return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported type '%s'", type);
+}
+
+static int alternatives(struct conv *c, const cJSON *list, const char *key, const char *path, struct sbuild *body)
+{
+    if (!cJSON_IsArray(list) || !list->child) return fail(c, COLIBRI_EINVAL, path, "'%s' must be a non-empty array", key);
+    int i = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, list) {
+        char p2[512];
+        snprintf(p2, sizeof p2, "%s.%s[%d]", path, key, i);
+        int v = schema_rule(c, a, p2);
+        if (v < 0) return -1;
+        sb_fmt(body, "%sr%d", i ? " | " : "", v);
+        i++;
+    }
+    return 0;
+}
+
+static int ref_rule(struct conv *c, const char *ref, const char *path)
+{
+    const char *name = NULL;
+    const cJSON *defs = NULL;
+    if (!strncmp(ref, "#/$defs/", 8)) { name = ref + 8; defs = cJSON_GetObjectItemCaseSensitive(c->root, "$defs"); }
+    else if (!strncmp(ref, "#/definitions/", 14)) { name = ref + 14; defs = cJSON_GetObjectItemCaseSensitive(c->root, "definitions"); }
+    else if (!strcmp(ref, "#")) name = "";
+    else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported $ref '%s' (#, #/$defs/NAME, #/definitions/NAME)", ref);
+    for (int i = 0; i < c->n_refs; i++) if (!strcmp(c->ref_name[i], ref)) return c->ref_rule[i];
+    const cJSON *target = name[0] ? cJSON_GetObjectItemCaseSensitive(defs, name) : c->root;
+    if (!target) return fail(c, COLIBRI_EINVAL, path, "$ref '%s' points at nothing", ref);
+    if (c->n_refs == 256) return fail(c, COLIBRI_EUNSUPPORTED, path, "more than 256 $refs");
+    /* give the definition its rule number first, so a recursive schema refers back to it */
+    int r = new_rule(c);
+    c->ref_name[c->n_refs] = ref;
+    c->ref_rule[c->n_refs++] = r;
+    char p2[512];
+    snprintf(p2, sizeof p2, "%s", ref);
+    int v = schema_rule(c, target, p2);
+    if (v < 0) return -1;
+    sb_fmt(&c->out, "r%d ::= r%d\n", r, v);
+    return r;
+}
+
+/* The number of a new rule matching schema s. */
+static int schema_rule(struct conv *c, const cJSON *s, const char *path)
+{
+    if (c->rc) return -1;
+    if (++c->depth > 64) return fail(c, COLIBRI_EUNSUPPORTED, path, "schema nested more than 64 deep");
+    struct sbuild body = { 0 };
+    int rc = 0;
+    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { sb_put(&body, "value", 5); goto emit; }
+    if (!cJSON_IsObject(s)) { rc = fail(c, COLIBRI_EINVAL, path, "a schema must be an object or true"); goto out; }
+    const cJSON *k;
+    cJSON_ArrayForEach(k, s)
+        if (!in_list(KNOWN, k->string) && !in_list(IGNORED, k->string)) {
+            rc = fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported keyword '%s'", k->string);
+            goto out;
+        }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref"), *en = cJSON_GetObjectItemCaseSensitive(s, "enum"),
+                *cst = cJSON_GetObjectItemCaseSensitive(s, "const"), *ty = cJSON_GetObjectItemCaseSensitive(s, "type"),
+                *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf"), *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf"),
+                *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    if (ref) {
+        if (!cJSON_IsString(ref)) { rc = fail(c, COLIBRI_EINVAL, path, "'$ref' must be a string"); goto out; }
+        int r = ref_rule(c, ref->valuestring, path);
+        if (r < 0) { rc = -1; goto out; }
+        sb_fmt(&body, "r%d", r);
+    } else if (cst) {
+        rc = json_literal(c, &body, cst, path);
+    } else if (en) {
+        if (!cJSON_IsArray(en) || !en->child) { rc = fail(c, COLIBRI_EINVAL, path, "'enum' must be a non-empty array"); goto out; }
+        int i = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, en) {
+            if (i++) sb_put(&body, " | ", 3);
+            if ((rc = json_literal(c, &body, e, path))) goto out;
+        }
+    } else if (any || one) {
+        rc = alternatives(c, any ? any : one, any ? "anyOf" : "oneOf", path, &body);
+    } else if (all) {
+        if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) != 1) {
+            rc = fail(c, COLIBRI_EUNSUPPORTED, path, "'allOf' of more than one schema");
+            goto out;
+        }
+        char p2[512];
+        snprintf(p2, sizeof p2, "%s.allOf[0]", path);
+        int v = schema_rule(c, all->child, p2);
+        if (v < 0) { rc = -1; goto out; }
+        sb_fmt(&body, "r%d", v);
+    } else if (cJSON_IsString(ty)) {
+        rc = type_body(c, s, ty->valuestring, path, &body);
+    } else if (cJSON_IsArray(ty) && ty->child) {
+        int i = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, ty) {
+            if (!cJSON_IsString(t)) { rc = fail(c, COLIBRI_EINVAL, path, "'type' must hold strings"); goto out; }
+            if (i++) sb_put(&body, " | ", 3);
+            sb_put(&body, "( ", 2);
+            if ((rc = type_body(c, s, t->valuestring, path, &body))) goto out;
+            sb_put(&body, " )", 2);
+        }
+    } else if (ty) {
+        rc = fail(c, COLIBRI_EINVAL, path, "'type' must be a string or an array of strings");
+    } else if (cJSON_GetObjectItemCaseSensitive(s, "properties")) {
+        rc = type_body(c, s, "object", path, &body);
+    } else {
+        sb_put(&body, "value", 5);
+    }
+    if (rc) goto out;
+emit:;
+    int r = new_rule(c);
+    sb_fmt(&c->out, "r%d ::= %s\n", r, body.p ? body.p : "");
+    if (body.oom || c->out.oom) rc = fail(c, COLIBRI_ENOMEM, path, "out of memory");
+    free(body.p);
+    c->depth--;
+    return rc ? -1 : r;
+out:
+    free(body.p);
+    c->depth--;
+    return -1;
+}
+
+int grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
+{
+    struct conv c = { .err = err };
+    sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
+    if (!schema_json) {
+        sb_put(&c.out, "root ::= object\n", 16);
+    } else {
+        cJSON *s = cJSON_Parse(schema_json);
+        if (!s) { free(c.out.p); return err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
+        c.root = s;
+        int r = schema_rule(&c, s, "");
+        if (r >= 0) sb_fmt(&c.out, "root ::= r%d\n", r);
+        cJSON_Delete(s);
+        if (r < 0) { free(c.out.p); return c.rc ? c.rc : COLIBRI_EINVAL; }
+    }
+    if (c.out.oom) { free(c.out.p); return err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
+    *gbnf = c.out.p;
+    return 0;
+}

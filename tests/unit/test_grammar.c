@@ -1,0 +1,257 @@
+/* test_grammar.c - constrained decoding (src/sample/grammar*.c) through the
+ * public API on the bundled colibri-tiny tokenizer: compile errors by name,
+ * what the matcher allows, and generation under random logits whose every
+ * output must parse (json_object) and match its schema. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "colibri.h"
+#include "sample/grammar.h"
+
+static colibri_tokenizer *tk;
+
+static int compile_rc(const char *gbnf, char *msg, size_t cap)
+{
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    int rc = colibri_grammar_new(tk, gbnf, strlen(gbnf), &g, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    colibri_grammar_free(g);
+    return rc;
+}
+
+static void test_compile_errors(void)
+{
+    static const struct { const char *g, *needle; } E[] = {
+        { "root ::= foo", "rule 'foo' is used but never defined" },
+        { "start ::= \"a\"", "no 'root' rule" },
+        { "root ::= root \"a\" | \"b\"", "left-recursive" },
+        { "root ::= a\na ::= b \"x\"\nb ::= \"\" | a", "left-recursive" },
+        { "root ::= \"a\"\nroot ::= \"b\"", "defined twice" },
+        { "root ::= \"\\q\"", "unknown escape" },
+        { "root ::= [z-a]", "backwards" },
+        { "root ::= (\"a\"", "missing ')'" },
+        { "root ::= \"a\"{5,2}", "out of range" },
+        { "root ::= \"unterminated", "unterminated string" },
+        { "root ::= [^\\x00-\\U0010FFFF]", "cannot be satisfied" },
+    };
+    for (size_t i = 0; i < sizeof E / sizeof *E; i++) {
+        char msg[1024];
+        int rc = compile_rc(E[i].g, msg, sizeof msg);
+        CHECK(rc == COLIBRI_EINVAL && strstr(msg, E[i].needle), "%s: rc %d '%s' (want '%s')", E[i].g, rc, msg, E[i].needle);
+    }
+    char msg[1024];
+    CHECK(compile_rc("root ::= item+ # comment\nitem ::= [a-c] | \"é\"\n  | \"xyz\"{1,2}\n", msg, sizeof msg) == 0, "%s", msg);
+}
+
+/* tokens by their exact text */
+static int32_t id_of(const char *text) { return colibri_tokenizer_token_id(tk, text); }
+
+static void test_allows(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    const char *src = "root ::= \"ab\" [0-9]+ \"é\"";
+    CHECK(colibri_grammar_new(tk, src, strlen(src), &g, &err) == 0, "%s", err.msg);
+    if (!g) return;
+    struct grammar_state *st = NULL;
+    CHECK(grammar_state_new(g->g, &st, &err) == 0, "%s", err.msg);
+    int32_t a = id_of("a"), b = id_of("b"), one = id_of("1"), eos = colibri_tokenizer_eos(tk);
+    CHECK(a >= 0 && b >= 0 && one >= 0 && eos >= 0, "tiny vocabulary has a, b, 1 and EOS");
+    CHECK(grammar_allows(st, a) && !grammar_allows(st, b) && !grammar_allows(st, eos), "start: only 'a'");
+    CHECK(grammar_accept(st, a) == 0 && grammar_allows(st, b) && !grammar_allows(st, a), "after a: b");
+    grammar_accept(st, b);
+    CHECK(grammar_allows(st, one) && !grammar_allows(st, eos), "digits, not the end");
+    grammar_accept(st, one);
+    /* é is two bytes: the byte tokens of the byte-level vocabulary can spell it one at a time */
+    int32_t c3 = -1, a9 = -1;
+    for (int32_t i = 0; i < colibri_tokenizer_n_vocab(tk); i++) {
+        char *t = NULL;
+        size_t len = 0;
+        if (colibri_tokenizer_decode(tk, &i, 1, 0, &t, &len, &err) == 0 && len == 1) {
+            if ((unsigned char)t[0] == 0xc3) c3 = i;
+            if ((unsigned char)t[0] == 0xa9) a9 = i;
+        }
+        free(t);
+    }
+    CHECK(c3 >= 0 && a9 >= 0, "byte tokens for 0xc3 0xa9");
+    CHECK(grammar_allows(st, c3), "the first byte of é is allowed");
+    CHECK(grammar_accept(st, c3) == 0 && !grammar_allows(st, eos) && grammar_allows(st, a9), "then its second");
+    grammar_accept(st, a9);
+    CHECK(grammar_allows(st, eos) && grammar_done(st), "complete: only the end");
+    uint8_t *mask = malloc((size_t)colibri_tokenizer_n_vocab(tk));
+    int32_t k = grammar_mask(st, mask);
+    CHECK(k >= 1 && mask[eos], "mask at the end holds EOS (%d ids)", k);
+    CHECK(grammar_accept(st, a) == COLIBRI_EINVAL, "a token past the end is refused");
+    free(mask);
+    grammar_state_free(st);
+    colibri_grammar_free(g);
+}
+
+/* Generates under grammar g with seeded random logits; after `pressure`
+ * steps, tokens that close things and EOS are pushed up so the text ends. */
+static char *generate(colibri_grammar *g, uint64_t seed, int pressure, float temp, int *n_steps)
+{
+    struct colibri_err err = { 0 };
+    int32_t n = colibri_tokenizer_n_vocab(tk);
+    struct colibri_sampler_opts o = colibri_sampler_default_opts();
+    o.temperature = temp;
+    o.top_k = 0;
+    o.top_p = 1;
+    o.min_p = 0;
+    o.seed = seed;
+    o.grammar = g;
+    colibri_sampler *s = NULL;
+    if (colibri_sampler_new(&o, n, &s, &err)) { CHECK(0, "%s", err.msg); return NULL; }
+    float *l = malloc((size_t)n * sizeof *l);
+    uint8_t *closer = calloc((size_t)n, 1);
+    for (int32_t i = 0; i < n; i++) {
+        char *t = NULL;
+        size_t len = 0;
+        if (colibri_tokenizer_decode(tk, &i, 1, 0, &t, &len, &err) == 0)
+            closer[i] = len > 0 && (strchr(t, '}') || strchr(t, ']') || strchr(t, '"'));
+        free(t);
+    }
+    int32_t *ids = malloc(4096 * sizeof *ids);
+    int m = 0;
+    uint64_t x = seed * 2654435761u + 1;
+    for (; m < 4000; m++) {
+        for (int32_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            l[i] = (float)((x >> 11) * 0x1.0p-53) * 8.0f;
+            if (m > pressure && (closer[i] || colibri_tokenizer_is_eog(tk, i))) l[i] += 40.0f;
+        }
+        int32_t t = colibri_sampler_sample(s, l, &err);
+        CHECK(t >= 0, "step %d: %s", m, err.msg);
+        if (t < 0 || colibri_tokenizer_is_eog(tk, t)) break;
+        colibri_sampler_accept(s, t);
+        ids[m] = t;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    colibri_tokenizer_decode(tk, ids, (size_t)m, 0, &text, &len, &err);
+    *n_steps = m;
+    free(ids);
+    free(l);
+    free(closer);
+    colibri_sampler_free(s);
+    return text;
+}
+
+static void test_json_object_always_parses(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    CHECK(colibri_grammar_from_json_schema(tk, NULL, &g, &err) == 0, "%s", err.msg);
+    if (!g) return;
+    int ok = 0;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        int steps = 0;
+        char *text = generate(g, seed, 30, seed % 2 ? 1.0f : 0.0f, &steps);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
+        CHECK(j && cJSON_IsObject(j), "seed %llu (%d tokens): not a JSON object: %s", (unsigned long long)seed, steps,
+              text ? text : "(null)");
+        ok += j != NULL;
+        cJSON_Delete(j);
+        free(text);
+    }
+    printf("     json_object: %d/20 parse\n", ok);
+    colibri_grammar_free(g);
+}
+
+static const char *SCHEMA =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"minItems\":1,\"maxItems\":3},"
+    "\"address\":{\"$ref\":\"#/$defs/Address\"},"
+    "\"kind\":{\"anyOf\":[{\"const\":\"x\"},{\"type\":\"null\"}]},"
+    "\"when\":{\"type\":\"string\",\"format\":\"date\"}},"
+    "\"required\":[\"name\",\"age\",\"tags\",\"address\"],"
+    "\"$defs\":{\"Address\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+    "\"zip\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"city\"]}}}";
+
+static void test_json_schema_instances(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    CHECK(colibri_grammar_from_json_schema(tk, SCHEMA, &g, &err) == 0, "%s", err.msg);
+    if (!g) return;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        int steps = 0;
+        char *text = generate(g, seed, 40, 1.0f, &steps);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
+        CHECK(j != NULL, "seed %llu: not JSON: %s", (unsigned long long)seed, text ? text : "");
+        if (j) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name"), *age = cJSON_GetObjectItemCaseSensitive(j, "age"),
+                        *tags = cJSON_GetObjectItemCaseSensitive(j, "tags"), *addr = cJSON_GetObjectItemCaseSensitive(j, "address"),
+                        *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+            CHECK(cJSON_IsString(name) && strlen(name->valuestring) <= 12 * 6, "name: %s", text);
+            CHECK(cJSON_IsNumber(age) && age->valuedouble == floor(age->valuedouble), "age: %s", text);
+            int nt = cJSON_GetArraySize(tags);
+            CHECK(cJSON_IsArray(tags) && nt >= 1 && nt <= 3, "tags count: %s", text);
+            const cJSON *t;
+            cJSON_ArrayForEach(t, tags) CHECK(cJSON_IsString(t) && strlen(t->valuestring) == 1 &&
+                                              strchr("abc", t->valuestring[0]), "tag: %s", text);
+            CHECK(cJSON_IsObject(addr) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(addr, "city")), "address: %s", text);
+            CHECK(!kind || cJSON_IsNull(kind) || (cJSON_IsString(kind) && !strcmp(kind->valuestring, "x")), "kind: %s", text);
+            int keys = cJSON_GetArraySize(j);
+            CHECK(keys >= 4 && keys <= 6, "keys: %s", text);
+        }
+        cJSON_Delete(j);
+        free(text);
+    }
+    colibri_grammar_free(g);
+}
+
+static void test_schema_refusals(void)
+{
+    static const struct { const char *schema, *needle; int code; } R[] = {
+        { "{\"type\":\"string\",\"pattern\":\"^a+$\"}", "unsupported keyword 'pattern'", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\",\"minimum\":0}}}",
+          "at .properties.n: unsupported keyword 'minimum'", COLIBRI_EUNSUPPORTED },
+        { "{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"$ref\":\"#/$defs/B\"},\"B\":{\"$ref\":\"#/$defs/A\"}}}",
+          "$ref loop", COLIBRI_EINVAL },
+        { "{\"$ref\":\"#/$defs/Missing\"}", "points at nothing", COLIBRI_EINVAL },
+        { "{\"type\":\"string\",\"format\":\"email\"}", "unsupported string format 'email'", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"tuple\"}", "unsupported type 'tuple'", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"object\",\"required\":[\"x\"]}", "not in 'properties'", COLIBRI_EUNSUPPORTED },
+        { "[1,2", "not valid JSON", COLIBRI_EINVAL },
+    };
+    for (size_t i = 0; i < sizeof R / sizeof *R; i++) {
+        struct colibri_err err = { 0 };
+        colibri_grammar *g = NULL;
+        int rc = colibri_grammar_from_json_schema(tk, R[i].schema, &g, &err);
+        CHECK(rc == R[i].code && strstr(err.msg, R[i].needle), "%s: rc %d '%s' (want '%s')", R[i].schema, rc, err.msg,
+              R[i].needle);
+        colibri_grammar_free(g);
+    }
+    /* a recursive schema that does reach values is fine */
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    const char *tree = "{\"$ref\":\"#/$defs/Node\",\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{"
+                       "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/Node\"}}},"
+                       "\"required\":[\"v\"]}}}";
+    CHECK(colibri_grammar_from_json_schema(tk, tree, &g, &err) == 0, "recursive tree: %s", err.msg);
+    colibri_grammar_free(g);
+}
+
+int main(void)
+{
+    struct colibri_err err = { 0 };
+    if (colibri_tokenizer_load("models/colibri-tiny", &tk, &err)) {
+        printf("cannot load models/colibri-tiny: %s\n0 passed, 1 failed\n", err.msg);
+        return 1;
+    }
+    RUN_TEST(test_compile_errors);
+    RUN_TEST(test_allows);
+    RUN_TEST(test_json_object_always_parses);
+    RUN_TEST(test_json_schema_instances);
+    RUN_TEST(test_schema_refusals);
+    colibri_tokenizer_free(tk);
+    return CHECK_SUMMARY();
+}
