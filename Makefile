@@ -80,7 +80,7 @@ test: $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(B
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
-bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm
+bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 	@mkdir -p $(dir $@)
