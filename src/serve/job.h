@@ -45,6 +45,7 @@ struct job_params {
     struct colibri_logit_bias *logit_bias;   /* malloc'd, owned by the job */
     int n_logit_bias;
     colibri_grammar *grammar;   /* structured output (oai_format.c); owned, NULL = none */
+    int parse_tools;            /* chat with tools: look for tool calls in the reply */
 };
 
 /* The sampler options of a job's parameters (the penalties look at the

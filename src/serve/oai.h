@@ -53,6 +53,18 @@ int oai_parse_sampling(const struct oai_model *m, const struct cJSON *root, stru
 int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct job_params *p,
                      struct oai_error *e);
 
+/* Tools (oai_tools.c). oai_render_chat renders msgs[0..n) (validated by the
+ * parser) with the fields a struct colibri_chat_msg cannot carry, taken from
+ * root's messages (tool_calls, tool_call_id, name, reasoning_content), and
+ * root's tools (when tool_choice is auto), setting p->parse_tools. 0, or -1
+ * with *e filled. oai_parse_tool_calls finds tool calls in a reply: their
+ * count (then *calls is an OpenAI tool_calls array and *content the text
+ * before them, both the caller's), or 0 when there are none or they do not
+ * parse. */
+int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
+                    struct job_params *p, char **text, size_t *len, struct oai_error *e);
+int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
+
 /* Fills *e (printf-style message). Returns e->status. */
 int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));

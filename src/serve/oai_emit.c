@@ -157,10 +157,19 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     for (int i = 0; i < j->n_ev; i++) sb_append(&text, j->ev[i].text, j->ev[i].len);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *calls = NULL;
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
+        char *content = NULL;
+        if (j->p.parse_tools && text.s && oai_parse_tool_calls(text.s, &calls, &content) > 0) {
+            if (content && content[0]) cJSON_AddStringToObject(msg, "content", content);
+            else cJSON_AddNullToObject(msg, "content");
+            cJSON_AddItemToObject(msg, "tool_calls", calls);
+        } else {
+            cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
+        }
+        free(content);
         cJSON_AddNullToObject(msg, "refusal");
     } else {
         cJSON_AddStringToObject(c, "text", text.s ? text.s : "");
@@ -168,7 +177,7 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     size_t chars = 0;
     if (j->p.logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, 0, j->n_ev, &chars));
     else cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", finish_reason(j));
+    cJSON_AddStringToObject(c, "finish_reason", calls && j->finish == JOB_FIN_STOP ? "tool_calls" : finish_reason(j));
     cJSON_AddItemToArray(choices, c);
     add_usage(o, j);
     sb_free(&text);

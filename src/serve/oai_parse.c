@@ -322,11 +322,8 @@ static int parse_messages(const struct oai_model *m, const cJSON *root, struct j
     }
     char *text = NULL;
     size_t len = 0;
-    struct colibri_err err = { 0 };
-    int r = colibri_chat_render(m->tok, msgs, (size_t)n, 1, &text, &len, &err);
-    if (r) {
-        rc = -oai_error_set(e, r == COLIBRI_EUNSUPPORTED ? 400 : 500, BAD, NULL, "messages",
-                            "the chat template failed: %s", err.msg);
+    if (oai_render_chat(m, root, msgs, n, &j->p, &text, &len, e)) {
+        rc = -e->status;
         goto out;
     }
     rc = encode(m, j, text, 0, "messages", e);

@@ -2,7 +2,8 @@
 """Tests of `colibri serve` against live servers (started by tests/cli/serve.sh).
 
 Environment:
-  SERVE_URL      the main server (4 slots, API key SERVE_KEY, --max-body 64 KiB)
+  SERVE_URL      the main server (4 slots, API key SERVE_KEY, --max-body 64 KiB, DeepSeek-V3's
+                 Jinja template from tests/tok/chat by --chat-template)
   SERVE_URL_B    a server with 1 slot, a queue of 1 and a per-step delay, for
                  the queue-full, disconnect and cancellation tests
   SERVE_KEY      the API key of both
@@ -725,6 +726,79 @@ def test_structured_output_refusals():
     expect(openai.BadRequestError, lambda: chat("x", response_format={"type": "json_object"},
                                                 extra_body={"grammar": "root ::= \"a\""}), 400, "grammar", ("not both",))
     chat("still serving", max_tokens=2)
+
+
+# ------------------------------------------------------------------ tools
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def gbnf_literal(text):
+    return "root ::= " + json.dumps(text, ensure_ascii=False)
+
+
+def forced_reply(text, **kw):
+    """A chat reply forced to `text` by a grammar, with tools offered."""
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                          tools=[WEATHER_TOOL], max_tokens=230, temperature=0,
+                                          extra_body={"grammar": gbnf_literal(text)}, **kw)
+
+
+def test_tool_history_reaches_the_prompt():
+    # (the test model's context is 256 tokens and its small vocabulary spells the
+    # tool markers byte by byte, so the call and the result are checked apart)
+    base = [{"role": "user", "content": "Hi"}]
+    call = base + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
+    result = base + [{"role": "tool", "tool_call_id": "c1", "content": "18"}]
+    n = [client.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER_TOOL], max_tokens=1,
+                                        temperature=0).usage.prompt_tokens for msgs in (base, call, result)]
+    check(n[1] > n[0] + 10 and n[2] > n[0] + 10, f"tool call / result not rendered: prompt tokens {n}")
+
+
+def test_tool_calls_parsed_from_the_reply():
+    v3 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+          "{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>")
+    v31 = "Ok.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    hermes = ("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}\n</tool_call>\n"
+              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>")
+    for text, content, cities in ((v3, None, ["Paris"]), (v31, "Ok.", ["Oslo"]), (hermes, None, ["Lima", "Rome"])):
+        r = forced_reply(text)
+        c = r.choices[0]
+        check(c.finish_reason == "tool_calls", f"finish {c.finish_reason}: {c.message}")
+        check(c.message.content == content, f"content {c.message.content!r}")
+        calls = c.message.tool_calls or []
+        check([t.function.name for t in calls] == ["get_weather"] * len(cities), f"calls {calls}")
+        check([json.loads(t.function.arguments)["city"] for t in calls] == cities, f"arguments {calls}")
+        check(len({t.id for t in calls}) == len(calls), "tool call ids repeat")
+    # a reply that does not parse is returned as content, with finish "stop"
+    broken = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{city: Paris\n```<｜tool▁call▁end｜>"
+    c = forced_reply(broken).choices[0]
+    check(c.finish_reason == "stop" and c.message.content == broken and not c.message.tool_calls, f"{c}")
+    # without tools in the request, the same text is just content
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=230,
+                                       temperature=0, extra_body={"grammar": gbnf_literal(v3)})
+    check(r.choices[0].message.content == v3 and not r.choices[0].message.tool_calls, f"{r.choices[0]}")
+
+
+def test_tool_refusals():
+    msgs = [{"role": "user", "content": "x"}]
+    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[{"type": "function"}]),
+           400, "tools", ("tools[0]",))
+    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER_TOOL],
+                                                                            tool_choice="required"), 400, "tool_choice")
+    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER_TOOL],
+                                                                            stream=True), 400, "stream")
+    bad_hist = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
+                                                                              "function": {"name": "f"}}]}]
+    st, body = raw("POST", "/v1/chat/completions", {"model": MODEL, "messages": bad_hist, "max_tokens": 2})
+    check(st == 400 and "tool_calls[0]" in body["error"]["message"], f"{st} {body}")
+    chat("still serving", max_tokens=2)
+    # server B runs the built-in renderer (its model ships no template): tools are refused, not dropped
+    expect(openai.BadRequestError, lambda: client_b.chat.completions.create(model=MODEL, messages=msgs,
+                                                                              tools=[WEATHER_TOOL], max_tokens=2),
+           400, "tools", ("renders no tools",))
 
 
 # ------------------------------------------------------------------ runner
