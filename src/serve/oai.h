@@ -23,6 +23,7 @@ struct oai_model {
     int n_vocab;                /* the model's vocabulary (token-id prompts) */
     int n_ctx;                  /* tokens per slot */
     long created;
+    int reasoning_deepseek;     /* split <think>...</think> off into reasoning_content (--reasoning-format) */
 };
 
 /* An error response: HTTP status and the OpenAI error object's fields. */
@@ -64,6 +65,11 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e);
 int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
+/* DeepSeek's reasoning format: a reply that starts with <think> (or whose
+ * prompt opened one) is split at </think> into *reasoning and *content (both
+ * malloc'd, the caller's; a reply cut off before </think> is all reasoning).
+ * 1 when split, 0 when the reply has no reasoning. */
+int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content);
 
 /* Fills *e (printf-style message). Returns e->status. */
 int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,

@@ -161,15 +161,22 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        char *content = NULL;
-        if (j->p.parse_tools && text.s && oai_parse_tool_calls(text.s, &calls, &content) > 0) {
+        char *content = NULL, *reasoning = NULL, *answer = NULL;
+        const char *body = text.s ? text.s : "";
+        if (m->reasoning_deepseek && oai_split_reasoning(body, j->p.think_open, &reasoning, &answer)) {
+            cJSON_AddStringToObject(msg, "reasoning_content", reasoning);
+            body = answer;
+        }
+        if (j->p.parse_tools && oai_parse_tool_calls(body, &calls, &content) > 0) {
             if (content && content[0]) cJSON_AddStringToObject(msg, "content", content);
             else cJSON_AddNullToObject(msg, "content");
             cJSON_AddItemToObject(msg, "tool_calls", calls);
         } else {
-            cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
+            cJSON_AddStringToObject(msg, "content", body);
         }
         free(content);
+        free(reasoning);
+        free(answer);
         cJSON_AddNullToObject(msg, "refusal");
     } else {
         cJSON_AddStringToObject(c, "text", text.s ? text.s : "");

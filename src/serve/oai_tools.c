@@ -13,6 +13,8 @@
 
 #define BAD "invalid_request_error"
 
+static char *trim_dup(const char *a, const char *b);
+
 static const cJSON *opt(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -124,7 +126,33 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         return -1;
     }
     p->parse_tools = use_tools;
+    /* thinking templates (R1, V3.1 with thinking) open the reasoning in the prompt itself */
+    const char *end = *text + *len;
+    while (end > *text && (end[-1] == '\n' || end[-1] == ' ')) end--;
+    p->think_open = end - *text >= 7 && !memcmp(end - 7, "<think>", 7);
     return 0;
+}
+
+int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content)
+{
+    *reasoning = *content = NULL;
+    const char *r = text;
+    while (*r == ' ' || *r == '\n') r++;
+    int opened = !strncmp(r, "<think>", 7);
+    if (!opened && !think_open) return 0;
+    if (opened) r += 7;
+    const char *close = strstr(r, "</think>");
+    if (!close) {   /* cut off while reasoning: all of it is reasoning */
+        *reasoning = trim_dup(r, r + strlen(r));
+        *content = strdup("");
+    } else {
+        *reasoning = trim_dup(r, close);
+        const char *c = close + 8;
+        while (*c == '\n' || *c == ' ') c++;
+        *content = strdup(c);
+    }
+    if (!*reasoning || !*content) { free(*reasoning); free(*content); *reasoning = *content = NULL; return 0; }
+    return 1;
 }
 
 /* ------------------------------------------------------------ reply parsing */

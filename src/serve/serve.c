@@ -58,7 +58,13 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     }
     sv->o.n_ctx = n_ctx;
     model_id_from_dir(opts->model_dir, sv->model_id, sizeof sv->model_id);
-    sv->om = (struct oai_model){ .id = sv->model_id, .tok = sv->tok, .n_vocab = info.vocab, .n_ctx = n_ctx,
+    int reasoning = !opts->reasoning_format || !strcmp(opts->reasoning_format, "deepseek");
+    if (!reasoning && strcmp(opts->reasoning_format, "none")) {
+        rc = err_set(err, COLIBRI_EINVAL, "--reasoning-format '%s': expected none or deepseek", opts->reasoning_format);
+        goto fail;
+    }
+    sv->om = (struct oai_model){ .reasoning_deepseek = reasoning, .id = sv->model_id, .tok = sv->tok,
+                                 .n_vocab = info.vocab, .n_ctx = n_ctx,
                                  .created = (long)time(NULL) };
     struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
                              .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads };

@@ -36,6 +36,7 @@
 struct serve_opts {
     const char *model_dir;      /* config.json + safetensors + tokenizer.json */
     const char *chat_template;  /* NULL, or a Jinja file used instead of the model's template */
+    const char *reasoning_format; /* "deepseek" (NULL: the default) or "none" */
     const char *host;           /* IPv4 or IPv6 address, or a name (its first address) */
     int port;                   /* 0 = any free port (see serve_port) */
     int n_slots;                /* sessions decoding at once */

@@ -58,7 +58,7 @@ out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv nonsense 2>&1); rc=$?
 
 keyarg="--api-key test-key"
 start a --slots 4 --max-body 64 --chat-template tests/tok/chat/deepseek_v3.jinja
-start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16
+start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16 --reasoning-format none
 export SERVE_URL="http://127.0.0.1:$port_a" SERVE_URL_B="http://127.0.0.1:$port_b"
 export SERVE_KEY=test-key SERVE_MODEL=test-model
 timeout 150 "$PY" tests/serve/test_serve.py || fail "tests/serve/test_serve.py failed"

@@ -801,6 +801,28 @@ def test_tool_refusals():
            400, "tools", ("renders no tools",))
 
 
+# ------------------------------------------------------------------ reasoning
+
+def test_reasoning_content_split():
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "3*7?"}], "max_tokens": 120, "temperature": 0,
+            "grammar": gbnf_literal("<think>3*7 is 21.</think>\n\nIt is 21.")}
+    st, r = raw("POST", "/v1/chat/completions", body)
+    msg = r["choices"][0]["message"]
+    check(st == 200 and msg.get("reasoning_content") == "3*7 is 21." and msg["content"] == "It is 21.", f"{st} {msg}")
+    # cut off inside the reasoning: all of it is reasoning
+    st, r = raw("POST", "/v1/chat/completions", dict(body, max_tokens=12))
+    msg = r["choices"][0]["message"]
+    check(st == 200 and msg["content"] == "" and msg.get("reasoning_content") and
+          r["choices"][0]["finish_reason"] == "length", f"{st} {r}")
+    # no <think>: nothing to split
+    st, r = raw("POST", "/v1/chat/completions", dict(body, grammar=gbnf_literal("plain")))
+    check(st == 200 and "reasoning_content" not in r["choices"][0]["message"], f"{r}")
+    # server B runs with --reasoning-format none: the text stays content
+    st, r = raw("POST", "/v1/chat/completions", body, url=URL_B)
+    msg = r["choices"][0]["message"]
+    check(st == 200 and "reasoning_content" not in msg and msg["content"].startswith("<think>"), f"{st} {msg}")
+
+
 # ------------------------------------------------------------------ runner
 
 def main():
