@@ -327,26 +327,77 @@ int grammar_accept(struct grammar_state *st, int32_t id)
 
 /* ------------------------------------------------------------ masks */
 
-static void walk(struct grammar_state *st, uint32_t node, const struct gset *set, struct u8 u, uint8_t *allowed,
-                 int32_t *count)
+/* During one mask walk the same sets recur at many trie nodes (inside a
+ * JSON string every ordinary character leads back to the same set), so sets
+ * are interned by structure and each one remembers where each ASCII
+ * character takes it: most trie nodes then cost a table lookup. */
+struct wset { struct gset set; uint64_t hash; int32_t next[128]; };   /* next: -2 unknown, -1 dead */
+struct walker { struct grammar_state *st; struct wset *v; int32_t n, cap; uint8_t *allowed; int32_t *count; int oom; };
+
+static uint64_t set_hash(const struct gset *s)
 {
+    uint64_t h = 1469598103934665603ull ^ s->n;
+    for (uint32_t i = 0; i < s->n; i++) {
+        for (const struct gnode *x = s->s[i]; x; x = x->up) h = (h ^ x->pos) * 1099511628211ull;
+        h = (h ^ 0xffffffffu) * 1099511628211ull;
+    }
+    return h;
+}
+
+static int same_set(const struct gset *a, const struct gset *b)
+{
+    if (a->n != b->n) return 0;
+    for (uint32_t i = 0; i < a->n; i++) if (!same_stack(a->s[i], b->s[i])) return 0;
+    return 1;
+}
+
+static int32_t intern(struct walker *w, const struct gset *s)
+{
+    uint64_t h = set_hash(s);
+    for (int32_t i = w->n; i-- > 0;)
+        if (w->v[i].hash == h && same_set(&w->v[i].set, s)) return i;
+    if (w->n == w->cap) {
+        int32_t nc = w->cap ? w->cap * 2 : 64;
+        struct wset *nv = realloc(w->v, (size_t)nc * sizeof *nv);
+        if (!nv) { w->oom = 1; return -1; }
+        w->v = nv;
+        w->cap = nc;
+    }
+    struct wset *e = &w->v[w->n];
+    e->set = *s;
+    e->hash = h;
+    for (int c = 0; c < 128; c++) e->next[c] = -2;
+    return w->n++;
+}
+
+static void walk(struct walker *w, uint32_t node, int32_t si, struct u8 u)
+{
+    struct grammar_state *st = w->st;
     const struct gtrie *t = &st->g->trie;
     for (uint32_t k = 0; k < t->n_child[node]; k++) {
         uint32_t ch = t->child[t->first_child[node] + k];
         struct u8 v = u;
         int done;
         if (!u8_feed(&v, t->byte[ch], &done)) continue;
-        struct gset next = *set;
+        int32_t ni = si;
         if (done) {
-            if (!advance(st, &st->scratch, set, v.cp, &next) || !next.n) continue;
-        } else if (!any_meets(st, set, v.lo, v.hi)) {
+            int ascii = v.cp < 128;
+            ni = ascii ? w->v[si].next[v.cp] : -2;
+            if (ni == -2) {
+                struct gset next;
+                int ok = advance(st, &st->scratch, &w->v[si].set, v.cp, &next) && next.n;
+                ni = ok ? intern(w, &next) : -1;
+                if (ascii) w->v[si].next[v.cp] = ni;
+            }
+            if (ni < 0) continue;
+        } else if (!any_meets(st, &w->v[si].set, v.lo, v.hi)) {
             continue;
         }
         for (uint32_t q = 0; q < t->n_tok[ch]; q++) {
             int32_t id = t->tok[t->tok_first[ch] + q];
-            if (!allowed[id]) { allowed[id] = 1; (*count)++; }
+            if (!w->allowed[id]) { w->allowed[id] = 1; (*w->count)++; }
         }
-        walk(st, ch, &next, v, allowed, count);
+        walk(w, ch, ni, v);
     }
 }
 
@@ -387,7 +438,10 @@ int32_t grammar_mask(struct grammar_state *st, uint8_t *allowed)
     }
     int32_t count = 0;
     struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
-    walk(st, 0, &st->set, u, allowed, &count);
+    struct walker w = { .st = st, .allowed = allowed, .count = &count };
+    int32_t root = intern(&w, &st->set);
+    if (root >= 0) walk(&w, 0, root, u);
+    free(w.v);
     ga_reset(&st->scratch);
     if (!st->need && accepting(&st->set))
         for (int32_t i = 0; i < g->n_vocab; i++) if (g->is_eog[i] && !allowed[i]) { allowed[i] = 1; count++; }
