@@ -40,6 +40,8 @@ static void sb_put(struct sbuild *b, const char *s, size_t n)
     b->p[b->n] = 0;
 }
 
+static void sb_puts(struct sbuild *b, const char *s) { sb_put(b, s, strlen(s)); }
+
 __attribute__((format(printf, 2, 3)))
 static void sb_fmt(struct sbuild *b, const char *fmt, ...)
 {
@@ -105,16 +107,16 @@ static int fail(struct conv *c, int code, const char *path, const char *fmt, ...
 /* A GBNF string literal for the bytes of s. */
 static void literal(struct sbuild *b, const char *s)
 {
-    sb_put(b, "\"", 1);
+    sb_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') { char e[2] = { '\\', (char)*p }; sb_put(b, e, 2); }
-        else if (*p == '\n') sb_put(b, "\\n", 2);
-        else if (*p == '\r') sb_put(b, "\\r", 2);
-        else if (*p == '\t') sb_put(b, "\\t", 2);
+        else if (*p == '\n') sb_puts(b, "\\n");
+        else if (*p == '\r') sb_puts(b, "\\r");
+        else if (*p == '\t') sb_puts(b, "\\t");
         else if (*p < 0x20) sb_fmt(b, "\\x%02x", *p);
         else sb_put(b, (const char *)p, 1);
     }
-    sb_put(b, "\"", 1);
+    sb_puts(b, "\"");
 }
 
 /* A JSON value as a fixed GBNF literal (enum, const). */
@@ -185,8 +187,8 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
             sb_fmt(body, "\"{\" ws ( string ws \":\" ws r%d ws ( \",\" ws string ws \":\" ws r%d ws )* )? \"}\"", v, v);
             return 0;
         }
-        if (cJSON_IsFalse(addl)) { sb_put(body, "\"{\" ws \"}\"", 10); return 0; }
-        sb_put(body, "object", 6);
+        if (cJSON_IsFalse(addl)) { sb_puts(body, "\"{\" ws \"}\""); return 0; }
+        sb_puts(body, "object");
         return 0;
     }
     if (addl && !cJSON_IsBool(addl))
@@ -257,13 +259,13 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
         sb_fmt(&c->out, "r%d ::= \",\" ws %s ws\n", more, x);
         char mr[32];
         snprintf(mr, sizeof mr, "r%d", more);
-        sb_put(body, "\"[\" ws ", 7);
-        if (hi == 0) { sb_put(body, "\"]\"", 3); return 0; }
-        if (lo == 0) sb_put(body, "( ", 2);
+        sb_puts(body, "\"[\" ws ");
+        if (hi == 0) { sb_puts(body, "\"]\""); return 0; }
+        if (lo == 0) sb_puts(body, "( ");
         sb_fmt(body, "%s ws ", x);
         repeat(body, mr, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
-        if (lo == 0) sb_put(body, " )?", 3);
-        sb_put(body, " \"]\"", 4);
+        if (lo == 0) sb_puts(body, " )?");
+        sb_puts(body, " \"]\"");
         return 0;
     }
     if (!strcmp(type, "string")) {
@@ -274,14 +276,14 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
             if (!cJSON_IsString(fmt)) return fail(c, COLIBRI_EINVAL, path, "'format' must be a string");
             const char *f = fmt->valuestring;
             if (!strcmp(f, "date") || !strcmp(f, "time") || !strcmp(f, "uuid")) sb_fmt(body, "\"\\\"\" %s \"\\\"\"", f);
-            else if (!strcmp(f, "date-time")) sb_put(body, "\"\\\"\" date \"T\" time \"\\\"\"", 26);
+            else if (!strcmp(f, "date-time")) sb_puts(body, "\"\\\"\" date \"T\" time \"\\\"\"");
             else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported string format '%s' (date, time, date-time, uuid)", f);
             return 0;
         }
         if (hi >= 0 && hi < lo) return fail(c, COLIBRI_EINVAL, path, "maxLength %ld < minLength %ld", hi, lo);
-        sb_put(body, "\"\\\"\" ", 5);
+        sb_puts(body, "\"\\\"\" ");
         repeat(body, "char", lo, hi);
-        sb_put(body, " \"\\\"\"", 5);
+        sb_puts(body, " \"\\\"\"");
         return 0;
     }
     if (!strcmp(type, "number") || !strcmp(type, "integer") || !strcmp(type, "boolean") || !strcmp(type, "null")) {
@@ -338,7 +340,7 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
     if (++c->depth > 64) return fail(c, COLIBRI_EUNSUPPORTED, path, "schema nested more than 64 deep");
     struct sbuild body = { 0 };
     int rc = 0;
-    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { sb_put(&body, "value", 5); goto emit; }
+    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { sb_puts(&body, "value"); goto emit; }
     if (!cJSON_IsObject(s)) { rc = fail(c, COLIBRI_EINVAL, path, "a schema must be an object or true"); goto out; }
     const cJSON *k;
     cJSON_ArrayForEach(k, s)
@@ -362,7 +364,7 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         int i = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, en) {
-            if (i++) sb_put(&body, " | ", 3);
+            if (i++) sb_puts(&body, " | ");
             if ((rc = json_literal(c, &body, e, path))) goto out;
         }
     } else if (any || one) {
@@ -384,17 +386,17 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         const cJSON *t;
         cJSON_ArrayForEach(t, ty) {
             if (!cJSON_IsString(t)) { rc = fail(c, COLIBRI_EINVAL, path, "'type' must hold strings"); goto out; }
-            if (i++) sb_put(&body, " | ", 3);
-            sb_put(&body, "( ", 2);
+            if (i++) sb_puts(&body, " | ");
+            sb_puts(&body, "( ");
             if ((rc = type_body(c, s, t->valuestring, path, &body))) goto out;
-            sb_put(&body, " )", 2);
+            sb_puts(&body, " )");
         }
     } else if (ty) {
         rc = fail(c, COLIBRI_EINVAL, path, "'type' must be a string or an array of strings");
     } else if (cJSON_GetObjectItemCaseSensitive(s, "properties")) {
         rc = type_body(c, s, "object", path, &body);
     } else {
-        sb_put(&body, "value", 5);
+        sb_puts(&body, "value");
     }
     if (rc) goto out;
 emit:;
@@ -413,11 +415,11 @@ out:
 int grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
 {
     struct conv c = { .err = err };
-    sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
+    sb_puts(&c.out, PRELUDE);
     if (!schema_json) {
-        sb_put(&c.out, "root ::= object\n", 16);
+        sb_puts(&c.out, "root ::= object\n");
     } else {
-        cJSON *s = cJSON_Parse(schema_json);
+        cJSON *s = cJSON_ParseWithOpts(schema_json, NULL, 1);
         if (!s) { free(c.out.p); return err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
         c.root = s;
         int r = schema_rule(&c, s, "");

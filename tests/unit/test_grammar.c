@@ -208,6 +208,37 @@ static void test_json_schema_instances(void)
     colibri_grammar_free(g);
 }
 
+/* string formats: every instance has the form (checked field by field) */
+static void test_string_formats(void)
+{
+    static const char *const F[] = { "date-time", "date", "uuid" };
+    for (int f = 0; f < 3; f++) {
+        char schema[128];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", F[f]);
+        struct colibri_err err = { 0 };
+        colibri_grammar *g = NULL;
+        CHECK(colibri_grammar_from_json_schema(tk, schema, &g, &err) == 0, "%s: %s", F[f], err.msg);
+        if (!g) continue;
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            int steps = 0;
+            char *text = generate(g, seed, 1000, 1.0f, &steps);
+            cJSON *j = text ? cJSON_Parse(text) : NULL;
+            const char *v = cJSON_IsString(j) ? j->valuestring : "";
+            int y, mo, d, h, mi, sec, n = 0, ok;
+            if (f == 0) ok = sscanf(v, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) == 6 && n == 19 &&
+                             mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && sec <= 59 &&
+                             (v[n] == 'Z' || v[n] == '+' || v[n] == '-' || v[n] == '.');
+            else if (f == 1) ok = sscanf(v, "%4d-%2d-%2d%n", &y, &mo, &d, &n) == 3 && n == 10 && !v[n] && mo >= 1 &&
+                                  mo <= 12 && d >= 1 && d <= 31;
+            else ok = strlen(v) == 36 && v[8] == '-' && v[13] == '-' && v[18] == '-' && v[23] == '-';
+            CHECK(ok, "%s instance %llu: %s", F[f], (unsigned long long)seed, text ? text : "");
+            cJSON_Delete(j);
+            free(text);
+        }
+        colibri_grammar_free(g);
+    }
+}
+
 static void test_schema_refusals(void)
 {
     static const struct { const char *schema, *needle; int code; } R[] = {
@@ -251,6 +282,7 @@ int main(void)
     RUN_TEST(test_allows);
     RUN_TEST(test_json_object_always_parses);
     RUN_TEST(test_json_schema_instances);
+    RUN_TEST(test_string_formats);
     RUN_TEST(test_schema_refusals);
     colibri_tokenizer_free(tk);
     return CHECK_SUMMARY();
