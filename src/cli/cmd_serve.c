@@ -25,7 +25,7 @@ int cmd_serve(int argc, char **argv)
                                                 "default models/colibri-tiny" },
         OPTS_CHAT_TEMPLATE(so.chat_template),
         { "reasoning-format", 0, OPT_STR, &so.reasoning_format, "deepseek (default): a reply's <think>...</think> "
-                                                                 "goes to reasoning_content (non-streaming); none: "
+                                                                 "goes to reasoning_content (streamed too); none: "
                                                                  "left in content" },
         { "host", 0, OPT_STR, &so.host, "address or host name to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)" },
         { "port", 0, OPT_INT, &so.port, "TCP port (default 8080; 0 = any free port, printed at start)", 0, 65535 },

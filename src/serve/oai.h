@@ -68,7 +68,8 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content)
 /* DeepSeek's reasoning format: a reply that starts with <think> (or whose
  * prompt opened one) is split at </think> into *reasoning and *content (both
  * malloc'd, the caller's; a reply cut off before </think> is all reasoning).
- * 1 when split, 0 when the reply has no reasoning. */
+ * 1 when split, 0 when the reply has no reasoning. Streams split the same
+ * way as they go (oai_emit.c), unless logprobs were asked for. */
 int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content);
 
 /* Fills *e (printf-style message). Returns e->status. */

@@ -230,9 +230,96 @@ void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct 
     emit(out, o);
 }
 
+/* Streaming DeepSeek's reasoning format without state between calls: the
+ * split of the text of events [0, k) is a function of k, so each call sends
+ * the bytes between split(from).safe and split(to).safe, each to the field
+ * split(to) gives it. Bytes that may still turn out to be </think> (or the
+ * opening <think>) are held back until they cannot; the end sends the rest.
+ * Bytes before r0 and in [r1, c0) (markers, blanks) are not sent. */
+struct rsplit { int on; size_t r0, r1, c0, safe; };
+
+static int stream_splits(const struct oai_model *m, const struct job *j)
+{
+    return m->reasoning_deepseek && j->kind == JOB_CHAT && !j->p.logprobs;
+}
+
+static void reasoning_split(const struct job *j, int k, int final, struct sbuf *t, struct rsplit *rs)
+{
+    t->n = 0;
+    sb_puts(t, "");
+    for (int i = 0; i < k; i++) sb_append(t, j->ev[i].text, j->ev[i].len);
+    const char *s = t->s ? t->s : "";
+    size_t n = t->n, p = 0;
+    while (p < n && (s[p] == ' ' || s[p] == '\n')) p++;
+    *rs = (struct rsplit){ .on = 1 };
+    if (!j->p.think_open) {
+        size_t left = n - p;
+        if (left >= 7 && !memcmp(s + p, "<think>", 7)) p += 7;
+        else if (!final && !memcmp(s + p, "<think>", left)) { rs->r0 = rs->r1 = rs->c0 = rs->safe = 0; return; }
+        else { *rs = (struct rsplit){ .on = 0, .safe = n }; return; }   /* no reasoning: all content */
+    }
+    rs->r0 = p;
+    const char *close = memmem(s + p, n - p, "</think>", 8);
+    if (close) {
+        rs->r1 = (size_t)(close - s);
+        size_t c = rs->r1 + 8;
+        while (c < n && (s[c] == ' ' || s[c] == '\n')) c++;
+        rs->c0 = c;
+        rs->safe = n;
+        return;
+    }
+    size_t hold = 0;
+    if (!final)
+        for (size_t h = 7; h > 0; h--)
+            if (n - p >= h && !memcmp(s + n - h, "</think>", h)) { hold = h; break; }
+    rs->r1 = rs->c0 = rs->safe = n - hold;
+    if (rs->r1 < rs->r0) rs->r1 = rs->c0 = rs->safe = rs->r0;
+}
+
+static void send_delta(struct sbuf *out, const struct oai_model *m, const struct job *j, const char *field,
+                       const char *p, size_t n)
+{
+    if (!n) return;
+    char *txt = malloc(n + 1);
+    if (!txt) { out->failed = 1; return; }
+    memcpy(txt, p, n);
+    txt[n] = 0;
+    cJSON *c, *o = chunk(m, j, &c);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "delta"), field, txt);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    emit(out, o);
+    free(txt);
+}
+
+static void stream_split_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+                               int final)
+{
+    struct sbuf t = { 0 };
+    struct rsplit a, b;
+    reasoning_split(j, from, 0, &t, &a);
+    reasoning_split(j, to, final, &t, &b);
+    size_t lo = a.safe < b.safe ? a.safe : b.safe, hi = b.safe;
+    const char *s = t.s ? t.s : "";
+    if (!b.on) {
+        send_delta(out, m, j, "content", s + lo, hi - lo);
+    } else {
+        size_t r_lo = lo > b.r0 ? lo : b.r0, r_hi = hi < b.r1 ? hi : b.r1;
+        if (r_hi > r_lo) send_delta(out, m, j, "reasoning_content", s + r_lo, r_hi - r_lo);
+        size_t c_lo = lo > b.c0 ? lo : b.c0;
+        if (hi > c_lo) send_delta(out, m, j, "content", s + c_lo, hi - c_lo);
+    }
+    sb_free(&t);
+}
+
 void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars)
 {
+    if (stream_splits(m, j)) {
+        for (int i = from; i < to; i++) *text_chars += tok_utf8_n_chars(j->ev[i].text, j->ev[i].len);
+        stream_split_range(out, m, j, from, to, 0);
+        return;
+    }
     for (int i = from; i < to; i++) {
         const struct job_event *ev = &j->ev[i];
         int has_lp = j->p.logprobs && ev->id >= 0;
@@ -252,6 +339,7 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
 
 void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
 {
+    if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1);   /* what was held back */
     cJSON *c, *o = chunk(m, j, &c);
     if (j->kind == JOB_CHAT) cJSON_AddObjectToObject(c, "delta");
     else cJSON_AddStringToObject(c, "text", "");

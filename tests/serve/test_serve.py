@@ -817,6 +817,22 @@ def test_reasoning_content_split():
     # no <think>: nothing to split
     st, r = raw("POST", "/v1/chat/completions", dict(body, grammar=gbnf_literal("plain")))
     check(st == 200 and "reasoning_content" not in r["choices"][0]["message"], f"{r}")
+    # streamed: reasoning_content and content deltas add up to the same split
+    for text, want_r, want_c in (("<think>3*7 is 21.</think>\n\nIt is 21.", "3*7 is 21.", "It is 21."),
+                                 ("<think>only thinking", "only thinking", ""), ("<thin", None, "<thin"),
+                                 ("plain </think> text", None, "plain </think> text")):
+        r_txt, c_txt = "", ""
+        for ch in client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "3*7?"}],
+                                                 max_tokens=120, temperature=0, stream=True,
+                                                 extra_body={"grammar": gbnf_literal(text)}):
+            if ch.choices:
+                d = ch.choices[0].delta
+                r_txt += (d.model_extra or {}).get("reasoning_content") or ""
+                c_txt += d.content or ""
+        st, r = raw("POST", "/v1/chat/completions", dict(body, grammar=gbnf_literal(text)))
+        msg = r["choices"][0]["message"]
+        check(msg.get("reasoning_content") == want_r and msg["content"] == want_c, f"non-stream {text!r}: {msg}")
+        check(r_txt.strip() == (want_r or "") and c_txt == want_c, f"stream {text!r}: {r_txt!r} / {c_txt!r}")
     # server B runs with --reasoning-format none: the text stays content
     st, r = raw("POST", "/v1/chat/completions", body, url=URL_B)
     msg = r["choices"][0]["message"]
