@@ -20,7 +20,9 @@ static int read_ids(const cJSON *arr, int32_t **out, int *n)
     *out = malloc((size_t)(*n ? *n : 1) * sizeof **out);
     int i = 0;
     for (const cJSON *e = arr->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e)) {
+        /* checked as a double before the cast: an id must be an integer in int32 range */
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble <= 2147483647.0) ||
+            e->valuedouble != (double)(int64_t)e->valuedouble) {
             free(*out);
             *out = NULL;    /* the caller may free it again */
             return -1;

@@ -1,5 +1,6 @@
 /* colibri serve: the OpenAI-compatible HTTP server (src/serve/). This file
  * only parses options, handles signals and prints; the server is serve.h. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@ int cmd_serve(int argc, char **argv)
     struct serve_opts so = { .model_dir = "models/colibri-tiny", .host = "127.0.0.1", .port = 8080, .n_slots = 4,
                              .max_queue = 64, .drain_s = 30, .timeout_s = SERVE_TIMEOUT_S,
                              .max_conns = SERVE_MAX_CONNS, .max_conns_per_addr = SERVE_MAX_CONNS_PER_ADDR };
-    const char *kv = NULL, *kv_dir = NULL;
+    const char *kv = NULL, *kv_dir = NULL, *api_key_file = NULL;
     int max_body_kib = 4096, drain = 30;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &so.model_dir, "model directory (config.json, safetensors, tokenizer.json); "
@@ -38,6 +39,8 @@ int cmd_serve(int argc, char **argv)
                                               "(default), 1 int8 query, 2 16-bit query", 0, 2 },
         { "kv-dir", 0, OPT_STR, &kv_dir, "keep each slot's KV cache in DIR/slot-NN.ckv: restored at start, saved "
                                          "after each request (same model, weights and --kv to reuse)" },
+        { "api-key-file", 0, OPT_STR, &api_key_file, "read the API key from the first line of FILE (unlike --api-key, "
+                                                     "not visible to other users in ps)" },
         { "api-key", 0, OPT_STR, &so.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics "
                                               "(default: $COLIBRI_API_KEY, else none)" },
         { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
@@ -71,6 +74,25 @@ int cmd_serve(int argc, char **argv)
     if (rc) return rc > 0 ? 0 : 2;
     so.kv_tier = kv ? kv : opts_env_kv_tier();
     so.kv_dir = kv_dir;
+    char key_buf[4096];
+    if (api_key_file) {
+        if (so.api_key) {
+            fprintf(stderr, "colibri serve: --api-key and --api-key-file both given; use one\n");
+            return 2;
+        }
+        FILE *kf = fopen(api_key_file, "r");
+        size_t n = kf ? fread(key_buf, 1, sizeof key_buf - 1, kf) : 0;
+        int bad = !kf || ferror(kf) || (n == sizeof key_buf - 1 && !feof(kf));
+        if (kf) fclose(kf);
+        while (n && (key_buf[n - 1] == '\n' || key_buf[n - 1] == '\r')) n--;
+        key_buf[n] = 0;
+        if (bad || !n || strchr(key_buf, '\n')) {
+            fprintf(stderr, "colibri serve: --api-key-file %s: %s\n", api_key_file,
+                    !kf ? strerror(errno) : bad ? "unreadable or longer than 4095 bytes" : "must hold one non-empty line");
+            return 2;
+        }
+        so.api_key = key_buf;
+    }
     if (!so.api_key) so.api_key = opts_env_api_key();
     so.max_body = (size_t)max_body_kib * 1024;
     so.drain_s = drain;

@@ -232,16 +232,20 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
     size_t text_bytes = 0;
     const cJSON *v;
     cJSON_ArrayForEach(v, vocab) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e8)
-            return err_set(err, COLIBRI_EFORMAT, "%s: model.vocab[\"%s\"] is not a valid id", path, v->string);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e8) ||
+            v->valuedouble != (double)v->valueint)
+            return err_set(err, COLIBRI_EFORMAT, "%s: model.vocab[\"%s\"] is not a valid id (an integer in [0, 1e8])",
+                           path, v->string);
         if (v->valueint > max_id) max_id = v->valueint;
         text_bytes += strlen(v->string);
     }
     cJSON_ArrayForEach(v, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(v, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8 || !cJSON_IsString(content))
-            return err_set(err, COLIBRI_EFORMAT, "%s: an added_tokens entry lacks id or content", path);
+        if (!cJSON_IsNumber(id) || !(id->valuedouble >= 0 && id->valuedouble <= 1e8) ||
+            id->valuedouble != (double)id->valueint || !cJSON_IsString(content))
+            return err_set(err, COLIBRI_EFORMAT, "%s: an added_tokens entry lacks content or an integer id in [0, 1e8]",
+                           path);
         if (id->valueint > max_id) max_id = id->valueint;
         text_bytes += strlen(content->valuestring);
     }

@@ -38,4 +38,14 @@ import json,sys; p=sys.argv[1]; r=json.load(open(p)); r['generation']['prompt'][
 out=$("$COLIBRI" oracle "$tmp/badref" 2>&1); rc=$?
 if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL badref: exit $rc"; fail=1
 else case "$out" in *"generation.prompt"*) echo "ok   badref: $out" ;; *) echo "FAIL badref: $out"; fail=1 ;; esac; fi
+# ids that are not integers in int32 range (1e300 would be undefined behaviour cast to int32)
+for v in 1e300 -1 2.5; do
+    rm -rf "$tmp/badid"; mkdir -p "$tmp/badid"; cp "$src"/* "$tmp/badid/"
+    python3 -c "
+import json,sys; p=sys.argv[1]; r=json.load(open(p)); r['generation']['prompt'][1]=float(sys.argv[2]); json.dump(r,open(p,'w'))" \
+        "$tmp/badid/reference.json" "$v"
+    out=$("$COLIBRI" oracle "$tmp/badid" 2>&1); rc=$?
+    if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL badid $v: exit $rc"; fail=1
+    else case "$out" in *"generation.prompt"*) echo "ok   badid $v: $out" ;; *) echo "FAIL badid $v: $out"; fail=1 ;; esac; fi
+done
 exit $fail

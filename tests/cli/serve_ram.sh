@@ -8,14 +8,14 @@ tmp=$(mktemp -d); pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 fail() { echo "serve_ram.sh: $*"; tail -n 20 "$tmp"/*.log; exit 1; }
 
-start() {   # start NAME ARGS...: prints the port
-    name=$1; shift
+start() {   # start NAME ARGS...: sets $port (not in a subshell, so $pids keeps the pid)
+    name=$1; shift; port=""
     "$COLIBRI" serve --host 127.0.0.1 --port 0 --threads 1 "$@" >"$tmp/$name.log" 2>&1 &
     pids="$pids $!"
     i=0
     while [ $i -lt 200 ]; do
         port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-        [ -n "$port" ] && { echo "$port"; return 0; }
+        [ -n "$port" ] && return 0
         sleep 0.05; i=$((i + 1))
     done
     return 1
@@ -29,8 +29,8 @@ req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1],
 print(json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"])
 PYEOF
 }
-pa=$(start resident) || fail "resident server did not start"
-pb=$(start streamed --ram 17M) || fail "streamed server did not start"
+start resident || fail "resident server did not start"; pa=$port
+start streamed --ram 17M || fail "streamed server did not start"; pb=$port
 grep -q "routed experts streamed" "$tmp/streamed.log" || fail "--ram 17M did not stream"
 a=$(complete "$pa") || fail "resident request"
 b=$(complete "$pb") || fail "streamed request"

@@ -29,6 +29,19 @@ expect_fail missing_file "nofile.txt" --tokenizer $small --file "$tmp/nofile.txt
 expect_fail no_text "exactly one" --tokenizer $small
 expect_fail bad_ids "JSON array" --tokenizer $small --decode --text "[1, x]"
 expect_fail id_range "not in the vocabulary" --tokenizer $small --decode --text "[1, 99999999]"
+mkdir "$tmp/frac" "$tmp/fracadd"
+python3 - "$tmp" <<'PY'
+import json, sys
+t = json.load(open("tests/tok/small/tokenizer.json"))
+k = next(iter(t["model"]["vocab"]))
+t["model"]["vocab"][k] = 1.5
+json.dump(t, open(sys.argv[1] + "/frac/tokenizer.json", "w"))
+t = json.load(open("tests/tok/small/tokenizer.json"))
+t["added_tokens"][0]["id"] = 2.5
+json.dump(t, open(sys.argv[1] + "/fracadd/tokenizer.json", "w"))
+PY
+expect_fail fractional_vocab_id "not a valid id" --tokenizer "$tmp/frac" --text hi
+expect_fail fractional_added_id "integer id" --tokenizer "$tmp/fracadd" --text hi
 mkdir "$tmp/wp" "$tmp/ws"
 python3 - "$tmp" <<'PY'
 import json, sys
