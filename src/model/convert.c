@@ -130,7 +130,11 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
 {
     XXH64_state_t *h = XXH64_createState();
     XXH64_reset(h, 0x636f6e76ull);
-    XXH64_update(h, &o->fmt, sizeof o->fmt);
+    /* the three formats only, as 12 bytes (what earlier versions hashed):
+     * the load options after them do not change a conversion, and the
+     * struct's padding must never reach a hash */
+    const int fmts[3] = { o->fmt.experts_fmt, o->fmt.dense_fmt, o->fmt.embed_fmt };
+    XXH64_update(h, fmts, sizeof fmts);
     XXH64_update(h, &shard, sizeof shard);
     for (int i = 0; i < n; i++) {
         if (items[i].shard != shard) continue;
@@ -156,6 +160,83 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
     uint64_t v = XXH64_digest(h);
     XXH64_freeState(h);
     return v;
+}
+
+/* A FILE whose writes go through a kv_io (glibc's fopencookie), so the
+ * safetensors writer and the copies below stay stdio code while every byte
+ * reaches the disk through the interface the crash tests break. */
+struct io_file {
+    const struct kv_io *io;
+    void *fh;
+    uint64_t off;
+};
+
+static ssize_t io_file_write(void *c, const char *buf, size_t n)
+{
+    struct io_file *k = c;
+    int rc = k->io->write(k->io, k->fh, buf, n, k->off);
+    if (rc) {
+        errno = -rc;
+        return -1;
+    }
+    k->off += n;
+    return (ssize_t)n;
+}
+
+static int io_file_close(void *c)
+{
+    struct io_file *k = c;
+    int rc = k->io->close(k->io, k->fh);
+    free(k);
+    if (rc) errno = -rc;
+    return rc ? -1 : 0;
+}
+
+/* Creates (or truncates) path for writing; NULL with errno set on failure. */
+static FILE *io_create(const struct kv_io *io, const char *path, struct io_file **out)
+{
+    struct io_file *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    int rc = io->open(io, path, KV_IO_WRITE | KV_IO_CREATE, &k->fh);
+    if (rc) {
+        free(k);
+        errno = -rc;
+        return NULL;
+    }
+    k->io = io;
+    FILE *f = fopencookie(k, "w", (cookie_io_functions_t){ .write = io_file_write, .close = io_file_close });
+    if (!f) {
+        io->close(io, k->fh);
+        free(k);
+        return NULL;
+    }
+    *out = k;
+    return f;
+}
+
+/* Flushes f and makes it durable; 0 or -1 with errno set. */
+static int io_commit(FILE *f, struct io_file *k)
+{
+    if (fflush(f)) return -1;
+    int rc = k->io->sync(k->io, k->fh);
+    if (rc) errno = -rc;
+    return rc ? -1 : 0;
+}
+
+/* Writes len bytes to path atomically: temp file, sync, rename (which syncs
+ * the directory). */
+static int io_write_atomic(const struct kv_io *io, const char *path, const void *buf, size_t len,
+                           struct colibri_err *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    struct io_file *k;
+    FILE *f = io_create(io, tmp, &k);
+    int bad = !f || fwrite(buf, 1, len, f) != len || io_commit(f, k);
+    if (f && fclose(f)) bad = 1;
+    int rc = bad ? -errno : io->rename(io, tmp, path);
+    if (rc) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(-rc ? -rc : EIO));
+    return 0;
 }
 
 /* Writes `bytes` and folds them into *hash. */
@@ -249,8 +330,9 @@ static int shard_is_done(const char *path, const char *want_plan)
     return ok;
 }
 
-static int write_shard(const char *dst, const char *fname, const struct st_set *st, struct item *items, int n,
-                       int shard, const char *plan, struct progress *pr, uint64_t *done, struct colibri_err *err)
+static int write_shard(const struct kv_io *io, const char *dst, const char *fname, const struct st_set *st,
+                       struct item *items, int n, int shard, const char *plan, struct progress *pr, uint64_t *done,
+                       struct colibri_err *err)
 {
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/%s", dst, fname);
@@ -277,7 +359,8 @@ static int write_shard(const char *dst, const char *fname, const struct st_set *
             n_meta++;
         }
     }
-    FILE *f = fopen(tmp, "wb");
+    struct io_file *file = NULL;
+    FILE *f = io_create(io, tmp, &file);
     int rc = f ? st_write_header(f, tmp, outs, no, meta, n_meta, err)
                : err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     free(outs); free(meta); free(keys);
@@ -288,9 +371,10 @@ static int write_shard(const char *dst, const char *fname, const struct st_set *
         for (int k = 0; k < items[i].n_out; k++) *done += items[i].out[k].nbytes;
         if (pr) progress_update(pr, *done);
     }
-    if (!rc && (fflush(f) || fsync(fileno(f)))) rc = err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
+    if (!rc && io_commit(f, file)) rc = err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
     if (fclose(f) && !rc) rc = err_set(err, COLIBRI_EIO, "%s: close failed", tmp);
-    if (!rc && rename(tmp, path)) rc = err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(errno));
+    int rn = rc ? 0 : io->rename(io, tmp, path);
+    if (rn) rc = err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(-rn));
     if (rc) unlink(tmp);
     return rc;
 }
@@ -315,21 +399,18 @@ static int verify_shard(const char *dst, const char *fname, const struct item *i
     return rc;
 }
 
-static int copy_file(const char *src, const char *dst, const char *name, int required, struct colibri_err *err)
+static int copy_file(const struct kv_io *io, const char *src, const char *dst, const char *name, int required,
+                     struct colibri_err *err)
 {
-    char a[4096], b[4096], tmp[4200];
+    char a[4096], b[4096];
     snprintf(a, sizeof a, "%s/%s", src, name);
     snprintf(b, sizeof b, "%s/%s", dst, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", b);
     size_t len;
     char *buf = read_file_all(a, &len);
     if (!buf) return required ? err_set(err, COLIBRI_EIO, "%s: cannot read: %s", a, strerror(errno)) : 0;
-    FILE *f = fopen(tmp, "wb");
-    int rc = !f || fwrite(buf, 1, len, f) != len || fflush(f) || fsync(fileno(f));
-    if (f) fclose(f);
+    int rc = io_write_atomic(io, b, buf, len, err);
     free(buf);
-    if (rc || rename(tmp, b)) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", b, strerror(errno));
-    return 0;
+    return rc;
 }
 
 /* Shards of an earlier conversion with another shard count are not part of
@@ -353,8 +434,8 @@ static void remove_stale_shards(const char *dst, int n_shards)
     closedir(d);
 }
 
-static int write_index(const char *dst, const struct item *items, int n, int n_shards, uint64_t total,
-                       struct colibri_err *err)
+static int write_index(const struct kv_io *io, const char *dst, const struct item *items, int n, int n_shards,
+                       uint64_t total, struct colibri_err *err)
 {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON_AddNumberToObject(meta, "total_size", (double)total);
@@ -367,15 +448,12 @@ static int write_index(const char *dst, const struct item *items, int n, int n_s
         }
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[4096], tmp[4200];
+    if (!json) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the index", dst);
+    char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dst);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || fputs(json, f) == EOF || fflush(f) || fsync(fileno(f));
-    if (f) fclose(f);
+    int rc = io_write_atomic(io, path, json, strlen(json), err);
     free(json);
-    if (bad || rename(tmp, path)) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(errno));
-    return 0;
+    return rc;
 }
 
 /* Assigns items to shards, writes (or keeps) every shard, the index and the
@@ -384,6 +462,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
                            const struct convert_opts *o, struct convert_report *rep, struct colibri_err *err)
 {
     int rc = 0;
+    const struct kv_io *io = o->io ? o->io : kv_io_posix();
     if (mkdir(dst, 0755) && errno != EEXIST)
         return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30), cur = 0, total = 0;
@@ -412,16 +491,16 @@ static int write_container(const char *src, const char *dst, const struct st_set
             if (o->show_progress) progress_update(&pr, done);
             continue;
         }
-        rc = write_shard(dst, fname, st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
+        rc = write_shard(io, dst, fname, st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
         if (!rc) rc = verify_shard(dst, fname, items, n, s, err);
     }
     if (o->show_progress) progress_end(&pr);
-    if (!rc) rc = write_index(dst, items, n, n_shards, total, err);
+    if (!rc) rc = write_index(io, dst, items, n, n_shards, total, err);
     if (!rc) remove_stale_shards(dst, n_shards);
-    if (!rc && src) rc = copy_file(src, dst, "config.json", 1, err);
-    if (!rc && src) rc = copy_file(src, dst, "tokenizer.json", 0, err);
-    if (!rc && src) rc = copy_file(src, dst, "tokenizer_config.json", 0, err);
-    if (!rc && src) rc = copy_file(src, dst, "generation_config.json", 0, err);
+    if (!rc && src) rc = copy_file(io, src, dst, "config.json", 1, err);
+    if (!rc && src) rc = copy_file(io, src, dst, "tokenizer.json", 0, err);
+    if (!rc && src) rc = copy_file(io, src, dst, "tokenizer_config.json", 0, err);
+    if (!rc && src) rc = copy_file(io, src, dst, "generation_config.json", 0, err);
     if (!rc) {
         /* The whole container must open as a checkpoint. */
         struct st_set check = { 0 };
@@ -540,10 +619,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dst);
-    FILE *f = fopen(path, "w");
-    int bad = !f || fputs(config_json, f) == EOF;
-    if (f && fclose(f)) bad = 1;
-    if (bad) rc = err_set(err, COLIBRI_EIO, "%s: cannot write", path);
+    rc = io_write_atomic(o->io ? o->io : kv_io_posix(), path, config_json, strlen(config_json), err);
     if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
     free(items);
     return rc;
