@@ -44,7 +44,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libcolibri.a
 
-.PHONY: all test check clean demo deps bench fuzz
+.PHONY: all test check clean demo deps bench fuzz FORCE
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -68,6 +68,16 @@ $(BUILD)/%_avx512.o: %_avx512.c
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Generated into $(BUILD)/gen for the server (src/serve/page.c): the build's
+# description, rewritten only when it changes so that nothing rebuilds
+# needlessly.
+$(BUILD)/gen/build_info.h: FORCE
+	@mkdir -p $(dir $@)
+	@sh tools/build_info.sh "$(CC)" "$(OPT) $(MARCH)" >$@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
+$(BUILD)/src/serve/page.o: $(BUILD)/gen/build_info.h
+$(BUILD)/src/serve/page.o: CFLAGS += -I$(BUILD)/gen
+FORCE:
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)

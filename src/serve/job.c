@@ -1,6 +1,8 @@
 /* serve/job.c - a request's shared state; see job.h. */
 #include "serve/job.h"
 
+#include "base/util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,7 @@ void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen)
         j->finish = fin;
         j->n_cached = n_cached;
         j->n_gen = n_gen;
+        j->t_end = now_sec();
     }
     changed(j);
     pthread_mutex_unlock(&j->mu);
@@ -79,6 +82,7 @@ void job_fail(struct job *j, int http_status, const char *msg)
         j->finish = JOB_FIN_ERROR;
         j->err_status = http_status;
         snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
+        j->t_end = now_sec();
     }
     changed(j);
     pthread_mutex_unlock(&j->mu);

@@ -83,6 +83,11 @@ struct job {
     int n_gen;                  /* tokens sampled (an end-of-generation token included) */
     int err_status;             /* HTTP status for JOB_FIN_ERROR */
     char err_msg[256];
+    /* Times (now_sec(), monotonic seconds; 0 = not yet). t_submit is written
+     * by the HTTP side before the job is submitted; the rest under mu by the
+     * scheduler: t_start when a slot takes the job, t_first when its first
+     * token is sampled, t_end by job_finish / job_fail. */
+    double t_submit, t_start, t_first, t_end;
 
     /* under mu: called after every change of the output part; set and
      * cleared by the HTTP side, must not block or take other job locks */
@@ -99,7 +104,8 @@ void job_retain(struct job *j);
 void job_release(struct job *j);
 
 /* Scheduler side (each takes mu and signals cv). job_push takes ownership of
- * ev->text (malloc'd). Returns 0 or COLIBRI_ENOMEM. */
+ * ev->text (malloc'd). Returns 0 or COLIBRI_ENOMEM. job_finish and job_fail
+ * stamp t_end. */
 int  job_push(struct job *j, struct job_event *ev);
 void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen);
 void job_fail(struct job *j, int http_status, const char *msg);

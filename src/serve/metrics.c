@@ -8,7 +8,35 @@
 static const char *const EP_NAME[METRICS_EP_COUNT] = {
     [METRICS_EP_COMPLETIONS] = "completions", [METRICS_EP_CHAT] = "chat_completions",
     [METRICS_EP_MODELS] = "models", [METRICS_EP_HEALTH] = "health",
-    [METRICS_EP_METRICS] = "metrics", [METRICS_EP_OTHER] = "other",
+    [METRICS_EP_METRICS] = "metrics", [METRICS_EP_TOKENIZE] = "tokenize",
+    [METRICS_EP_DETOKENIZE] = "detokenize", [METRICS_EP_PROPS] = "props", [METRICS_EP_SLOTS] = "slots",
+    [METRICS_EP_PAGE] = "page", [METRICS_EP_OTHER] = "other",
+};
+
+/* Bucket upper bounds in seconds, METRICS_HIST_BUCKETS each, increasing:
+ * from a millisecond (a token of a tiny model) to minutes (a long prompt on a
+ * large model read from disk). */
+static const struct {
+    const char *name, *help;
+    double bound[METRICS_HIST_BUCKETS];
+} HIST[METRICS_H_COUNT] = {
+    [METRICS_H_TTFT] = { "colibri_time_to_first_token_seconds",
+                         "Time from a request's arrival to its first generated token.",
+                         { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
+                           20, 40, 80, 160 } },
+    [METRICS_H_TPOT] = { "colibri_time_per_output_token_seconds",
+                         "Time between two consecutive generated tokens of one request.",
+                         { 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                           0.75, 1, 2.5, 5, 7.5, 20 } },
+    [METRICS_H_E2E] = { "colibri_e2e_request_latency_seconds",
+                        "Time from a request's arrival to its last token (requests that ran to a stop or length "
+                        "limit).",
+                        { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480,
+                          960 } },
+    [METRICS_H_QUEUE] = { "colibri_request_queue_time_seconds",
+                          "Time from a request's arrival until a slot takes it.",
+                          { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 240,
+                            480, 960, 1920 } },
 };
 
 static const struct { int code; const char *name; } ST[METRICS_ST_COUNT] = {
@@ -32,6 +60,37 @@ void metrics_init(struct metrics *m)
     atomic_init(&m->prefill_ns, 0);
     atomic_init(&m->decode_ns, 0);
     atomic_init(&m->decode_calls, 0);
+    for (int h = 0; h < METRICS_H_COUNT; h++) {
+        for (int i = 0; i <= METRICS_HIST_BUCKETS; i++) atomic_init(&m->hist[h].bucket[i], 0);
+        atomic_init(&m->hist[h].sum_ns, 0);
+    }
+}
+
+void serve_metrics_observe(struct metrics *m, enum metrics_hist h, double seconds)
+{
+    if (!(seconds > 0)) seconds = 0;    /* NaN too */
+    if (seconds > 1e9) seconds = 1e9;   /* keeps the sum's nanoseconds in range */
+    int i = 0;
+    while (i < METRICS_HIST_BUCKETS && seconds > HIST[h].bound[i]) i++;
+    atomic_fetch_add(&m->hist[h].bucket[i], 1);
+    atomic_fetch_add(&m->hist[h].sum_ns, (uint64_t)(seconds * 1e9 + 0.5));
+}
+
+/* Cumulative buckets; the count is their total, so +Inf and _count agree
+ * even while other threads observe. */
+static void histogram(struct sbuf *b, const struct metrics_hist_data *d, int h)
+{
+    const char *name = HIST[h].name;
+    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, HIST[h].help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i <= METRICS_HIST_BUCKETS; i++) {
+        cum += atomic_load(&d->bucket[i]);
+        if (i < METRICS_HIST_BUCKETS) sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, HIST[h].bound[i],
+                                                (unsigned long long)cum);
+        else sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    }
+    sb_printf(b, "%s_sum %.9f\n%s_count %llu\n", name, atomic_load(&d->sum_ns) * 1e-9, name,
+              (unsigned long long)cum);
 }
 
 void metrics_count_response(struct metrics *m, int http_status)
@@ -85,8 +144,9 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
               atomic_load(&m->prefill_ns) * 1e-9, atomic_load(&m->decode_ns) * 1e-9);
     gauge(&b, "colibri_queue_depth", "Requests waiting for a slot.", g->queue_depth);
     gauge(&b, "colibri_slots_busy", "Slots running a request.", g->slots_busy);
-    gauge(&b, "colibri_slots_total", "Slots (sessions).", g->slots_total);
+    gauge(&b, "colibri_slots", "Slots (sessions).", g->slots_total);
     gauge(&b, "colibri_kv_tokens", "Tokens held in the slots' KV caches.", (long long)g->kv_tokens);
     gauge(&b, "colibri_kv_bytes", "Bytes of KV cache in use (tokens x bytes per token).", (long long)g->kv_bytes);
+    for (int h = 0; h < METRICS_H_COUNT; h++) histogram(&b, &m->hist[h], h);
     return b.failed ? NULL : b.s;
 }

@@ -1,8 +1,11 @@
-/* serve/metrics.h - the server's counters and their Prometheus text form.
+/* serve/metrics.h - the server's counters, latency histograms and their
+ * Prometheus text form.
  *
- * Counters are atomics, bumped from any thread without a lock. Gauges (queue
- * depth, busy slots, cached KV tokens) are not stored here: the caller samples
- * them from the scheduler when rendering. */
+ * Counters and histogram buckets are atomics, bumped from any thread without
+ * a lock. Gauges (queue depth, busy slots, cached KV tokens) are not stored
+ * here: the caller samples them from the scheduler when rendering. Counter
+ * names end in _total, gauge names never do, histograms have the
+ * _bucket/_sum/_count series of the text format. */
 #ifndef COLIBRI_SERVE_METRICS_H
 #define COLIBRI_SERVE_METRICS_H
 
@@ -16,6 +19,11 @@ enum metrics_endpoint {
     METRICS_EP_MODELS,
     METRICS_EP_HEALTH,
     METRICS_EP_METRICS,
+    METRICS_EP_TOKENIZE,
+    METRICS_EP_DETOKENIZE,
+    METRICS_EP_PROPS,
+    METRICS_EP_SLOTS,
+    METRICS_EP_PAGE,
     METRICS_EP_OTHER,
     METRICS_EP_COUNT
 };
@@ -27,6 +35,25 @@ enum metrics_status {
     METRICS_ST_COUNT
 };
 
+/* Latency histograms, in seconds. Each has its own bucket bounds (metrics.c). */
+enum metrics_hist {
+    METRICS_H_TTFT = 0,         /* request arrival to its first token */
+    METRICS_H_TPOT,             /* between two consecutive tokens of one request */
+    METRICS_H_E2E,              /* arrival to the last token, requests that ran to a stop or length limit */
+    METRICS_H_QUEUE,            /* arrival to a slot taking the request */
+    METRICS_H_COUNT
+};
+
+#define METRICS_HIST_BUCKETS 20
+
+/* Observations per bucket (not cumulative: bucket[i] counts values in
+ * (bound[i-1], bound[i]], bucket[METRICS_HIST_BUCKETS] those above the last
+ * bound) and their sum in nanoseconds. */
+struct metrics_hist_data {
+    atomic_uint_fast64_t bucket[METRICS_HIST_BUCKETS + 1];
+    atomic_uint_fast64_t sum_ns;
+};
+
 struct metrics {
     atomic_uint_fast64_t requests[METRICS_EP_COUNT];
     atomic_uint_fast64_t responses[METRICS_ST_COUNT];
@@ -35,6 +62,7 @@ struct metrics {
     atomic_uint_fast64_t steps;                 /* scheduler iterations that did work */
     atomic_uint_fast64_t prefill_ns, decode_ns; /* wall time inside forward passes */
     atomic_uint_fast64_t decode_calls;          /* batched decode calls (one per step) */
+    struct metrics_hist_data hist[METRICS_H_COUNT];
 };
 
 /* Sampled gauges, filled by the caller. */
@@ -45,6 +73,9 @@ struct metrics_gauges {
 
 void metrics_init(struct metrics *m);
 void metrics_count_response(struct metrics *m, int http_status);
+/* Adds one observation of `seconds` (negative counts as 0) to histogram h.
+ * Thread-safe. */
+void serve_metrics_observe(struct metrics *m, enum metrics_hist h, double seconds);
 
 /* Renders everything as Prometheus text exposition format into a new
  * malloc'd NUL-terminated string (NULL when out of memory). */

@@ -22,6 +22,7 @@ struct oai_model {
     const colibri_tokenizer *tok;
     int n_vocab;                /* the model's vocabulary (token-id prompts) */
     int n_ctx;                  /* tokens per slot */
+    int n_ctx_model;            /* the model's context (max_position_embeddings) */
     long created;
     int reasoning_deepseek;     /* split <think>...</think> off into reasoning_content (--reasoning-format) */
 };
@@ -72,6 +73,11 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content)
  * way as they go (oai_emit.c), unless logprobs were asked for. */
 int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content);
 
+/* Parses body as one JSON object with the checks oai_parse makes (nothing
+ * after the value, no NUL or raw control character in a string). NULL with
+ * *e filled (400) on any problem; free the result with cJSON_Delete(). */
+struct cJSON *serve_oai_parse_object(const char *body, size_t len, struct oai_error *e);
+
 /* Fills *e (printf-style message). Returns e->status. */
 int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -79,10 +85,8 @@ int oai_error_set(struct oai_error *e, int status, const char *type, const char 
 /* {"error": {...}} for e. */
 char *oai_error_json(const struct oai_error *e);
 
-/* The body of GET /v1/models. */
-char *oai_models_json(const struct oai_model *m);
-
-/* The non-streaming response of a finished job (caller holds j->mu). */
+/* The non-streaming response of a finished job (caller holds j->mu). It and
+ * the stream's finish chunk carry llama-server's "timings" object. */
 char *oai_response(const struct oai_model *m, const struct job *j);
 
 /* Streaming: appends "data: {...}\n\n" chunks. oai_stream_start adds the

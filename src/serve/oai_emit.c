@@ -23,23 +23,6 @@ char *oai_error_json(const struct oai_error *e)
     return s;
 }
 
-char *oai_models_json(const struct oai_model *m)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
-    cJSON *mo = cJSON_CreateObject();
-    cJSON_AddStringToObject(mo, "id", m->id);
-    cJSON_AddStringToObject(mo, "object", "model");
-    cJSON_AddNumberToObject(mo, "created", (double)m->created);
-    cJSON_AddStringToObject(mo, "owned_by", "colibri");
-    cJSON_AddNumberToObject(mo, "context_length", m->n_ctx);
-    cJSON_AddItemToArray(data, mo);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return s;
-}
-
 /* ------------------------------------------------------------ logprobs */
 
 /* The token's own bytes (malloc'd, *n) and their sanitized text (malloc'd). */
@@ -133,6 +116,27 @@ static void add_usage(cJSON *o, const struct job *j)
     cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
 }
 
+/* llama-server's "timings": the prompt from a slot taking the request to
+ * its first token (prompt_n counts the tokens computed, cache_n those
+ * reused), generation from the first token to the last, so its rate counts
+ * the predicted_n - 1 tokens after the first. */
+static void add_timings(cJSON *o, const struct job *j)
+{
+    if (j->t_first <= 0 || j->t_end < j->t_first || j->t_start <= 0) return;
+    double prompt_ms = (j->t_first - j->t_start) * 1e3, gen_ms = (j->t_end - j->t_first) * 1e3;
+    int prompt_n = j->n_prompt - j->n_cached, steps = j->n_gen - 1;
+    cJSON *t = cJSON_AddObjectToObject(o, "timings");
+    cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", prompt_n);
+    cJSON_AddNumberToObject(t, "prompt_ms", prompt_ms);
+    cJSON_AddNumberToObject(t, "prompt_per_token_ms", prompt_n > 0 ? prompt_ms / prompt_n : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", prompt_ms > 0 ? prompt_n * 1e3 / prompt_ms : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", gen_ms);
+    cJSON_AddNumberToObject(t, "predicted_per_token_ms", steps > 0 ? gen_ms / steps : 0);
+    cJSON_AddNumberToObject(t, "predicted_per_second", steps > 0 && gen_ms > 0 ? steps * 1e3 / gen_ms : 0);
+}
+
 static cJSON *envelope(const struct oai_model *m, const struct job *j, const char *object)
 {
     cJSON *o = cJSON_CreateObject();
@@ -187,6 +191,7 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     cJSON_AddStringToObject(c, "finish_reason", calls && j->finish == JOB_FIN_STOP ? "tool_calls" : finish_reason(j));
     cJSON_AddItemToArray(choices, c);
     add_usage(o, j);
+    add_timings(o, j);
     sb_free(&text);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -345,6 +350,7 @@ void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct jo
     else cJSON_AddStringToObject(c, "text", "");
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", finish_reason(j));
+    add_timings(o, j);
     emit(out, o);
     if (j->p.include_usage) {
         o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");

@@ -458,3 +458,24 @@ struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char 
     }
     return j;
 }
+
+struct cJSON *serve_oai_parse_object(const char *body, size_t len, struct oai_error *e)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t off = end && end >= body ? (size_t)(end - body) : 0;
+        oai_error_set(e, 400, BAD, NULL, NULL, "the request body is not valid JSON (error near byte %zu)", off);
+        return NULL;
+    }
+    if (check_body_bytes(body, len, end, e)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        oai_error_set(e, 400, BAD, NULL, NULL, "the request body must be a JSON object, got %s", type_name(root));
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}

@@ -29,8 +29,10 @@ struct slot {
     colibri_kv_file *kvf;       /* NULL without --kv-dir (or after a failed save) */
     colibri_gen *gen;           /* bound to sess */
     colibri_sampler *smp;       /* the running job's */
-    struct job *job;            /* NULL when free */
+    struct job *job;            /* NULL when free; written under sched.mu */
     uint64_t last_used;
+    double t_last_token;        /* when the running job's latest token was emitted */
+    int pos_seen;               /* the session's cached tokens after the last iteration; under sched.mu */
 };
 
 struct sched {
@@ -140,6 +142,7 @@ static void slot_finish(struct sched *s, struct slot *sl, const char *tail, size
         atomic_fetch_add(&s->met->finished, 1);
     }
     job_finish(j, fin, st.n_cached, st.n_generated);
+    if (fin != JOB_FIN_CANCELLED) serve_metrics_observe(s->met, METRICS_H_E2E, j->t_end - j->t_submit);
     slot_release(s, sl);
 }
 
@@ -154,7 +157,12 @@ static int job_cancelled(void *user)
 static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
-    sl->job = j;
+    double now = now_sec();
+    pthread_mutex_lock(&j->mu);
+    j->t_start = now;
+    pthread_mutex_unlock(&j->mu);
+    serve_metrics_observe(s->met, METRICS_H_QUEUE, now - j->t_submit);
+    sl->t_last_token = 0;
     struct colibri_sampler_opts so = job_sampler_opts(&j->p);
     /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
     struct colibri_gen_opts go = { .n_predict = j->p.max_tokens, .stops = (const char *const *)j->p.stop,
@@ -200,6 +208,18 @@ static void slot_sample(struct sched *s, struct slot *sl)
     struct colibri_gen_step st;
     if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return; }
     atomic_fetch_add(&s->met->generated_tokens, (uint64_t)st.n_tokens);
+    double now = now_sec();
+    if (st.n_tokens == 0) {
+        /* nothing sampled: no token time */
+    } else if (sl->t_last_token == 0) {
+        pthread_mutex_lock(&j->mu);
+        j->t_first = now;
+        pthread_mutex_unlock(&j->mu);
+        serve_metrics_observe(s->met, METRICS_H_TTFT, now - j->t_submit);
+    } else {
+        serve_metrics_observe(s->met, METRICS_H_TPOT, now - sl->t_last_token);
+    }
+    sl->t_last_token = now;
     /* One event per token; an end-of-generation token has no text and no
      * event. (A step of several tokens, as speculative decoding will make,
      * needs the logits of each position for its logprobs.) */
@@ -306,10 +326,12 @@ static void *sched_main(void *arg)
         }
         decode_pending(s);
         if (stepped) atomic_fetch_add(&s->met->steps, 1);
+        int pos[64];
         int64_t kv = 0;
-        for (int i = 0; i < s->o.n_slots; i++) kv += colibri_session_pos(s->slots[i].sess);
+        for (int i = 0; i < s->o.n_slots; i++) kv += pos[i] = colibri_session_pos(s->slots[i].sess);
         pthread_mutex_lock(&s->mu);
         s->kv_tokens = kv;
+        for (int i = 0; i < s->o.n_slots; i++) s->slots[i].pos_seen = pos[i];
         pthread_mutex_unlock(&s->mu);
         if (stepped && s->o.step_delay_ms > 0) {
             struct timespec ts = { s->o.step_delay_ms / 1000, (long)(s->o.step_delay_ms % 1000) * 1000000L };
@@ -332,7 +354,8 @@ static int open_kv_file(struct sched *s, int i, struct colibri_err *err)
     struct colibri_kv_info info;
     int rc = colibri_kv_file_open(sl->sess, path, &sl->kvf, &info, err);
     if (rc) return rc;
-    s->kv_tokens += colibri_session_pos(sl->sess);
+    sl->pos_seen = colibri_session_pos(sl->sess);
+    s->kv_tokens += sl->pos_seen;
     if (info.restored || info.trimmed || info.upgraded)
         log_msg("serve", "slot %d: %s: restored %d cached tokens%s%s%s", i, path, info.restored,
                 info.upgraded ? " (re-encoded to this tier)" : "", info.message[0] ? "; " : "", info.message);
@@ -406,6 +429,26 @@ void sched_gauges(struct sched *s, struct metrics_gauges *g)
     g->kv_tokens = s->kv_tokens;
     g->kv_bytes = s->kv_tokens * s->kv_bytes_per_token;
     pthread_mutex_unlock(&s->mu);
+}
+
+int serve_sched_slots(struct sched *s, struct sched_slot_state *out, int cap)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->o.n_slots < cap ? s->o.n_slots : cap;
+    for (int i = 0; i < n; i++) {
+        const struct slot *sl = &s->slots[i];
+        struct sched_slot_state *o = &out[i];
+        *o = (struct sched_slot_state){ .id = i, .n_ctx = s->o.n_ctx, .cached_tokens = sl->pos_seen };
+        if (sl->job) {
+            o->processing = 1;
+            o->n_prompt = sl->job->n_prompt;
+            pthread_mutex_lock(&sl->job->mu);
+            for (int k = 0; k < sl->job->n_ev; k++) o->n_generated += sl->job->ev[k].id >= 0;
+            pthread_mutex_unlock(&sl->job->mu);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void sched_close(struct sched *s)

@@ -49,6 +49,16 @@ enum sched_submit_result { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2 };
 enum sched_submit_result sched_submit(struct sched *s, struct job *j);
 
 void sched_gauges(struct sched *s, struct metrics_gauges *g);
+
+/* One slot as GET /slots shows it. */
+struct sched_slot_state {
+    int id, processing;         /* processing: a request holds the slot */
+    int n_ctx;                  /* tokens the slot holds at most */
+    int cached_tokens;          /* tokens in its KV cache after the last scheduler iteration */
+    int n_prompt, n_generated;  /* the running request's (0 when idle) */
+};
+/* Fills out[0..n) for the first n = min(slots, cap) slots; returns n. */
+int  serve_sched_slots(struct sched *s, struct sched_slot_state *out, int cap);
 /* Refuses later submissions (SCHED_CLOSED); queued and running jobs go on. */
 void sched_close(struct sched *s);
 /* Number of jobs queued or running. */

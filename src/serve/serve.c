@@ -20,6 +20,20 @@ static void model_id_from_dir(const char *dir, char *out, size_t cap)
     if (!out[0]) snprintf(out, cap, "colibri");
 }
 
+/* A model id clients can send back: printable, without spaces, not empty. */
+static int check_alias(const char *alias, struct colibri_err *err)
+{
+    if (!alias) return 0;
+    size_t n = strlen(alias);
+    if (n == 0 || n >= SERVE_ID_CAP)
+        return err_set(err, COLIBRI_EINVAL, "--alias must be 1 to %d bytes long, got %zu", SERVE_ID_CAP - 1, n);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)alias[i] <= ' ' || alias[i] == 0x7f)
+            return err_set(err, COLIBRI_EINVAL, "--alias '%s': byte %zu is a space or a control character", alias,
+                           i);
+    return 0;
+}
+
 int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *err)
 {
     struct serve *sv = calloc(1, sizeof *sv);
@@ -28,8 +42,11 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     atomic_init(&sv->stopping, 0);
     atomic_init(&sv->inflight, 0);
     metrics_init(&sv->met);
+    int rc = check_alias(opts->alias, err);
+    if (!rc) rc = serve_cors_parse(opts->cors, &sv->cors, err);
+    if (rc) goto fail;
     struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram };
-    int rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
+    rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
     if (rc) goto fail;
     rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);
     if (rc) {
@@ -57,14 +74,15 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
         goto fail;
     }
     sv->o.n_ctx = n_ctx;
-    model_id_from_dir(opts->model_dir, sv->model_id, sizeof sv->model_id);
+    if (opts->alias) snprintf(sv->model_id, sizeof sv->model_id, "%s", opts->alias);
+    else model_id_from_dir(opts->model_dir, sv->model_id, sizeof sv->model_id);
     int reasoning = !opts->reasoning_format || !strcmp(opts->reasoning_format, "deepseek");
     if (!reasoning && strcmp(opts->reasoning_format, "none")) {
         rc = err_set(err, COLIBRI_EINVAL, "--reasoning-format '%s': expected none or deepseek", opts->reasoning_format);
         goto fail;
     }
     sv->om = (struct oai_model){ .reasoning_deepseek = reasoning, .id = sv->model_id, .tok = sv->tok,
-                                 .n_vocab = info.vocab, .n_ctx = n_ctx,
+                                 .n_vocab = info.vocab, .n_ctx = n_ctx, .n_ctx_model = info.max_position_embeddings,
                                  .created = (long)time(NULL) };
     struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
                              .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads };

@@ -11,7 +11,11 @@
  *   oai_emit.c  struct job events -> OpenAI response JSON / SSE chunks
  *   sched.c     slots, prefix reuse, queue, the scheduler thread
  *   job.c       one request's shared state between its HTTP thread and the scheduler
- *   metrics.c   counters and the Prometheus text of GET /metrics
+ *   metrics.c   counters, latency histograms and the Prometheus text of GET /metrics
+ *   info.c      /v1/models, /tokenize, /detokenize, /props and /slots bodies
+ *   cors.c      the --cors origins
+ *   reqlog.c    the log line of each request
+ *   chat_page.html  the web chat page at GET /, compiled in
  *
  * Lifetime: serve_new() loads and binds; serving runs on internal threads until
  * serve_shutdown(), which stops accepting, lets in-flight requests finish (up
@@ -51,6 +55,9 @@ struct serve_opts {
     int max_conns;              /* open connections in all; 0 = SERVE_MAX_CONNS (less if the fd limit is lower) */
     int max_conns_per_addr;     /* open connections from one client address; 0 = SERVE_MAX_CONNS_PER_ADDR */
     const char *api_key;        /* NULL or "" = no auth */
+    const char *alias;          /* the model id clients send; NULL = the model directory's last component */
+    const char *cors;           /* NULL = no CORS; "*" or comma-separated origins (serve/cors.h) */
+    int log_prompts;            /* the per-request log line also holds prompt and reply text */
     int n_threads;              /* 0 = OpenMP default */
     const char *ram;            /* weights budget (colibri_model_opts.ram), or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
@@ -64,7 +71,8 @@ typedef struct serve serve;
 int  serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *err);
 /* The bound port (useful with opts.port == 0). */
 int  serve_port(const serve *sv);
-/* The model id served on /v1/models (the model directory's last component). */
+/* The model id served on /v1/models (opts.alias, else the model directory's
+ * last component). */
 const char *serve_model_id(const serve *sv);
 /* Stops accepting, drains or cancels in-flight requests, joins threads. */
 void serve_shutdown(serve *sv);

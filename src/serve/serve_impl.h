@@ -9,10 +9,13 @@
 
 #include <stdatomic.h>
 
+#include "serve/cors.h"
 #include "serve/metrics.h"
 #include "serve/oai.h"
 #include "serve/sched.h"
 #include "serve/serve.h"
+
+#define SERVE_ID_CAP 256        /* bytes of a model id, with its NUL */
 
 struct MHD_Daemon;
 struct conn_watch;
@@ -21,8 +24,9 @@ struct serve {
     struct serve_opts o;
     colibri_model *model;
     colibri_tokenizer *tok;
-    char model_id[256];
+    char model_id[SERVE_ID_CAP];
     struct oai_model om;
+    struct serve_cors cors;
     struct metrics met;
     struct sched *sched;
     struct MHD_Daemon *daemon;

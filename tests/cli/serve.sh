@@ -1,17 +1,19 @@
 #!/bin/sh
-# colibri serve: starts two servers on free loopback ports over a test model
+# colibri serve: starts three servers on free loopback ports over a test model
 # (an oracle fixture plus a small tokenizer, tests/serve/make_test_model.py),
-# runs tests/serve/test_serve.py against them with the official openai client,
-# then checks that SIGTERM drains an in-flight stream and exits 0. Bounded in
-# time; kills what it started on every exit path.
+# runs tests/serve/test_serve.py (the API, with the official openai client) and
+# tests/serve/test_ops.py (alias, CORS, HEAD, tokenize, props, slots, the
+# request log, histograms) against them, then checks that SIGTERM drains an
+# in-flight stream and exits 0. Bounded in time; kills what it started on
+# every exit path.
 set -u
 COLIBRI=${COLIBRI:-build/colibri}
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d)
-pid_a=""; pid_b=""; pid_c=""; pid_d=""
+pid_a=""; pid_b=""; pid_c=""; pid_d=""; pid_e=""
 
 cleanup() {
-    for p in $pid_a $pid_b $pid_c $pid_d; do kill -9 "$p" 2>/dev/null; done
+    for p in $pid_a $pid_b $pid_c $pid_d $pid_e; do kill -9 "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -19,8 +21,8 @@ trap 'exit 1' INT TERM
 
 fail() { echo "serve.sh: $*"; for f in "$tmp"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
 
-if ! "$PY" -c 'import openai' 2>/dev/null; then
-    fail "python package 'openai' missing (pip install -r tests/requirements.txt)"
+if ! "$PY" -c 'import openai, prometheus_client' 2>/dev/null; then
+    fail "python package 'openai' or 'prometheus_client' missing (pip install -r tests/requirements.txt)"
 fi
 "$PY" tests/serve/make_test_model.py tests/oracle/deepseek_v3_tiny "$tmp/test-model" || fail "make_test_model"
 
@@ -55,29 +57,44 @@ stop() {
 
 out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --kv nonsense 2>&1); rc=$?
 [ "$rc" -ne 0 ] && echo "$out" | grep -q "nonsense" || fail "--kv nonsense accepted ($rc): $out"
+for bad in "ftp://x.test" "http://x.test/path" "," "http://a.test,nope"; do
+    out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --cors "$bad" 2>&1); rc=$?
+    [ "$rc" -ne 0 ] && echo "$out" | grep -q -- "--cors" || fail "--cors '$bad' accepted ($rc): $out"
+done
+out=$("$COLIBRI" serve -m "$tmp/test-model" --port 0 --alias "a b" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && echo "$out" | grep -q -- "--alias 'a b'" || fail "--alias 'a b' accepted ($rc): $out"
 
 keyarg="--api-key test-key"
-start a --slots 4 --max-body 64 --chat-template tests/tok/chat/deepseek_v3.jinja
-start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16 --reasoning-format none
+cors_a="http://example.test,http://localhost:3000"
+start a --slots 4 --max-body 64 --chat-template tests/tok/chat/deepseek_v3.jinja --cors "$cors_a"
+start b --slots 1 --queue 1 --step-delay-ms 20 --kv bf16 --reasoning-format none --log-prompts
+start e --slots 1 --alias my/model-x --cors '*' --ctx 192
 export SERVE_URL="http://127.0.0.1:$port_a" SERVE_URL_B="http://127.0.0.1:$port_b"
-export SERVE_KEY=test-key SERVE_MODEL=test-model
+export SERVE_URL_E="http://127.0.0.1:$port_e" SERVE_CORS_A="$cors_a"
+export SERVE_KEY=test-key SERVE_MODEL=test-model SERVE_MODEL_DIR="$tmp/test-model"
+export SERVE_LOG_A="$tmp/a.log" SERVE_LOG_B="$tmp/b.log"
 timeout 150 "$PY" tests/serve/test_serve.py || fail "tests/serve/test_serve.py failed"
+timeout 120 "$PY" tests/serve/test_ops.py || fail "tests/serve/test_ops.py failed"
 stop a
 stop b
+stop e
 
 # SIGTERM during a stream: the stream completes ([DONE]) and the server exits 0.
 # This server takes its key from the environment.
 keyarg=""
 export COLIBRI_API_KEY=test-key
-start c --slots 1 --step-delay-ms 10
+start c --slots 1 --step-delay-ms 10 --served-model-name served-name
 unset COLIBRI_API_KEY
 code=$("$PY" -c "
-import urllib.request, urllib.error
+import json, urllib.request, urllib.error
 try:
     urllib.request.urlopen('http://127.0.0.1:$port_c/v1/models', timeout=10); print(200)
 except urllib.error.HTTPError as e:
-    print(e.code)")
-[ "$code" = 401 ] || fail "COLIBRI_API_KEY not enforced: GET /v1/models without a key gave $code"
+    print(e.code)
+r = urllib.request.Request('http://127.0.0.1:$port_c/v1/models', headers={'Authorization': 'Bearer test-key'})
+print(json.loads(urllib.request.urlopen(r, timeout=10).read())['data'][0]['id'])")
+[ "$code" = "401
+served-name" ] || fail "COLIBRI_API_KEY not enforced or --served-model-name not used: $code"
 "$PY" - "$port_c" >"$tmp/drain.out" 2>&1 <<'EOF' &
 import json, sys, urllib.request
 body = json.dumps({"prompt": [5, 6, 7], "max_tokens": 60, "temperature": 0, "stream": True}).encode()

@@ -458,13 +458,13 @@ def test_metrics_text():
     before = metrics()
     complete("Hello, world!", max_tokens=3)
     after = metrics()
-    for name in ("colibri_queue_depth", "colibri_slots_busy", "colibri_slots_total", "colibri_kv_bytes",
+    for name in ("colibri_queue_depth", "colibri_slots_busy", "colibri_slots", "colibri_kv_bytes",
                  "colibri_prompt_tokens_total", "colibri_generated_tokens_total"):
         check(name in after, f"{name} missing")
     key = 'colibri_requests_total{endpoint="completions"}'
     check(after[key] == before[key] + 1, f"{key}: {before[key]} -> {after[key]}")
     check(after["colibri_generated_tokens_total"] > before["colibri_generated_tokens_total"], "no tokens counted")
-    check(after["colibri_slots_total"] == 4 and after["colibri_kv_bytes"] > 0, f"{after}")
+    check(after["colibri_slots"] == 4 and after["colibri_kv_bytes"] > 0, f"{after}")
 
 
 # ------------------------------------------------------------------ queue, disconnect (server B)
@@ -841,8 +841,9 @@ def test_reasoning_content_split():
 
 # ------------------------------------------------------------------ runner
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+def main(namespace=None):
+    """Runs the test_* functions of namespace (default: this module's)."""
+    tests = [(n, f) for n, f in (namespace or globals()).items() if n.startswith("test_") and callable(f)]
     only = sys.argv[1:]
     passed = failed = 0
     for name, fn in tests:
