@@ -69,13 +69,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# Generated into $(BUILD)/gen for the server (src/serve/page.c): the build's
-# description, rewritten only when it changes so that nothing rebuilds
-# needlessly.
+# Generated into $(BUILD)/gen for the server (src/serve/page.c): the chat page
+# as a C array, and the build's description (rewritten only when it changes,
+# so that nothing rebuilds needlessly).
+$(BUILD)/gen/chat_page.h: src/serve/chat_page.html tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh serve_chat_page $< >$@.tmp && mv $@.tmp $@
 $(BUILD)/gen/build_info.h: FORCE
 	@mkdir -p $(dir $@)
 	@sh tools/build_info.sh "$(CC)" "$(OPT) $(MARCH)" >$@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
-$(BUILD)/src/serve/page.o: $(BUILD)/gen/build_info.h
+$(BUILD)/src/serve/page.o: $(BUILD)/gen/build_info.h $(BUILD)/gen/chat_page.h
 $(BUILD)/src/serve/page.o: CFLAGS += -I$(BUILD)/gen
 FORCE:
 

@@ -4,8 +4,11 @@
 #   sh tools/deps.sh          Debian packages for building and running colibri
 #   sh tools/deps.sh --test   also the Python packages the tests use
 #   sh tools/deps.sh --fuzz   only clang, libFuzzer and clang's OpenMP, for `make fuzz`
+#   sh tools/deps.sh --browser  only Chromium, for the chat page's browser test
+#                             (tests/cli/serve_page.sh; skipped without it)
 PKGS="build-essential libcjson-dev libpcre2-dev libxxhash-dev libmicrohttpd-dev"
 [ "${1:-}" = --fuzz ] && PKGS="clang libclang-rt-dev libomp-dev"
+[ "${1:-}" = --browser ] && PKGS="chromium"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -23,6 +26,10 @@ if [ -n "$missing" ]; then
 fi
 if [ "${1:-}" = --fuzz ]; then   # the Debian packages are all it takes
     command -v clang >/dev/null 2>&1 || { echo "clang not found after installing it" >&2; exit 1; }
+    exit 0
+fi
+if [ "${1:-}" = --browser ]; then
+    command -v chromium >/dev/null 2>&1 || { echo "chromium not found after installing it" >&2; exit 1; }
     exit 0
 fi
 [ "${1:-}" = --test ] || exit 0

@@ -44,7 +44,7 @@
 #define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
 
 enum route {
-    R_NONE = 0, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_PROPS, R_SLOTS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE = 0, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_PROPS, R_SLOTS, R_TOKENIZE, R_DETOKENIZE,
     R_COMPLETIONS, R_CHAT, R_COUNT
 };
 
@@ -340,6 +340,13 @@ static enum MHD_Result do_detokenize(struct serve *sv, struct MHD_Connection *c,
     return respond_json(sv, rq, c, 200, out);
 }
 
+static enum MHD_Result do_page(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    size_t n;
+    const char *html = serve_page_html(&n);
+    return respond_n(sv, rq, c, 200, "text/html; charset=utf-8", html, n);
+}
+
 static enum MHD_Result do_health(struct serve *sv, struct MHD_Connection *c, struct req *rq)
 {
     if (atomic_load(&sv->stopping))
@@ -357,6 +364,7 @@ struct route_def {
 
 static const struct route_def ROUTES[R_COUNT] = {
     [R_NONE] = { "", "", 0, METRICS_EP_OTHER, 0, NULL },
+    [R_PAGE] = { "/", "GET", 0, METRICS_EP_PAGE, 0, do_page },
     [R_HEALTH] = { "/health", "GET", 0, METRICS_EP_HEALTH, 0, do_health },
     [R_MODELS] = { "/v1/models", "GET", 0, METRICS_EP_MODELS, 1, do_models },
     [R_MODEL] = { "/v1/models/", "GET", 1, METRICS_EP_MODELS, 1, do_model },

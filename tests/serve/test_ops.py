@@ -15,6 +15,7 @@ Prints one line per test and "N passed, N failed"; exits 1 on any failure.
 import http.client
 import json
 import os
+import re
 import sys
 import time
 
@@ -316,6 +317,25 @@ def test_request_log_with_prompts():
     ln = line[-1]
     reply = json.dumps(r.choices[0].message.content or "", ensure_ascii=False)
     check(" prompt=\"" in ln and f" reply={reply}" in ln, ln)
+
+
+# ------------------------------------------------------------------ the chat page
+
+def test_chat_page_served():
+    st, h, body = request("GET", "/", headers={"Authorization": None})
+    check(st == 200 and h.get("content-type", "").startswith("text/html"), f"{st} {h}")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "serve", "chat_page.html"), "rb") as f:
+        check(body == f.read(), "the page served is not src/serve/chat_page.html (stale build?)")
+    text = body.decode()
+    for bad in ("http://", "https://", " src=", "@import", "url("):
+        check(bad not in text, f"the page refers to something outside itself: {bad!r}")
+    hrefs = re.findall(r'href="([^"]*)"', text)
+    check(all(h.startswith("data:") for h in hrefs), f"links out of the page: {hrefs}")
+    for needed in ("/v1/chat/completions", "AbortController", "include_usage", "id=\"system\"",
+                   "id=\"temperature\"", "id=\"top_p\"", "id=\"max_tokens\"", "id=\"stop\""):
+        check(needed in text, f"{needed!r} missing from the page")
+    st, h, hb = request("HEAD", "/", headers={"Authorization": None})
+    check(st == 200 and hb == b"" and h.get("content-length") == str(len(body)), f"HEAD /: {st} {h}")
 
 
 # ------------------------------------------------------------------ timings
