@@ -74,7 +74,7 @@ int cmd_serve(int argc, char **argv)
         "POST /v1/completions, POST /v1/chat/completions (streaming or not); llama-server's\n"
         "POST /tokenize and /detokenize, GET /props and /slots; GET /health, GET /metrics\n"
         "(Prometheus, with latency histograms). Every GET answers HEAD; OPTIONS answers CORS\n"
-        "preflights when --cors is given. One line per request goes to stderr.\n"
+        "preflights when --cors is given. GET / is a web chat page. One line per request goes to stderr.\n"
         "Requests go to the free slot whose cache shares the longest prefix with the prompt;\n"
         "busy slots advance together in one batched forward per scheduler step. SIGTERM or SIGINT stops\n"
         "accepting, lets running requests finish (--drain), and exits 0.",

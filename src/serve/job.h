@@ -79,7 +79,7 @@ struct job {
     struct job_event *ev;
     int n_ev, cap_ev;
     enum job_finish finish;     /* JOB_RUNNING until done */
-    int n_cached;               /* prompt tokens reused from the slot's cache */
+    int n_cached;               /* prompt tokens reused from the slot's cache (set when a slot takes the job) */
     int n_gen;                  /* tokens sampled (an end-of-generation token included) */
     int err_status;             /* HTTP status for JOB_FIN_ERROR */
     char err_msg[256];

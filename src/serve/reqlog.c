@@ -48,7 +48,9 @@ char *serve_reqlog_format(const struct serve_reqlog *r)
         int out = 0;
         for (int i = 0; i < j->n_ev; i++) out += j->ev[i].id >= 0;
         if (j->finish != JOB_RUNNING && j->n_gen > out) out = j->n_gen;  /* an end-of-generation token has no event */
-        sb_printf(&b, " in=%d cached=%d out=%d finish=%s", j->n_prompt, j->n_cached, out, job_finish_name(j->finish));
+        /* still running when its request ended: the client left, and leaving cancels it */
+        const char *fin = j->finish == JOB_RUNNING ? "cancelled" : job_finish_name(j->finish);
+        sb_printf(&b, " in=%d cached=%d out=%d finish=%s", j->n_prompt, j->n_cached, out, fin);
         if (j->t_first > 0) sb_printf(&b, " ttft_ms=%.1f", (j->t_first - j->t_submit) * 1e3);
         sb_printf(&b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
         if (r->log_texts) {

@@ -4,7 +4,8 @@
  *   [serve] GET /health 200 total_ms=0.1
  *
  * in/cached/out are prompt tokens, prompt tokens reused from the slot's cache
- * and generated tokens; ttft_ms is arrival to first token. Texts are logged
+ * and generated tokens; finish is stop, length, error or cancelled (also
+ * when the client left before the end); ttft_ms is arrival to first token. Texts are logged
  * only when asked (--log-prompts), as JSON strings: prompt="..." (the
  * prompt's tokens decoded) reply="...". Method and path are cut at 200 bytes
  * and anything unprintable in them is written as \xNN, so a client cannot

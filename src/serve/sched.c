@@ -179,6 +179,9 @@ static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
     colibri_gen_get_stats(sl->gen, &st);
     atomic_fetch_add(&s->met->prompt_tokens, (uint64_t)j->n_prompt);
     atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)st.n_cached);
+    pthread_mutex_lock(&j->mu);     /* known now; the log of a request that ends early shows it */
+    j->n_cached = st.n_cached;
+    pthread_mutex_unlock(&j->mu);
 }
 
 static uint64_t now_ns(void)

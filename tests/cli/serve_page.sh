@@ -22,6 +22,7 @@ if [ "$found" -ne 0 ]; then
     exit 77
 fi
 "$PY" tests/serve/make_test_model.py tests/oracle/deepseek_v3_tiny "$tmp/test-model" >/dev/null || fail "make_test_model"
+: >"$tmp/s.log"      # exists before the server opens it, for the port loop below
 "$COLIBRI" serve -m "$tmp/test-model" --host 127.0.0.1 --port 0 --threads 1 --slots 2 --api-key page-key \
     --step-delay-ms 15 >"$tmp/s.log" 2>&1 &
 pid=$!
@@ -44,4 +45,8 @@ pid=""
 [ "$rc" -eq 77 ] && exit 77
 [ "$rc" -eq 0 ] || fail "tests/serve/test_page.py failed ($rc)"
 [ "$src" -eq 0 ] || fail "the server exited $src after SIGTERM"
+if grep -q -E "runtime error|AddressSanitizer|LeakSanitizer|ThreadSanitizer" "$tmp/s.log"; then
+    fail "sanitizer report in the server log"
+fi
+grep -q "POST /v1/chat/completions 200 .*finish=cancelled" "$tmp/s.log" || fail "Stop did not cancel on the server"
 echo "serve_page: all passed (screenshot: $BUILD/test-output/chat_page.png)"
