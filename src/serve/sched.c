@@ -58,13 +58,23 @@ struct sched {
 
 /* ------------------------------------------------------------ text output */
 
-/* A malloc'd NUL-terminated copy of text[0..n) for a job event. */
-static char *event_text(const char *text, size_t n)
+/* A malloc'd NUL-terminated copy of text[0..n) for a job event, its length
+ * in *len. A generated U+0000 (a byte-level token for byte 0) becomes U+FFFD:
+ * every response carries text through cJSON, whose strings end at the first
+ * NUL, so it would silently cut off the rest of the reply (and of a stream
+ * chunk, by as much as the chunk happened to hold). */
+static char *event_text(const char *text, size_t n, size_t *len)
 {
-    char *p = malloc(n + 1);
+    size_t nul = 0;
+    for (size_t i = 0; i < n; i++) nul += text[i] == 0;
+    char *p = malloc(n + 2 * nul + 1), *q = p;
     if (!p) return NULL;
-    memcpy(p, text, n);
-    p[n] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i]) *q++ = text[i];
+        else q = memcpy(q, "\xEF\xBF\xBD", 3), q += 3;
+    }
+    *q = 0;
+    *len = (size_t)(q - p);
     return p;
 }
 
@@ -135,10 +145,7 @@ static void slot_finish(struct sched *s, struct slot *sl, const char *tail, size
         atomic_fetch_add(&s->met->cancelled, 1);
     } else {
         struct job_event ev = { .id = -1 };
-        if (tail_len && (ev.text = event_text(tail, tail_len))) {
-            ev.len = tail_len;
-            job_push(j, &ev);
-        }
+        if (tail_len && (ev.text = event_text(tail, tail_len, &ev.len))) job_push(j, &ev);
         atomic_fetch_add(&s->met->finished, 1);
     }
     job_finish(j, fin, st.n_cached, st.n_generated);
@@ -227,9 +234,9 @@ static void slot_sample(struct sched *s, struct slot *sl)
      * event. (A step of several tokens, as speculative decoding will make,
      * needs the logits of each position for its logprobs.) */
     if (st.n_tokens == 1 && st.end != COLIBRI_GEN_END_EOS) {
-        struct job_event ev = { .id = st.tokens[0], .len = st.len };
+        struct job_event ev = { .id = st.tokens[0] };
         if (j->p.logprobs) fill_logprobs(colibri_gen_logits(sl->gen), s->n_vocab, &ev, j->p.n_top);
-        ev.text = event_text(st.text, st.len);
+        ev.text = event_text(st.text, st.len, &ev.len);
         if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return; }
     }
     if (st.end != COLIBRI_GEN_END_NONE) slot_finish(s, sl, st.tail, st.tail_len);
