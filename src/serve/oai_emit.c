@@ -260,7 +260,7 @@ static void reasoning_split(const struct job *j, int k, int final, struct sbuf *
     if (!j->p.think_open) {
         size_t left = n - p;
         if (left >= 7 && !memcmp(s + p, "<think>", 7)) p += 7;
-        else if (!final && !memcmp(s + p, "<think>", left)) { rs->r0 = rs->r1 = rs->c0 = rs->safe = 0; return; }
+        else if (!final && left < 7 && !memcmp(s + p, "<think>", left)) { rs->r0 = rs->r1 = rs->c0 = rs->safe = 0; return; }
         else { *rs = (struct rsplit){ .on = 0, .safe = n }; return; }   /* no reasoning: all content */
     }
     rs->r0 = p;
