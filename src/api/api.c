@@ -8,6 +8,7 @@
 
 #include "api/internal.h"
 #include "base/err.h"
+#include "colibri_dev.h"
 #include "kv/codec.h"
 #include "model/convert.h"
 #include "model/forward.h"

@@ -1,7 +1,8 @@
-/* api/bench_api.c - the benchmarks section of include/colibri.h. */
+/* api/bench_api.c - the benchmarks section of include/colibri_dev.h. */
 #include <string.h>
 
 #include "colibri.h"
+#include "colibri_dev.h"
 #include "kv/attn_bench.h"
 
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,

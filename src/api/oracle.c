@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "colibri_dev.h"
 #include "io/safetensors.h"
 
 #define ORACLE_MAX_DLOGIT 1e-4
