@@ -17,6 +17,7 @@
 
 #include "base/util.h"
 #include "check.h"
+#include "fileio_fault.h"
 #include "kv/fileio.h"
 #include "model/convert.h"
 #include "quant/format.h"
