@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "base/util.h"
+#include "quant/format.h"
 #include "quant/qtensor.h"
 #ifndef GEMM_NO_BF16ACT             /* building against a library without it */
 #include "quant/bf16act.h"
@@ -82,7 +83,9 @@ int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 256, rows = argc > 2 ? atoi(argv[2]) : 1024;
     int reps = argc > 3 ? atoi(argv[3]) : 5;
-    const char *list = argc > 4 ? argv[4] : "f32,bf16,f16,q8,q4,q4g32,q4g64,q4g128,fp8b";
+    char every_fmt[256];
+    quant_fmt_names(every_fmt, sizeof every_fmt, ",");
+    const char *list = argc > 4 ? argv[4] : every_fmt;
     const int cols = 7168;
     int isa = quant_isa_best();
     if (argc > 5) {

@@ -51,7 +51,7 @@ typedef struct colibri_model colibri_model;
 
 struct colibri_model_opts {
     int n_threads;              /* 0 = OpenMP default */
-    /* Weight formats, by name (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b);
+    /* Weight formats, by name (colibri_weight_format_names lists them);
      * NULL keeps each tensor as stored (fp8 checkpoints run as shipped). */
     const char *experts_fmt;    /* routed experts */
     const char *dense_fmt;      /* attention, shared experts, dense MLPs */
@@ -121,9 +121,9 @@ typedef struct colibri_session colibri_session;
 
 struct colibri_session_opts {
     int n_ctx;                  /* 0 = the model's max_position_embeddings */
-    /* KV-cache tier by name: f32 (NULL, the reference) bf16 fp8 int8r q4_0
-     * tq4 tq3 tq2 polar4 polar3; and the RoPE part's precision: f32 bf16 fp8
-     * int8 (NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
+    /* KV-cache tier by name (colibri_kv_tier_names lists them; NULL is f32,
+     * the reference); and the RoPE part's precision (colibri_kv_rope_names;
+     * NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
     const char *kv_tier;
     const char *kv_rope;
     /* Decode attention on int8/int4/fp8 tiers with integer dot products
@@ -173,6 +173,15 @@ int64_t colibri_session_bytes(const colibri_session *s);
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err);
 
 int colibri_model_vocab(const colibri_model *m);
+
+/* The names colibri_model_opts' formats, colibri_session_opts.kv_tier and
+ * .kv_rope accept, in a fixed order joined by sep (e.g. " " or ","), written
+ * to buf[n] as snprintf would: NUL-terminated when n > 0, cut at n - 1 bytes.
+ * Each returns the length of the whole list; a result >= n means buf was too
+ * small. Thread-safe. */
+size_t colibri_weight_format_names(char *buf, size_t n, const char *sep);
+size_t colibri_kv_tier_names(char *buf, size_t n, const char *sep);
+size_t colibri_kv_rope_names(char *buf, size_t n, const char *sep);
 
 /* ------------------------------------------------------------ conversion */
 

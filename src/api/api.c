@@ -28,10 +28,12 @@ static int parse_formats(const struct colibri_model_opts *opts, struct model_loa
     };
     for (int i = 0; i < 3; i++) {
         if (!fmts[i].name) continue;
-        if ((*fmts[i].dest = quant_fmt_from_name(fmts[i].name)) < 0)
-            return err_set(err, COLIBRI_EINVAL,
-                           "--%s: unknown weight format '%s' (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b)",
-                           fmts[i].opt, fmts[i].name);
+        if ((*fmts[i].dest = quant_fmt_from_name(fmts[i].name)) < 0) {
+            char names[256];
+            quant_fmt_names(names, sizeof names, " ");
+            return err_set(err, COLIBRI_EINVAL, "--%s: unknown weight format '%s' (%s)", fmts[i].opt,
+                           fmts[i].name, names);
+        }
     }
     *out = lo;
     return 0;

@@ -86,3 +86,29 @@ char *read_file_all(const char *path, size_t *len)
     if (len) *len = n;
     return buf;
 }
+
+static void append(char *buf, size_t n, size_t *len, const char *s)
+{
+    size_t m = strlen(s);
+    if (*len + 1 < n) {
+        size_t c = m < n - 1 - *len ? m : n - 1 - *len;
+        memcpy(buf + *len, s, c);
+        buf[*len + c] = 0;
+    }
+    *len += m;
+}
+
+size_t base_join_names(char *buf, size_t n, const char *sep, int count, const char *(*name)(int i))
+{
+    size_t len = 0;
+    int first = 1;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < count; i++) {
+        const char *s = name(i);
+        if (!s) continue;
+        if (!first) append(buf, n, &len, sep);
+        append(buf, n, &len, s);
+        first = 0;
+    }
+    return len;
+}

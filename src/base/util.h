@@ -27,4 +27,10 @@ void progress_end(struct progress *p);
  * (errno set). *len receives the byte count (without the NUL). */
 char *read_file_all(const char *path, size_t *len);
 
+/* Writes name(0), ..., name(count - 1) joined by sep into buf[n] as snprintf
+ * would: NUL-terminated when n > 0, cut at n - 1 bytes. A NULL name (a
+ * retired table entry) is skipped. Returns the length of the whole list, so
+ * a result >= n means buf was too small. For the name lists of traits tables. */
+size_t base_join_names(char *buf, size_t n, const char *sep, int count, const char *(*name)(int i));
+
 #endif

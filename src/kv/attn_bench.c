@@ -68,7 +68,10 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
     for (int k = 0; k < nheads; k++)
         if (heads[k] < 1) return err_set(err, COLIBRI_EINVAL, "attention bench: heads %d must be positive", heads[k]);
     int tlist[KV_TIER_COUNT], ntiers = 0, have_f32 = 0;
-    {
+    if (!o->tiers) {
+        for (int t = 0; t < KV_TIER_COUNT; t++) tlist[ntiers++] = t;
+        have_f32 = 1;
+    } else {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", o->tiers);
         char *save = NULL;

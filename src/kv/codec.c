@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "kv/attn_kern.h"
 #include "kv/codec_impl.h"
 
@@ -76,6 +77,19 @@ int kv_rope_from_name(const char *name)
     for (int p = 0; p < KV_ROPE_COUNT; p++)
         if (name && strcmp(name, KV_ROPE_NAMES[p]) == 0) return p;
     return -1;
+}
+
+static const char *tier_name_at(int t) { return KV_TRAITS[t].name; }
+static const char *rope_name_at(int p) { return KV_ROPE_NAMES[p]; }
+
+size_t kv_tier_names(char *buf, size_t n, const char *sep)
+{
+    return base_join_names(buf, n, sep, KV_TIER_COUNT, tier_name_at);
+}
+
+size_t kv_rope_names(char *buf, size_t n, const char *sep)
+{
+    return base_join_names(buf, n, sep, KV_ROPE_COUNT, rope_name_at);
 }
 
 enum kv_tier kv_rope_tier(enum kv_rope_prec p)
