@@ -2,12 +2,12 @@
 # Every header stands alone (style rule 7): each one, included twice as the
 # only lines of a .c file, compiles without a diagnostic; and it opens with a
 # comment (its contract).
-#   sh tools/check_headers.sh [ROOT...]   default: include src tests/unit
+#   sh tools/check_headers.sh [ROOT...]   default: include src tests/unit tests/fuzz
 # A header under ROOT is included by its path relative to ROOT, as the code
 # includes it ("kv/codec.h"). CC defaults to cc. Prints each failing header
 # with the compiler's message; exits 1 if any failed.
 CC=${CC:-cc}
-[ $# -gt 0 ] || set -- include src tests/unit
+[ $# -gt 0 ] || set -- include src tests/unit tests/fuzz
 FLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wshadow -Werror -fsyntax-only"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 bad=0; n=0

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Every header of include/, src/ and tests/unit/ compiles as the only include
-# of a .c file (tools/check_headers.sh); and the check fails, naming the
-# header, on one that needs an include it lacks or has no opening comment.
+# Every header of include/, src/, tests/unit/ and tests/fuzz/ compiles as the
+# only include of a .c file (tools/check_headers.sh); and the check fails,
+# naming the header, on one that needs an include it lacks or has no opening
+# comment.
 set -eu
 sh tools/check_headers.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
