@@ -57,18 +57,18 @@ static void read_probe(size_t bytes, int reps)
 {
     static volatile uint64_t sink;
     size_t nw = bytes / 8;
-    uint64_t *b = xalloc(nw * 8);
+    uint64_t *b = base_xalloc(nw * 8);
     if (!b) return;
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < nw; i++) b[i] = i;
     double t[100], tc[100];
     for (int r = 0; r < reps; r++) {
-        double t0 = now_sec(), c0 = cpu_sec();
+        double t0 = base_now_sec(), c0 = cpu_sec();
         uint64_t sum = 0;
         #pragma omp parallel for schedule(static) reduction(+ : sum)
         for (size_t i = 0; i < nw; i++) sum += b[i];
         sink += sum;
-        t[r] = now_sec() - t0;
+        t[r] = base_now_sec() - t0;
         tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
     }
     qsort(t, reps, sizeof t[0], cmp_d);
@@ -95,8 +95,8 @@ int main(int argc, char **argv)
         if (isa < 0 || !quant_isa_available(isa)) { fprintf(stderr, "level %s not available\n", argv[5]); return 2; }
     }
     if (n <= 0 || rows <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
-    float *w = xalloc((size_t)rows * cols * sizeof(float)), *x = xalloc((size_t)n * cols * sizeof(float));
-    float *y = xalloc((size_t)n * rows * sizeof(float));
+    float *w = base_xalloc((size_t)rows * cols * sizeof(float)), *x = base_xalloc((size_t)n * cols * sizeof(float));
+    float *y = base_xalloc((size_t)n * rows * sizeof(float));
     if (!w || !x || !y) { fprintf(stderr, "out of memory\n"); return 1; }
     for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
     for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
@@ -121,9 +121,9 @@ int main(int argc, char **argv)
         if (PRODUCT()) return 1;                                     /* warm-up */
         double t[100], tc[100];
         for (int r = 0; r < reps; r++) {
-            double t0 = now_sec(), c0 = cpu_sec();
+            double t0 = base_now_sec(), c0 = cpu_sec();
             PRODUCT();
-            t[r] = now_sec() - t0;
+            t[r] = base_now_sec() - t0;
             tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
         }
         qsort(t, reps, sizeof t[0], cmp_d);

@@ -123,18 +123,18 @@ int kv_codec_init(struct kv_codec *c, enum kv_tier t, int dim, uint64_t seed,
 {
     memset(c, 0, sizeof *c);
     if ((unsigned)t >= KV_TIER_COUNT)
-        return err_set(err, COLIBRI_EINVAL, "kv codec: unknown tier %d", (int)t);
+        return base_err_set(err, COLIBRI_EINVAL, "kv codec: unknown tier %d", (int)t);
     const struct kv_codec_traits *tr = &KV_TRAITS[t];
     if (dim <= 0 || dim > KV_DIM_MAX)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d out of range 1..%d",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d out of range 1..%d",
                        tr->name, dim, KV_DIM_MAX);
     if (dim % tr->dim_multiple)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d is not a multiple of %d",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d is not a multiple of %d",
                        tr->name, dim, tr->dim_multiple);
     if (tr->rot != KV_ROT_NONE) {
         int blk = tr->rot == KV_ROT_256 && dim > 256 ? 256 : dim;
         int rc = kv_rot_init(&c->rot, dim, blk, seed, err);
-        if (rc) return err_prefix(err, rc, "kv tier %s", tr->name);
+        if (rc) return base_err_prefix(err, rc, "kv tier %s", tr->name);
     }
     c->tier = t;
     c->dim = dim;
@@ -145,7 +145,7 @@ int kv_codec_init(struct kv_codec *c, enum kv_tier t, int dim, uint64_t seed,
         int rc = tr->init(c, err);
         if (rc) {
             kv_codec_free(c);
-            return err_prefix(err, rc, "kv tier %s, width %d", tr->name, dim);
+            return base_err_prefix(err, rc, "kv tier %s, width %d", tr->name, dim);
         }
     }
     return 0;
