@@ -38,11 +38,16 @@ else
 endif
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
+# Test-only code (the fault-injecting file layer) linked into the test
+# programs, never into libcolibri.a.
+TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libcolibri.a
+TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
+TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
 .PHONY: all test check clean demo deps bench fuzz FORCE
 all: colibri
@@ -82,9 +87,13 @@ $(BUILD)/src/serve/page.o: $(BUILD)/gen/build_info.h $(BUILD)/gen/chat_page.h
 $(BUILD)/src/serve/page.o: CFLAGS += -I$(BUILD)/gen
 FORCE:
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+$(TESTLIB): $(TESTLIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 tests: $(TEST_BIN)
 
@@ -133,4 +142,4 @@ demo:
 clean:
 	rm -rf build colibri
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTLIB_OBJ:.o=.d)

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "base/util.h"
+#include "quant/format.h"
 #include "quant/qtensor.h"
 #ifndef GEMM_NO_BF16ACT             /* building against a library without it */
 #include "quant/bf16act.h"
@@ -56,18 +57,18 @@ static void read_probe(size_t bytes, int reps)
 {
     static volatile uint64_t sink;
     size_t nw = bytes / 8;
-    uint64_t *b = xalloc(nw * 8);
+    uint64_t *b = base_xalloc(nw * 8);
     if (!b) return;
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < nw; i++) b[i] = i;
     double t[100], tc[100];
     for (int r = 0; r < reps; r++) {
-        double t0 = now_sec(), c0 = cpu_sec();
+        double t0 = base_now_sec(), c0 = cpu_sec();
         uint64_t sum = 0;
         #pragma omp parallel for schedule(static) reduction(+ : sum)
         for (size_t i = 0; i < nw; i++) sum += b[i];
         sink += sum;
-        t[r] = now_sec() - t0;
+        t[r] = base_now_sec() - t0;
         tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
     }
     qsort(t, reps, sizeof t[0], cmp_d);
@@ -82,7 +83,9 @@ int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 256, rows = argc > 2 ? atoi(argv[2]) : 1024;
     int reps = argc > 3 ? atoi(argv[3]) : 5;
-    const char *list = argc > 4 ? argv[4] : "f32,bf16,f16,q8,q4,q4g32,q4g64,q4g128,fp8b";
+    char every_fmt[256];
+    quant_fmt_names(every_fmt, sizeof every_fmt, ",");
+    const char *list = argc > 4 ? argv[4] : every_fmt;
     const int cols = 7168;
     int isa = quant_isa_best();
     if (argc > 5) {
@@ -92,8 +95,8 @@ int main(int argc, char **argv)
         if (isa < 0 || !quant_isa_available(isa)) { fprintf(stderr, "level %s not available\n", argv[5]); return 2; }
     }
     if (n <= 0 || rows <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
-    float *w = xalloc((size_t)rows * cols * sizeof(float)), *x = xalloc((size_t)n * cols * sizeof(float));
-    float *y = xalloc((size_t)n * rows * sizeof(float));
+    float *w = base_xalloc((size_t)rows * cols * sizeof(float)), *x = base_xalloc((size_t)n * cols * sizeof(float));
+    float *y = base_xalloc((size_t)n * rows * sizeof(float));
     if (!w || !x || !y) { fprintf(stderr, "out of memory\n"); return 1; }
     for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
     for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
@@ -118,9 +121,9 @@ int main(int argc, char **argv)
         if (PRODUCT()) return 1;                                     /* warm-up */
         double t[100], tc[100];
         for (int r = 0; r < reps; r++) {
-            double t0 = now_sec(), c0 = cpu_sec();
+            double t0 = base_now_sec(), c0 = cpu_sec();
             PRODUCT();
-            t[r] = now_sec() - t0;
+            t[r] = base_now_sec() - t0;
             tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
         }
         qsort(t, reps, sizeof t[0], cmp_d);

@@ -87,12 +87,12 @@ static int cmp_d(const void *a, const void *b)
 static double probe_pass(const uint64_t *buf, size_t n)
 {
     static volatile uint64_t sink;
-    double t0 = now_sec();
+    double t0 = base_now_sec();
     uint64_t s = 0;
     #pragma omp parallel for schedule(static) reduction(+ : s)
     for (size_t i = 0; i < n; i++) s += buf[i];
     sink += s;
-    return now_sec() - t0;
+    return base_now_sec() - t0;
 }
 
 int main(int argc, char **argv)
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
      * interleaved with probe passes, so background load that comes and goes
      * hits both alike, and the ratio uses the medians of the two. */
     size_t pbytes = (size_t)1 << 30, pn = pbytes / 8;
-    uint64_t *pbuf = xalloc(pbytes);
+    uint64_t *pbuf = base_xalloc(pbytes);
     if (!pbuf) { fprintf(stderr, "out of memory\n"); return 1; }
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < pn; i++) pbuf[i] = i;
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
                                 QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
     const int nf = sizeof fmts / sizeof fmts[0];
     double gflops[9][2] = { { 0 } }, incache[9] = { 0 };
-    float *x = xalloc(64 * (size_t)cols * sizeof(float));
+    float *x = base_xalloc(64 * (size_t)cols * sizeof(float));
     for (size_t i = 0; i < 64 * (size_t)cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
 
     for (int fi = 0; fi < nf; fi++) {
@@ -162,9 +162,9 @@ int main(int argc, char **argv)
         size_t rb = quant_fmt_row_bytes(f, cols);
         int rows = (int)((mib << 20) / rb) / 128 * 128;
         size_t nd = quant_fmt_data_bytes(f, rows, cols), ns = quant_fmt_scale_count(f, rows, cols);
-        uint8_t *d = xalloc(nd);
-        float *s = ns ? xalloc(ns * sizeof(float)) : NULL;
-        float *y = xalloc((size_t)64 * rows * sizeof(float));
+        uint8_t *d = base_xalloc(nd);
+        float *s = ns ? base_xalloc(ns * sizeof(float)) : NULL;
+        float *y = base_xalloc((size_t)64 * rows * sizeof(float));
         if (!d || (ns && !s) || !y) { fprintf(stderr, "out of memory\n"); return 1; }
         fill(f, d, nd);
         for (size_t i = 0; i < ns; i++) s[i] = 1e-3f * (float)(1 + next() % 100);
@@ -176,9 +176,9 @@ int main(int argc, char **argv)
         quant_matvec(&W, x, y);                                  /* warm-up */
         for (; it < 16; it++) {
             tp[it] = probe_pass(pbuf, pn);
-            double t0 = now_sec();
+            double t0 = base_now_sec();
             quant_matvec(&W, x, y);
-            t[it] = now_sec() - t0;
+            t[it] = base_now_sec() - t0;
         }
         qsort(t, it, sizeof t[0], cmp_d);
         qsort(tp, it, sizeof tp[0], cmp_d);
@@ -196,9 +196,9 @@ int main(int argc, char **argv)
             quant_matmul(&P, x, n, y);
             double best = 1e30;
             for (int rep = 0; rep < 3; rep++) {
-                double t0 = now_sec();
+                double t0 = base_now_sec();
                 quant_matmul(&P, x, n, y);
-                double dt = now_sec() - t0;
+                double dt = base_now_sec() - t0;
                 if (dt < best) best = dt;
             }
             gflops[fi][bi] = 2.0 * P.rows * cols * n / best / 1e9;
@@ -210,9 +210,9 @@ int main(int argc, char **argv)
         double cbest = 1e30;
         omp_set_num_threads(1);
         for (int rep = 0; rep < 200; rep++) {
-            double t0 = now_sec();
+            double t0 = base_now_sec();
             quant_matvec(&C, x, y);
-            double dt = now_sec() - t0;
+            double dt = base_now_sec() - t0;
             if (dt < cbest) cbest = dt;
         }
         omp_set_num_threads(threads);

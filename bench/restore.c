@@ -64,7 +64,9 @@ static void cpu_name(char *out, size_t n)
 
 int main(int argc, char **argv)
 {
-    const char *dir = "models/colibri-tiny", *tiers_arg = "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3";
+    char every_tier[256];
+    colibri_kv_tier_names(every_tier, sizeof every_tier, ",");
+    const char *dir = "models/colibri-tiny", *tiers_arg = every_tier;
     const char *tmpdir = "/tmp", *out_path = NULL, *ns_arg = NULL;
     int ns[8] = { 512, 4096 }, n_ns = 2, reps = 3, threads = 0;
     const struct opt opts[] = {

@@ -11,13 +11,15 @@
  *  - A model is read-only after load and may be shared by any number of
  *    sessions on any threads. A session is not thread-safe: one thread at a
  *    time per session.
+ *
+ * Developer tools (synthetic models, the attention and compute-peak benchmarks,
+ * the oracle check) are declared in colibri_dev.h, not here.
  */
 #ifndef COLIBRI_H
 #define COLIBRI_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,7 +51,7 @@ typedef struct colibri_model colibri_model;
 
 struct colibri_model_opts {
     int n_threads;              /* 0 = OpenMP default */
-    /* Weight formats, by name (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b);
+    /* Weight formats, by name (colibri_weight_format_names lists them);
      * NULL keeps each tensor as stored (fp8 checkpoints run as shipped). */
     const char *experts_fmt;    /* routed experts */
     const char *dense_fmt;      /* attention, shared experts, dense MLPs */
@@ -119,9 +121,9 @@ typedef struct colibri_session colibri_session;
 
 struct colibri_session_opts {
     int n_ctx;                  /* 0 = the model's max_position_embeddings */
-    /* KV-cache tier by name: f32 (NULL, the reference) bf16 fp8 int8r q4_0
-     * tq4 tq3 tq2 polar4 polar3; and the RoPE part's precision: f32 bf16 fp8
-     * int8 (NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
+    /* KV-cache tier by name (colibri_kv_tier_names lists them; NULL is f32,
+     * the reference); and the RoPE part's precision (colibri_kv_rope_names;
+     * NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
     const char *kv_tier;
     const char *kv_rope;
     /* Decode attention on int8/int4/fp8 tiers with integer dot products
@@ -172,6 +174,15 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 
 int colibri_model_vocab(const colibri_model *m);
 
+/* The names colibri_model_opts' formats, colibri_session_opts.kv_tier and
+ * .kv_rope accept, in a fixed order joined by sep (e.g. " " or ","), written
+ * to buf[n] as snprintf would: NUL-terminated when n > 0, cut at n - 1 bytes.
+ * Each returns the length of the whole list; a result >= n means buf was too
+ * small. Thread-safe. */
+size_t colibri_weight_format_names(char *buf, size_t n, const char *sep);
+size_t colibri_kv_tier_names(char *buf, size_t n, const char *sep);
+size_t colibri_kv_rope_names(char *buf, size_t n, const char *sep);
+
 /* ------------------------------------------------------------ conversion */
 
 /* Rewrites the checkpoint in src_dir into dst_dir with the weight formats of
@@ -183,65 +194,6 @@ struct colibri_convert_report { int shards, shards_reused, tensors; uint64_t byt
 int colibri_convert(const char *src_dir, const char *dst_dir, const struct colibri_model_opts *opts,
                     uint64_t shard_bytes, int show_progress, struct colibri_convert_report *rep,
                     struct colibri_err *err);
-
-/* Writes a model with random weights in the shapes of a preset ("v2-lite":
- * DeepSeek-V2-Lite's 27 layers, hidden 2048, 64 experts top-6, kv_lora 512,
- * with the V3 router; "v3": DeepSeek-V3's; "tiny": a small one for tests),
- * n_layers overriding the preset's layer count when > 0, in the formats of
- * opts (NULL: bf16), as a container like colibri_convert's. */
-int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
-                  uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err);
-
-/* ------------------------------------------------------------ benchmarks */
-
-/* Decode attention alone, per KV tier against f32 in the same run: one
- * absorbed-MLA attention call (one token, one layer) over T cached rows of
- * r latent + dr RoPE values, H heads. Writes a markdown table (time per token
- * per layer, ratio to f32, bytes per row, the machine) to `table`, progress
- * to `progress` (may be NULL). Zeroed fields take the defaults: DeepSeek-V3
- * dims (512 + 64), contexts 1k/8k/32k, 16 and 128 heads, every tier, 0.4 s
- * per cell. */
-struct colibri_attn_bench_opts {
-    int threads;
-    int r, dr;
-    int ctx[8], n_ctx;
-    int heads[4], n_heads;
-    const char *tiers;
-    double min_time;
-    int with_int8;              /* also time the opt-in integer consumers */
-    int cpu_time;               /* process CPU time instead of wall clock */
-};
-int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
-                            struct colibri_err *err);
-
-/* Compute peaks of the instructions the weight kernels use (fp32 FMA, bf16
- * dot, int8 dot), in G op/s on 1 and on `threads` threads (0: all), each
- * thread timed by its own CPU time, about 0.2 s per probe; writes a markdown
- * table to `table`. Instructions this CPU
- * lacks are reported as not available. */
-int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err);
-
-/* ---------------------------------------------------------- verification */
-
-/* Checks one oracle fixture directory (config.json, model.safetensors,
- * reference.json, reference.safetensors as tools/make_oracle.py writes them)
- * against Hugging Face's outputs: teacher-forced argmax agreement at positions
- * whose reference top-2 margin exceeds the fixture's tolerance, the greedy
- * continuation, the largest |logit difference| of prefill against HF, and of
- * token-by-token absorbed decode against prefill. */
-struct colibri_oracle_result {
-    char name[128];
-    int tf_agree, tf_total;     /* argmax agreement over confident positions */
-    int gen_agree, gen_total;   /* greedy tokens reproduced (matching prefix) */
-    double max_dlogit;          /* prefill vs HF, all sequences */
-    double decode_dlogit;       /* absorbed decode vs expanded prefill */
-    int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
-};
-/* mopts (may be NULL) loads the fixture with other weight formats; kv_tier and
- * kv_rope (may be NULL) run it on a quantized KV cache. */
-int colibri_oracle_check(const char *fixture_dir, const struct colibri_model_opts *mopts,
-                         const char *kv_tier, const char *kv_rope,
-                         struct colibri_oracle_result *res, struct colibri_err *err);
 
 /* ============================================================ tokenizer
  * A model's own tokenizer (byte-level BPE from tokenizer.json) and chat

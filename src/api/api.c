@@ -8,6 +8,7 @@
 
 #include "api/internal.h"
 #include "base/err.h"
+#include "colibri_dev.h"
 #include "kv/codec.h"
 #include "model/convert.h"
 #include "model/forward.h"
@@ -27,10 +28,12 @@ static int parse_formats(const struct colibri_model_opts *opts, struct model_loa
     };
     for (int i = 0; i < 3; i++) {
         if (!fmts[i].name) continue;
-        if ((*fmts[i].dest = quant_fmt_from_name(fmts[i].name)) < 0)
-            return err_set(err, COLIBRI_EINVAL,
-                           "--%s: unknown weight format '%s' (f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b)",
-                           fmts[i].opt, fmts[i].name);
+        if ((*fmts[i].dest = quant_fmt_from_name(fmts[i].name)) < 0) {
+            char names[256];
+            quant_fmt_names(names, sizeof names, " ");
+            return base_err_set(err, COLIBRI_EINVAL, "--%s: unknown weight format '%s' (%s)", fmts[i].opt,
+                           fmts[i].name, names);
+        }
     }
     *out = lo;
     return 0;
@@ -50,7 +53,7 @@ static int parse_size(const char *s, int64_t *out, struct colibri_err *err)
     if (*end == 'i' && unit > 1) end++;
     if (*end == 'B' || *end == 'b') end++;
     if (end == s || *end || errno || !(v > 0) || v * unit > 9.0e18)
-        return err_set(err, COLIBRI_EINVAL, "--ram: '%s' is not a positive size (e.g. 12G, 512M, 900K)", s);
+        return base_err_set(err, COLIBRI_EINVAL, "--ram: '%s' is not a positive size (e.g. 12G, 512M, 900K)", s);
     *out = (int64_t)(v * unit);
     return 0;
 }
@@ -58,14 +61,14 @@ static int parse_size(const char *s, int64_t *out, struct colibri_err *err)
 int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
                        struct colibri_err *err)
 {
-    if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
+    if (!dir || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_model_load: dir and out are required");
     if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
     struct model_load_opts lo;
     int rc = parse_formats(opts, &lo, err);
     if (rc) return rc;
     if (opts && opts->ram && (rc = parse_size(opts->ram, &lo.ram_bytes, err))) return rc;
     colibri_model *cm = calloc(1, sizeof *cm);
-    if (!cm) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!cm) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     rc = model_load(dir, &lo, &cm->m, err);
     if (rc) { free(cm); return rc; }
     cm->n_threads = opts ? opts->n_threads : 0;
@@ -125,7 +128,7 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const s
     int p = -1;
     for (size_t i = 0; i < sizeof SYNTH_PRESETS / sizeof SYNTH_PRESETS[0]; i++)
         if (!strcmp(preset, SYNTH_PRESETS[i].name)) p = (int)i;
-    if (p < 0) return err_set(err, COLIBRI_EINVAL, "--preset: unknown preset '%s' (v2-lite, v3, tiny)", preset);
+    if (p < 0) return base_err_set(err, COLIBRI_EINVAL, "--preset: unknown preset '%s' (v2-lite, v3, tiny)", preset);
     struct convert_opts co = { .show_progress = show_progress };
     int rc = parse_formats(opts, &co.fmt, err);
     if (rc) return rc;
@@ -191,29 +194,29 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
 int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *opts, colibri_session **out,
                         struct colibri_err *err)
 {
-    if (!cm || !out) return err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
+    if (!cm || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
     int n_ctx = opts && opts->n_ctx > 0 ? opts->n_ctx : cm->m.cfg.max_position_embeddings;
     int tier = KV_TIER_F32, rope = KV_ROPE_DEFAULT;
     if (opts && opts->kv_tier && (tier = kv_tier_from_name(opts->kv_tier)) < 0)
-        return err_set(err, COLIBRI_EINVAL,
+        return base_err_set(err, COLIBRI_EINVAL,
                        "--kv: unknown KV tier '%s' (f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3)", opts->kv_tier);
     if (opts && opts->kv_rope && (rope = kv_rope_from_name(opts->kv_rope)) < 0)
-        return err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (f32 bf16 fp8 int8)",
+        return base_err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (f32 bf16 fp8 int8)",
                        opts->kv_rope);
     colibri_session *s = calloc(1, sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int int8 = opts ? opts->kv_int8 : 0;
     if (int8 < 0 || int8 > 2) {
         free(s);
-        return err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
+        return base_err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
     }
-    struct compute_ctx cc = compute_ctx_make(cm->n_threads);
+    struct compute_ctx cc = base_compute_ctx_make(cm->n_threads);
     int rc = fwd_state_init(&s->st, &cm->m, n_ctx, 0, (enum kv_tier)tier, (enum kv_rope_prec)rope, int8, &cc, err);
     if (rc) { free(s); return rc; }
     if (!(s->tokens = malloc((size_t)n_ctx * sizeof *s->tokens))) {
         fwd_state_free(&s->st);
         free(s);
-        return err_set(err, COLIBRI_ENOMEM, "out of memory");
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
     s->model = cm;
     *out = s;
@@ -268,7 +271,7 @@ int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {
     if (n < 0 || n > s->pos)
-        return err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
+        return base_err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
     s->pos = n;
     return 0;
 }

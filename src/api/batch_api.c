@@ -23,14 +23,14 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
 {
     if (n_done) *n_done = 0;
     if (n < 0 || (n > 0 && (!s || !tokens)))
-        return err_set(err, COLIBRI_EINVAL, "colibri_batch_decode: %d sessions without arrays", n);
+        return base_err_set(err, COLIBRI_EINVAL, "colibri_batch_decode: %d sessions without arrays", n);
     if (n == 0) return 0;
     const struct model *m = &s[0]->model->m;
     for (int i = 0; i < n; i++) {
         if (&s[i]->model->m != m)
-            return err_set(err, COLIBRI_EINVAL, "batch decode: session %d belongs to another model", i);
+            return base_err_set(err, COLIBRI_EINVAL, "batch decode: session %d belongs to another model", i);
         for (int j = 0; j < i; j++)
-            if (s[j] == s[i]) return err_set(err, COLIBRI_EINVAL, "batch decode: session %d appears twice", i);
+            if (s[j] == s[i]) return base_err_set(err, COLIBRI_EINVAL, "batch decode: session %d appears twice", i);
     }
     int V = m->cfg.vocab_size;
     struct fwd_group *g = malloc((size_t)n * sizeof *g);
@@ -38,7 +38,7 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
     if (!g || (logits && !out)) {
         free(g);
         free(out);
-        return err_set(err, COLIBRI_ENOMEM, "batch decode: out of memory for %d sessions", n);
+        return base_err_set(err, COLIBRI_ENOMEM, "batch decode: out of memory for %d sessions", n);
     }
     int ok = 0;
     while (ok < n && tokens[ok] >= 0 && tokens[ok] < V && s[ok]->pos < s[ok]->st.n_ctx) ok++;
@@ -53,9 +53,9 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
         if (n_done) *n_done = ok;
         if (ok < n) {
             rc = tokens[ok] < 0 || tokens[ok] >= V
-                     ? err_set(err, COLIBRI_ERANGE, "token id %d is out of range [0, %d)", tokens[ok], V)
-                     : err_set(err, COLIBRI_ERANGE, "the context of %d tokens is full", s[ok]->st.n_ctx);
-            err_prefix(err, rc, "batch decode, session %d of %d", ok, n);
+                     ? base_err_set(err, COLIBRI_ERANGE, "token id %d is out of range [0, %d)", tokens[ok], V)
+                     : base_err_set(err, COLIBRI_ERANGE, "the context of %d tokens is full", s[ok]->st.n_ctx);
+            base_err_prefix(err, rc, "batch decode, session %d of %d", ok, n);
         }
     }
     free(g);

@@ -1,7 +1,8 @@
-/* api/bench_api.c - the benchmarks section of include/colibri.h. */
+/* api/bench_api.c - the benchmarks section of include/colibri_dev.h. */
 #include <string.h>
 
 #include "colibri.h"
+#include "colibri_dev.h"
 #include "kv/attn_bench.h"
 
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
@@ -9,8 +10,7 @@ int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *ta
 {
     struct kv_attn_bench_opts o = { .threads = opts->threads, .r = opts->r ? opts->r : 512,
                                     .dr = opts->dr ? opts->dr : 64, .n_ctx = opts->n_ctx, .n_heads = opts->n_heads,
-                                    .tiers = opts->tiers ? opts->tiers
-                                                         : "f32,bf16,fp8,int8r,q4_0,tq4,tq3,tq2,polar4,polar3",
+                                    .tiers = opts->tiers,
                                     .min_time = opts->min_time > 0 ? opts->min_time : 0.4,
                                     .with_int8 = opts->with_int8, .cpu_time = opts->cpu_time };
     static const int CTX[] = { 1024, 8192, 32768 }, HEADS[] = { 16, 128 };

@@ -102,7 +102,7 @@ const char *colibri_gen_end_name(enum colibri_gen_end end)
 
 static int wrong_phase(const colibri_gen *g, const char *fn, struct colibri_err *err)
 {
-    return err_set(err, COLIBRI_EINVAL, "%s: the generator is in phase %s", fn, phase_name(g->phase));
+    return base_err_set(err, COLIBRI_EINVAL, "%s: the generator is in phase %s", fn, phase_name(g->phase));
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -110,10 +110,10 @@ static int wrong_phase(const colibri_gen *g, const char *fn, struct colibri_err 
 int colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_tokenizer *t, colibri_gen **out,
                     struct colibri_err *err)
 {
-    if (!m || !s || !t || !out) return err_set(err, COLIBRI_EINVAL, "colibri_gen_new: model, session, tokenizer "
+    if (!m || !s || !t || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_new: model, session, tokenizer "
                                                "and out are required");
     colibri_gen *g = calloc(1, sizeof *g);
-    if (!g) return err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: out of memory");
+    if (!g) return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: out of memory");
     g->model = m;
     g->sess = s;
     g->tok = t;
@@ -123,7 +123,7 @@ int colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_to
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
     if (!g->logits) {
         colibri_gen_free(g);
-        return err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: %d logits", g->n_vocab);
+        return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: %d logits", g->n_vocab);
     }
     int rc = colibri_detok_new(t, 1, &g->dt, err);
     if (rc) { colibri_gen_free(g); return rc; }
@@ -210,7 +210,7 @@ static int finish(colibri_gen *g, enum colibri_gen_end end, struct colibri_err *
     free(raw.p);
     if (rc) {
         g->st.end = COLIBRI_GEN_END_ERROR;
-        return rc == COLIBRI_ENOMEM ? err_set(err, rc, "generation: out of memory for the text") : rc;
+        return rc == COLIBRI_ENOMEM ? base_err_set(err, rc, "generation: out of memory for the text") : rc;
     }
     return 0;
 }
@@ -232,25 +232,25 @@ static int cancelled(const colibri_gen *g)
 int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,
                       struct colibri_err *err)
 {
-    if (!g || !opts) return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: generator and options are required");
-    if (!prompt || n_prompt <= 0) return err_set(err, COLIBRI_EINVAL, "the prompt is empty");
-    if (!opts->sampler) return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.sampler is required");
+    if (!g || !opts) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_start: generator and options are required");
+    if (!prompt || n_prompt <= 0) return base_err_set(err, COLIBRI_EINVAL, "the prompt is empty");
+    if (!opts->sampler) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.sampler is required");
     if (opts->n_predict < 1)
-        return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.n_predict is %d; at least 1 token must be "
+        return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.n_predict is %d; at least 1 token must be "
                        "generated", opts->n_predict);
     if (opts->n_stops && !opts->stops)
-        return err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.stops is NULL with n_stops %zu", opts->n_stops);
+        return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.stops is NULL with n_stops %zu", opts->n_stops);
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= g->n_vocab)
-            return err_set(err, COLIBRI_ERANGE, "the prompt's token %d is id %d, outside the model's vocabulary "
+            return base_err_set(err, COLIBRI_ERANGE, "the prompt's token %d is id %d, outside the model's vocabulary "
                            "(0..%d)", i, prompt[i], g->n_vocab - 1);
     int n_ctx = colibri_session_n_ctx(g->sess);
     if (n_prompt >= n_ctx)
-        return err_set(err, COLIBRI_ERANGE, "the prompt is %d tokens but the context holds %d (and one more is "
+        return base_err_set(err, COLIBRI_ERANGE, "the prompt is %d tokens but the context holds %d (and one more is "
                        "needed to generate)", n_prompt, n_ctx);
     if (n_prompt > g->cap_prompt) {
         int32_t *np = realloc(g->prompt, (size_t)n_prompt * sizeof *np);
-        if (!np) return err_set(err, COLIBRI_ENOMEM, "colibri_gen_start: %d prompt tokens", n_prompt);
+        if (!np) return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_start: %d prompt tokens", n_prompt);
         g->prompt = np;
         g->cap_prompt = n_prompt;
     }
@@ -289,7 +289,7 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
 
 int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
 {
-    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_prefill: no generator");
+    if (!g) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_prefill: no generator");
     if (g->phase != COLIBRI_GEN_PHASE_PREFILL) return wrong_phase(g, "colibri_gen_prefill", err);
     if (cancelled(g)) { finish(g, COLIBRI_GEN_END_CANCELLED, err); return 0; }
     int n = g->n_prompt - g->n_done;
@@ -311,7 +311,7 @@ int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
 
 int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct colibri_err *err)
 {
-    if (!g || !step) return err_set(err, COLIBRI_EINVAL, "colibri_gen_sample: generator and step are required");
+    if (!g || !step) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_sample: generator and step are required");
     if (g->phase != COLIBRI_GEN_PHASE_SAMPLE) return wrong_phase(g, "colibri_gen_sample", err);
     g->text.n = g->tail.n = 0;
     int rc = 0, n_tok = 0;
@@ -336,7 +336,7 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
     int hit = colibri_stop_feed(g->stop, piece, n_piece, &safe, &n_safe, err);
     if (hit < 0) { rc = fail(g, hit); goto out; }
     if (release(g, safe, n_safe, 0, &g->text)) {
-        rc = fail(g, err_set(err, COLIBRI_ENOMEM, "generation: out of memory for the text"));
+        rc = fail(g, base_err_set(err, COLIBRI_ENOMEM, "generation: out of memory for the text"));
         goto out;
     }
     if (hit) rc = finish(g, COLIBRI_GEN_END_STOP, err);
@@ -368,10 +368,10 @@ int colibri_gen_pending(const colibri_gen *g, const int32_t **tokens)
 
 int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
 {
-    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: no generator");
+    if (!g) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: no generator");
     if (g->phase != COLIBRI_GEN_PHASE_FEED) return wrong_phase(g, "colibri_gen_fed", err);
     if (n != g->n_pending)
-        return err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: %d tokens fed, %d pending", n, g->n_pending);
+        return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: %d tokens fed, %d pending", n, g->n_pending);
     g->n_pending = 0;
     g->phase = COLIBRI_GEN_PHASE_SAMPLE;
     return 0;
@@ -379,7 +379,7 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
 
 int colibri_gen_decode(colibri_gen *g, struct colibri_err *err)
 {
-    if (!g) return err_set(err, COLIBRI_EINVAL, "colibri_gen_decode: no generator");
+    if (!g) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_decode: no generator");
     if (g->phase != COLIBRI_GEN_PHASE_FEED) return wrong_phase(g, "colibri_gen_decode", err);
     int rc = colibri_session_decode(g->sess, g->tok_buf[0], g->logits, err);
     if (rc) return fail(g, rc);

@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "colibri_dev.h"
 #include "io/safetensors.h"
 
 #define ORACLE_MAX_DLOGIT 1e-4
@@ -109,11 +110,11 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
     char path[4096];
     snprintf(path, sizeof path, "%s/reference.json", dir);
     size_t len;
-    char *text = read_file_all(path, &len);
-    if (!text) return err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
+    char *text = base_read_file_all(path, &len);
+    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
     cJSON *ref = cJSON_ParseWithLength(text, len);
     free(text);
-    if (!ref) return err_set(err, COLIBRI_EFORMAT, "%s: not valid JSON", path);
+    if (!ref) return base_err_set(err, COLIBRI_EFORMAT, "%s: not valid JSON", path);
 
     colibri_model *cm = NULL;
     struct st_set st = { 0 };
@@ -126,7 +127,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
     const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(ref, "sequences");
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(ref, "generation");
     if (!cJSON_IsArray(seqs) || !cJSON_IsObject(gen)) {
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: needs 'sequences' (array) and 'generation' (object)", path);
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: needs 'sequences' (array) and 'generation' (object)", path);
         goto out;
     }
     if ((rc = colibri_model_load(dir, mopts, &cm, err))) goto out;
@@ -137,7 +138,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         int32_t *tok;
         int S;
         if (read_ids(cJSON_GetObjectItemCaseSensitive(sq, "tokens"), &tok, &S) || S == 0) {
-            rc = err_set(err, COLIBRI_EFORMAT, "reference.json: sequences[%d].tokens is not a non-empty id array", i);
+            rc = base_err_set(err, COLIBRI_EFORMAT, "reference.json: sequences[%d].tokens is not a non-empty id array", i);
             goto out;
         }
         char tname[64];
@@ -145,7 +146,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         const struct st_tensor *lt = st_find(&st, tname);
         if (!lt || lt->dtype != ST_F32 || lt->numel != (int64_t)S * V) {
             free(tok);
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' missing or not F32 [%d, %d]", path, tname, S, V);
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' missing or not F32 [%d, %d]", path, tname, S, V);
             goto out;
         }
         float *reflog = malloc(lt->nbytes);
@@ -160,7 +161,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
     if (read_ids(cJSON_GetObjectItemCaseSensitive(gen, "prompt"), &prompt, &np) || np == 0 ||
         read_ids(cJSON_GetObjectItemCaseSensitive(gen, "tokens"), &want, &ng)) {
         free(prompt);
-        rc = err_set(err, COLIBRI_EFORMAT, "reference.json: generation.prompt/tokens are not id arrays");
+        rc = base_err_set(err, COLIBRI_EFORMAT, "reference.json: generation.prompt/tokens are not id arrays");
         goto out;
     }
     rc = check_generation(cm, &sopts, prompt, np, want, ng, res, err);

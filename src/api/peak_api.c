@@ -1,6 +1,7 @@
-/* api/peak_api.c - colibri_bench_peak (include/colibri.h): the compute-peak
+/* api/peak_api.c - colibri_bench_peak (include/colibri_dev.h): the compute-peak
  * probe of quant/peak.h as a table. */
 #include "colibri.h"
+#include "colibri_dev.h"
 #include "quant/peak.h"
 
 int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err)

@@ -86,12 +86,12 @@ static uint64_t new_salt(void)
 int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file **out, struct colibri_kv_info *info,
                          struct colibri_err *err)
 {
-    if (!s || !path || !out) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_open: session, path and out are required");
+    if (!s || !path || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_open: session, path and out are required");
     if (s->pos != 0)
-        return err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
+        return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
                        path, s->pos);
     if (s->st.kv->n_parts > 2)
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "kv file %s: the cache rows carry %d parts; the file format holds latent and RoPE only", path,
                        s->st.kv->n_parts);
     const struct model *m = &s->model->m;
@@ -101,7 +101,7 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     int rc = kv_file_hdr_for(s->st.kv, model_fingerprint(m), weights, new_salt(), &want, err);
     if (rc) return rc;
     colibri_kv_file *kf = calloc(1, sizeof *kf);
-    if (!kf) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!kf) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     struct kv_file_report rep;
     rc = kv_file_open(kv_io_posix(), path, &want, s->st.kv, s->tokens, s->st.n_ctx, &rep, &kf->f, err);
     if (rc) {
@@ -128,7 +128,7 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
 
 int colibri_kv_file_save(colibri_kv_file *kf, struct colibri_err *err)
 {
-    if (!kf) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_save: no file");
+    if (!kf) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_save: no file");
     return kv_file_save(kf->f, kf->s->st.kv, kf->s->tokens, kf->s->pos, err);
 }
 
@@ -141,7 +141,7 @@ void colibri_kv_file_close(colibri_kv_file *kf)
 
 int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int n, struct colibri_err *err)
 {
-    if (!s || (!prompt && n > 0) || n < 0) return err_set(err, COLIBRI_EINVAL, "colibri_session_reuse_prefix: bad arguments");
+    if (!s || (!prompt && n > 0) || n < 0) return base_err_set(err, COLIBRI_EINVAL, "colibri_session_reuse_prefix: bad arguments");
     int keep = colibri_session_common_prefix(s, prompt, n);
     if (keep >= n) keep = n > 0 ? n - 1 : 0;   /* the last prompt token is fed again for its logits */
     int rc = colibri_session_truncate(s, keep, err);
@@ -150,7 +150,7 @@ int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int 
 
 int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err)
 {
-    if (!path || !st) return err_set(err, COLIBRI_EINVAL, "colibri_kv_file_stat: path and st are required");
+    if (!path || !st) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_stat: path and st are required");
     struct kv_file_verify v;
     int rc = kv_file_verify(kv_io_posix(), path, &v, err);
     if (rc) return rc;

@@ -28,9 +28,9 @@ struct colibri_tokenizer {
 
 int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct colibri_err *err)
 {
-    if (!dir || !out) return err_set(err, COLIBRI_EINVAL, "tokenizer_load: NULL argument");
+    if (!dir || !out) return base_err_set(err, COLIBRI_EINVAL, "tokenizer_load: NULL argument");
     colibri_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return err_set(err, COLIBRI_ENOMEM, "tokenizer_load");
+    if (!t) return base_err_set(err, COLIBRI_ENOMEM, "tokenizer_load");
     int rc = tok_load(dir, &t->tok, err);
     if (rc) { free(t); return rc; }
     const char *src = tok_chat_template(t->tok);
@@ -39,7 +39,7 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
         snprintf(origin, sizeof origin, "%s/%s", dir, tok_chat_template_from(t->tok));
         rc = tok_template_new(src, strlen(src), origin, &t->tpl, &t->tpl_err);
         if (rc == COLIBRI_ENOMEM) {
-            err_set(err, rc, "%s", t->tpl_err.msg);
+            base_err_set(err, rc, "%s", t->tpl_err.msg);
             colibri_tokenizer_free(t);
             return rc;
         }
@@ -53,7 +53,7 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
 int colibri_tokenizer_set_chat_template(colibri_tokenizer *t, const char *src, size_t len, const char *origin,
                                         struct colibri_err *err)
 {
-    if (!t || !src) return err_set(err, COLIBRI_EINVAL, "set_chat_template: NULL argument");
+    if (!t || !src) return base_err_set(err, COLIBRI_EINVAL, "set_chat_template: NULL argument");
     struct tok_template *tt = NULL;
     int rc = tok_template_new(src, len, origin, &tt, err);
     if (rc) return rc;
@@ -66,11 +66,11 @@ int colibri_tokenizer_set_chat_template(colibri_tokenizer *t, const char *src, s
 
 int colibri_tokenizer_chat_check(const colibri_tokenizer *t, struct colibri_err *err)
 {
-    if (!t) return err_set(err, COLIBRI_EINVAL, "chat_check: NULL argument");
+    if (!t) return base_err_set(err, COLIBRI_EINVAL, "chat_check: NULL argument");
     if (t->tpl) return 0;
-    if (t->tpl_err.code) return err_set(err, t->tpl_err.code, "%s", t->tpl_err.msg);
+    if (t->tpl_err.code) return base_err_set(err, t->tpl_err.code, "%s", t->tpl_err.msg);
     if (t->chat == TOK_CHAT_NONE)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "chat: the model ships no chat template and its tokens match "
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "chat: the model ships no chat template and its tokens match "
                        "no built-in one (deepseek_v3, kimi_k2, glm); give one with --chat-template FILE");
     return 0;
 }
@@ -86,7 +86,7 @@ void colibri_tokenizer_free(colibri_tokenizer *t)
 int colibri_tokenizer_encode(const colibri_tokenizer *t, const char *text, size_t len, unsigned flags,
                              int32_t **ids, size_t *n_ids, size_t *n_replaced, struct colibri_err *err)
 {
-    if (!t || (!text && len) || !ids || !n_ids) return err_set(err, COLIBRI_EINVAL, "encode: NULL argument");
+    if (!t || (!text && len) || !ids || !n_ids) return base_err_set(err, COLIBRI_EINVAL, "encode: NULL argument");
     unsigned f = (flags & COLIBRI_ENCODE_ADD_SPECIAL ? TOK_ADD_SPECIAL : 0) |
                  (flags & COLIBRI_ENCODE_NO_PARSE_SPECIAL ? TOK_NO_PARSE_SPECIAL : 0);
     struct tok_ids v = { 0 };
@@ -100,7 +100,7 @@ int colibri_tokenizer_encode(const colibri_tokenizer *t, const char *text, size_
 int colibri_tokenizer_decode(const colibri_tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
                              char **text, size_t *len, struct colibri_err *err)
 {
-    if (!t || (!ids && n_ids) || !text || !len) return err_set(err, COLIBRI_EINVAL, "decode: NULL argument");
+    if (!t || (!ids && n_ids) || !text || !len) return base_err_set(err, COLIBRI_EINVAL, "decode: NULL argument");
     return tok_decode(t->tok, ids, n_ids, skip_special, text, len, err);
 }
 
@@ -130,7 +130,7 @@ static int check_roles(const struct colibri_chat_msg *msgs, size_t n, struct col
     for (size_t i = 0; i < n; i++) {
         int ok = 0;
         for (int r = 0; r < 4 && !ok; r++) ok = msgs[i].role && !strcmp(msgs[i].role, ROLES[r]);
-        if (!ok) return err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
+        if (!ok) return base_err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
                                 "assistant or tool)", i, msgs[i].role ? msgs[i].role : "(null)");
     }
     return 0;
@@ -139,7 +139,7 @@ static int check_roles(const struct colibri_chat_msg *msgs, size_t n, struct col
 int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_msg *msgs, size_t n_msgs,
                         int add_generation_prompt, char **text, size_t *len, struct colibri_err *err)
 {
-    if (!t || (!msgs && n_msgs) || !text || !len) return err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
+    if (!t || (!msgs && n_msgs) || !text || !len) return base_err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
     int rc = check_roles(msgs, n_msgs, err);
     if (rc) return rc;
     if (!t->tpl) {
@@ -147,7 +147,7 @@ int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_ms
         return tok_chat_render(t->tok, t->chat, msgs, n_msgs, add_generation_prompt, text, len, err);
     }
     cJSON *arr = tok_chat_msgs_json(msgs, n_msgs);
-    if (!arr) return err_set(err, COLIBRI_ENOMEM, "chat: out of memory");
+    if (!arr) return base_err_set(err, COLIBRI_ENOMEM, "chat: out of memory");
     rc = tok_template_render(t->tpl, t->tok, arr, NULL, NULL, add_generation_prompt, text, len, err);
     cJSON_Delete(arr);
     return rc;
@@ -157,13 +157,13 @@ int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_js
                              const char *vars_json, int add_generation_prompt, char **text, size_t *len,
                              struct colibri_err *err)
 {
-    if (!t || !messages_json || !text || !len) return err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
+    if (!t || !messages_json || !text || !len) return base_err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
     cJSON *msgs = cJSON_Parse(messages_json), *tools = tools_json ? cJSON_Parse(tools_json) : NULL,
           *vars = vars_json ? cJSON_Parse(vars_json) : NULL;
     int rc = 0;
-    if (!cJSON_IsArray(msgs)) rc = err_set(err, COLIBRI_EINVAL, "chat: messages are not a JSON array");
-    else if (tools_json && !cJSON_IsArray(tools)) rc = err_set(err, COLIBRI_EINVAL, "chat: tools are not a JSON array");
-    else if (vars_json && !cJSON_IsObject(vars)) rc = err_set(err, COLIBRI_EINVAL, "chat: template variables are not a JSON object");
+    if (!cJSON_IsArray(msgs)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: messages are not a JSON array");
+    else if (tools_json && !cJSON_IsArray(tools)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: tools are not a JSON array");
+    else if (vars_json && !cJSON_IsObject(vars)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: template variables are not a JSON object");
     if (!rc && t->tpl) {
         rc = tok_template_render(t->tpl, t->tok, msgs, tools, vars, add_generation_prompt, text, len, err);
     } else if (!rc) {
@@ -171,18 +171,18 @@ int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_js
          * would be dropped from the prompt, so it is refused by name */
         if ((rc = colibri_tokenizer_chat_check(t, err))) goto out;
         if (tools && cJSON_GetArraySize(tools) > 0) {
-            rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template renders no tools; give the "
+            rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template renders no tools; give the "
                          "model's Jinja template with --chat-template FILE", tok_chat_name(t->chat));
             goto out;
         }
         if (vars && vars->child) {
-            rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template takes no variables ('%s')",
+            rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "chat: the built-in %s template takes no variables ('%s')",
                          tok_chat_name(t->chat), vars->child->string);
             goto out;
         }
         int n = cJSON_GetArraySize(msgs);
         struct colibri_chat_msg *m = calloc((size_t)n + 1, sizeof *m);
-        if (!m) { rc = err_set(err, COLIBRI_ENOMEM, "chat: out of memory"); goto out; }
+        if (!m) { rc = base_err_set(err, COLIBRI_ENOMEM, "chat: out of memory"); goto out; }
         int i = 0;
         const cJSON *it;
         cJSON_ArrayForEach(it, msgs) {
@@ -194,7 +194,7 @@ int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_js
                     m[i].content = cJSON_IsString(c) ? c->valuestring : NULL;
                     continue;
                 }
-                rc = err_set(err, COLIBRI_EUNSUPPORTED, "chat: message %d: the built-in %s template renders only "
+                rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "chat: message %d: the built-in %s template renders only "
                              "string content, not '%s'", i, tok_chat_name(t->chat), c->string);
             }
             i++;
@@ -220,7 +220,7 @@ static int grammar_for(const colibri_tokenizer *t, const char *gbnf, size_t len,
     uint8_t *eog = calloc((size_t)n, 1);
     colibri_grammar *g = calloc(1, sizeof *g);
     int rc = 0;
-    if (!piece || !plen || !eog || !g) { rc = err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
+    if (!piece || !plen || !eog || !g) { rc = base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
     for (int32_t i = 0; i < n; i++) {
         eog[i] = (uint8_t)tok_is_eog(t->tok, i);
         if (tok_is_special(t->tok, i)) continue;   /* control tokens never spell grammar text */
@@ -229,16 +229,16 @@ static int grammar_for(const colibri_tokenizer *t, const char *gbnf, size_t len,
         if (p && l) { piece[i] = p; plen[i] = (uint32_t)l; }
     }
     struct grammar_vocab v = { .n = n, .piece = piece, .piece_len = plen, .is_eog = eog };
-    if ((rc = grammar_compile(gbnf, len, &v, &g->g, err))) goto out;
+    if ((rc = sample_grammar_compile(gbnf, len, &v, &g->g, err))) goto out;
     /* a grammar nothing in the vocabulary can start is refused now, not mid-request */
     struct grammar_state *st = NULL;
-    if ((rc = grammar_state_new(g->g, &st, err))) goto out;
+    if ((rc = sample_grammar_state_new(g->g, &st, err))) goto out;
     uint8_t *allowed = malloc((size_t)n);
-    if (!allowed) { grammar_state_free(st); rc = err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
-    int32_t k = grammar_mask(st, allowed);
+    if (!allowed) { sample_grammar_state_free(st); rc = base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
+    int32_t k = sample_grammar_mask(st, allowed);
     free(allowed);
-    grammar_state_free(st);
-    if (k == 0) rc = err_set(err, COLIBRI_EINVAL, "grammar: no token of the vocabulary can start it (it cannot be satisfied)");
+    sample_grammar_state_free(st);
+    if (k == 0) rc = base_err_set(err, COLIBRI_EINVAL, "grammar: no token of the vocabulary can start it (it cannot be satisfied)");
 out:
     free(piece);
     free(plen);
@@ -251,20 +251,20 @@ out:
 int colibri_grammar_new(const colibri_tokenizer *t, const char *gbnf, size_t len, colibri_grammar **out,
                         struct colibri_err *err)
 {
-    if (!t || !gbnf || !out) return err_set(err, COLIBRI_EINVAL, "grammar_new: NULL argument");
+    if (!t || !gbnf || !out) return base_err_set(err, COLIBRI_EINVAL, "grammar_new: NULL argument");
     return grammar_for(t, gbnf, len, out, err);
 }
 
 int colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *schema_json, colibri_grammar **out,
                                      struct colibri_err *err)
 {
-    if (!t || !out) return err_set(err, COLIBRI_EINVAL, "grammar_from_json_schema: NULL argument");
+    if (!t || !out) return base_err_set(err, COLIBRI_EINVAL, "sample_grammar_from_json_schema: NULL argument");
     char *gbnf = NULL;
-    int rc = grammar_from_json_schema(schema_json, &gbnf, err);
+    int rc = sample_grammar_from_json_schema(schema_json, &gbnf, err);
     if (rc) return rc;
     rc = grammar_for(t, gbnf, strlen(gbnf), out, err);
     if (rc == COLIBRI_EINVAL && strstr(err->msg, "left-recursive"))   /* the converter's rules only loop through $refs */
-        err_prefix(err, rc, "json_schema: a $ref loop that never reaches a value");
+        base_err_prefix(err, rc, "json_schema: a $ref loop that never reaches a value");
     free(gbnf);
     return rc;
 }
@@ -272,7 +272,7 @@ int colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *sch
 void colibri_grammar_free(colibri_grammar *g)
 {
     if (!g) return;
-    grammar_free(g->g);
+    sample_grammar_free(g->g);
     free(g);
 }
 
@@ -283,9 +283,9 @@ struct colibri_detok { struct tok_stream s; };
 int colibri_detok_new(const colibri_tokenizer *t, int skip_special, colibri_detok **out,
                       struct colibri_err *err)
 {
-    if (!t || !out) return err_set(err, COLIBRI_EINVAL, "detok_new: NULL argument");
+    if (!t || !out) return base_err_set(err, COLIBRI_EINVAL, "detok_new: NULL argument");
     colibri_detok *d = calloc(1, sizeof *d);
-    if (!d) return err_set(err, COLIBRI_ENOMEM, "detok_new");
+    if (!d) return base_err_set(err, COLIBRI_ENOMEM, "detok_new");
     tok_stream_init(&d->s, t->tok, skip_special);
     *out = d;
     return 0;
@@ -321,9 +321,9 @@ struct colibri_sampler_opts colibri_sampler_default_opts(void)
 int colibri_sampler_new(const struct colibri_sampler_opts *opts, int32_t n_vocab, colibri_sampler **out,
                         struct colibri_err *err)
 {
-    if (!opts || !out) return err_set(err, COLIBRI_EINVAL, "sampler_new: NULL argument");
+    if (!opts || !out) return base_err_set(err, COLIBRI_EINVAL, "sampler_new: NULL argument");
     colibri_sampler *s = calloc(1, sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "sampler_new");
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "sampler_new");
     int rc = sample_init(&s->s, opts, n_vocab, err);
     if (rc) { free(s); return rc; }
     *out = s;
@@ -339,9 +339,9 @@ void colibri_sampler_free(colibri_sampler *s)
 
 int32_t colibri_sampler_sample(colibri_sampler *s, const float *logits, struct colibri_err *err)
 {
-    if (!s || !logits) return err_set(err, COLIBRI_EINVAL, "sampler_sample: NULL argument");
+    if (!s || !logits) return base_err_set(err, COLIBRI_EINVAL, "sampler_sample: NULL argument");
     int32_t t = sample_next(&s->s, logits);
-    if (t < 0) return err_set(err, t, "sampler: the grammar allows no token here (its text cannot be continued)");
+    if (t < 0) return base_err_set(err, t, "sampler: the grammar allows no token here (its text cannot be continued)");
     return t;
 }
 
@@ -354,9 +354,9 @@ struct colibri_stop { struct sample_stop st; };
 
 int colibri_stop_new(const char *const *stops, size_t n, colibri_stop **out, struct colibri_err *err)
 {
-    if ((!stops && n) || !out) return err_set(err, COLIBRI_EINVAL, "stop_new: NULL argument");
+    if ((!stops && n) || !out) return base_err_set(err, COLIBRI_EINVAL, "stop_new: NULL argument");
     colibri_stop *s = calloc(1, sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "stop_new");
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "stop_new");
     int rc = sample_stop_init(&s->st, stops, n, err);
     if (rc) { free(s); return rc; }
     *out = s;

@@ -13,6 +13,6 @@ struct compute_ctx {
 };
 
 /* n_threads <= 0 picks the number of threads OpenMP would use by default. */
-struct compute_ctx compute_ctx_make(int n_threads);
+struct compute_ctx base_compute_ctx_make(int n_threads);
 
 #endif

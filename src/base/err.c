@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int err_set(struct colibri_err *err, int code, const char *fmt, ...)
+int base_err_set(struct colibri_err *err, int code, const char *fmt, ...)
 {
     if (!err) return code;
     va_list ap;
@@ -15,7 +15,7 @@ int err_set(struct colibri_err *err, int code, const char *fmt, ...)
     return code;
 }
 
-int err_prefix(struct colibri_err *err, int code, const char *fmt, ...)
+int base_err_prefix(struct colibri_err *err, int code, const char *fmt, ...)
 {
     if (!err) return code;
     char head[COLIBRI_ERR_MSG_MAX], old[COLIBRI_ERR_MSG_MAX];

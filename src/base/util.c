@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void *xalloc(size_t size)
+void *base_xalloc(size_t size)
 {
     if (size == 0) return NULL;
     size_t rounded = (size + 63) & ~(size_t)63;
@@ -16,14 +16,14 @@ void *xalloc(size_t size)
     return p;
 }
 
-double now_sec(void)
+double base_now_sec(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void log_msg(const char *tag, const char *fmt, ...)
+void base_log_msg(const char *tag, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -33,38 +33,38 @@ void log_msg(const char *tag, const char *fmt, ...)
     va_end(ap);
 }
 
-void progress_start(struct progress *p, const char *label, uint64_t total)
+void base_progress_start(struct progress *p, const char *label, uint64_t total)
 {
     p->label = label;
     p->total = total ? total : 1;
     p->last_shown = 0;
-    p->t0 = now_sec();
+    p->t0 = base_now_sec();
     p->tty = isatty(2);
 }
 
-void progress_update(struct progress *p, uint64_t done)
+void base_progress_update(struct progress *p, uint64_t done)
 {
     if (p->tty) {
         int width = 30, filled = (int)(width * done / p->total);
         fprintf(stderr, "\r%s [", p->label);
         for (int i = 0; i < width; i++) fputc(i < filled ? '#' : ' ', stderr);
-        fprintf(stderr, "] %3d%% %.1fs", (int)(100 * done / p->total), now_sec() - p->t0);
+        fprintf(stderr, "] %3d%% %.1fs", (int)(100 * done / p->total), base_now_sec() - p->t0);
         fflush(stderr);
     } else {
         uint64_t decile = 10 * done / p->total;
         if (decile > p->last_shown) {
             p->last_shown = decile;
-            fprintf(stderr, "%s: %d%% (%.1fs)\n", p->label, (int)(10 * decile), now_sec() - p->t0);
+            fprintf(stderr, "%s: %d%% (%.1fs)\n", p->label, (int)(10 * decile), base_now_sec() - p->t0);
         }
     }
 }
 
-void progress_end(struct progress *p)
+void base_progress_end(struct progress *p)
 {
     if (p->tty) fputc('\n', stderr);
 }
 
-char *read_file_all(const char *path, size_t *len)
+char *base_read_file_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -85,4 +85,30 @@ char *read_file_all(const char *path, size_t *len)
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+static void append(char *buf, size_t n, size_t *len, const char *s)
+{
+    size_t m = strlen(s);
+    if (*len + 1 < n) {
+        size_t c = m < n - 1 - *len ? m : n - 1 - *len;
+        memcpy(buf + *len, s, c);
+        buf[*len + c] = 0;
+    }
+    *len += m;
+}
+
+size_t base_join_names(char *buf, size_t n, const char *sep, int count, const char *(*name)(int i))
+{
+    size_t len = 0;
+    int first = 1;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < count; i++) {
+        const char *s = name(i);
+        if (!s) continue;
+        if (!first) append(buf, n, &len, sep);
+        append(buf, n, &len, s);
+        first = 0;
+    }
+    return len;
 }

@@ -8,6 +8,7 @@
 #include "cli/generate.h"
 #include "cli/opts.h"
 #include "colibri.h"
+#include "colibri_dev.h"
 
 /* Seconds of wall time, or of the process's CPU time when cpu is set. */
 static double now(int cpu)

@@ -141,7 +141,9 @@ static void weights_name(const struct colibri_model_opts *mo, char *buf, size_t 
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *dir = "models/colibri-tiny", *text_path = NULL, *tiers_arg = "f32,fp8,int8r,q4_0,tq4,tq3,tq2,polar4";
+    char every_tier[256];
+    colibri_kv_tier_names(every_tier, sizeof every_tier, ",");
+    const char *dir = "models/colibri-tiny", *text_path = NULL, *tiers_arg = every_tier;
     const char *base = "stored";
     int N = 512, max_windows = 0, threads = 0, decode = 0;
     struct colibri_model_opts mo = { 0 };
@@ -149,7 +151,7 @@ int cmd_eval(int argc, char **argv)
         { "model", 'm', OPT_STR, &dir, "model directory with tokenizer.json; default models/colibri-tiny" },
         { "text", 0, OPT_STR, &text_path, "UTF-8 text file to teacher-force (required)" },
         { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER[/ROPE][+int8|+int16] (tq4/bf16: RoPE "
-                                        "part in bf16); f32 is always run" },
+                                        "part in bf16); f32 is always run (default: every tier)" },
         { "ctx", 'c', OPT_INT, &N, "window length in tokens (default 512)", 2, 1 << 20 },
         { "max-windows", 0, OPT_INT, &max_windows, "evaluate at most this many windows (0: all)", 0, 1 << 30 },
         { "decode", 0, OPT_FLAG, &decode, "decode token by token (absorbed MLA, the tiers' native consumers; "

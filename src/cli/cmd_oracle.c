@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "colibri.h"
+#include "colibri_dev.h"
 
 int cmd_oracle(int argc, char **argv)
 {
@@ -11,8 +12,8 @@ int cmd_oracle(int argc, char **argv)
     int no_gate = 0;
     const char *kv = NULL, *kv_rope = NULL;
     const struct opt opts[] = {
-        { "kv", 0, OPT_STR, &kv, "KV-cache tier (f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3; default f32)" },
-        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (f32 bf16 fp8 int8; default per tier)" },
+        { "kv", 0, OPT_STR, &kv, "KV-cache tier (" OPTS_LIST_KV_TIERS "; default f32)" },
+        { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (" OPTS_LIST_KV_ROPES "; default per tier)" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
         { "no-gate", 0, OPT_FLAG, &no_gate, "report only: exit 0 whatever the agreement (for quantized runs)" },

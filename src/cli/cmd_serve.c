@@ -32,9 +32,9 @@ int cmd_serve(int argc, char **argv)
         { "port", 0, OPT_INT, &so.port, "TCP port (default 8080; 0 = any free port, printed at start)", 0, 65535 },
         { "slots", 0, OPT_INT, &so.n_slots, "sessions generating at once (default 4)", 1, 64 },
         { "ctx", 0, OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
-        { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 "
+        { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: " OPTS_LIST_KV_TIERS " "
                                  "(default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
-        { "kv-rope", 0, OPT_STR, &so.kv_rope, "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" },
+        { "kv-rope", 0, OPT_STR, &so.kv_rope, "precision of the cached RoPE part: " OPTS_LIST_KV_ROPES " (default per tier)" },
         { "kv-int8", 0, OPT_INT, &so.kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
                                               "(default), 1 int8 query, 2 16-bit query", 0, 2 },
         { "kv-dir", 0, OPT_STR, &kv_dir, "keep each slot's KV cache in DIR/slot-NN.ckv: restored at start, saved "

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "colibri.h"
+#include "colibri_dev.h"
 
 int cmd_synth(int argc, char **argv)
 {

@@ -4,6 +4,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "colibri.h"
+
+/* Prints help with each list placeholder replaced by the names the library
+ * accepts, so no list of formats or tiers is typed in the CLI. */
+static void print_help(FILE *f, const char *help)
+{
+    static const struct { const char *key; size_t (*names)(char *buf, size_t n, const char *sep); } LISTS[] = {
+        { OPTS_LIST_WEIGHT_FORMATS, colibri_weight_format_names },
+        { OPTS_LIST_KV_TIERS, colibri_kv_tier_names },
+        { OPTS_LIST_KV_ROPES, colibri_kv_rope_names },
+    };
+    for (const char *p = help; *p;) {
+        size_t i = 0, n_lists = sizeof LISTS / sizeof LISTS[0];
+        while (i < n_lists && strncmp(p, LISTS[i].key, strlen(LISTS[i].key))) i++;
+        if (i == n_lists) {
+            fputc(*p++, f);
+            continue;
+        }
+        char names[256];
+        LISTS[i].names(names, sizeof names, " ");
+        fputs(names, f);
+        p += strlen(LISTS[i].key);
+    }
+    fputc('\n', f);
+}
+
 void opts_usage(const struct opts_spec *spec, FILE *f)
 {
     fprintf(f, "usage: %s\n\n%s\n\noptions:\n", spec->usage, spec->summary);
@@ -13,7 +39,8 @@ void opts_usage(const struct opts_spec *spec, FILE *f)
         const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_FLOAT ? " X" : o->type == OPT_STR ? " S" : "";
         if (o->short_name) snprintf(left, sizeof left, "-%c, --%s%s", o->short_name, o->name, arg);
         else snprintf(left, sizeof left, "    --%s%s", o->name, arg);
-        fprintf(f, "  %-26s %s\n", left, o->help);
+        fprintf(f, "  %-26s ", left);
+        print_help(f, o->help);
     }
     fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");
 }

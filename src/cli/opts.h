@@ -41,10 +41,17 @@ void opts_usage(const struct opts_spec *spec, FILE *f);
  * and the bad element. */
 int opts_int_list(const char *name, const char *s, int *out, int max, int min, int max_value);
 
+/* Placeholders a help text may hold: --help prints the names the library
+ * accepts there (colibri_weight_format_names, colibri_kv_tier_names,
+ * colibri_kv_rope_names), separated by spaces. */
+#define OPTS_LIST_WEIGHT_FORMATS "{weight-formats}"
+#define OPTS_LIST_KV_TIERS       "{kv-tiers}"
+#define OPTS_LIST_KV_ROPES       "{kv-ropes}"
+
 /* Rows shared by several commands' tables, so each knob is spelled once. */
 #define OPTS_WEIGHT_FORMATS(mo)                                                                                  \
     { "experts", 0, OPT_STR, &(mo).experts_fmt,                                                                  \
-      "routed-expert weight format: f32 bf16 f16 q8 q4 q4g32 q4g64 q4g128 fp8b (default: as stored)" },          \
+      "routed-expert weight format: " OPTS_LIST_WEIGHT_FORMATS " (default: as stored)" },                        \
     { "dense", 0, OPT_STR, &(mo).dense_fmt, "attention, shared-expert and dense-MLP weight format (default: as stored)" }, \
     { "embed", 0, OPT_STR, &(mo).embed_fmt, "embedding and lm_head weight format (default: as stored)" }
 
@@ -56,9 +63,9 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
       "less memory (see colibri info), slower decode" }
 
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
-    { "kv", 0, OPT_STR, &(tier), "KV-cache tier: f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3 (default f32; "   \
+    { "kv", 0, OPT_STR, &(tier), "KV-cache tier: " OPTS_LIST_KV_TIERS " (default f32; "                          \
                                  "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },                                 \
-    { "kv-rope", 0, OPT_STR, &(rope), "precision of the cached RoPE part: f32 bf16 fp8 int8 (default per tier)" }, \
+    { "kv-rope", 0, OPT_STR, &(rope), "precision of the cached RoPE part: " OPTS_LIST_KV_ROPES " (default per tier)" }, \
     { "kv-int8", 0, OPT_INT, &(int8), "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact " \
                                       "(default), 1 int8 query, 2 16-bit query", 0, 2 }
 

@@ -65,21 +65,21 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
                        struct st_tensor *t, struct colibri_err *err)
 {
     if (!cJSON_IsObject(e))
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': entry is not a JSON object", path, name);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': entry is not a JSON object", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt))
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'dtype' missing or not a string", path, name);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'dtype' missing or not a string", path, name);
     if (!dtype_from_name(dt->valuestring, &t->dtype))
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "%s: tensor '%s': dtype '%s' is not supported (supported: F32 BF16 F16 F8_E4M3 U8 I8 I32 I64)",
                        path, name, dt->valuestring);
     if (!cJSON_IsArray(sh))
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' missing or not an array", path, name);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' missing or not an array", path, name);
     int nd = cJSON_GetArraySize(sh);
     if (nd > ST_MAX_DIMS)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': field 'shape' has %d dims (max %d)",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': field 'shape' has %d dims (max %d)",
                        path, name, nd, ST_MAX_DIMS);
     t->ndim = nd;
     unsigned __int128 numel = 1;
@@ -88,31 +88,31 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
         /* checked as a double before the conversion, which is undefined out of range */
         if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= ST_MAX_INT) ||
             d->valuedouble != floor(d->valuedouble))
-            return err_set(err, COLIBRI_EFORMAT,
+            return base_err_set(err, COLIBRI_EFORMAT,
                            "%s: tensor '%s': field 'shape'[%d] is not an integer in 0..2^53", path, name, i);
         t->shape[i] = (int64_t)d->valuedouble;
         numel *= (uint64_t)t->shape[i];
         if (numel > ((unsigned __int128)1 << 53))
-            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' is too large", path, name);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' is too large", path, name);
     }
     t->numel = (int64_t)numel;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'data_offsets' missing or not [begin, end]",
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'data_offsets' missing or not [begin, end]",
                        path, name);
     const cJSON *jb = cJSON_GetArrayItem(off, 0), *je = cJSON_GetArrayItem(off, 1);
     double b = cJSON_IsNumber(jb) ? jb->valuedouble : -1, en = cJSON_IsNumber(je) ? je->valuedouble : -1;
     if (!(b >= 0 && b <= ST_MAX_INT && en >= b && en <= ST_MAX_INT) || b != floor(b) || en != floor(en))
-        return err_set(err, COLIBRI_EFORMAT,
+        return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: tensor '%s': field 'data_offsets' is not [begin, end] with integers 0 <= begin <= end "
                        "<= 2^53", path, name);
     uint64_t ub = (uint64_t)b, ue = (uint64_t)en;
     if (ue > data_size)
-        return err_set(err, COLIBRI_EFORMAT,
+        return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: tensor '%s': field 'data_offsets' end %llu is past the data section (%llu bytes; file truncated?)",
                        path, name, (unsigned long long)ue, (unsigned long long)data_size);
     uint64_t want = (uint64_t)numel * DTYPES[t->dtype].size;
     if (ue - ub != want)
-        return err_set(err, COLIBRI_EFORMAT,
+        return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: tensor '%s': field 'data_offsets' spans %llu bytes but dtype %s x shape needs %llu",
                        path, name, (unsigned long long)(ue - ub), DTYPES[t->dtype].name, (unsigned long long)want);
     t->nbytes = want;
@@ -124,24 +124,24 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
 static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct colibri_err *err)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return base_err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat stbuf;
     if (fstat(fd, &stbuf) != 0) {
         int e = errno;
         close(fd);
-        return err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", path, strerror(e));
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", path, strerror(e));
     }
     size_t size = (size_t)stbuf.st_size;
     if (size < 8) {
         close(fd);
-        return err_set(err, COLIBRI_EFORMAT, "%s: file is %zu bytes, too short for the 8-byte header length", path, size);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: file is %zu bytes, too short for the 8-byte header length", path, size);
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) return err_set(err, COLIBRI_EIO, "%s: cannot mmap: %s", path, strerror(errno));
+    if (map == MAP_FAILED) return base_err_set(err, COLIBRI_EIO, "%s: cannot mmap: %s", path, strerror(errno));
 
     struct st_file *files = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *files);
-    if (!files) { munmap(map, size); return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path); }
+    if (!files) { munmap(map, size); return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path); }
     s->files = files;
     int fi = s->n_files++;
     files[fi] = (struct st_file){ .path = strdup(path), .map = map, .map_size = size };
@@ -149,7 +149,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)((const uint8_t *)map)[i] << (8 * i);
     if (hlen > size - 8 || hlen > ST_MAX_HEADER)
-        return err_set(err, COLIBRI_EFORMAT,
+        return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: header length %llu at offset 0 exceeds the file (%zu bytes; truncated or not safetensors)",
                        path, (unsigned long long)hlen, size);
     uint64_t data_size = size - 8 - hlen;
@@ -157,19 +157,19 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     cJSON *root = cJSON_ParseWithLength(hdr, (size_t)hlen);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return err_set(err, COLIBRI_EFORMAT, "%s: header (bytes 8..%llu) is not a JSON object", path,
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: header (bytes 8..%llu) is not a JSON object", path,
                        (unsigned long long)(8 + hlen));
     }
     int rc = 0, first = s->n_tensors;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) {
-                rc = err_set(err, COLIBRI_EFORMAT, "%s: '__metadata__' is not a JSON object", path);
+                rc = base_err_set(err, COLIBRI_EFORMAT, "%s: '__metadata__' is not a JSON object", path);
                 break;
             }
             for (const cJSON *kv = e->child; kv; kv = kv->next)
                 if (!cJSON_IsString(kv)) {
-                    rc = err_set(err, COLIBRI_EFORMAT, "%s: __metadata__['%s'] is not a string", path, kv->string);
+                    rc = base_err_set(err, COLIBRI_EFORMAT, "%s: __metadata__['%s'] is not a string", path, kv->string);
                     break;
                 }
             if (rc) break;
@@ -178,7 +178,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
             continue;
         }
         if (grow((void **)&s->tensors, s->n_tensors, cap_tensors, sizeof *s->tensors)) {
-            rc = err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+            rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
             break;
         }
         struct st_tensor *t = &s->tensors[s->n_tensors];
@@ -194,7 +194,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     /* Overlap check within this file, then rebase offsets to pointers. */
     int n = s->n_tensors - first;
     struct span *sp = malloc((size_t)(n ? n : 1) * sizeof *sp);
-    if (!sp) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+    if (!sp) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
     for (int i = 0; i < n; i++) {
         struct st_tensor *t = &s->tensors[first + i];
         sp[i] = (struct span){ (uint64_t)(uintptr_t)t->data, (uint64_t)(uintptr_t)t->data + t->nbytes, t->name };
@@ -202,7 +202,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     if (n > 1) qsort(sp, (size_t)n, sizeof *sp, cmp_span);
     for (int i = 1; i < n; i++)
         if (sp[i].begin < sp[i - 1].end && sp[i].end > sp[i].begin) {
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: tensors '%s' and '%s' overlap (data_offsets %llu..%llu and %llu..%llu)",
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: tensors '%s' and '%s' overlap (data_offsets %llu..%llu and %llu..%llu)",
                          path, sp[i - 1].name, sp[i].name, (unsigned long long)sp[i - 1].begin,
                          (unsigned long long)sp[i - 1].end, (unsigned long long)sp[i].begin,
                          (unsigned long long)sp[i].end);
@@ -220,7 +220,7 @@ static int finish_set(struct st_set *s, const char *what, struct colibri_err *er
     if (s->n_tensors > 1) qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor_name);
     for (int i = 1; i < s->n_tensors; i++)
         if (!strcmp(s->tensors[i].name, s->tensors[i - 1].name))
-            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' appears twice (in %s and %s)", what,
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' appears twice (in %s and %s)", what,
                            s->tensors[i].name, s->files[s->tensors[i - 1].file].path, s->files[s->tensors[i].file].path);
     return 0;
 }
@@ -239,14 +239,14 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int open_index(const char *dir, const char *index_path, struct st_set *out, struct colibri_err *err)
 {
     size_t len;
-    char *text = read_file_all(index_path, &len);
-    if (!text) return err_set(err, COLIBRI_EIO, "%s: cannot read: %s", index_path, strerror(errno));
+    char *text = base_read_file_all(index_path, &len);
+    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", index_path, strerror(errno));
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
     if (!cJSON_IsObject(wm)) {
         cJSON_Delete(root);
-        return err_set(err, COLIBRI_EFORMAT, "%s: not JSON with a 'weight_map' object", index_path);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: not JSON with a 'weight_map' object", index_path);
     }
     /* Distinct shard names, in sorted order. */
     int n = 0;
@@ -254,12 +254,12 @@ static int open_index(const char *dir, const char *index_path, struct st_set *ou
     char **names = calloc((size_t)(n ? n : 1), sizeof *names);
     if (!names) {
         cJSON_Delete(root);
-        return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", index_path);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", index_path);
     }
     int rc = 0, nn = 0;
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: weight_map['%s'] is not a shard file name", index_path, e->string);
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: weight_map['%s'] is not a shard file name", index_path, e->string);
             break;
         }
         names[nn++] = e->valuestring;
@@ -280,14 +280,14 @@ static int open_index(const char *dir, const char *index_path, struct st_set *ou
         const struct st_tensor *t = st_find(out, e->string);
         const char *shard = t ? strrchr(out->files[t->file].path, '/') + 1 : NULL;
         if (!t)
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is listed in weight_map but absent from shard %s",
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is listed in weight_map but absent from shard %s",
                          index_path, e->string, e->valuestring);
         else if (strcmp(shard, e->valuestring))
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is listed in shard %s but found in %s", index_path,
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is listed in shard %s but found in %s", index_path,
                          e->string, e->valuestring, shard);
     }
     if (!rc && out->n_tensors != cJSON_GetArraySize(wm))
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: shards hold %d tensors but weight_map lists %d", index_path,
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: shards hold %d tensors but weight_map lists %d", index_path,
                      out->n_tensors, cJSON_GetArraySize(wm));
     free(names);
     cJSON_Delete(root);
@@ -307,7 +307,7 @@ int st_open_dir(const char *dir, struct st_set *out, struct colibri_err *err)
         if (stat(path, &stbuf) != 0) {
             /* Fall back to the only *.safetensors in the directory. */
             DIR *d = opendir(dir);
-            if (!d) return err_set(err, COLIBRI_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
+            if (!d) return base_err_set(err, COLIBRI_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
             int found = 0;
             struct dirent *de;
             while ((de = readdir(d))) {
@@ -319,7 +319,7 @@ int st_open_dir(const char *dir, struct st_set *out, struct colibri_err *err)
             }
             closedir(d);
             if (found != 1)
-                return err_set(err, found ? COLIBRI_EFORMAT : COLIBRI_EIO,
+                return base_err_set(err, found ? COLIBRI_EFORMAT : COLIBRI_EIO,
                                "%s: %s (expected model.safetensors or model.safetensors.index.json)", dir,
                                found ? "several .safetensors files but no index" : "no .safetensors file");
         }

@@ -21,7 +21,7 @@ int st_write_header(FILE *f, const char *path, const struct st_out_tensor *t, in
         for (int d = 0; d < t[i].ndim; d++) want *= (uint64_t)t[i].shape[d];
         if (want != t[i].nbytes) {
             cJSON_Delete(root);
-            return err_set(err, COLIBRI_EINVAL, "%s: tensor '%s': %llu bytes given, dtype x shape is %llu", path,
+            return base_err_set(err, COLIBRI_EINVAL, "%s: tensor '%s': %llu bytes given, dtype x shape is %llu", path,
                            t[i].name, (unsigned long long)t[i].nbytes, (unsigned long long)want);
         }
         cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
@@ -35,13 +35,13 @@ int st_write_header(FILE *f, const char *path, const struct st_out_tensor *t, in
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    if (!json) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the header", path);
+    if (!json) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the header", path);
     size_t len = strlen(json), padded = (len + 7) & ~(size_t)7;
     uint8_t le[8];
     for (int i = 0; i < 8; i++) le[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     int bad = fwrite(le, 1, 8, f) != 8 || fwrite(json, 1, len, f) != len;
     for (size_t i = len; i < padded && !bad; i++) bad = fputc(' ', f) == EOF;
     free(json);
-    if (bad) return err_set(err, COLIBRI_EIO, "%s: write failed: %s", path, strerror(errno));
+    if (bad) return base_err_set(err, COLIBRI_EIO, "%s: write failed: %s", path, strerror(errno));
     return 0;
 }

@@ -27,7 +27,7 @@ struct kv_scratch {
 int kv_scratch_new(int n_threads, struct kv_scratch **out, struct colibri_err *err)
 {
     struct kv_scratch *s = calloc(1, sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch");
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "kv attention scratch");
     s->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
     *out = s;
     return 0;
@@ -57,9 +57,9 @@ static int scratch_reserve(struct kv_scratch *s, size_t bytes, struct colibri_er
     if (bytes <= s->cap) return 0;
     size_t want = s->cap + s->cap / 2 > bytes ? s->cap + s->cap / 2 : bytes;
     free(s->buf);
-    s->buf = xalloc(want);
+    s->buf = base_xalloc(want);
     s->cap = s->buf ? want : 0;
-    if (!s->buf) return err_set(err, COLIBRI_ENOMEM, "kv attention scratch: %zu bytes", want);
+    if (!s->buf) return base_err_set(err, COLIBRI_ENOMEM, "kv attention scratch: %zu bytes", want);
     return 0;
 }
 
@@ -427,9 +427,9 @@ int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_
               struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity || H < 1)
-        return err_set(err, COLIBRI_EINVAL, "kv attend: layer %d T %d H %d (cache %d x %d)",
+        return base_err_set(err, COLIBRI_EINVAL, "kv attend: layer %d T %d H %d (cache %d x %d)",
                        layer, T, H, c->n_layers, c->capacity);
-    if (c->dr > 0 && !q_rope) return err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
+    if (c->dr > 0 && !q_rope) return base_err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
     return attend_rows(c, kv_cache_row(c, layer, 0), T, H, q_lat, q_rope, scale, out_lat, s, err);
 }
 
@@ -453,20 +453,20 @@ int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, in
                      struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || n < 1 || n > c->capacity || H < 1 || !pos)
-        return err_set(err, COLIBRI_EINVAL, "kv attend: layer %d, %d selected positions, H %d (cache %d x %d)",
+        return base_err_set(err, COLIBRI_EINVAL, "kv attend: layer %d, %d selected positions, H %d (cache %d x %d)",
                        layer, n, H, c->n_layers, c->capacity);
-    if (c->dr > 0 && !q_rope) return err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
+    if (c->dr > 0 && !q_rope) return base_err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
     size_t need = (size_t)n * c->row_bytes;
     if (need > s->sel_cap) {
         uint8_t *p = malloc(need);
-        if (!p) return err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
+        if (!p) return base_err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
         free(s->sel);
         s->sel = p;
         s->sel_cap = need;
     }
     for (int i = 0; i < n; i++) {
         if (pos[i] < 0 || pos[i] >= c->capacity)
-            return err_set(err, COLIBRI_ERANGE, "kv attend: selected position %d (index %d) outside [0, %d)", pos[i],
+            return base_err_set(err, COLIBRI_ERANGE, "kv attend: selected position %d (index %d) outside [0, %d)", pos[i],
                            i, c->capacity);
         memcpy(s->sel + (size_t)i * c->row_bytes, kv_cache_row(c, layer, pos[i]), c->row_bytes);
     }

@@ -62,19 +62,22 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
     int threads = o->threads, r = o->r, dr = o->dr, nctx = o->n_ctx, nheads = o->n_heads;
     const int *ctx = o->ctx, *heads = o->heads;
     if (nctx < 1 || nctx > MAXC || nheads < 1 || nheads > MAXH)
-        return err_set(err, COLIBRI_EINVAL, "attention bench: 1..%d contexts and 1..%d head counts", MAXC, MAXH);
+        return base_err_set(err, COLIBRI_EINVAL, "attention bench: 1..%d contexts and 1..%d head counts", MAXC, MAXH);
     for (int k = 0; k < nctx; k++)
-        if (ctx[k] < 1) return err_set(err, COLIBRI_EINVAL, "attention bench: context %d must be positive", ctx[k]);
+        if (ctx[k] < 1) return base_err_set(err, COLIBRI_EINVAL, "attention bench: context %d must be positive", ctx[k]);
     for (int k = 0; k < nheads; k++)
-        if (heads[k] < 1) return err_set(err, COLIBRI_EINVAL, "attention bench: heads %d must be positive", heads[k]);
+        if (heads[k] < 1) return base_err_set(err, COLIBRI_EINVAL, "attention bench: heads %d must be positive", heads[k]);
     int tlist[KV_TIER_COUNT], ntiers = 0, have_f32 = 0;
-    {
+    if (!o->tiers) {
+        for (int t = 0; t < KV_TIER_COUNT; t++) tlist[ntiers++] = t;
+        have_f32 = 1;
+    } else {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", o->tiers);
         char *save = NULL;
         for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             int t = kv_tier_from_name(tok);
-            if (t < 0) return err_set(err, COLIBRI_EINVAL, "--tiers: unknown KV tier '%s'", tok);
+            if (t < 0) return base_err_set(err, COLIBRI_EINVAL, "--tiers: unknown KV tier '%s'", tok);
             if (t == KV_TIER_F32) have_f32 = 1;
             if (ntiers < KV_TIER_COUNT) tlist[ntiers++] = t;
         }
@@ -119,7 +122,7 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
             for (int k = 0; k < ti; k++) kv_cache_free(caches[k]);
             for (int k = 0; k < 3; k++) kv_scratch_free(scs[k]);
             free(ql); free(qr); free(out); free(lat); free(pe);
-            return err_set(err, e.code, "%s: %s", kv_tier_name(tlist[ti]), e.msg);
+            return base_err_set(err, e.code, "%s: %s", kv_tier_name(tlist[ti]), e.msg);
         }
         vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
         for (int k = 1; k < 3 && o->with_int8 && kv_attend_int8_applies(caches[ti]); k++) {
@@ -138,17 +141,17 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
         for (int ci = 0; ci < nctx; ci++) {
             const int H = heads[hi], T = ctx[ci];
             const float scale = 1.0f / sqrtf((float)(r + dr));
-            double best[MAXV], t0 = now_sec();
+            double best[MAXV], t0 = base_now_sec();
             for (int v = 0; v < nv; v++) {
                 best[v] = 1e30;
                 kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, scs[mode_of_variant[vint8[v]]], NULL);
             }
             int rounds = 0;
-            while (rounds < 3 || now_sec() - t0 < o->min_time * nv) {
+            while (rounds < 3 || base_now_sec() - t0 < o->min_time * nv) {
                 for (int v = 0; v < nv; v++) {
-                    double a = o->cpu_time ? cpu_sec() : now_sec();
+                    double a = o->cpu_time ? cpu_sec() : base_now_sec();
                     kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, scs[mode_of_variant[vint8[v]]], NULL);
-                    double d = (o->cpu_time ? cpu_sec() : now_sec()) - a;
+                    double d = (o->cpu_time ? cpu_sec() : base_now_sec()) - a;
                     if (d < best[v]) best[v] = d;
                 }
                 rounds++;

@@ -20,7 +20,7 @@ struct kv_attn_bench_opts {
     int r, dr;                  /* latent and RoPE widths (DeepSeek-V3: 512, 64) */
     int ctx[KV_ATTN_BENCH_MAX_CTX], n_ctx;
     int heads[KV_ATTN_BENCH_MAX_HEADS], n_heads;
-    const char *tiers;          /* comma-separated; f32 is added first when absent */
+    const char *tiers;          /* comma-separated (NULL: every tier); f32 is added first when absent */
     double min_time;            /* seconds per tier per cell at least */
     int with_int8;              /* also time the integer consumers */
     int cpu_time;               /* process CPU time instead of the wall clock */

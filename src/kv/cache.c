@@ -16,18 +16,18 @@ int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, 
                        struct colibri_err *err)
 {
     if (n_extra < 0 || n_extra > KV_PARTS_MAX - 2 || (n_extra && !extra))
-        return err_set(err, COLIBRI_EINVAL, "kv cache: %d extra row parts (at most %d)", n_extra, KV_PARTS_MAX - 2);
+        return base_err_set(err, COLIBRI_EINVAL, "kv cache: %d extra row parts (at most %d)", n_extra, KV_PARTS_MAX - 2);
     if ((unsigned)tier >= KV_TIER_COUNT)
-        return err_set(err, COLIBRI_EINVAL, "kv cache: unknown tier %d", (int)tier);
+        return base_err_set(err, COLIBRI_EINVAL, "kv cache: unknown tier %d", (int)tier);
     if (rope == KV_ROPE_DEFAULT) rope = kv_rope_default(tier);
     if ((unsigned)rope >= KV_ROPE_COUNT)
-        return err_set(err, COLIBRI_EINVAL, "kv cache: unknown rope precision %d", (int)rope);
+        return base_err_set(err, COLIBRI_EINVAL, "kv cache: unknown rope precision %d", (int)rope);
     if (n_layers <= 0 || r <= 0 || dr < 0 || capacity <= 0)
-        return err_set(err, COLIBRI_EINVAL,
+        return base_err_set(err, COLIBRI_EINVAL,
                        "kv cache: bad shape n_layers=%d r=%d dr=%d capacity=%d",
                        n_layers, r, dr, capacity);
     struct kv_cache *c = calloc(1, sizeof *c);
-    if (!c) return err_set(err, COLIBRI_ENOMEM, "kv cache struct");
+    if (!c) return base_err_set(err, COLIBRI_ENOMEM, "kv cache struct");
     c->tier = tier;
     c->rope = rope;
     c->n_layers = n_layers;
@@ -36,14 +36,14 @@ int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, 
     c->capacity = capacity;
     int rc = kv_codec_init(&c->lat, tier, r, KV_SEED_LATENT, err);
     if (rc) {
-        err_prefix(err, rc, "kv cache latent (kv_lora_rank %d)", r);
+        base_err_prefix(err, rc, "kv cache latent (kv_lora_rank %d)", r);
         kv_cache_free(c);
         return rc;
     }
     if (dr > 0) {
         rc = kv_codec_init(&c->pe, kv_rope_tier(rope), dr, KV_SEED_ROPE, err);
         if (rc) {
-            err_prefix(err, rc, "kv cache rope part %s (qk_rope_head_dim %d)",
+            base_err_prefix(err, rc, "kv cache rope part %s (qk_rope_head_dim %d)",
                        kv_rope_name(rope), dr);
             kv_cache_free(c);
             return rc;
@@ -58,11 +58,11 @@ int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, 
     for (int i = 0; i < n_extra; i++) {
         if (extra[i].kind != KV_PART_INDEX_KEY || extra[i].dim <= 0 || kv_cache_part(c, extra[i].kind)) {
             kv_cache_free(c);
-            return err_set(err, COLIBRI_EINVAL, "kv cache: extra part %d (kind %d, %d values) is not a new index key",
+            return base_err_set(err, COLIBRI_EINVAL, "kv cache: extra part %d (kind %d, %d values) is not a new index key",
                            i, (int)extra[i].kind, extra[i].dim);
         }
         if ((rc = kv_codec_init(&c->extra[i], extra[i].tier, extra[i].dim, KV_SEED_ROPE + 1 + (uint64_t)i, err))) {
-            err_prefix(err, rc, "kv cache index-key part (%d values)", extra[i].dim);
+            base_err_prefix(err, rc, "kv cache index-key part (%d values)", extra[i].dim);
             kv_cache_free(c);
             return rc;
         }
@@ -75,7 +75,7 @@ int kv_cache_new_parts(enum kv_tier tier, enum kv_rope_prec rope, int n_layers, 
     if (!c->data) {
         size_t row = c->row_bytes;
         kv_cache_free(c);
-        return err_set(err, COLIBRI_ENOMEM, "kv cache: %zu bytes (%d layers x %d tokens x %zu B)",
+        return base_err_set(err, COLIBRI_ENOMEM, "kv cache: %zu bytes (%d layers x %d tokens x %zu B)",
                        total, n_layers, capacity, row);
     }
     *out = c;
@@ -96,7 +96,7 @@ int kv_cache_write(struct kv_cache *c, int layer, int pos, const float *latent,
                    const float *rope, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
-        return err_set(err, COLIBRI_ERANGE, "kv cache write: layer %d pos %d outside %d x %d",
+        return base_err_set(err, COLIBRI_ERANGE, "kv cache write: layer %d pos %d outside %d x %d",
                        layer, pos, c->n_layers, c->capacity);
     uint8_t *row = kv_cache_row(c, layer, pos);
     kv_codec_encode(&c->lat, latent, row);
@@ -108,7 +108,7 @@ int kv_cache_read(const struct kv_cache *c, int layer, int pos0, int n, float *l
                   float *rope_out, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || pos0 < 0 || n < 0 || pos0 > c->capacity - n)
-        return err_set(err, COLIBRI_ERANGE, "kv cache read: layer %d rows %d..%d outside %d x %d",
+        return base_err_set(err, COLIBRI_ERANGE, "kv cache read: layer %d rows %d..%d outside %d x %d",
                        layer, pos0, pos0 + n - 1, c->n_layers, c->capacity);
     for (int t = 0; t < n; t++) {
         const uint8_t *row = kv_cache_row(c, layer, pos0 + t);
@@ -135,9 +135,9 @@ static int part_at(const struct kv_cache *c, int layer, int pos, enum kv_part_ki
 {
     *p = kv_cache_part(c, kind);
     if (!*p || !(*p)->bytes)
-        return err_set(err, COLIBRI_EINVAL, "kv cache %s: the row has no part of kind %d", what, (int)kind);
+        return base_err_set(err, COLIBRI_EINVAL, "kv cache %s: the row has no part of kind %d", what, (int)kind);
     if (layer < 0 || layer >= c->n_layers || pos < 0 || pos >= c->capacity)
-        return err_set(err, COLIBRI_ERANGE, "kv cache %s: layer %d pos %d outside %d x %d", what, layer, pos,
+        return base_err_set(err, COLIBRI_ERANGE, "kv cache %s: layer %d pos %d outside %d x %d", what, layer, pos,
                        c->n_layers, c->capacity);
     return 0;
 }

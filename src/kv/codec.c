@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "kv/attn_kern.h"
 #include "kv/codec_impl.h"
 
@@ -78,6 +79,19 @@ int kv_rope_from_name(const char *name)
     return -1;
 }
 
+static const char *tier_name_at(int t) { return KV_TRAITS[t].name; }
+static const char *rope_name_at(int p) { return KV_ROPE_NAMES[p]; }
+
+size_t kv_tier_names(char *buf, size_t n, const char *sep)
+{
+    return base_join_names(buf, n, sep, KV_TIER_COUNT, tier_name_at);
+}
+
+size_t kv_rope_names(char *buf, size_t n, const char *sep)
+{
+    return base_join_names(buf, n, sep, KV_ROPE_COUNT, rope_name_at);
+}
+
 enum kv_tier kv_rope_tier(enum kv_rope_prec p)
 {
     return (unsigned)p < KV_ROPE_COUNT ? KV_ROPE_TIERS[p] : KV_TIER_F32;
@@ -109,18 +123,18 @@ int kv_codec_init(struct kv_codec *c, enum kv_tier t, int dim, uint64_t seed,
 {
     memset(c, 0, sizeof *c);
     if ((unsigned)t >= KV_TIER_COUNT)
-        return err_set(err, COLIBRI_EINVAL, "kv codec: unknown tier %d", (int)t);
+        return base_err_set(err, COLIBRI_EINVAL, "kv codec: unknown tier %d", (int)t);
     const struct kv_codec_traits *tr = &KV_TRAITS[t];
     if (dim <= 0 || dim > KV_DIM_MAX)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d out of range 1..%d",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d out of range 1..%d",
                        tr->name, dim, KV_DIM_MAX);
     if (dim % tr->dim_multiple)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d is not a multiple of %d",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv tier %s: row width %d is not a multiple of %d",
                        tr->name, dim, tr->dim_multiple);
     if (tr->rot != KV_ROT_NONE) {
         int blk = tr->rot == KV_ROT_256 && dim > 256 ? 256 : dim;
         int rc = kv_rot_init(&c->rot, dim, blk, seed, err);
-        if (rc) return err_prefix(err, rc, "kv tier %s", tr->name);
+        if (rc) return base_err_prefix(err, rc, "kv tier %s", tr->name);
     }
     c->tier = t;
     c->dim = dim;
@@ -131,7 +145,7 @@ int kv_codec_init(struct kv_codec *c, enum kv_tier t, int dim, uint64_t seed,
         int rc = tr->init(c, err);
         if (rc) {
             kv_codec_free(c);
-            return err_prefix(err, rc, "kv tier %s, width %d", tr->name, dim);
+            return base_err_prefix(err, rc, "kv tier %s, width %d", tr->name, dim);
         }
     }
     return 0;

@@ -105,6 +105,11 @@ int kv_tier_from_name(const char *name);
 /* "f32", "bf16", "fp8", "int8"; -1 for unknown. */
 const char *kv_rope_name(enum kv_rope_prec p);
 int kv_rope_from_name(const char *name);
+/* Every tier's (RoPE precision's) name in enum order joined by sep, written
+ * to buf[n] as snprintf would; returns the length of the whole list (a result
+ * >= n means buf was too small). */
+size_t kv_tier_names(char *buf, size_t n, const char *sep);
+size_t kv_rope_names(char *buf, size_t n, const char *sep);
 /* The tier a RoPE precision is encoded with (f32, bf16, fp8, int8r). */
 enum kv_tier kv_rope_tier(enum kv_rope_prec p);
 /* Default RoPE precision for a latent tier: f32 for f32, bf16 for bf16, int8

@@ -96,7 +96,7 @@ static void polar_kmeans(int m, int K, float *ang, float *thr)
 int kv_polar_init(struct kv_codec *c, struct colibri_err *err)
 {
     struct kv_polar_tab *p = calloc(1, sizeof *p);
-    if (!p) return err_set(err, COLIBRI_ENOMEM, "polar codebooks");
+    if (!p) return base_err_set(err, COLIBRI_ENOMEM, "polar codebooks");
     p->L = ilog2(c->dim);
     size_t off = 0;
     for (int l = 1; l <= p->L; l++) {

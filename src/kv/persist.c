@@ -78,7 +78,7 @@ static uint64_t get64(const uint8_t *p)
 
 static int io_err(struct colibri_err *err, int rc, const char *what, const char *path)
 {
-    return err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, strerror(-rc));
+    return base_err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, strerror(-rc));
 }
 
 /* ---------------------------------------------------------------- header */
@@ -110,7 +110,7 @@ int kv_file_hdr_for(const struct kv_cache *c, uint64_t model, const char *weight
 {
     if (!weights) weights = "";
     if (strlen(weights) >= KV_FILE_WEIGHTS_MAX)
-        return err_set(err, COLIBRI_EINVAL, "kv file: weights label '%s' is longer than %d bytes", weights,
+        return base_err_set(err, COLIBRI_EINVAL, "kv file: weights label '%s' is longer than %d bytes", weights,
                        KV_FILE_WEIGHTS_MAX - 1);
     memset(h, 0, sizeof *h);
     h->write_version = h->read_version = KV_FILE_VERSION;
@@ -136,7 +136,7 @@ int kv_file_hdr_for(const struct kv_cache *c, uint64_t model, const char *weight
     XXH64_state_t st;
     XXH64_reset(&st, 0);
     if (!codec_check_part(&c->lat, &st) || (c->dr > 0 && !codec_check_part(&c->pe, &st)))
-        return err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for the codec check");
+        return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for the codec check");
     h->codec_check = XXH64_digest(&st);
     return 0;
 }
@@ -188,37 +188,37 @@ static int text_ok(const uint8_t *p, size_t n)
 int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *h, struct colibri_err *err)
 {
     if (memcmp(in, KV_FILE_MAGIC, 8))
-        return err_set(err, COLIBRI_EFORMAT, "magic: not a colibri KV file (no \"%s\" at offset 0)", KV_FILE_MAGIC);
+        return base_err_set(err, COLIBRI_EFORMAT, "magic: not a colibri KV file (no \"%s\" at offset 0)", KV_FILE_MAGIC);
     struct kv_file_hdr d = { 0 };
     d.write_version = get16(in + 8);
     d.read_version = get16(in + 10);
     if (d.read_version > KV_FILE_VERSION)
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "read_version %u: written by a newer colibri (this build reads version %d)",
                        d.read_version, KV_FILE_VERSION);
     if (XXH64(in, 248, 0) != get64(in + 248))
-        return err_set(err, COLIBRI_EFORMAT, "header_checksum: header bytes [0, 248) do not match it (damaged header)");
+        return base_err_set(err, COLIBRI_EFORMAT, "header_checksum: header bytes [0, 248) do not match it (damaged header)");
     if (d.read_version == 0 || d.write_version == 0)
-        return err_set(err, COLIBRI_EFORMAT, "%s is 0", d.read_version ? "write_version" : "read_version");
+        return base_err_set(err, COLIBRI_EFORMAT, "%s is 0", d.read_version ? "write_version" : "read_version");
     if (get32(in + 12) != KV_FILE_HDR_BYTES)
-        return err_set(err, COLIBRI_EFORMAT, "header_bytes %u (version 1 has %d)", get32(in + 12), KV_FILE_HDR_BYTES);
+        return base_err_set(err, COLIBRI_EFORMAT, "header_bytes %u (version 1 has %d)", get32(in + 12), KV_FILE_HDR_BYTES);
     if (get64(in + 16) != KV_FILE_RECORDS)
-        return err_set(err, COLIBRI_EFORMAT, "records_offset %llu (version 1 has %d)",
+        return base_err_set(err, COLIBRI_EFORMAT, "records_offset %llu (version 1 has %d)",
                        (unsigned long long)get64(in + 16), KV_FILE_RECORDS);
     if (!all_zero(in + 148, 4) || !all_zero(in + 192, 56))
-        return err_set(err, COLIBRI_EFORMAT, "reserved: bytes at 148 or 192..247 are not zero");
+        return base_err_set(err, COLIBRI_EFORMAT, "reserved: bytes at 148 or 192..247 are not zero");
     d.salt = get64(in + 24);
     d.model = get64(in + 32);
     if (!text_ok(in + 40, KV_FILE_WEIGHTS_MAX))
-        return err_set(err, COLIBRI_EFORMAT, "weights: not a NUL-padded string");
+        return base_err_set(err, COLIBRI_EFORMAT, "weights: not a NUL-padded string");
     memcpy(d.weights, in + 40, KV_FILE_WEIGHTS_MAX);
     d.n_layers = get32(in + 88);
     d.r = get32(in + 92);
     d.dr = get32(in + 96);
     d.tier = get32(in + 100);
     d.rope = get32(in + 120);
-    if (!text_ok(in + 104, KV_FILE_NAME_MAX)) return err_set(err, COLIBRI_EFORMAT, "tier_name: not a NUL-padded string");
-    if (!text_ok(in + 124, KV_FILE_NAME_MAX)) return err_set(err, COLIBRI_EFORMAT, "rope_name: not a NUL-padded string");
+    if (!text_ok(in + 104, KV_FILE_NAME_MAX)) return base_err_set(err, COLIBRI_EFORMAT, "tier_name: not a NUL-padded string");
+    if (!text_ok(in + 124, KV_FILE_NAME_MAX)) return base_err_set(err, COLIBRI_EFORMAT, "rope_name: not a NUL-padded string");
     memcpy(d.tier_name, in + 104, KV_FILE_NAME_MAX);
     memcpy(d.rope_name, in + 124, KV_FILE_NAME_MAX);
     d.latent_bits = get32(in + 140);
@@ -232,36 +232,36 @@ int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *
     d.codec_check = get64(in + 184);
 
     if (d.tier >= KV_TIER_COUNT)
-        return err_set(err, COLIBRI_EFORMAT, "tier %u ('%s'): unknown to this build", d.tier, d.tier_name);
+        return base_err_set(err, COLIBRI_EFORMAT, "tier %u ('%s'): unknown to this build", d.tier, d.tier_name);
     if (strcmp(d.tier_name, kv_tier_name((enum kv_tier)d.tier)))
-        return err_set(err, COLIBRI_EFORMAT, "tier_name '%s' does not name tier %u (%s)", d.tier_name, d.tier,
+        return base_err_set(err, COLIBRI_EFORMAT, "tier_name '%s' does not name tier %u (%s)", d.tier_name, d.tier,
                        kv_tier_name((enum kv_tier)d.tier));
     if (d.rope >= KV_ROPE_COUNT)
-        return err_set(err, COLIBRI_EFORMAT, "rope %u ('%s'): unknown to this build", d.rope, d.rope_name);
+        return base_err_set(err, COLIBRI_EFORMAT, "rope %u ('%s'): unknown to this build", d.rope, d.rope_name);
     if (strcmp(d.rope_name, kv_rope_name((enum kv_rope_prec)d.rope)))
-        return err_set(err, COLIBRI_EFORMAT, "rope_name '%s' does not name rope precision %u (%s)", d.rope_name,
+        return base_err_set(err, COLIBRI_EFORMAT, "rope_name '%s' does not name rope precision %u (%s)", d.rope_name,
                        d.rope, kv_rope_name((enum kv_rope_prec)d.rope));
-    if (d.n_layers == 0 || d.n_layers > 1u << 16) return err_set(err, COLIBRI_EFORMAT, "n_layers %u", d.n_layers);
+    if (d.n_layers == 0 || d.n_layers > 1u << 16) return base_err_set(err, COLIBRI_EFORMAT, "n_layers %u", d.n_layers);
     size_t lat = kv_tier_row_bytes((enum kv_tier)d.tier, d.r > KV_DIM_MAX ? 0 : (int)d.r);
-    if (!lat) return err_set(err, COLIBRI_EFORMAT, "r %u: not a width tier %s takes", d.r, d.tier_name);
+    if (!lat) return base_err_set(err, COLIBRI_EFORMAT, "r %u: not a width tier %s takes", d.r, d.tier_name);
     if (d.latent_bytes != lat)
-        return err_set(err, COLIBRI_EFORMAT, "latent_bytes %u: tier %s at r = %u has %zu", d.latent_bytes,
+        return base_err_set(err, COLIBRI_EFORMAT, "latent_bytes %u: tier %s at r = %u has %zu", d.latent_bytes,
                        d.tier_name, d.r, lat);
     size_t rope = 0;
     if (d.dr) {
         enum kv_tier rt = kv_rope_tier((enum kv_rope_prec)d.rope);
         if (!(rope = kv_tier_row_bytes(rt, d.dr > KV_DIM_MAX ? 0 : (int)d.dr)))
-            return err_set(err, COLIBRI_EFORMAT, "dr %u: not a width RoPE precision %s takes", d.dr, d.rope_name);
+            return base_err_set(err, COLIBRI_EFORMAT, "dr %u: not a width RoPE precision %s takes", d.dr, d.rope_name);
     }
     if (d.rope_bytes != rope)
-        return err_set(err, COLIBRI_EFORMAT, "rope_bytes %u: RoPE precision %s at dr = %u has %zu", d.rope_bytes,
+        return base_err_set(err, COLIBRI_EFORMAT, "rope_bytes %u: RoPE precision %s at dr = %u has %zu", d.rope_bytes,
                        d.rope_name, d.dr, rope);
     if (d.row_bytes != (uint64_t)d.latent_bytes + d.rope_bytes)
-        return err_set(err, COLIBRI_EFORMAT, "row_bytes %u != latent_bytes %u + rope_bytes %u", d.row_bytes,
+        return base_err_set(err, COLIBRI_EFORMAT, "row_bytes %u != latent_bytes %u + rope_bytes %u", d.row_bytes,
                        d.latent_bytes, d.rope_bytes);
     uint64_t rec = KV_FILE_REC_EXTRA + (uint64_t)d.n_layers * d.row_bytes;
     if (d.record_bytes != rec || rec > (1u << 30))
-        return err_set(err, COLIBRI_EFORMAT, "record_bytes %u: 16 + n_layers %u x row_bytes %u = %llu",
+        return base_err_set(err, COLIBRI_EFORMAT, "record_bytes %u: 16 + n_layers %u x row_bytes %u = %llu",
                        d.record_bytes, d.n_layers, d.row_bytes, (unsigned long long)rec);
     *h = d;
     return 0;
@@ -356,7 +356,7 @@ static int read_slots(const struct kv_io *io, void *fh, const char *path, uint64
         ok[i] = got == sizeof b && slot_decode(b, salt, &s[i], &c[i]);
     }
     if (!ok[0] && !ok[1])
-        return err_set(err, COLIBRI_EFORMAT, "count slots: neither slot A (512) nor B (1024) is valid");
+        return base_err_set(err, COLIBRI_EFORMAT, "count slots: neither slot A (512) nor B (1024) is valid");
     *slot = ok[1] && (!ok[0] || s[1] > s[0]);
     *seq = s[*slot];
     *count = c[*slot];
@@ -396,7 +396,7 @@ static int buf_reserve(uint8_t **buf, size_t *have, size_t need, struct colibri_
 {
     if (*have >= need) return 0;
     uint8_t *b = realloc(*buf, need);
-    if (!b) return err_set(err, COLIBRI_ENOMEM, "kv file: %zu bytes for a batch of records", need);
+    if (!b) return base_err_set(err, COLIBRI_ENOMEM, "kv file: %zu bytes for a batch of records", need);
     *buf = b;
     *have = need;
     return 0;
@@ -516,7 +516,7 @@ static int sums_reserve(struct kv_file *f, uint64_t n, struct colibri_err *err)
     uint64_t cap = f->sums_cap ? f->sums_cap : 256;
     while (cap < n) cap *= 2;
     uint64_t *s = realloc(f->sums, cap * sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "kv file: record checksums for %llu records", (unsigned long long)n);
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "kv file: record checksums for %llu records", (unsigned long long)n);
     f->sums = s;
     f->sums_cap = cap;
     return 0;
@@ -556,7 +556,7 @@ static int rewrite(const struct kv_io *io, const char *path, const struct kv_fil
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
-    if (!tmp) return err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    if (!tmp) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     void *fh = NULL;
@@ -567,7 +567,7 @@ static int rewrite(const struct kv_io *io, const char *path, const struct kv_fil
         return rc;
     }
     uint8_t *head = calloc(1, KV_FILE_RECORDS);
-    if (!head) rc = err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    if (!head) rc = base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
     if (!rc) {
         kv_file_hdr_encode(h, head);
         if ((rc = io->write(io, fh, head, KV_FILE_RECORDS, 0))) rc = io_err(err, rc, "writing the header", tmp);
@@ -633,7 +633,7 @@ static struct kv_file *file_new(const struct kv_io *io, const char *path, struct
         free(f);
         f = NULL;
     }
-    if (!f) err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    if (!f) base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
     else f->io = io;
     return f;
 }
@@ -643,7 +643,7 @@ static int refuse(struct colibri_err *err, int rc, const char *path)
 {
     char msg[COLIBRI_ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-    return err_set(err, rc, "kv file %s: %s; the file was left untouched (delete it to start a new one)", path, msg);
+    return base_err_set(err, rc, "kv file %s: %s; the file was left untouched (delete it to start a new one)", path, msg);
 }
 
 static int open_create(struct kv_file *f, const struct kv_file_hdr *want, struct kv_file_report *rep,
@@ -684,7 +684,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
         rc = io->open(io, path, KV_IO_READ, &f->fh);
     }
     if (rc == -EWOULDBLOCK) {
-        rc = err_set(err, COLIBRI_EIO, "kv file %s: in use by another process (locked); the file was left untouched", path);
+        rc = base_err_set(err, COLIBRI_EIO, "kv file %s: in use by another process (locked); the file was left untouched", path);
         goto fail;
     }
     if (rc) {
@@ -699,7 +699,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
         goto fail;
     }
     if (got < sizeof head) {
-        rc = err_set(err, COLIBRI_EFORMAT,
+        rc = base_err_set(err, COLIBRI_EFORMAT,
                      "kv file %s: %zu bytes, shorter than a header: not a colibri KV file; it was left untouched "
                      "(delete it to start a new one)",
                      path, got);
@@ -712,7 +712,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
     char why[512];
     enum kv_file_match m = kv_file_hdr_match(&f->hdr, want, why, sizeof why);
     if (m == KV_FILE_OTHER) {
-        rc = err_set(err, COLIBRI_EMISMATCH, "kv file %s: %s; the file was left untouched", path, why);
+        rc = base_err_set(err, COLIBRI_EMISMATCH, "kv file %s: %s; the file was left untouched", path, why);
         goto fail;
     }
     if (f->hdr.write_version > KV_FILE_VERSION) f->read_only = 1;
@@ -732,7 +732,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
     if ((rc = sums_reserve(f, (f->count < present ? f->count : present) + 1, err))) goto fail;
     if (r.upgrade) {
         if (!(r.x = malloc(((size_t)f->hdr.r + f->hdr.dr) * sizeof *r.x))) {
-            rc = err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+            rc = base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
             goto fail;
         }
         rc = kv_codec_init(&r.lat, (enum kv_tier)f->hdr.tier, (int)f->hdr.r, f->hdr.latent_seed, err);
@@ -781,17 +781,17 @@ static int save_append(struct kv_file *f, const struct kv_cache *c, const int32_
 int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, int n, struct colibri_err *err)
 {
     if (f->read_only)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: opened read-only (%s); not saved", f->path,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: opened read-only (%s); not saved", f->path,
                        f->hdr.write_version > KV_FILE_VERSION ? "written by a newer colibri" : "not writable");
     if (f->failed)
-        return err_set(err, COLIBRI_EIO, "kv file %s: an earlier write failed; close and reopen it to save again",
+        return base_err_set(err, COLIBRI_EIO, "kv file %s: an earlier write failed; close and reopen it to save again",
                        f->path);
     if (n < 0 || n > c->capacity)
-        return err_set(err, COLIBRI_EINVAL, "kv file %s: cannot save %d positions of a %d-position cache", f->path, n,
+        return base_err_set(err, COLIBRI_EINVAL, "kv file %s: cannot save %d positions of a %d-position cache", f->path, n,
                        c->capacity);
     if ((uint32_t)c->tier != f->want.tier || (uint32_t)c->rope != f->want.rope ||
         (uint32_t)c->n_layers != f->want.n_layers || (uint32_t)c->r != f->want.r || (uint32_t)c->dr != f->want.dr)
-        return err_set(err, COLIBRI_EINVAL, "kv file %s: the cache (%s, %d layers) is not the one the file was opened for (%s)",
+        return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the cache (%s, %d layers) is not the one the file was opened for (%s)",
                        f->path, kv_tier_name(c->tier), c->n_layers, f->want.tier_name);
     int rc = sums_reserve(f, (uint64_t)n + 1, err);
     if (rc) return rc;
@@ -865,14 +865,14 @@ int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_veri
     if ((rc = io->size(io, fh, &v->file_bytes)) || (rc = io->read(io, fh, head, sizeof head, 0, &got))) {
         rc = io_err(err, rc, "reading the header", path);
     } else if (got < sizeof head) {
-        rc = err_set(err, COLIBRI_EFORMAT, "kv file %s: %zu bytes, shorter than a header: not a colibri KV file", path, got);
+        rc = base_err_set(err, COLIBRI_EFORMAT, "kv file %s: %zu bytes, shorter than a header: not a colibri KV file", path, got);
     } else if ((rc = kv_file_hdr_decode(head, &v->hdr, err))) {
-        err_prefix(err, rc, "kv file %s", path);
+        base_err_prefix(err, rc, "kv file %s", path);
     } else {
         int slot;
         v->read_only = v->hdr.write_version > KV_FILE_VERSION;
         rc = read_slots(io, fh, path, v->hdr.salt, &v->seq, &v->published, &slot, err);
-        if (rc) err_prefix(err, rc, "kv file %s", path);
+        if (rc) base_err_prefix(err, rc, "kv file %s", path);
         struct walk_result w;
         if (!rc && !(rc = walk_records(io, fh, path, &v->hdr, v->published, v->file_bytes, NULL, NULL, &w, err))) {
             v->valid = w.kept;

@@ -20,15 +20,15 @@ int kv_rot_init(struct kv_rot *r, int n, int blk, uint64_t seed, struct colibri_
 {
     memset(r, 0, sizeof *r);
     if (!kv_is_pow2(n))
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "kv rotation: width %d is not a power of two (the Hadamard "
                        "rotation needs 2^k values per row; use the f32, bf16 or fp8 "
                        "tier for this model)", n);
     if (!kv_is_pow2(blk) || blk > n)
-        return err_set(err, COLIBRI_EINVAL,
+        return base_err_set(err, COLIBRI_EINVAL,
                        "kv rotation: block %d must be a power of two <= width %d", blk, n);
     r->sign = malloc((size_t)n * sizeof *r->sign);
-    if (!r->sign) return err_set(err, COLIBRI_ENOMEM, "kv rotation: %d signs", n);
+    if (!r->sign) return base_err_set(err, COLIBRI_ENOMEM, "kv rotation: %d signs", n);
     uint64_t s = seed;
     uint64_t bits = 0;
     for (int i = 0; i < n; i++) {

@@ -23,16 +23,16 @@ static int get_int_in(const cJSON *o, const char *key, int required, int dflt, d
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
     if (!v || cJSON_IsNull(v)) {
-        if (required) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is missing", path, key);
+        if (required) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is missing", path, key);
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
+    if (!cJSON_IsNumber(v)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
     double d = v->valuedouble;
     if (!isfinite(d) || d < lo || d > CFG_MAX_SIZE)
-        return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, outside the range %g..%g", path, key, d, lo,
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, outside the range %g..%g", path, key, d, lo,
                        CFG_MAX_SIZE);
-    if (d != floor(d)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, not an integer", path, key, d);
+    if (d != floor(d)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, not an integer", path, key, d);
     *out = (int)d;
     return 0;
 }
@@ -50,10 +50,10 @@ static int get_num(const cJSON *o, const char *key, double dflt, double lo, int 
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
     if (!v || cJSON_IsNull(v)) { *out = dflt; return 0; }
-    if (!cJSON_IsNumber(v)) return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
+    if (!cJSON_IsNumber(v)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
     double d = v->valuedouble;
     if (!isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
-        return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g; it must be a finite number in %c%g, %g]", path,
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g; it must be a finite number in %c%g, %g]", path,
                        key, d, lo_open ? '(' : '[', lo, hi);
     *out = d;
     return 0;
@@ -69,12 +69,12 @@ static int check_keys(const cJSON *o, const char *what, const char *path, struct
     if (!cJSON_IsObject(o)) return 0;
     int n = cJSON_GetArraySize(o);
     if (n > CFG_MAX_KEYS)
-        return err_set(err, COLIBRI_EFORMAT, "%s: %s has %d fields; more than %d is not a model config", path, what,
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: %s has %d fields; more than %d is not a model config", path, what,
                        n, CFG_MAX_KEYS);
     for (const cJSON *a = o->child; a; a = a->next)
         for (const cJSON *b = a->next; b; b = b->next)
             if (a->string && b->string && !strcmp(a->string, b->string))
-                return err_set(err, COLIBRI_EFORMAT, "%s: field '%s' appears twice in %s", path, a->string, what);
+                return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' appears twice in %s", path, a->string, what);
     return 0;
 }
 
@@ -147,12 +147,12 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
     if (!cJSON_IsString(type) && r) type = cJSON_GetObjectItemCaseSensitive(r, "type");
     snprintf(c->rope_type, sizeof c->rope_type, "%s", cJSON_IsString(type) ? type->valuestring : "default");
     if (strcmp(c->rope_type, "default") && strcmp(c->rope_type, "yarn"))
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: rope type '%s' is not supported (default, yarn)", path,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: rope type '%s' is not supported (default, yarn)", path,
                        c->rope_type);
     if (!strcmp(c->rope_type, "yarn")) {
         if ((rc = get_num(r, "factor", 0, 0, 1, 1e6, &c->rope_factor, path, err))) return rc;
         if (c->rope_factor <= 0)
-            return err_set(err, COLIBRI_EFORMAT, "%s: yarn rope needs a positive 'factor'", path);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: yarn rope needs a positive 'factor'", path);
         /* the correction dims take logs of max_pos / beta: both must be positive */
         if ((rc = get_int_in(r, "original_max_position_embeddings", 0, c->max_position_embeddings, 1,
                              &c->rope_original_max_pos, path, err)))
@@ -163,7 +163,7 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
         if ((rc = get_num(r, "mscale_all_dim", 0.0, 0, 0, 1e3, &c->rope_mscale_all_dim, path, err))) return rc;
     }
     if (get_bool(root, "rope_interleave", 1) != 1)
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "%s: rope_interleave=false (half-split RoPE in the main attention) is not supported", path);
     return 0;
 }
@@ -174,7 +174,7 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return err_set(err, COLIBRI_EFORMAT, "%s: not a JSON object", path);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: not a JSON object", path);
     }
     int rc = 0;
     if ((rc = check_keys(root, "the top level", path, err)) ||
@@ -183,11 +183,11 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         goto out;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (!cJSON_IsString(mt)) {
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: field 'model_type' is missing", path);
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: field 'model_type' is missing", path);
         goto out;
     }
     if (strcmp(mt->valuestring, "deepseek_v3") && strcmp(mt->valuestring, "kimi_k2")) {
-        rc = err_set(err, COLIBRI_EUNSUPPORTED,
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
                      "%s: model_type '%s' is not supported (supported: deepseek_v3, kimi_k2)", path, mt->valuestring);
         goto out;
     }
@@ -218,7 +218,7 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     int kv_heads;
     if ((rc = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, &kv_heads, path, err))) goto out;
     if (kv_heads != c->num_attention_heads) {
-        rc = err_set(err, COLIBRI_EUNSUPPORTED, "%s: num_key_value_heads %d != num_attention_heads %d", path, kv_heads,
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: num_key_value_heads %d != num_attention_heads %d", path, kv_heads,
                      c->num_attention_heads);
         goto out;
     }
@@ -232,34 +232,34 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     c->tie_word_embeddings = get_bool(root, "tie_word_embeddings", 0);
     c->attention_bias = get_bool(root, "attention_bias", 0);
     if (c->attention_bias) {
-        rc = err_set(err, COLIBRI_EUNSUPPORTED, "%s: attention_bias=true is not supported", path);
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: attention_bias=true is not supported", path);
         goto out;
     }
     if ((rc = parse_rope(root, c, path, err))) goto out;
 
     /* Consistency: these would otherwise become out-of-bounds reads later. */
     if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim > MODEL_MAX_ROPE_DIM || c->qk_rope_head_dim == 0) {
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: field 'qk_rope_head_dim' = %d must be even, 2..%d", path,
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: field 'qk_rope_head_dim' = %d must be even, 2..%d", path,
                      c->qk_rope_head_dim, MODEL_MAX_ROPE_DIM);
         goto out;
     }
     if (!c->vocab_size || !c->hidden_size || !c->num_hidden_layers || !c->num_attention_heads ||
         !c->kv_lora_rank || !c->v_head_dim) {
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: a size field is zero (vocab, hidden, layers, heads, kv_lora_rank, "
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: a size field is zero (vocab, hidden, layers, heads, kv_lora_rank, "
                      "v_head_dim must be positive)", path);
         goto out;
     }
     if (c->first_k_dense_replace > c->num_hidden_layers) c->first_k_dense_replace = c->num_hidden_layers;
     if (c->first_k_dense_replace < c->num_hidden_layers) {
         if (!c->n_routed_experts || !c->num_experts_per_tok || c->num_experts_per_tok > c->n_routed_experts) {
-            rc = err_set(err, COLIBRI_EFORMAT, "%s: MoE layers need 1 <= num_experts_per_tok (%d) <= n_routed_experts (%d)",
+            rc = base_err_set(err, COLIBRI_EFORMAT, "%s: MoE layers need 1 <= num_experts_per_tok (%d) <= n_routed_experts (%d)",
                          path, c->num_experts_per_tok, c->n_routed_experts);
             goto out;
         }
         if (!c->n_group || c->n_routed_experts % c->n_group || c->n_routed_experts / c->n_group < 2 ||
             !c->topk_group || c->topk_group > c->n_group ||
             c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group)) {
-            rc = err_set(err, COLIBRI_EFORMAT,
+            rc = base_err_set(err, COLIBRI_EFORMAT,
                          "%s: n_group %d / topk_group %d do not fit n_routed_experts %d with top-%d (need >= 2 experts "
                          "per group)", path, c->n_group, c->topk_group, c->n_routed_experts, c->num_experts_per_tok);
             goto out;
@@ -276,8 +276,8 @@ int model_config_load(const char *dir, struct model_config *cfg, struct colibri_
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len;
-    char *text = read_file_all(path, &len);
-    if (!text) return err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
+    char *text = base_read_file_all(path, &len);
+    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
     int rc = model_config_parse(text, path, cfg, err);
     free(text);
     return rc;

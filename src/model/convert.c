@@ -106,7 +106,7 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, stru
                 continue;
         }
         if (strstr(t->name, "colibri") || (t->dtype == ST_U8 && len > 6 && strstr(t->name, ".weight")))
-            return err_set(err, COLIBRI_EUNSUPPORTED,
+            return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "tensor '%s' looks already converted; convert from the original checkpoint", t->name);
         struct item *it = &items[n++];
         memset(it, 0, sizeof *it);
@@ -235,7 +235,7 @@ static int io_write_atomic(const struct kv_io *io, const char *path, const void 
     int bad = !f || fwrite(buf, 1, len, f) != len || io_commit(f, k);
     if (f && fclose(f)) bad = 1;
     int rc = bad ? -errno : io->rename(io, tmp, path);
-    if (rc) return err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(-rc ? -rc : EIO));
+    if (rc) return base_err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(-rc ? -rc : EIO));
     return 0;
 }
 
@@ -281,20 +281,20 @@ static int write_item(FILE *f, const struct st_set *st, struct item *it, const c
     if (it->kind == ITEM_COPY && it->gen != GEN_NONE) {
         float *w = generate(it, (int64_t)(it->out[0].nbytes / 4));
         XXH64_reset(h, 0);
-        if (!w) rc = err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
-        else if (put(f, w, it->out[0].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        if (!w) rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+        else if (put(f, w, it->out[0].nbytes, h)) rc = base_err_set(err, COLIBRI_EIO, "%s: write failed", path);
         it->hash[0] = XXH64_digest(h);
         free(w);
     } else if (it->kind == ITEM_COPY) {
         XXH64_reset(h, 0);
-        if (put(f, it->src->data, it->src->nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        if (put(f, it->src->data, it->src->nbytes, h)) rc = base_err_set(err, COLIBRI_EIO, "%s: write failed", path);
         it->hash[0] = XXH64_digest(h);
     } else {
         float *w;
         struct qtensor q;
         if (it->gen != GEN_NONE) {
             if (!(w = generate(it, (int64_t)it->rows * it->cols))) {
-                rc = err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+                rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
                 goto out;
             }
         } else if ((rc = model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) {
@@ -304,11 +304,11 @@ static int write_item(FILE *f, const struct st_set *st, struct item *it, const c
         free(w);
         if (rc) goto out;
         XXH64_reset(h, 0);
-        if (put(f, q.data, it->out[0].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        if (put(f, q.data, it->out[0].nbytes, h)) rc = base_err_set(err, COLIBRI_EIO, "%s: write failed", path);
         it->hash[0] = XXH64_digest(h);
         if (!rc && it->n_out == 2) {
             XXH64_reset(h, 0);
-            if (put(f, q.scales, it->out[1].nbytes, h)) rc = err_set(err, COLIBRI_EIO, "%s: write failed", path);
+            if (put(f, q.scales, it->out[1].nbytes, h)) rc = base_err_set(err, COLIBRI_EIO, "%s: write failed", path);
             it->hash[1] = XXH64_digest(h);
         }
         quant_qtensor_free(&q);
@@ -344,7 +344,7 @@ static int write_shard(const struct kv_io *io, const char *dst, const char *fnam
     char (*keys)[600] = malloc((size_t)(cap + 1) * sizeof *keys);
     if (!outs || !meta || !keys) {
         free(outs); free(meta); free(keys);
-        return err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
     }
     int no = 0, n_meta = 1;
     meta[0] = "colibri.plan";
@@ -362,19 +362,19 @@ static int write_shard(const struct kv_io *io, const char *dst, const char *fnam
     struct io_file *file = NULL;
     FILE *f = io_create(io, tmp, &file);
     int rc = f ? st_write_header(f, tmp, outs, no, meta, n_meta, err)
-               : err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+               : base_err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     free(outs); free(meta); free(keys);
     if (!f) return rc;
     for (int i = 0; i < n && !rc; i++) {
         if (items[i].shard != shard) continue;
         rc = write_item(f, st, &items[i], tmp, err);
         for (int k = 0; k < items[i].n_out; k++) *done += items[i].out[k].nbytes;
-        if (pr) progress_update(pr, *done);
+        if (pr) base_progress_update(pr, *done);
     }
-    if (!rc && io_commit(f, file)) rc = err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
-    if (fclose(f) && !rc) rc = err_set(err, COLIBRI_EIO, "%s: close failed", tmp);
+    if (!rc && io_commit(f, file)) rc = base_err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
+    if (fclose(f) && !rc) rc = base_err_set(err, COLIBRI_EIO, "%s: close failed", tmp);
     int rn = rc ? 0 : io->rename(io, tmp, path);
-    if (rn) rc = err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(-rn));
+    if (rn) rc = base_err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(-rn));
     if (rc) unlink(tmp);
     return rc;
 }
@@ -392,7 +392,7 @@ static int verify_shard(const char *dst, const char *fname, const struct item *i
         for (int k = 0; k < items[i].n_out && !rc; k++) {
             const struct st_tensor *t = st_find(&s, items[i].names[k]);
             if (!t || t->nbytes != items[i].out[k].nbytes || XXH64(t->data, t->nbytes, 0) != items[i].hash[k])
-                rc = err_set(err, COLIBRI_EIO, "%s: tensor '%s' did not read back as written", path, items[i].names[k]);
+                rc = base_err_set(err, COLIBRI_EIO, "%s: tensor '%s' did not read back as written", path, items[i].names[k]);
         }
     }
     st_close(&s);
@@ -406,8 +406,8 @@ static int copy_file(const struct kv_io *io, const char *src, const char *dst, c
     snprintf(a, sizeof a, "%s/%s", src, name);
     snprintf(b, sizeof b, "%s/%s", dst, name);
     size_t len;
-    char *buf = read_file_all(a, &len);
-    if (!buf) return required ? err_set(err, COLIBRI_EIO, "%s: cannot read: %s", a, strerror(errno)) : 0;
+    char *buf = base_read_file_all(a, &len);
+    if (!buf) return required ? base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", a, strerror(errno)) : 0;
     int rc = io_write_atomic(io, b, buf, len, err);
     free(buf);
     return rc;
@@ -448,7 +448,7 @@ static int write_index(const struct kv_io *io, const char *dst, const struct ite
         }
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
-    if (!json) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the index", dst);
+    if (!json) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the index", dst);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dst);
     int rc = io_write_atomic(io, path, json, strlen(json), err);
@@ -464,7 +464,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
     int rc = 0;
     const struct kv_io *io = o->io ? o->io : kv_io_posix();
     if (mkdir(dst, 0755) && errno != EEXIST)
-        return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30), cur = 0, total = 0;
     int shard = 0;
     for (int i = 0; i < n; i++) {
@@ -476,7 +476,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
     }
     int n_shards = shard + 1;
     struct progress pr;
-    if (o->show_progress) progress_start(&pr, "writing", total);
+    if (o->show_progress) base_progress_start(&pr, "writing", total);
     uint64_t done = 0;
     for (int s = 0; s < n_shards && !rc; s++) {
         char fname[64], plan[32];
@@ -488,13 +488,13 @@ static int write_container(const char *src, const char *dst, const struct st_set
             rep->shards_reused++;
             for (int i = 0; i < n; i++)
                 if (items[i].shard == s) done += items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
-            if (o->show_progress) progress_update(&pr, done);
+            if (o->show_progress) base_progress_update(&pr, done);
             continue;
         }
         rc = write_shard(io, dst, fname, st, items, n, s, plan, o->show_progress ? &pr : NULL, &done, err);
         if (!rc) rc = verify_shard(dst, fname, items, n, s, err);
     }
-    if (o->show_progress) progress_end(&pr);
+    if (o->show_progress) base_progress_end(&pr);
     if (!rc) rc = write_index(io, dst, items, n, n_shards, total, err);
     if (!rc) remove_stale_shards(dst, n_shards);
     if (!rc && src) rc = copy_file(io, src, dst, "config.json", 1, err);
@@ -524,7 +524,7 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
     if ((rc = st_open_dir(src, &st, err))) return rc;
     struct item *items = calloc((size_t)st.n_tensors + 1, sizeof *items);
     int n = 0;
-    if (!items) rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!items) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     if (!rc) rc = make_plan(&st, o, items, &n, err);
     if (!rc) rc = write_container(src, dst, &st, items, n, o, rep, err);
     free(items);
@@ -559,16 +559,16 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     int rc = model_config_parse(config_json, "synthetic config", &c, err);
     if (rc) return rc;
     if (c.n_routed_experts > 0 && c.first_k_dense_replace >= c.num_hidden_layers)
-        return err_set(err, COLIBRI_EINVAL,
+        return base_err_set(err, COLIBRI_EINVAL,
                        "--layers %d: every layer of this preset up to there is dense (first_k_dense_replace), so the "
                        "model would have no MoE layer; use more layers", c.num_hidden_layers);
     if (mkdir(dst, 0755) && errno != EEXIST)
-        return err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
     int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers;
     int64_t cap = 8 + (int64_t)L * (20 + 3 * (int64_t)E);
     struct item *items = calloc((size_t)cap, sizeof *items);
-    if (!items) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!items) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int n = 0, ef = o->fmt.embed_fmt, df = o->fmt.dense_fmt, xf = o->fmt.experts_fmt;
     char nm[512];
     add_synth(items, &n, "model.embed_tokens.weight", c.vocab_size, hid, ef, GEN_EMBED, seed);

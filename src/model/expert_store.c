@@ -52,7 +52,7 @@ static int resident_acquire(struct expert_store *s, int layer, int expert, const
                             struct colibri_err *err)
 {
     if (layer < s->first_moe_layer || layer >= s->n_layers || expert < 0 || expert >= s->n_experts)
-        return err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
+        return base_err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
                        layer, expert, s->first_moe_layer, s->n_layers, s->n_experts);
     atomic_fetch_add_explicit(&s->acquires, 1, memory_order_relaxed);
     *out = resident_at(s, layer, expert);
@@ -101,14 +101,14 @@ int expert_store_resident_new(int n_layers, int first_moe_layer, int n_experts, 
                               struct colibri_err *err)
 {
     if (first_moe_layer < 0 || first_moe_layer > n_layers || n_experts < 0)
-        return err_set(err, COLIBRI_EINVAL, "expert store: bad shape (%d layers from %d, %d experts)", n_layers,
+        return base_err_set(err, COLIBRI_EINVAL, "expert store: bad shape (%d layers from %d, %d experts)", n_layers,
                        first_moe_layer, n_experts);
     struct resident_store *r = calloc(1, sizeof *r);
     int64_t n = (int64_t)(n_layers - first_moe_layer) * n_experts;
     if (r && n > 0) r->w = calloc((size_t)n, sizeof *r->w);
     if (!r || (n > 0 && !r->w)) {
         free(r);
-        return err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %lld experts", (long long)n);
+        return base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %lld experts", (long long)n);
     }
     r->base.ops = &RESIDENT_OPS;
     r->base.n_layers = n_layers;

@@ -76,9 +76,9 @@ static int n_index(const struct expert_store *s) { return (s->n_layers - s->firs
 static int check_file(const struct stream_file *f, struct colibri_err *err)
 {
     struct stat st;
-    if (fstat(f->fd, &st)) return err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", f->path, strerror(errno));
+    if (fstat(f->fd, &st)) return base_err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", f->path, strerror(errno));
     if (st.st_size != f->size || st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec)
-        return err_set(err, COLIBRI_EIO, "%s changed on disk while in use (size %lld, was %lld); reload the model",
+        return base_err_set(err, COLIBRI_EIO, "%s changed on disk while in use (size %lld, was %lld); reload the model",
                        f->path, (long long)st.st_size, (long long)f->size);
     return 0;
 }
@@ -93,7 +93,7 @@ static int read_extent(struct stream_store *s, const struct stream_extent *e, ui
         ssize_t n = pread(f->fd, dst + done, e->bytes - done, (off_t)(e->off + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0)
-            return err_set(err, COLIBRI_EIO, "%s: %s reading %zu bytes at offset %llu", f->path,
+            return base_err_set(err, COLIBRI_EIO, "%s: %s reading %zu bytes at offset %llu", f->path,
                            n < 0 ? strerror(errno) : "short read", e->bytes - done,
                            (unsigned long long)(e->off + done));
         done += (size_t)n;
@@ -107,7 +107,7 @@ static int fill_slot(struct stream_store *s, struct stream_slot *sl, int idx, st
 {
     const struct stream_expert *x = &s->ex[idx];
     if (!sl->buf && !(sl->buf = aligned_alloc(64, s->slot_bytes)))
-        return err_set(err, COLIBRI_ENOMEM, "expert cache: %zu bytes for a slot", s->slot_bytes);
+        return base_err_set(err, COLIBRI_ENOMEM, "expert cache: %zu bytes for a slot", s->slot_bytes);
     uint8_t *p = sl->buf;
     struct qtensor *w[3] = { &sl->w.gate, &sl->w.up, &sl->w.down };
     for (int i = 0; i < 3; i++) {
@@ -133,7 +133,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
 {
     struct stream_store *s = (struct stream_store *)b;
     if (layer < b->first_moe_layer || layer >= b->n_layers || expert < 0 || expert >= b->n_experts)
-        return err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
+        return base_err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
                        layer, expert, b->first_moe_layer, b->n_layers, b->n_experts);
     int idx = (layer - b->first_moe_layer) * b->n_experts + expert, rc = 0;
     atomic_fetch_add_explicit(&b->acquires, 1, memory_order_relaxed);
@@ -149,7 +149,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
         }
         if (at < 0) {
             pthread_mutex_unlock(&s->mu);
-            return err_set(err, COLIBRI_ENOMEM, "expert cache: all %d slots are in use (layer %d expert %d)",
+            return base_err_set(err, COLIBRI_ENOMEM, "expert cache: all %d slots are in use (layer %d expert %d)",
                            s->n_slots, layer, expert);
         }
         struct stream_slot *sl = &s->slots[at];
@@ -159,7 +159,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
         rc = fill_slot(s, sl, idx, err);
         if (rc) {
             pthread_mutex_unlock(&s->mu);
-            return err_prefix(err, rc, "layer %d expert %d", layer, expert);
+            return base_err_prefix(err, rc, "layer %d expert %d", layer, expert);
         }
         sl->idx = idx;
         s->where[idx] = at;
@@ -256,14 +256,14 @@ static int locate(const struct st_set *st, const void *p, size_t bytes, struct s
             return 0;
         }
     }
-    return err_set(err, COLIBRI_EUNSUPPORTED, "expert store: an expert's weights are not in the checkpoint's files");
+    return base_err_set(err, COLIBRI_EUNSUPPORTED, "expert store: an expert's weights are not in the checkpoint's files");
 }
 
 int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget, int min_slots,
                             struct expert_store **out, struct colibri_err *err)
 {
     struct stream_store *s = calloc(1, sizeof *s);
-    if (!s) return err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
+    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
     s->base = (struct expert_store){ .ops = &STREAM_OPS, .n_layers = resident->n_layers,
                                      .first_moe_layer = resident->first_moe_layer, .n_experts = resident->n_experts };
     pthread_mutex_init(&s->mu, NULL);
@@ -272,7 +272,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     s->where = malloc((size_t)(n ? n : 1) * sizeof *s->where);
     s->files = calloc((size_t)st->n_files, sizeof *s->files);
     if (!s->ex || !s->where || !s->files) {
-        rc = err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d experts", n);
+        rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d experts", n);
         goto fail;
     }
     s->n_files = st->n_files;
@@ -286,7 +286,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         s->where[i] = -1;
         for (int j = 0; j < 3 && !rc; j++) {
             if (m[j]->owned) {
-                rc = err_set(err, COLIBRI_EUNSUPPORTED,
+                rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
                              "streaming experts needs them kept as stored (no --experts conversion at load, no fused "
                              "gate_up_proj layout); write such a checkpoint with colibri convert");
                 break;
@@ -303,7 +303,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     if (rc) goto fail;
     s->n_slots = s->slot_bytes ? (int)(budget / (int64_t)s->slot_bytes) : 0;
     if (s->n_slots < min_slots) {
-        rc = err_set(err, COLIBRI_EINVAL,
+        rc = base_err_set(err, COLIBRI_EINVAL,
                      "the RAM budget leaves %.1f MiB for routed experts; at least %d experts of %.2f MiB (%.1f MiB) "
                      "must fit", budget / 1048576.0, min_slots, s->slot_bytes / 1048576.0,
                      (double)min_slots * s->slot_bytes / 1048576.0);
@@ -311,7 +311,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     }
     if (s->n_slots > n) s->n_slots = n;
     if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) {
-        rc = err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d slots", s->n_slots);
+        rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d slots", s->n_slots);
         goto fail;
     }
     for (int i = 0; i < s->n_slots; i++) s->slots[i].idx = -1;
@@ -319,11 +319,11 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         struct stream_file *sf = &s->files[f];
         struct stat sb;
         if (!(sf->path = strdup(st->files[f].path))) {
-            rc = err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
+            rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
             goto fail;
         }
         if ((sf->fd = open(sf->path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(sf->fd, &sb)) {
-            rc = err_set(err, COLIBRI_EIO, "%s: cannot open for reading experts: %s", sf->path, strerror(errno));
+            rc = base_err_set(err, COLIBRI_EIO, "%s: cannot open for reading experts: %s", sf->path, strerror(errno));
             goto fail;
         }
         sf->size = sb.st_size;

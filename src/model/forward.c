@@ -16,7 +16,7 @@ int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int m
 {
     const struct model_config *c = &m->cfg;
     memset(st, 0, sizeof *st);
-    if (n_ctx <= 0) return err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
+    if (n_ctx <= 0) return base_err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
     st->n_ctx = n_ctx;
     st->cc = *cc;
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
@@ -53,14 +53,14 @@ static int check_group(const struct model *m, const struct fwd_group *g, const i
                        struct colibri_err *err)
 {
     int V = m->cfg.vocab_size;
-    if (g->n <= 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
+    if (g->n <= 0) return base_err_set(err, COLIBRI_EINVAL, "no tokens to process");
     if (g->pos0 < 0 || g->pos0 + g->n > g->st->n_ctx)
-        return err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", g->n,
+        return base_err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", g->n,
                        g->pos0, g->st->n_ctx);
     for (int s = 0; s < g->n; s++) {
         int32_t t = tokens[g->row0 + s];
         if (t < 0 || t >= V)
-            return err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", t, s, V);
+            return base_err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", t, s, V);
     }
     return 0;
 }
@@ -113,12 +113,12 @@ int model_forward_groups(const struct model *m, const struct fwd_group *grp, int
 {
     const struct model_config *c = &m->cfg;
     int n = 0, rc = 0, V = c->vocab_size, hid = c->hidden_size;
-    if (n_grp <= 0) return err_set(err, COLIBRI_EINVAL, "no tokens to process");
+    if (n_grp <= 0) return base_err_set(err, COLIBRI_EINVAL, "no tokens to process");
     for (int g = 0; g < n_grp; g++) {
-        if (grp[g].row0 != n) return err_set(err, COLIBRI_EINVAL, "forward groups must tile the rows in order");
+        if (grp[g].row0 != n) return base_err_set(err, COLIBRI_EINVAL, "forward groups must tile the rows in order");
         if ((rc = check_group(m, &grp[g], tokens, err))) return rc;
         for (int j = 0; j < g; j++)
-            if (grp[j].st == grp[g].st) return err_set(err, COLIBRI_EINVAL, "forward groups %d and %d share a state", j, g);
+            if (grp[j].st == grp[g].st) return base_err_set(err, COLIBRI_EINVAL, "forward groups %d and %d share a state", j, g);
         n += grp[g].n;
     }
     struct run_bufs *b = &grp[0].st->bufs;

@@ -18,7 +18,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
                   struct colibri_err *err)
 {
     memset(b, 0, sizeof *b);
-    if (cap < 1) return err_set(err, COLIBRI_EINVAL, "run buffers: %d rows", cap);
+    if (cap < 1) return base_err_set(err, COLIBRI_EINVAL, "run buffers: %d rows", cap);
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, hid = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
     int inter = c->intermediate_size;
@@ -53,7 +53,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
-        return err_set(err, COLIBRI_ENOMEM, "run buffers: out of memory after %zu bytes (%d rows)", bytes, cap);
+        return base_err_set(err, COLIBRI_ENOMEM, "run buffers: out of memory after %zu bytes (%d rows)", bytes, cap);
     }
     return 0;
 }
@@ -73,7 +73,7 @@ int run_bufs_grow(struct run_bufs *b, float **buf, size_t *cap, size_t n, struct
     if (n <= *cap) return 0;
     size_t want = *cap + *cap / 2 > n ? *cap + *cap / 2 : n;
     float *p = malloc(want * sizeof *p);
-    if (!p) return err_set(err, COLIBRI_ENOMEM, "run buffers: out of memory for %zu floats", want);
+    if (!p) return base_err_set(err, COLIBRI_ENOMEM, "run buffers: out of memory for %zu floats", want);
     free(*buf);
     b->bytes += (want - *cap) * sizeof *p;
     *buf = p;

@@ -24,7 +24,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
                         struct colibri_err *err)
 {
     float *w = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *w);
-    if (!w) return err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory (%lld x %lld)", t->name,
+    if (!w) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory (%lld x %lld)", t->name,
                            (long long)rows, (long long)cols);
     const uint8_t *p = t->data;
     int64_t n = rows * cols;
@@ -45,7 +45,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
         int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
         if (!s || s->dtype != ST_F32 || s->numel != br * bc) {
             free(w);
-            return err_set(err, COLIBRI_EFORMAT,
+            return base_err_set(err, COLIBRI_EFORMAT,
                            "tensor '%s' is F8_E4M3 but '%s' is %s (need F32 [%lld, %lld])", t->name, sname,
                            !s ? "missing" : "the wrong dtype or shape", (long long)br, (long long)bc);
         }
@@ -60,7 +60,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
     }
     default:
         free(w);
-        return err_set(err, COLIBRI_EUNSUPPORTED, "tensor '%s': dtype %s cannot be used as a weight", t->name,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "tensor '%s': dtype %s cannot be used as a weight", t->name,
                        st_dtype_name(t->dtype));
     }
     *out = w;
@@ -72,16 +72,16 @@ static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t
                        struct colibri_err *err)
 {
     const struct st_tensor *t = st_find(L->st, name);
-    if (!t) return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
+    if (!t) return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
     int ok = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
                   : (t->ndim == 1 && t->shape[0] == rows);
     if (!ok) {
         char got[128] = "";
         for (int i = 0; i < t->ndim; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        return cols ? err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld, %lld]",
+        return cols ? base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld, %lld]",
                               L->dir, name, got, (long long)rows, (long long)cols)
-                    : err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld]", L->dir,
+                    : base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' has shape [%s], config implies [%lld]", L->dir,
                               name, got, (long long)rows);
     }
     *out = t;
@@ -116,12 +116,12 @@ static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int c
     const struct st_tensor *s = st_find(L->st, sname);
     size_t want = quant_fmt_scale_count(QUANT_FP8B, rows, cols);
     if (!s || s->dtype != ST_F32 || (size_t)s->numel != want)
-        return err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 but '%s' is %s (need F32, %zu values)", t->name,
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 but '%s' is %s (need F32, %zu values)", t->name,
                        sname, !s ? "missing" : "the wrong dtype or shape", want);
     if ((uintptr_t)s->data % sizeof(float))
-        return err_set(err, COLIBRI_EFORMAT, "tensor '%s': data offset is not 4-byte aligned", sname);
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s': data offset is not 4-byte aligned", sname);
     int rc = quant_qtensor_wrap(QUANT_FP8B, rows, cols, t->data, t->nbytes, s->data, want, w, err);
-    return rc ? err_prefix(err, rc, "tensor '%s'", t->name) : 0;
+    return rc ? base_err_prefix(err, rc, "tensor '%s'", t->name) : 0;
 }
 
 /* A weight packed by `colibri convert`: U8 [rows, row bytes] + F32 `<name>_scale`,
@@ -132,11 +132,11 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
 {
     int fmt = quant_fmt_from_name(fmt_name);
     if (fmt < 0)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': unknown packed format '%s' in metadata", L->dir,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': unknown packed format '%s' in metadata", L->dir,
                        t->name, fmt_name);
     size_t rb = quant_fmt_row_bytes(fmt, cols), n_scales = quant_fmt_scale_count(fmt, rows, cols);
     if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != rows || (size_t)t->shape[1] != rb)
-        return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': packed %s needs U8 [%d, %zu]", L->dir, t->name,
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': packed %s needs U8 [%d, %zu]", L->dir, t->name,
                        fmt_name, rows, rb);
     const float *scales = NULL;
     if (n_scales) {
@@ -144,15 +144,15 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
         snprintf(sname, sizeof sname, "%s_scale", t->name);
         const struct st_tensor *s = st_find(L->st, sname);
         if (!s || s->dtype != ST_F32 || (size_t)s->numel != n_scales)
-            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need F32 with %zu values)", L->dir, sname,
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need F32 with %zu values)", L->dir, sname,
                            !s ? "missing" : "the wrong dtype or size", n_scales);
         if ((uintptr_t)s->data % sizeof(float))
-            return err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': data is not 4-byte aligned", L->dir, sname);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': data is not 4-byte aligned", L->dir, sname);
         scales = s->data;
     }
     struct qtensor stored;
     int rc = quant_qtensor_wrap(fmt, rows, cols, t->data, t->nbytes, scales, n_scales, &stored, err);
-    if (rc) return err_prefix(err, rc, "tensor '%s'", t->name);
+    if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
     int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt
              : role == ROLE_EMBED ? L->m->fmt.embed_fmt : QUANT_F32;
     if (want == MODEL_FMT_AS_STORED || want == fmt) {
@@ -160,7 +160,7 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
         return 0;
     }
     float *f = malloc((size_t)rows * cols * sizeof *f);
-    if (!f) return err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", t->name);
+    if (!f) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", t->name);
     quant_dequant_rows(&stored, 0, rows, f);
     rc = quant_qtensor_from_f32((enum quant_fmt)want, rows, cols, f, w, err);
     free(f);
@@ -187,13 +187,13 @@ static int load_mat(struct loader *L, const char *name, int rows, int cols, enum
                (t->dtype == ST_F16 && fmt == QUANT_F16);
     if (same && (uintptr_t)t->data % (uintptr_t)elem == 0) {
         rc = quant_qtensor_wrap((enum quant_fmt)fmt, rows, cols, t->data, t->nbytes, NULL, 0, w, err);
-        return rc ? err_prefix(err, rc, "tensor '%s'", name) : 0;
+        return rc ? base_err_prefix(err, rc, "tensor '%s'", name) : 0;
     }
     float *f;
     if ((rc = model_tensor_to_f32(L->st, t, rows, cols, &f, err))) return rc;
     rc = quant_qtensor_from_f32((enum quant_fmt)fmt, rows, cols, f, w, err);
     free(f);
-    return rc ? err_prefix(err, rc, "tensor '%s'", name) : 0;
+    return rc ? base_err_prefix(err, rc, "tensor '%s'", name) : 0;
 }
 
 static int load_mlp(struct loader *L, const char *prefix, int inter, enum weight_role role,
@@ -223,7 +223,7 @@ static int load_fused_experts(struct loader *L, const char *prefix, int li, stru
     if (!gu || !dn || gu->ndim != 3 || dn->ndim != 3 || gu->shape[0] != E || gu->shape[1] != 2 * I ||
         gu->shape[2] != hid || dn->shape[0] != E || dn->shape[1] != hid || dn->shape[2] != I ||
         gu->dtype == ST_F8_E4M3 || dn->dtype == ST_F8_E4M3)
-        return err_set(err, COLIBRI_EFORMAT,
+        return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: layer '%s': routed experts missing (neither %s.experts.0.gate_proj.weight nor fused "
                        "gate_up_proj [%d, %d, %d] / down_proj [%d, %d, %d])",
                        L->dir, prefix, prefix, E, 2 * I, hid, E, hid, I);
@@ -274,7 +274,7 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
     if (a->kv_b.fmt != QUANT_F32 && L->m->fmt.kv_b_f32) {
         a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
-        if (!a->kv_b_f32) return err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
+        if (!a->kv_b_f32) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
         quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32);
     }
 
@@ -287,7 +287,7 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     if (st_find(L->st, NAME("mlp.gate.e_score_correction_bias"))) {
         if ((rc = load(L, name, E, 0, &moe->score_bias, err))) return rc;
     } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
-        return err_set(err, COLIBRI_ENOMEM, "out of memory");
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
     if (st_find(L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
         for (int e = 0; e < E; e++) {
@@ -340,7 +340,7 @@ static void prefault(const struct model *m)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && page > 0 ? (double)pages * page : 0;
     if (ram > 0 && (double)b.resident > 0.8 * ram) {
-        log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's %.1f GiB: weights stay mapped "
+        base_log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's %.1f GiB: weights stay mapped "
                 "and are read from disk as they are used", b.resident / 1073741824.0, ram / 1073741824.0);
         return;
     }
@@ -387,21 +387,21 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
             largest = x > largest ? x : largest;
         }
     if (ram <= fixed)
-        return err_set(err, COLIBRI_EINVAL,
+        return base_err_set(err, COLIBRI_EINVAL,
                        "--ram %.1f MiB: the weights other than routed experts need %.1f MiB; with one token's %d "
                        "experts at least %.1f MiB", ram / 1048576.0, fixed / 1048576.0, m->cfg.num_experts_per_tok,
                        (fixed + (int64_t)m->cfg.num_experts_per_tok * largest) / 1048576.0);
     struct expert_store *s;
     int rc = expert_store_stream_new(&m->st, m->experts, ram - fixed, m->cfg.num_experts_per_tok, &s, err);
     if (rc && automatic && rc == COLIBRI_EUNSUPPORTED) {
-        log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's memory; its experts cannot be "
+        base_log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's memory; its experts cannot be "
                 "streamed (%s)", b.resident / 1073741824.0, err->msg);
         return 0;
     }
-    if (rc) return err_prefix(err, rc, "--ram %.1f MiB", ram / 1048576.0);
+    if (rc) return base_err_prefix(err, rc, "--ram %.1f MiB", ram / 1048576.0);
     expert_store_free(m->experts);
     m->experts = s;
-    log_msg("info", "routed experts streamed: a cache of %d experts (%.1f MiB) under a budget of %.1f MiB%s; "
+    base_log_msg("info", "routed experts streamed: a cache of %d experts (%.1f MiB) under a budget of %.1f MiB%s; "
             "%.1f MiB of experts on disk", expert_store_stream_slots(s), s->ops->resident_bytes(s) / 1048576.0,
             ram / 1048576.0, automatic ? " (70% of this machine's memory)" : "", b.experts_total / 1048576.0);
     return 0;
@@ -431,19 +431,19 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         m->lm_head_tied = 1;
     }
     if (!(m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers))) {
-        rc = err_set(err, COLIBRI_ENOMEM, "out of memory");
+        rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
         goto fail;
     }
     int first_moe = c->first_k_dense_replace < c->num_hidden_layers ? c->first_k_dense_replace : c->num_hidden_layers;
     if ((rc = expert_store_resident_new(c->num_hidden_layers, first_moe, c->n_routed_experts, &m->experts, err)))
         goto fail;
     struct progress pr;
-    progress_start(&pr, "loading", (uint64_t)c->num_hidden_layers);
+    base_progress_start(&pr, "loading", (uint64_t)c->num_hidden_layers);
     for (int li = 0; li < c->num_hidden_layers; li++) {
         if ((rc = load_layer(&L, li, err))) goto fail;
-        if (c->num_hidden_layers >= 8) progress_update(&pr, (uint64_t)li + 1);
+        if (c->num_hidden_layers >= 8) base_progress_update(&pr, (uint64_t)li + 1);
     }
-    if (c->num_hidden_layers >= 8) progress_end(&pr);
+    if (c->num_hidden_layers >= 8) base_progress_end(&pr);
     if ((rc = choose_expert_store(m, err))) goto fail;
     if (!m->fmt.lazy_load) prefault(m);
     return 0;

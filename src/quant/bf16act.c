@@ -27,11 +27,11 @@ int quant_matmul_bf16act(const struct qtensor *W, const float *X, int n, float *
                          struct colibri_err *err)
 {
     if (W->fmt != QUANT_BF16)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "quant: the bf16-activation product needs bf16 weights, "
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "quant: the bf16-activation product needs bf16 weights, "
                        "got %s [%d, %d]", quant_fmt_name(W->fmt), W->rows, W->cols);
-    if (n <= 0) return err_set(err, COLIBRI_EINVAL, "quant: batch of %d activations", n);
+    if (n <= 0) return base_err_set(err, COLIBRI_EINVAL, "quant: batch of %d activations", n);
     if (!quant_bf16act_available())
-        return err_set(err, COLIBRI_EUNSUPPORTED, "quant: the bf16-activation product needs AVX-512 BF16 "
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "quant: the bf16-activation product needs AVX-512 BF16 "
                        "(VDPBF16PS), which this CPU lacks");
 #if defined(__x86_64__)
     const int rows = W->rows, cols = W->cols, cols_pad = (cols + 31) / 32 * 32;
@@ -41,12 +41,12 @@ int quant_matmul_bf16act(const struct qtensor *W, const float *X, int n, float *
     const int RB = QUANT_BF16ACT_ROWS, nblocks = (rows + RB - 1) / RB;
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     size_t per_thread = (size_t)RB * jb * 16;          /* floats of accumulators */
-    uint16_t *xb = xalloc((size_t)n * cols_pad * sizeof *xb);
-    float *scratch = xalloc((size_t)nt * per_thread * sizeof(float));
+    uint16_t *xb = base_xalloc((size_t)n * cols_pad * sizeof *xb);
+    float *scratch = base_xalloc((size_t)nt * per_thread * sizeof(float));
     if (!xb || !scratch) {
         free(xb);
         free(scratch);
-        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate the bf16 product's buffers for [%d, %d] x %d",
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate the bf16 product's buffers for [%d, %d] x %d",
                        rows, cols, n);
     }
     for (int j = 0; j < n; j++)

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
@@ -239,6 +240,13 @@ const struct quant_fmt_traits *quant_fmt_traits(enum quant_fmt fmt)
 const char *quant_fmt_name(enum quant_fmt fmt)
 {
     return quant_fmt_valid(fmt) ? FMT[fmt].name : "?";
+}
+
+static const char *name_at(int f) { return FMT[f].name; }
+
+size_t quant_fmt_names(char *buf, size_t n, const char *sep)
+{
+    return base_join_names(buf, n, sep, QUANT_FMT_COUNT, name_at);
 }
 
 int quant_fmt_from_name(const char *name)

@@ -88,6 +88,10 @@ int quant_fmt_valid(int fmt);
 /* "q4g64" -> QUANT_Q4G64; -1 for an unknown name. */
 int quant_fmt_from_name(const char *name);
 const char *quant_fmt_name(enum quant_fmt fmt);
+/* Every format's name in id order ("f32 bf16 ..." with sep " "), written to
+ * buf[n] as snprintf would; returns the length of the whole list (a result
+ * >= n means buf was too small). */
+size_t quant_fmt_names(char *buf, size_t n, const char *sep);
 
 /* Sizes of the two arrays of a [rows, cols] matrix. */
 size_t quant_fmt_row_bytes(enum quant_fmt fmt, int cols);

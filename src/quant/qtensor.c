@@ -24,9 +24,9 @@
 static int check_shape(enum quant_fmt fmt, int rows, int cols, struct colibri_err *err)
 {
     if (!quant_fmt_valid(fmt))
-        return err_set(err, COLIBRI_EINVAL, "quant: unknown weight format id %d", (int)fmt);
+        return base_err_set(err, COLIBRI_EINVAL, "quant: unknown weight format id %d", (int)fmt);
     if (rows <= 0 || cols <= 0)
-        return err_set(err, COLIBRI_EINVAL, "quant: bad shape [%d, %d] for %s", rows, cols,
+        return base_err_set(err, COLIBRI_EINVAL, "quant: bad shape [%d, %d] for %s", rows, cols,
                        quant_fmt_name(fmt));
     return 0;
 }
@@ -38,12 +38,12 @@ int quant_qtensor_from_f32(enum quant_fmt fmt, int rows, int cols, const float *
     if (rc) return rc;
     size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
     size_t ns = quant_fmt_scale_count(fmt, rows, cols);
-    void *data = xalloc(nd);
-    float *scales = ns ? xalloc(ns * sizeof(float)) : NULL;
+    void *data = base_xalloc(nd);
+    float *scales = ns ? base_xalloc(ns * sizeof(float)) : NULL;
     if (!data || (ns && !scales)) {
         free(data);
         free(scales);
-        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate %zu bytes for a [%d, %d] %s tensor",
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate %zu bytes for a [%d, %d] %s tensor",
                        nd + ns * sizeof(float), rows, cols, quant_fmt_name(fmt));
     }
     quant_fmt_traits(fmt)->from_f32(w, rows, cols, data, scales);
@@ -62,10 +62,10 @@ int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
     size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
     size_t ns = quant_fmt_scale_count(fmt, rows, cols);
     if (!data || data_bytes != nd)
-        return err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu data bytes, got %zu%s",
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu data bytes, got %zu%s",
                        quant_fmt_name(fmt), rows, cols, nd, data_bytes, data ? "" : " (NULL)");
     if (n_scales != ns || (ns && !scales))
-        return err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu scales, got %zu%s",
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu scales, got %zu%s",
                        quant_fmt_name(fmt), rows, cols, ns, n_scales,
                        ns && !scales ? " (NULL)" : "");
     *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
@@ -81,8 +81,8 @@ int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
     const int rows = src->rows, cols = src->cols, slab = QUANT_FP8B_BLOCK;
     size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
     size_t ns = quant_fmt_scale_count(fmt, rows, cols);
-    uint8_t *data = xalloc(nd);
-    float *scales = ns ? xalloc(ns * sizeof(float)) : NULL;
+    uint8_t *data = base_xalloc(nd);
+    float *scales = ns ? base_xalloc(ns * sizeof(float)) : NULL;
     int nslab = (rows + slab - 1) / slab, failed = 0;
     if (data && (!ns || scales)) {
         /* Every format's arrays are row-major in whole 128-row slabs, so slab
@@ -106,7 +106,7 @@ int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
     if (!data || (ns && !scales) || failed) {
         free(data);
         free(scales);
-        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate for converting [%d, %d] %s to %s",
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate for converting [%d, %d] %s to %s",
                        rows, cols, quant_fmt_name(src->fmt), quant_fmt_name(fmt));
     }
     *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
@@ -148,7 +148,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
         a.nblk = a.cols_pad / QUANT_ACT_BLOCK;
         size_t nq = (size_t)n * a.cols_pad, nf = (size_t)n * a.nblk;
-        buf = xalloc(nq + (2 * nf + (size_t)n) * sizeof(float));
+        buf = base_xalloc(nq + (2 * nf + (size_t)n) * sizeof(float));
         if (!buf) return COLIBRI_ENOMEM;
         float *xs = (float *)((uint8_t *)buf + nq), *xsum = xs + nf, *all = xsum + nf;
         int8_t *q = buf;
@@ -162,7 +162,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.xsum_all = all;
     } else if (k->act_perm64) {
         a.cols_pad64 = (W->cols + 63) / 64 * 64;
-        float *xp = xalloc((size_t)n * a.cols_pad64 * sizeof(float));
+        float *xp = base_xalloc((size_t)n * a.cols_pad64 * sizeof(float));
         if (!xp) return COLIBRI_ENOMEM;
         for (int j = 0; j < n; j++)
             quant_act_perm64(X + (size_t)j * W->cols, W->cols, xp + (size_t)j * a.cols_pad64);
@@ -200,12 +200,12 @@ int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
                      enum quant_isa isa, struct colibri_err *err)
 {
     const struct quant_isa_table *t = quant_isa_table(isa);
-    if (n <= 0) return err_set(err, COLIBRI_EINVAL, "quant: batch of %d activations", n);
+    if (n <= 0) return base_err_set(err, COLIBRI_EINVAL, "quant: batch of %d activations", n);
     if (!t)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
                        quant_isa_name(isa));
     if (matmul_with(W, X, n, Y, t))
-        return err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate activations for %s [%d, %d] x %d",
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate activations for %s [%d, %d] x %d",
                        quant_fmt_name(W->fmt), W->rows, W->cols, n);
     return 0;
 }

@@ -17,7 +17,7 @@
  * grammar text; end-of-generation tokens are allowed exactly when the text
  * so far is a complete sentence of the grammar.
  *
- * A struct grammar is read-only after grammar_compile() and may be shared by
+ * A struct grammar is read-only after sample_grammar_compile() and may be shared by
  * any number of matchers on any threads; a struct grammar_state belongs to
  * one sampler (not thread-safe). */
 #ifndef COLIBRI_SAMPLE_GRAMMAR_H
@@ -48,32 +48,32 @@ struct grammar_state;
 struct colibri_grammar { struct grammar *g; };
 
 /* Compiles gbnf[0..len) for vocab (copied). COLIBRI_EINVAL names the line
- * and what is wrong. Free with grammar_free(). */
-int  grammar_compile(const char *gbnf, size_t len, const struct grammar_vocab *vocab, struct grammar **out,
+ * and what is wrong. Free with sample_grammar_free(). */
+int  sample_grammar_compile(const char *gbnf, size_t len, const struct grammar_vocab *vocab, struct grammar **out,
                      struct colibri_err *err);
-void grammar_free(struct grammar *g);
-int32_t grammar_n_vocab(const struct grammar *g);
+void sample_grammar_free(struct grammar *g);
+int32_t sample_grammar_n_vocab(const struct grammar *g);
 
-/* The state at the start of the text. Free with grammar_state_free(). */
-int  grammar_state_new(const struct grammar *g, struct grammar_state **out, struct colibri_err *err);
-void grammar_state_free(struct grammar_state *st);
+/* The state at the start of the text. Free with sample_grammar_state_free(). */
+int  sample_grammar_state_new(const struct grammar *g, struct grammar_state **out, struct colibri_err *err);
+void sample_grammar_state_free(struct grammar_state *st);
 
 /* Whether token id may come next (an EOG id: whether the text is complete). */
-int  grammar_allows(struct grammar_state *st, int32_t id);
+int  sample_grammar_allows(struct grammar_state *st, int32_t id);
 /* Sets allowed[i] (n_vocab bytes) to 1 for every id that may come next;
  * returns how many. */
-int32_t grammar_mask(struct grammar_state *st, uint8_t *allowed);
+int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed);
 /* Advances past token id; 0, or COLIBRI_EINVAL if the grammar does not allow
  * it (the state is then dead: nothing more is allowed). */
-int  grammar_accept(struct grammar_state *st, int32_t id);
+int  sample_grammar_accept(struct grammar_state *st, int32_t id);
 /* 1 once the text is a complete sentence that nothing may extend, or after
  * an EOG id was accepted. */
-int  grammar_done(const struct grammar_state *st);
+int  sample_grammar_done(const struct grammar_state *st);
 
 /* JSON Schema (the subset in grammar_schema.c) to GBNF text: a new malloc'd
  * string, or COLIBRI_EUNSUPPORTED naming the keyword and where it is
  * (e.g. "properties.name.pattern"), COLIBRI_EINVAL for a malformed schema
  * or a $ref loop. schema NULL: any JSON object (response_format json_object). */
-int grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err);
+int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err);
 
 #endif

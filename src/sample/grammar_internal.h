@@ -42,7 +42,7 @@ struct grammar {
     struct gtrie trie;
 };
 
-int grammar_build_trie(struct grammar *g, struct colibri_err *err);
-void grammar_free_trie(struct gtrie *t);
+int sample_grammar_build_trie(struct grammar *g, struct colibri_err *err);
+void sample_grammar_free_trie(struct gtrie *t);
 
 #endif

@@ -73,7 +73,7 @@ struct grammar_state {
     long budget;
 };
 
-int32_t grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
+int32_t sample_grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
 
 /* ------------------------------------------------------------ stacks */
 
@@ -244,10 +244,10 @@ static int copy_set(struct grammar_state *st, struct garena *a, const struct gse
     return 1;
 }
 
-int grammar_state_new(const struct grammar *g, struct grammar_state **out, struct colibri_err *err)
+int sample_grammar_state_new(const struct grammar *g, struct grammar_state **out, struct colibri_err *err)
 {
     struct grammar_state *st = calloc(1, sizeof *st);
-    if (!st) return err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
+    if (!st) return base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
     st->g = g;
     st->budget = MAX_EXPAND;
     struct gset start = { 0 };
@@ -256,13 +256,13 @@ int grammar_state_new(const struct grammar *g, struct grammar_state **out, struc
         struct gnode *m = cont(st, &st->cur, g->alt_start[k], NULL, &ok);
         ok = ok && expand(st, &st->cur, m, &start);
     }
-    if (!ok) { grammar_state_free(st); return err_set(err, COLIBRI_EINVAL, "grammar: the root expands to too many alternatives"); }
+    if (!ok) { sample_grammar_state_free(st); return base_err_set(err, COLIBRI_EINVAL, "grammar: the root expands to too many alternatives"); }
     st->set = start;
     *out = st;
     return 0;
 }
 
-void grammar_state_free(struct grammar_state *st)
+void sample_grammar_state_free(struct grammar_state *st)
 {
     if (!st) return;
     ga_free(&st->cur);
@@ -278,12 +278,12 @@ static int accepting(const struct gset *s)
     return 0;
 }
 
-int grammar_done(const struct grammar_state *st)
+int sample_grammar_done(const struct grammar_state *st)
 {
     return st->eog || (!st->dead && st->set.n == 1 && !st->set.s[0]);
 }
 
-int grammar_allows(struct grammar_state *st, int32_t id)
+int sample_grammar_allows(struct grammar_state *st, int32_t id)
 {
     const struct grammar *g = st->g;
     if (st->dead || st->eog || id < 0 || id >= g->n_vocab) return 0;
@@ -296,7 +296,7 @@ int grammar_allows(struct grammar_state *st, int32_t id)
     return r;
 }
 
-int grammar_accept(struct grammar_state *st, int32_t id)
+int sample_grammar_accept(struct grammar_state *st, int32_t id)
 {
     const struct grammar *g = st->g;
     if (st->dead || st->eog || id < 0 || id >= g->n_vocab) { st->dead = 1; return COLIBRI_EINVAL; }
@@ -417,7 +417,7 @@ static uint32_t *serialize(const struct grammar_state *st, uint32_t *n_out)
     return s;
 }
 
-int32_t grammar_mask(struct grammar_state *st, uint8_t *allowed)
+int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
 {
     const struct grammar *g = st->g;
     memset(allowed, 0, (size_t)g->n_vocab);
@@ -469,7 +469,7 @@ int32_t grammar_mask(struct grammar_state *st, uint8_t *allowed)
 
 struct tedge { uint32_t parent; uint8_t byte; uint32_t node; };
 
-int grammar_build_trie(struct grammar *g, struct colibri_err *err)
+int sample_grammar_build_trie(struct grammar *g, struct colibri_err *err)
 {
     struct gtrie *t = &g->trie;
     /* nodes are made in insertion order; children found by scanning a
@@ -482,10 +482,10 @@ int grammar_build_trie(struct grammar *g, struct colibri_err *err)
     struct tedge *tab = calloc(cap, sizeof *tab);
     uint32_t *end_node = calloc((size_t)g->n_vocab, sizeof *end_node);
     uint32_t n_nodes = 1;
-    if (!tab || !end_node) { free(tab); free(end_node); return err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
+    if (!tab || !end_node) { free(tab); free(end_node); return base_err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
     uint8_t *byte = calloc(total, 1);
     uint32_t *parent = calloc(total, sizeof *parent);
-    if (!byte || !parent) { free(tab); free(end_node); free(byte); free(parent); return err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
+    if (!byte || !parent) { free(tab); free(end_node); free(byte); free(parent); return base_err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); }
     for (int32_t id = 0; id < g->n_vocab; id++) {
         uint32_t node = 0;
         for (uint32_t k = 0; k < g->piece_len[id]; k++) {
@@ -513,7 +513,7 @@ int grammar_build_trie(struct grammar *g, struct colibri_err *err)
     t->tok = calloc((size_t)g->n_vocab + 1, sizeof *t->tok);
     int rc = 0;
     if (!t->first_child || !t->n_child || !t->child || !t->tok_first || !t->n_tok || !t->tok) {
-        rc = err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie");
+        rc = base_err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie");
         goto out;
     }
     for (uint32_t v = 1; v < n_nodes; v++) t->n_child[parent[v]]++;
@@ -534,7 +534,7 @@ out:
     return rc;
 }
 
-void grammar_free_trie(struct gtrie *t)
+void sample_grammar_free_trie(struct gtrie *t)
 {
     free(t->first_child);
     free(t->n_child);

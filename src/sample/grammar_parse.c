@@ -52,11 +52,11 @@ static int perr(struct gparser *P, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    P->rc = err_set(P->err, COLIBRI_EINVAL, "grammar line %d: %s", P->line, msg);
+    P->rc = base_err_set(P->err, COLIBRI_EINVAL, "grammar line %d: %s", P->line, msg);
     return P->rc;
 }
 
-static int oom(struct gparser *P) { return P->rc ? P->rc : (P->rc = err_set(P->err, COLIBRI_ENOMEM, "grammar: out of memory")); }
+static int oom(struct gparser *P) { return P->rc ? P->rc : (P->rc = base_err_set(P->err, COLIBRI_ENOMEM, "grammar: out of memory")); }
 
 static void skip_space(struct gparser *P, int newlines)
 {
@@ -396,13 +396,13 @@ out:
     return rc;
 }
 
-int grammar_compile(const char *gbnf, size_t len, const struct grammar_vocab *vocab, struct grammar **out,
+int sample_grammar_compile(const char *gbnf, size_t len, const struct grammar_vocab *vocab, struct grammar **out,
                     struct colibri_err *err)
 {
     struct gparser P = { .s = gbnf, .end = gbnf + len, .line = 1, .err = err,
                          .rules = { .sz = sizeof(struct prule) }, .cls = { .sz = sizeof(struct gclass) } };
     struct grammar *g = calloc(1, sizeof *g);
-    if (!g) return err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
+    if (!g) return base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
     for (;;) {
         skip_space(&P, 1);
         if (P.s >= P.end) break;
@@ -475,18 +475,18 @@ int grammar_compile(const char *gbnf, size_t len, const struct grammar_vocab *vo
             memcpy(g->piece[i], vocab->piece[i], vocab->piece_len[i]);
             g->piece_len[i] = vocab->piece_len[i];
         }
-        if (!P.rc && grammar_build_trie(g, err)) P.rc = COLIBRI_ENOMEM;
+        if (!P.rc && sample_grammar_build_trie(g, err)) P.rc = COLIBRI_ENOMEM;
     }
     free_parser(&P);
     if (P.rc) {
-        grammar_free(g);
+        sample_grammar_free(g);
         return P.rc;
     }
     *out = g;
     return 0;
 }
 
-void grammar_free(struct grammar *g)
+void sample_grammar_free(struct grammar *g)
 {
     if (!g) return;
     for (uint32_t i = 0; i < g->n_cls; i++) free(g->cls[i].r);
@@ -498,6 +498,6 @@ void grammar_free(struct grammar *g)
     free(g->piece);
     free(g->piece_len);
     free(g->is_eog);
-    grammar_free_trie(&g->trie);
+    sample_grammar_free_trie(&g->trie);
     free(g);
 }

@@ -100,7 +100,7 @@ static int fail(struct conv *c, int code, const char *path, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->rc = err_set(c->err, code, "json_schema%s%s: %s", path[0] ? " at " : "", path, msg);
+    c->rc = base_err_set(c->err, code, "json_schema%s%s: %s", path[0] ? " at " : "", path, msg);
     return -1;
 }
 
@@ -412,7 +412,7 @@ out:
     return -1;
 }
 
-int grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
+int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
 {
     struct conv c = { .err = err };
     sb_puts(&c.out, PRELUDE);
@@ -420,14 +420,14 @@ int grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibr
         sb_puts(&c.out, "root ::= object\n");
     } else {
         cJSON *s = cJSON_ParseWithOpts(schema_json, NULL, 1);
-        if (!s) { free(c.out.p); return err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
+        if (!s) { free(c.out.p); return base_err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
         c.root = s;
         int r = schema_rule(&c, s, "");
         if (r >= 0) sb_fmt(&c.out, "root ::= r%d\n", r);
         cJSON_Delete(s);
         if (r < 0) { free(c.out.p); return c.rc ? c.rc : COLIBRI_EINVAL; }
     }
-    if (c.out.oom) { free(c.out.p); return err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
+    if (c.out.oom) { free(c.out.p); return base_err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
     *gbnf = c.out.p;
     return 0;
 }

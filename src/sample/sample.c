@@ -50,33 +50,33 @@ int sample_init(struct sampler *s, const struct colibri_sampler_opts *o, int32_t
                 struct colibri_err *err)
 {
     memset(s, 0, sizeof *s);
-    if (n_vocab <= 0) return err_set(err, COLIBRI_EINVAL, "sampler: n_vocab %d must be > 0", n_vocab);
+    if (n_vocab <= 0) return base_err_set(err, COLIBRI_EINVAL, "sampler: n_vocab %d must be > 0", n_vocab);
     if (!(o->temperature == o->temperature) || o->temperature > 1e6f)
-        return err_set(err, COLIBRI_EINVAL, "sampler: temperature %g out of range", (double)o->temperature);
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: temperature %g out of range", (double)o->temperature);
     if (!(o->top_p >= 0.0f))
-        return err_set(err, COLIBRI_EINVAL, "sampler: top_p %g must be >= 0", (double)o->top_p);
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: top_p %g must be >= 0", (double)o->top_p);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return err_set(err, COLIBRI_EINVAL, "sampler: min_p %g must be in [0, 1]", (double)o->min_p);
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: min_p %g must be in [0, 1]", (double)o->min_p);
     if (!(o->repeat_penalty > 0.0f))
-        return err_set(err, COLIBRI_EINVAL, "sampler: repeat_penalty %g must be > 0", (double)o->repeat_penalty);
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: repeat_penalty %g must be > 0", (double)o->repeat_penalty);
     if (o->repeat_last_n < -1)
-        return err_set(err, COLIBRI_EINVAL, "sampler: repeat_last_n %d must be >= -1", o->repeat_last_n);
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: repeat_last_n %d must be >= -1", o->repeat_last_n);
     if (!(o->presence_penalty == o->presence_penalty) || !(o->frequency_penalty == o->frequency_penalty))
-        return err_set(err, COLIBRI_EINVAL, "sampler: presence/frequency penalty is NaN");
-    if (o->n_logit_bias && !o->logit_bias) return err_set(err, COLIBRI_EINVAL, "sampler: n_logit_bias without logit_bias");
+        return base_err_set(err, COLIBRI_EINVAL, "sampler: presence/frequency penalty is NaN");
+    if (o->n_logit_bias && !o->logit_bias) return base_err_set(err, COLIBRI_EINVAL, "sampler: n_logit_bias without logit_bias");
     for (size_t i = 0; i < o->n_logit_bias; i++) {
         const struct colibri_logit_bias *b = &o->logit_bias[i];
         if (b->token < 0 || b->token >= n_vocab)
-            return err_set(err, COLIBRI_EINVAL, "sampler: logit_bias token %d is outside the vocabulary [0, %d)",
+            return base_err_set(err, COLIBRI_EINVAL, "sampler: logit_bias token %d is outside the vocabulary [0, %d)",
                            b->token, n_vocab);
         if (!isfinite(b->bias))
-            return err_set(err, COLIBRI_EINVAL, "sampler: logit_bias of token %d is not finite", b->token);
+            return base_err_set(err, COLIBRI_EINVAL, "sampler: logit_bias of token %d is not finite", b->token);
     }
     s->o = *o;
     s->n_vocab = n_vocab;
     if (o->n_logit_bias) {
         s->bias = malloc(o->n_logit_bias * sizeof *s->bias);
-        if (!s->bias) return err_set(err, COLIBRI_ENOMEM, "sampler: %zu logit biases", o->n_logit_bias);
+        if (!s->bias) return base_err_set(err, COLIBRI_ENOMEM, "sampler: %zu logit biases", o->n_logit_bias);
         memcpy(s->bias, o->logit_bias, o->n_logit_bias * sizeof *s->bias);
         s->o.logit_bias = s->bias;
     }
@@ -87,19 +87,19 @@ int sample_init(struct sampler *s, const struct colibri_sampler_opts *o, int32_t
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     if (!s->hist || !s->cand || !s->idx || !s->count) {
         sample_free(s);
-        return err_set(err, COLIBRI_ENOMEM, "sampler: scratch for %d logits", n_vocab);
+        return base_err_set(err, COLIBRI_ENOMEM, "sampler: scratch for %d logits", n_vocab);
     }
     sample_rng_seed(&s->rng, o->seed);
     s->pending = -1;
     if (o->grammar) {
-        int rc = grammar_state_new(o->grammar->g, &s->gst, err);
+        int rc = sample_grammar_state_new(o->grammar->g, &s->gst, err);
         s->allowed = malloc((size_t)n_vocab);
         s->base = malloc((size_t)n_vocab * sizeof *s->base);
         if (rc || !s->allowed || !s->base) {
             sample_free(s);
-            return rc ? rc : err_set(err, COLIBRI_ENOMEM, "sampler: grammar scratch");
+            return rc ? rc : base_err_set(err, COLIBRI_ENOMEM, "sampler: grammar scratch");
         }
-        s->n_grammar = grammar_n_vocab(o->grammar->g);
+        s->n_grammar = sample_grammar_n_vocab(o->grammar->g);
     }
     return 0;
 }
@@ -111,7 +111,7 @@ void sample_free(struct sampler *s)
     free(s->idx);
     free(s->count);
     free(s->bias);
-    grammar_state_free(s->gst);
+    sample_grammar_state_free(s->gst);
     free(s->allowed);
     free(s->base);
     memset(s, 0, sizeof *s);
@@ -123,8 +123,8 @@ void sample_reset(struct sampler *s, uint64_t seed)
     sample_rng_seed(&s->rng, seed);
     if (s->gst) {   /* back to the grammar's start */
         struct grammar_state *st = NULL;
-        if (grammar_state_new(s->o.grammar->g, &st, NULL) == 0) {
-            grammar_state_free(s->gst);
+        if (sample_grammar_state_new(s->o.grammar->g, &st, NULL) == 0) {
+            sample_grammar_state_free(s->gst);
             s->gst = st;
         }
     }
@@ -135,7 +135,7 @@ void sample_accept(struct sampler *s, int32_t token)
 {
     /* the grammar follows the generated text only: prompt tokens a caller
      * records for the penalties were not sampled */
-    if (s->gst && token == s->pending) grammar_accept(s->gst, token);
+    if (s->gst && token == s->pending) sample_grammar_accept(s->gst, token);
     s->pending = -1;
     if (s->hist_n == s->hist_cap && s->o.repeat_last_n < 0) {   /* whole history: grow */
         int32_t *nh = realloc(s->hist, 2 * s->hist_cap * sizeof *nh);
@@ -227,9 +227,9 @@ int32_t sample_next(struct sampler *s, const float *logits)
     if (!s->gst) return pick(s, c, n);
     for (int32_t i = 0; i < n; i++) s->base[i] = c[i].l;
     int32_t t = pick(s, c, n);
-    if (grammar_allows(s->gst, t)) return s->pending = t;
+    if (sample_grammar_allows(s->gst, t)) return s->pending = t;
     /* the draw is one the grammar refuses: mask and draw again */
-    int32_t k = grammar_mask(s->gst, s->allowed);
+    int32_t k = sample_grammar_mask(s->gst, s->allowed);
     if (k == 0) return COLIBRI_EINVAL;
     for (int32_t i = 0; i < n; i++)
         c[i] = (struct cand){ .l = i < s->n_grammar && s->allowed[i] ? s->base[i] : -INFINITY, .id = i };

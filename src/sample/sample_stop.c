@@ -10,12 +10,12 @@ int sample_stop_init(struct sample_stop *st, const char *const *stops, size_t n,
 {
     memset(st, 0, sizeof *st);
     st->stops = calloc(n + 1, sizeof *st->stops);
-    if (!st->stops) return err_set(err, COLIBRI_ENOMEM, "stop strings");
+    if (!st->stops) return base_err_set(err, COLIBRI_ENOMEM, "stop strings");
     for (size_t i = 0; i < n; i++) {
         if (!stops[i] || !stops[i][0]) continue;
         if (!(st->stops[st->n_stops] = strdup(stops[i]))) {
             sample_stop_free(st);
-            return err_set(err, COLIBRI_ENOMEM, "stop strings");
+            return base_err_set(err, COLIBRI_ENOMEM, "stop strings");
         }
         size_t len = strlen(stops[i]);
         if (len > st->max_len) st->max_len = len;
@@ -65,7 +65,7 @@ int sample_stop_feed(struct sample_stop *st, const char *text, size_t len, const
     if (st->stopped) return 1;
     if (reserve(&st->held, &st->held_cap, st->held_len + len + 1) ||
         reserve(&st->out, &st->out_cap, st->held_len + len + 1))
-        return err_set(err, COLIBRI_ENOMEM, "stop strings: %zu bytes held", st->held_len + len);
+        return base_err_set(err, COLIBRI_ENOMEM, "stop strings: %zu bytes held", st->held_len + len);
     memcpy(st->held + st->held_len, text, len);
     st->held_len += len;
     st->held[st->held_len] = 0;

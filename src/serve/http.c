@@ -637,7 +637,7 @@ int http_start(struct serve *sv, struct colibri_err *err)
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
     int gai = getaddrinfo(sv->o.host, NULL, &hints, &ai);
-    if (gai) return err_set(err, COLIBRI_EINVAL, "--host '%s': %s", sv->o.host, gai_strerror(gai));
+    if (gai) return base_err_set(err, COLIBRI_EINVAL, "--host '%s': %s", sv->o.host, gai_strerror(gai));
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
     if (ss.ss_family == AF_INET) {
@@ -646,7 +646,7 @@ int http_start(struct serve *sv, struct colibri_err *err)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)sv->o.port);
         flags |= MHD_USE_IPv6;
     } else {
-        return err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
+        return base_err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
     }
     int timeout_s = sv->o.timeout_s > 0 ? sv->o.timeout_s : SERVE_TIMEOUT_S;
     int rc = conn_watch_new(timeout_s, LINGER_S, &sv->cw, err);
@@ -666,7 +666,7 @@ int http_start(struct serve *sv, struct colibri_err *err)
     if (!sv->daemon) {
         conn_watch_free(sv->cw);
         sv->cw = NULL;
-        return err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
+        return base_err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
                        sv->o.host, sv->o.port);
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);

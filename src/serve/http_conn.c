@@ -151,7 +151,7 @@ static void *watch_main(void *arg)
 int conn_watch_new(double timeout_s, double linger_s, struct conn_watch **out, struct colibri_err *err)
 {
     struct conn_watch *cw = calloc(1, sizeof *cw);
-    if (!cw) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!cw) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     pthread_mutex_init(&cw->mu, NULL);
     pthread_cond_init(&cw->cv, NULL);
     cw->timeout_s = timeout_s;
@@ -160,7 +160,7 @@ int conn_watch_new(double timeout_s, double linger_s, struct conn_watch **out, s
         pthread_mutex_destroy(&cw->mu);
         pthread_cond_destroy(&cw->cv);
         free(cw);
-        return err_set(err, COLIBRI_EIO, "cannot start the connection watcher thread");
+        return base_err_set(err, COLIBRI_EIO, "cannot start the connection watcher thread");
     }
     *out = cw;
     return 0;

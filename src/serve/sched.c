@@ -110,7 +110,7 @@ static void slot_release(struct sched *s, struct slot *sl)
     if (sl->kvf) {
         struct colibri_err err = { 0 };
         if (colibri_kv_file_save(sl->kvf, &err)) {
-            log_msg("serve", "slot %d: cannot save its KV file, going on without it: %s", (int)(sl - s->slots),
+            base_log_msg("serve", "slot %d: cannot save its KV file, going on without it: %s", (int)(sl - s->slots),
                     err.msg);
             colibri_kv_file_close(sl->kvf);
             sl->kvf = NULL;
@@ -358,7 +358,7 @@ static int open_kv_file(struct sched *s, int i, struct colibri_err *err)
 {
     struct slot *sl = &s->slots[i];
     if (mkdir(s->o.kv_dir, 0755) && errno != EEXIST)
-        return err_set(err, COLIBRI_EIO, "--kv-dir %s: %s", s->o.kv_dir, strerror(errno));
+        return base_err_set(err, COLIBRI_EIO, "--kv-dir %s: %s", s->o.kv_dir, strerror(errno));
     char path[4096];
     snprintf(path, sizeof path, "%s/slot-%02d.ckv", s->o.kv_dir, i);
     struct colibri_kv_info info;
@@ -367,7 +367,7 @@ static int open_kv_file(struct sched *s, int i, struct colibri_err *err)
     sl->pos_seen = colibri_session_pos(sl->sess);
     s->kv_tokens += sl->pos_seen;
     if (info.restored || info.trimmed || info.upgraded)
-        log_msg("serve", "slot %d: %s: restored %d cached tokens%s%s%s", i, path, info.restored,
+        base_log_msg("serve", "slot %d: %s: restored %d cached tokens%s%s%s", i, path, info.restored,
                 info.upgraded ? " (re-encoded to this tier)" : "", info.message[0] ? "; " : "", info.message);
     return 0;
 }
@@ -376,7 +376,7 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
               struct sched **out, struct colibri_err *err)
 {
     if (o->n_slots < 1 || o->n_slots > 64 || o->n_ctx < 2 || o->max_queue < 1)
-        return err_set(err, COLIBRI_EINVAL, "scheduler: slots must be 1..64, ctx >= 2, queue >= 1 (got %d, %d, %d)",
+        return base_err_set(err, COLIBRI_EINVAL, "scheduler: slots must be 1..64, ctx >= 2, queue >= 1 (got %d, %d, %d)",
                        o->n_slots, o->n_ctx, o->max_queue);
     struct sched *s = calloc(1, sizeof *s);
     if (!s) goto oom;
@@ -403,7 +403,7 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     }
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
         sched_free(s);
-        return err_set(err, COLIBRI_ENOMEM, "scheduler: cannot start its thread");
+        return base_err_set(err, COLIBRI_ENOMEM, "scheduler: cannot start its thread");
     }
     s->thread_started = 1;
     *out = s;
@@ -411,7 +411,7 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
 oom_free:
     sched_free(s);
 oom:
-    return err_set(err, COLIBRI_ENOMEM, "scheduler: out of memory");
+    return base_err_set(err, COLIBRI_ENOMEM, "scheduler: out of memory");
 }
 
 enum sched_submit_result sched_submit(struct sched *s, struct job *j)

@@ -37,7 +37,7 @@ static int check_alias(const char *alias, struct colibri_err *err)
 int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *err)
 {
     struct serve *sv = calloc(1, sizeof *sv);
-    if (!sv) return err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!sv) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     sv->o = *opts;
     atomic_init(&sv->stopping, 0);
     atomic_init(&sv->inflight, 0);
@@ -50,14 +50,14 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     if (rc) goto fail;
     rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);
     if (rc) {
-        err_prefix(err, rc, "%s: the server needs the model's tokenizer", opts->model_dir);
+        base_err_prefix(err, rc, "%s: the server needs the model's tokenizer", opts->model_dir);
         goto fail;
     }
     if (opts->chat_template) {
         size_t len;
-        char *src = read_file_all(opts->chat_template, &len);
+        char *src = base_read_file_all(opts->chat_template, &len);
         if (!src) {
-            rc = err_set(err, COLIBRI_EIO, "--chat-template %s: cannot read it", opts->chat_template);
+            rc = base_err_set(err, COLIBRI_EIO, "--chat-template %s: cannot read it", opts->chat_template);
             goto fail;
         }
         rc = colibri_tokenizer_set_chat_template(sv->tok, src, len, opts->chat_template, err);
@@ -69,7 +69,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     int n_ctx = opts->n_ctx;
     if (n_ctx <= 0) n_ctx = info.max_position_embeddings < 4096 ? info.max_position_embeddings : 4096;
     if (n_ctx > info.max_position_embeddings) {
-        rc = err_set(err, COLIBRI_EINVAL, "--ctx %d is more than the model's context (%d tokens)", n_ctx,
+        rc = base_err_set(err, COLIBRI_EINVAL, "--ctx %d is more than the model's context (%d tokens)", n_ctx,
                      info.max_position_embeddings);
         goto fail;
     }
@@ -78,7 +78,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     else model_id_from_dir(opts->model_dir, sv->model_id, sizeof sv->model_id);
     int reasoning = !opts->reasoning_format || !strcmp(opts->reasoning_format, "deepseek");
     if (!reasoning && strcmp(opts->reasoning_format, "none")) {
-        rc = err_set(err, COLIBRI_EINVAL, "--reasoning-format '%s': expected none or deepseek", opts->reasoning_format);
+        rc = base_err_set(err, COLIBRI_EINVAL, "--reasoning-format '%s': expected none or deepseek", opts->reasoning_format);
         goto fail;
     }
     sv->om = (struct oai_model){ .reasoning_deepseek = reasoning, .id = sv->model_id, .tok = sv->tok,

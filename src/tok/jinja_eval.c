@@ -30,7 +30,7 @@ _Noreturn void jinja_fail(struct jctx *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->err_code = err_set(c->err, code, "chat template line %d: %s", c->line, msg);
+    c->err_code = base_err_set(c->err, code, "chat template line %d: %s", c->line, msg);
     longjmp(c->fail, 1);
 }
 
@@ -658,9 +658,9 @@ static void exec_body(struct jctx *c, struct jscope *sc, const struct jnode *bod
 
 int jinja_compile(const char *src, size_t len, struct jinja_tpl **out, struct colibri_err *err)
 {
-    if (!src || !out) return err_set(err, COLIBRI_EINVAL, "jinja_compile: NULL argument");
+    if (!src || !out) return base_err_set(err, COLIBRI_EINVAL, "jinja_compile: NULL argument");
     struct jinja_tpl *t = calloc(1, sizeof *t);
-    if (!t) return err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
+    if (!t) return base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
     struct jlex_out toks;
     int rc = jinja_lex(src, len, &t->arena, &toks, err);
     if (!rc) rc = jinja_parse(&toks, &t->arena, &t->root, err);
@@ -679,10 +679,10 @@ void jinja_free(struct jinja_tpl *t)
 int jinja_render(const struct jinja_tpl *t, const cJSON *ctx, const struct jinja_limits *lim,
                  char **out, size_t *out_len, struct colibri_err *err)
 {
-    if (!t || !out || !out_len) return err_set(err, COLIBRI_EINVAL, "jinja_render: NULL argument");
-    if (ctx && !cJSON_IsObject(ctx)) return err_set(err, COLIBRI_EINVAL, "jinja_render: the context must be a JSON object");
+    if (!t || !out || !out_len) return base_err_set(err, COLIBRI_EINVAL, "jinja_render: NULL argument");
+    if (ctx && !cJSON_IsObject(ctx)) return base_err_set(err, COLIBRI_EINVAL, "jinja_render: the context must be a JSON object");
     struct jctx *c = calloc(1, sizeof *c);
-    if (!c) return err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
+    if (!c) return base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
     c->err = err;
     c->lim = lim ? *lim : jinja_default_limits();
     c->arena.limit = c->lim.max_memory;
@@ -705,7 +705,7 @@ int jinja_render(const struct jinja_tpl *t, const cJSON *ctx, const struct jinja
     c->out = &body;
     exec_body(c, top, t->root);
     char *s = malloc(body.n + 1);
-    if (!s) { rc = err_set(err, COLIBRI_ENOMEM, "chat template: out of memory"); goto done; }
+    if (!s) { rc = base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory"); goto done; }
     if (body.n) memcpy(s, body.p, body.n);
     s[body.n] = 0;
     *out = s;

@@ -28,7 +28,7 @@ static int push(struct lexer *L, struct jtok tk)
     if (L->nt == L->cap) {
         size_t ncap = L->cap ? L->cap * 2 : 256;
         struct jtok *nt = ja_alloc(L->a, ncap * sizeof *nt);
-        if (!nt) return err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
+        if (!nt) return base_err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
         if (L->nt) memcpy(nt, L->t, L->nt * sizeof *nt);
         L->t = nt;
         L->cap = ncap;
@@ -85,7 +85,7 @@ static int emit_text(struct lexer *L, size_t from, size_t to, char kind, char mo
     }
     if (to == from) return 0;
     const struct jstr *str = jstr_new(L->a, L->s + from, to - from);
-    if (!str) return err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
+    if (!str) return base_err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
     return push(L, (struct jtok){ .k = JT_TEXT, .line = line, .str = str });
 }
 
@@ -118,9 +118,9 @@ static int lex_string(struct lexer *L, char q, int line)
         if (L->s[end] == '\\' && end + 1 < L->n) end++;
         end++;
     }
-    if (end >= L->n) return err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unterminated string", line);
+    if (end >= L->n) return base_err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unterminated string", line);
     char *o = ja_alloc(L->a, sizeof(struct jstr) + (end - start) + 1);
-    if (!o) return err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
+    if (!o) return base_err_set(L->err, COLIBRI_ENOMEM, "chat template: out of memory");
     struct jstr *js = (struct jstr *)o;
     char *p = js->p;
     size_t j = 0;
@@ -157,11 +157,11 @@ static int lex_string(struct lexer *L, char q, int line)
             uint32_t v = 0;
             for (int k = 0; k < nd; k++) {
                 int h = i + 1 + k < end ? hexval(L->s[i + 1 + k]) : -1;
-                if (h < 0) return err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: bad \\%c escape", line, e);
+                if (h < 0) return base_err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: bad \\%c escape", line, e);
                 v = v * 16 + (uint32_t)h;
             }
             if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-                return err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: escape \\%c of a surrogate or beyond U+10FFFF", line, e);
+                return base_err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: escape \\%c of a surrogate or beyond U+10FFFF", line, e);
             i += (size_t)nd;
             j += put_utf8(p + j, v);   /* a 4-digit escape makes at most 3 bytes, fewer than its 6 */
         }
@@ -198,7 +198,7 @@ static int lex_number(struct lexer *L)
         errno = 0;
         unsigned long long v = strtoull(buf, NULL, 10);
         if (errno == ERANGE || v > (unsigned long long)INT64_MAX)
-            return err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: integer %s does not fit 64 bits", L->line, buf);
+            return base_err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: integer %s does not fit 64 bits", L->line, buf);
         tk.i = (int64_t)v;
     }
     L->pos = i;
@@ -216,7 +216,7 @@ static int lex_tag(struct lexer *L, char close, int *mod, int open_line)
     for (;;) {
         while (L->pos < L->n && is_ws(L->s[L->pos])) { if (L->s[L->pos] == '\n') L->line++; L->pos++; }
         if (L->pos >= L->n)
-            return err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: tag opened here is never closed", open_line);
+            return base_err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: tag opened here is never closed", open_line);
         const char *p = L->s + L->pos;
         size_t left = L->n - L->pos;
         if (depth == 0) {
@@ -243,11 +243,11 @@ static int lex_tag(struct lexer *L, char close, int *mod, int open_line)
             if (left >= on && !memcmp(p, OPS[i], on)) break;
         }
         if (i == sizeof OPS / sizeof *OPS)
-            return err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unexpected character '%c'", L->line, ch);
+            return base_err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unexpected character '%c'", L->line, ch);
         size_t on = strlen(OPS[i]);
         if (ch == '(' || ch == '[' || ch == '{') depth++;
         if (ch == ')' || ch == ']' || ch == '}') {
-            if (depth == 0) return err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unbalanced '%c'", L->line, ch);
+            if (depth == 0) return base_err_set(L->err, COLIBRI_EFORMAT, "chat template line %d: unbalanced '%c'", L->line, ch);
             depth--;
         }
         int rc = push(L, (struct jtok){ .k = JT_OP, .line = L->line, .s = p, .n = on });
@@ -265,7 +265,7 @@ int jinja_lex(const char *src, size_t len, struct jarena *a, struct jlex_out *ou
 {
     struct lexer L = { .a = a, .line = 1, .err = err };
     L.s = normalize(a, src, len, &L.n);
-    if (!L.s) return err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
+    if (!L.s) return base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
     int rc;
     while (L.pos < L.n) {
         /* the next tag start */
@@ -287,7 +287,7 @@ int jinja_lex(const char *src, size_t len, struct jarena *a, struct jlex_out *ou
         if (kind == '#') {
             size_t e = L.pos;
             while (e + 1 < L.n && !(L.s[e] == '#' && L.s[e + 1] == '}')) e++;
-            if (e + 1 >= L.n) return err_set(err, COLIBRI_EFORMAT, "chat template line %d: comment never closed", open_line);
+            if (e + 1 >= L.n) return base_err_set(err, COLIBRI_EFORMAT, "chat template line %d: comment never closed", open_line);
             end_mod = e > L.pos && (L.s[e - 1] == '-' || L.s[e - 1] == '+') ? L.s[e - 1] : 0;
             count_lines(&L, L.pos, e);
             L.pos = e + 2;

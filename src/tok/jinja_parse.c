@@ -30,14 +30,14 @@ static _Noreturn void pfail(struct parser *P, int code, int line, const char *fm
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    P->code = err_set(P->err, code, "chat template line %d: %s", line, msg);
+    P->code = base_err_set(P->err, code, "chat template line %d: %s", line, msg);
     longjmp(P->fail, 1);
 }
 
 static void *palloc(struct parser *P, size_t n)
 {
     void *p = ja_alloc(P->a, n);
-    if (!p) { P->code = err_set(P->err, COLIBRI_ENOMEM, "chat template: out of memory"); longjmp(P->fail, 1); }
+    if (!p) { P->code = base_err_set(P->err, COLIBRI_ENOMEM, "chat template: out of memory"); longjmp(P->fail, 1); }
     return p;
 }
 
@@ -81,7 +81,7 @@ static void expect_kind(struct parser *P, enum jt_kind k, const char *what)
 static const struct jstr *name_str(struct parser *P, const struct jtok *t)
 {
     const struct jstr *s = jstr_new(P->a, t->s, t->n);
-    if (!s) { P->code = err_set(P->err, COLIBRI_ENOMEM, "chat template: out of memory"); longjmp(P->fail, 1); }
+    if (!s) { P->code = base_err_set(P->err, COLIBRI_ENOMEM, "chat template: out of memory"); longjmp(P->fail, 1); }
     return s;
 }
 

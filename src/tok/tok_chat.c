@@ -264,18 +264,18 @@ int tok_chat_render(const struct tok *t, enum tok_chat_kind k, const struct coli
                     size_t n, int add_gen, char **out, size_t *out_len, struct colibri_err *err)
 {
     if (k <= TOK_CHAT_NONE || k >= TOK_CHAT_COUNT)
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "chat: the model's files name no known chat template (deepseek_v3, kimi_k2, glm)");
     for (size_t i = 0; i < n; i++)
         if (role_of(msgs[i].role) == ROLE_BAD)
-            return err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
+            return base_err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
                            "assistant or tool)", i, msgs[i].role ? msgs[i].role : "(null)");
     struct sb b = { 0 };
     sb_add(&b, "");
     CHAT[k].render(t, msgs, n, add_gen, &b);
     if (b.oom) {
         free(b.p);
-        return err_set(err, COLIBRI_ENOMEM, "chat: rendering %zu messages", n);
+        return base_err_set(err, COLIBRI_ENOMEM, "chat: rendering %zu messages", n);
     }
     *out = b.p;
     *out_len = b.n;

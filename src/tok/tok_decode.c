@@ -13,12 +13,12 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n, int skip_speci
     size_t total = 0, len;
     for (size_t i = 0; i < n; i++) {
         if (!tok_piece(t, ids[i], &len))
-            return err_set(err, COLIBRI_ERANGE, "decode: id %d at position %zu is not in the vocabulary (0..%d)",
+            return base_err_set(err, COLIBRI_ERANGE, "decode: id %d at position %zu is not in the vocabulary (0..%d)",
                            ids[i], i, t->n_ids - 1);
         total += len;
     }
     char *buf = malloc(total + 1);
-    if (!buf) return err_set(err, COLIBRI_ENOMEM, "decode: %zu bytes", total);
+    if (!buf) return base_err_set(err, COLIBRI_ENOMEM, "decode: %zu bytes", total);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && tok_is_special(t, ids[i])) continue;
@@ -67,14 +67,14 @@ int tok_stream_push(struct tok_stream *s, int32_t id, const char **text, size_t 
 {
     size_t plen;
     const char *p = tok_piece(s->t, id, &plen);
-    if (!p) return err_set(err, COLIBRI_ERANGE, "decode: id %d is not in the vocabulary (0..%d)", id,
+    if (!p) return base_err_set(err, COLIBRI_ERANGE, "decode: id %d is not in the vocabulary (0..%d)", id,
                            s->t->n_ids - 1);
     if (s->skip_special && tok_is_special(s->t, id)) plen = 0;
     size_t need = (size_t)s->n_pend + plen + 1;
     if (need > s->cap) {
         size_t ncap = need < 256 ? 256 : 2 * need;
         char *nb = realloc(s->buf, ncap);
-        if (!nb) return err_set(err, COLIBRI_ENOMEM, "decode stream");
+        if (!nb) return base_err_set(err, COLIBRI_ENOMEM, "decode stream");
         s->buf = nb;
         s->cap = ncap;
     }

@@ -290,7 +290,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, unsigned flags
     char *clean = NULL;
     if (bad) {
         clean = tok_utf8_sanitize(text, len, &len);
-        if (!clean) return err_set(err, COLIBRI_ENOMEM, "tokenizer: %zu bytes of text", len);
+        if (!clean) return base_err_set(err, COLIBRI_ENOMEM, "tokenizer: %zu bytes of text", len);
         text = clean;
     }
     struct enc e = { .t = t, .out = out };
@@ -306,7 +306,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, unsigned flags
     free(e.heap);
     free(e.word.ids);
     free(clean);
-    if (rc == COLIBRI_ENOMEM) return err_set(err, rc, "tokenizer: out of memory encoding %zu bytes", len);
-    if (rc) return err_set(err, rc, "tokenizer: pre-tokenizer regex failed (PCRE2 error)");
+    if (rc == COLIBRI_ENOMEM) return base_err_set(err, rc, "tokenizer: out of memory encoding %zu bytes", len);
+    if (rc) return base_err_set(err, rc, "tokenizer: pre-tokenizer regex failed (PCRE2 error)");
     return 0;
 }

@@ -44,15 +44,15 @@ void tok_free(struct tok *t)
 static cJSON *load_json(const char *path, int required, struct colibri_err *err, int *rc)
 {
     size_t len;
-    char *text = read_file_all(path, &len);
+    char *text = base_read_file_all(path, &len);
     *rc = 0;
     if (!text) {
-        if (required) *rc = err_set(err, COLIBRI_EIO, "%s: cannot read", path);
+        if (required) *rc = base_err_set(err, COLIBRI_EIO, "%s: cannot read", path);
         return NULL;
     }
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!j) *rc = err_set(err, COLIBRI_EFORMAT, "%s: invalid JSON near byte %ld", path,
+    if (!j) *rc = base_err_set(err, COLIBRI_EFORMAT, "%s: invalid JSON near byte %ld", path,
                           end ? (long)(end - text) : -1L);
     free(text);
     return j;
@@ -66,7 +66,7 @@ static int add_step(struct tok *t, const char *pattern, int literal, const char 
                     struct colibri_err *err)
 {
     if (t->n_steps == TOK_MAX_STEPS)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: more than %d pre-tokenizer splits", path,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: more than %d pre-tokenizer splits", path,
                        TOK_MAX_STEPS);
     int ecode;
     PCRE2_SIZE eoff;
@@ -76,7 +76,7 @@ static int add_step(struct tok *t, const char *pattern, int literal, const char 
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ecode, msg, sizeof msg);
-        return err_set(err, COLIBRI_EUNSUPPORTED,
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "%s: pre_tokenizer Split regex /%s/ does not compile in PCRE2 at offset %zu: %s",
                        path, pattern, (size_t)eoff, (char *)msg);
     }
@@ -90,12 +90,12 @@ static int parse_pretok(struct tok *t, const cJSON *p, const char *path, int *ha
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
     if (!cJSON_IsString(type))
-        return err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer without a type", path);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer without a type", path);
     const char *ty = type->valuestring;
     if (!strcmp(ty, "Sequence")) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
         if (!cJSON_IsArray(list))
-            return err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer Sequence without pretokenizers", path);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer Sequence without pretokenizers", path);
         const cJSON *it;
         cJSON_ArrayForEach(it, list) {
             int rc = parse_pretok(t, it, path, has_bytelevel, err);
@@ -108,29 +108,29 @@ static int parse_pretok(struct tok *t, const cJSON *p, const char *path, int *ha
         const cJSON *beh = cJSON_GetObjectItemCaseSensitive(p, "behavior");
         const cJSON *inv = cJSON_GetObjectItemCaseSensitive(p, "invert");
         if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated"))
-            return err_set(err, COLIBRI_EUNSUPPORTED,
+            return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "%s: pre_tokenizer Split behavior '%s' is not supported (only Isolated)",
                            path, cJSON_IsString(beh) ? beh->valuestring : "?");
         if (cJSON_IsTrue(inv))
-            return err_set(err, COLIBRI_EUNSUPPORTED,
+            return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "%s: pre_tokenizer Split with invert=true is not supported", path);
         const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
         const cJSON *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
         if (cJSON_IsString(re)) return add_step(t, re->valuestring, 0, path, err);
         if (cJSON_IsString(lit)) return add_step(t, lit->valuestring, 1, path, err);
-        return err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer Split without a Regex or String pattern",
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: pre_tokenizer Split without a Regex or String pattern",
                        path);
     }
     if (!strcmp(ty, "ByteLevel")) {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "add_prefix_space")))
-            return err_set(err, COLIBRI_EUNSUPPORTED,
+            return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "%s: pre_tokenizer ByteLevel with add_prefix_space=true is not supported", path);
         *has_bytelevel = 1;
         const cJSON *ur = cJSON_GetObjectItemCaseSensitive(p, "use_regex");
         if (!ur || cJSON_IsTrue(ur)) return add_step(t, GPT2_PATTERN, 0, path, err);
         return 0;
     }
-    return err_set(err, COLIBRI_EUNSUPPORTED, "%s: pre_tokenizer type '%s' is not supported", path, ty);
+    return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: pre_tokenizer type '%s' is not supported", path, ty);
 }
 
 /* --------------------------------------------------------------- vocab */
@@ -162,7 +162,7 @@ static int load_merges(struct tok *t, const cJSON *merges, const char *path, str
 {
     int n = cJSON_GetArraySize(merges);
     if (tok_pairmap_init(&t->merges, (size_t)n))
-        return err_set(err, COLIBRI_ENOMEM, "%s: merges table", path);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: merges table", path);
     char a[1024], b[1024], bytes[2048];
     int rank = 0;
     const cJSON *m;
@@ -171,7 +171,7 @@ static int load_merges(struct tok *t, const cJSON *merges, const char *path, str
             const char *sp = strchr(m->valuestring, ' ');
             size_t la = sp ? (size_t)(sp - m->valuestring) : 0;
             if (!sp || strchr(sp + 1, ' ') || la >= sizeof a || strlen(sp + 1) >= sizeof b)
-                return err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] \"%s\" is not \"a b\"",
+                return base_err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] \"%s\" is not \"a b\"",
                                path, rank, m->valuestring);
             memcpy(a, m->valuestring, la);
             a[la] = 0;
@@ -183,7 +183,7 @@ static int load_merges(struct tok *t, const cJSON *merges, const char *path, str
             strcpy(a, cJSON_GetArrayItem(m, 0)->valuestring);
             strcpy(b, cJSON_GetArrayItem(m, 1)->valuestring);
         } else {
-            return err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] is neither \"a b\" nor [\"a\",\"b\"]",
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] is neither \"a b\" nor [\"a\",\"b\"]",
                            path, rank);
         }
         int ia = token_bytes_id(t, a, bytes), ib = token_bytes_id(t, b, bytes);
@@ -191,10 +191,10 @@ static int load_merges(struct tok *t, const cJSON *merges, const char *path, str
         long lb = la >= 0 ? tok_bytelevel_to_bytes(b, strlen(b), bytes + la) : -1;
         int im = lb >= 0 ? tok_strmap_get(&t->vocab, bytes, (size_t)(la + lb), tok_key_of, t) : -1;
         if (ia < 0 || ib < 0 || im < 0)
-            return err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] (\"%s\", \"%s\"): %s not in the vocab",
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: model.merges[%d] (\"%s\", \"%s\"): %s not in the vocab",
                            path, rank, a, b, ia < 0 ? "left part" : ib < 0 ? "right part" : "merged token");
         if (tok_pairmap_put(&t->merges, ia, ib, rank, im))
-            return err_set(err, COLIBRI_ENOMEM, "%s: merges table", path);
+            return base_err_set(err, COLIBRI_ENOMEM, "%s: merges table", path);
         rank++;
     }
     return 0;
@@ -205,27 +205,27 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
     if (!cJSON_IsString(type))
-        return err_set(err, COLIBRI_EFORMAT, "%s: model.type missing", path);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: model.type missing", path);
     if (strcmp(type->valuestring, "BPE"))
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
                        path, type->valuestring);
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0.0)
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE dropout is not supported", path);
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE dropout is not supported", path);
     static const char *const empty_fields[] = { "continuing_subword_prefix", "end_of_word_suffix" };
     for (int i = 0; i < 2; i++) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(model, empty_fields[i]);
         if (cJSON_IsString(f) && f->valuestring[0])
-            return err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE %s is not supported", path, empty_fields[i]);
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE %s is not supported", path, empty_fields[i]);
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")))
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE byte_fallback is not supported", path);
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: BPE byte_fallback is not supported", path);
     t->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
 
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
-        return err_set(err, COLIBRI_EFORMAT, "%s: model.vocab or model.merges missing", path);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: model.vocab or model.merges missing", path);
 
     /* Size the id tables: the largest id among vocab and added tokens. */
     int32_t max_id = -1;
@@ -234,7 +234,7 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
     cJSON_ArrayForEach(v, vocab) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e8) ||
             v->valuedouble != (double)v->valueint)
-            return err_set(err, COLIBRI_EFORMAT, "%s: model.vocab[\"%s\"] is not a valid id (an integer in [0, 1e8])",
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: model.vocab[\"%s\"] is not a valid id (an integer in [0, 1e8])",
                            path, v->string);
         if (v->valueint > max_id) max_id = v->valueint;
         text_bytes += strlen(v->string);
@@ -244,7 +244,7 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(v, "content");
         if (!cJSON_IsNumber(id) || !(id->valuedouble >= 0 && id->valuedouble <= 1e8) ||
             id->valuedouble != (double)id->valueint || !cJSON_IsString(content))
-            return err_set(err, COLIBRI_EFORMAT, "%s: an added_tokens entry lacks content or an integer id in [0, 1e8]",
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: an added_tokens entry lacks content or an integer id in [0, 1e8]",
                            path);
         if (id->valueint > max_id) max_id = id->valueint;
         text_bytes += strlen(content->valuestring);
@@ -256,19 +256,19 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
     t->pieces = malloc(text_bytes + 1);
     if (!t->id_flags || !t->piece_off || !t->piece_len || !t->pieces ||
         tok_strmap_init(&t->vocab, (size_t)cJSON_GetArraySize(vocab)))
-        return err_set(err, COLIBRI_ENOMEM, "%s: vocabulary tables", path);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: vocabulary tables", path);
 
     size_t pos = 0;
     cJSON_ArrayForEach(v, vocab) {
         int32_t id = v->valueint;
         int mappable;
         if (t->id_flags[id] & TOK_ID_VALID)
-            return err_set(err, COLIBRI_EFORMAT, "%s: model.vocab id %d appears twice", path, id);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: model.vocab id %d appears twice", path, id);
         set_piece_bytes(t, id, v->string, strlen(v->string), &pos, &mappable);
         if (!mappable) continue;   /* cannot come out of byte-level BPE */
         int32_t old;
         if (tok_strmap_put(&t->vocab, t->pieces + t->piece_off[id], t->piece_len[id], id, tok_key_of, t, &old))
-            return err_set(err, COLIBRI_ENOMEM, "%s: vocabulary map", path);
+            return base_err_set(err, COLIBRI_ENOMEM, "%s: vocabulary map", path);
     }
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
@@ -279,7 +279,7 @@ static int load_model(struct tok *t, const cJSON *model, const cJSON *added, con
     if (cJSON_IsString(unk)) {
         const cJSON *uid = cJSON_GetObjectItemCaseSensitive(vocab, unk->valuestring);
         if (!cJSON_IsNumber(uid))
-            return err_set(err, COLIBRI_EFORMAT, "%s: unk_token '%s' is not in the vocab", path, unk->valuestring);
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: unk_token '%s' is not in the vocab", path, unk->valuestring);
         t->unk_id = uid->valueint;
     }
 
@@ -319,7 +319,7 @@ static int load_added(struct tok *t, const cJSON *added, const char *path, struc
     t->added[0].tok = calloc((size_t)n + 1, sizeof(struct tok_added));
     t->added[1].tok = calloc((size_t)n + 1, sizeof(struct tok_added));
     if (!t->added_text || !t->added[0].tok || !t->added[1].tok)
-        return err_set(err, COLIBRI_ENOMEM, "%s: added tokens", path);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: added tokens", path);
     size_t pos = 0;
     cJSON_ArrayForEach(v, added) {
         const char *content = cJSON_GetObjectItemCaseSensitive(v, "content")->valuestring;
@@ -371,7 +371,7 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
     t->bos_id = t->eos_id = -1;
     t->bos_text = token_text(cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "bos_token") : NULL);
     t->eos_text = token_text(cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "eos_token") : NULL);
-    if (!t->bos_text || !t->eos_text) { cJSON_Delete(cfg); return err_set(err, COLIBRI_ENOMEM, "%s", path); }
+    if (!t->bos_text || !t->eos_text) { cJSON_Delete(cfg); return base_err_set(err, COLIBRI_ENOMEM, "%s", path); }
     if (t->bos_text[0]) t->bos_id = tok_token_id(t, t->bos_text, strlen(t->bos_text));
     if (t->eos_text[0]) t->eos_id = tok_token_id(t, t->eos_text, strlen(t->eos_text));
     /* LlamaTokenizer(Fast) defaults add_bos_token to true; other classes to false. */
@@ -383,7 +383,7 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
     t->add_eos = cJSON_IsTrue(ae);
     if ((t->add_bos && t->bos_id < 0) || (t->add_eos && t->eos_id < 0)) {
         cJSON_Delete(cfg);
-        return err_set(err, COLIBRI_EFORMAT, "%s: add_%s_token is set but the token '%s' is not in the vocab",
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: add_%s_token is set but the token '%s' is not in the vocab",
                        path, t->add_bos && t->bos_id < 0 ? "bos" : "eos",
                        t->add_bos && t->bos_id < 0 ? t->bos_text : t->eos_text);
     }
@@ -406,7 +406,7 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
     if (!t->chat_template) {   /* transformers >= 4.43 may save it beside the config */
         size_t len;
         snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-        t->chat_template = read_file_all(path, &len);
+        t->chat_template = base_read_file_all(path, &len);
         if (t->chat_template) t->chat_template_from = "chat_template.jinja";
     }
 
@@ -438,11 +438,11 @@ static int check_component(const cJSON *root, const char *field, const char *con
     if (!strcmp(field, "normalizer") && !strcmp(ty, "Sequence")) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(c, "normalizers");
         if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0) return 0;
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s: normalizer Sequence with steps is not supported", path);
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: normalizer Sequence with steps is not supported", path);
     }
     for (int i = 0; i < n_ok; i++)
         if (!strcmp(ty, ok[i])) return 0;
-    return err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s type '%s' is not supported", path, field, ty);
+    return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s type '%s' is not supported", path, field, ty);
 }
 
 int tok_load(const char *dir, struct tok **out, struct colibri_err *err)
@@ -456,29 +456,29 @@ int tok_load(const char *dir, struct tok **out, struct colibri_err *err)
     if (tk) fclose(tk);
     if (tj) fclose(tj);
     if (tk && !tj)   /* Kimi K2 ships a tiktoken BPE, not a tokenizer.json */
-        return err_set(err, COLIBRI_EUNSUPPORTED, "%s/tiktoken.model: tiktoken tokenizers (Kimi K2) are not "
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s/tiktoken.model: tiktoken tokenizers (Kimi K2) are not "
                        "supported; colibri reads tokenizer.json", dir);
     cJSON *root = load_json(path, 1, err, &rc);
     if (!root) return rc;
     struct tok *t = calloc(1, sizeof *t);
-    if (!t) { cJSON_Delete(root); return err_set(err, COLIBRI_ENOMEM, "%s", path); }
+    if (!t) { cJSON_Delete(root); return base_err_set(err, COLIBRI_ENOMEM, "%s", path); }
 
     static const char *const ok_bytelevel[] = { "ByteLevel" };
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     int has_bytelevel = 0;
-    if (!cJSON_IsObject(model)) rc = err_set(err, COLIBRI_EFORMAT, "%s: no model", path);
+    if (!cJSON_IsObject(model)) rc = base_err_set(err, COLIBRI_EFORMAT, "%s: no model", path);
     if (!rc && added && !cJSON_IsArray(added))
-        rc = err_set(err, COLIBRI_EFORMAT, "%s: added_tokens is not a list", path);
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: added_tokens is not a list", path);
     if (!rc) rc = check_component(root, "normalizer", NULL, 0, path, err);
     if (!rc) rc = check_component(root, "post_processor", ok_bytelevel, 1, path, err);
     if (!rc) rc = check_component(root, "decoder", ok_bytelevel, 1, path, err);
     if (!rc && is_null_or_missing(pre))
-        rc = err_set(err, COLIBRI_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE needs ByteLevel)", path);
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE needs ByteLevel)", path);
     if (!rc) rc = parse_pretok(t, pre, path, &has_bytelevel, err);
     if (!rc && !has_bytelevel)
-        rc = err_set(err, COLIBRI_EUNSUPPORTED, "%s: pre_tokenizer has no ByteLevel step (not a byte-level BPE)",
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: pre_tokenizer has no ByteLevel step (not a byte-level BPE)",
                      path);
     if (!rc) rc = load_model(t, model, added, path, err);
     if (!rc) rc = load_added(t, added, path, err);

@@ -16,15 +16,15 @@ struct tok_template {
 int tok_template_new(const char *src, size_t len, const char *origin, struct tok_template **out,
                      struct colibri_err *err)
 {
-    if (!src || !out) return err_set(err, COLIBRI_EINVAL, "chat template: NULL argument");
+    if (!src || !out) return base_err_set(err, COLIBRI_EINVAL, "chat template: NULL argument");
     struct tok_template *tt = calloc(1, sizeof *tt);
     if (!tt || !(tt->origin = strdup(origin ? origin : "chat template"))) {
         free(tt);
-        return err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
+        return base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
     }
     int rc = jinja_compile(src, len, &tt->j, err);
     if (rc) {
-        err_prefix(err, rc, "%s", tt->origin);
+        base_err_prefix(err, rc, "%s", tt->origin);
         tok_template_free(tt);
         return rc;
     }
@@ -52,14 +52,14 @@ int tok_template_render(const struct tok_template *tt, const struct tok *t, cons
                         const cJSON *tools, const cJSON *kwargs, int add_gen, char **out, size_t *out_len,
                         struct colibri_err *err)
 {
-    if (!cJSON_IsArray(messages)) return err_set(err, COLIBRI_EINVAL, "chat: messages must be an array");
+    if (!cJSON_IsArray(messages)) return base_err_set(err, COLIBRI_EINVAL, "chat: messages must be an array");
     if (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools))
-        return err_set(err, COLIBRI_EINVAL, "chat: tools must be an array");
-    if (kwargs && !cJSON_IsObject(kwargs)) return err_set(err, COLIBRI_EINVAL, "chat: template variables must be an object");
+        return base_err_set(err, COLIBRI_EINVAL, "chat: tools must be an array");
+    if (kwargs && !cJSON_IsObject(kwargs)) return base_err_set(err, COLIBRI_EINVAL, "chat: template variables must be an object");
     const cJSON *it;
     cJSON_ArrayForEach(it, kwargs)
         if (reserved(it->string))
-            return err_set(err, COLIBRI_EINVAL, "chat: template variable '%s' is set by colibri itself", it->string);
+            return base_err_set(err, COLIBRI_EINVAL, "chat: template variable '%s' is set by colibri itself", it->string);
     /* The context borrows the caller's items by reference (cJSON_CreateArrayReference
      * and friends), so nothing is copied and nothing of the caller's is freed. */
     cJSON *ctx = cJSON_CreateObject();
@@ -82,11 +82,11 @@ int tok_template_render(const struct tok_template *tt, const struct tok *t, cons
     }
     if (!ok) {
         cJSON_Delete(ctx);
-        return err_set(err, COLIBRI_ENOMEM, "chat: out of memory");
+        return base_err_set(err, COLIBRI_ENOMEM, "chat: out of memory");
     }
     int rc = jinja_render(tt->j, ctx, NULL, out, out_len, err);
     cJSON_Delete(ctx);
-    if (rc) err_prefix(err, rc, "%s", tt->origin);
+    if (rc) base_err_prefix(err, rc, "%s", tt->origin);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/util.h"
 #include "check.h"
+#include "fileio_fault.h"
 #include "kv/fileio.h"
 #include "model/convert.h"
 #include "quant/format.h"
@@ -55,7 +56,7 @@ static char *slurp(const char *dir, const char *name, size_t *len)
 {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    return read_file_all(p, len);
+    return base_read_file_all(p, len);
 }
 
 static struct convert_opts opts(const struct kv_io *io)

@@ -30,7 +30,7 @@ static int load(const char *dir, int kv_b_f32, struct model *m)
 static int state(const struct model *m, int n_ctx, int batch, enum kv_tier tier, struct fwd_state *st)
 {
     struct colibri_err err = { 0 };
-    struct compute_ctx cc = compute_ctx_make(0);
+    struct compute_ctx cc = base_compute_ctx_make(0);
     int rc = fwd_state_init(st, m, n_ctx, batch, tier, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
     CHECK(rc == 0, "%s", err.msg);
     return rc;

@@ -59,14 +59,14 @@ static void test_allows(void)
     CHECK(colibri_grammar_new(tk, src, strlen(src), &g, &err) == 0, "%s", err.msg);
     if (!g) return;
     struct grammar_state *st = NULL;
-    CHECK(grammar_state_new(g->g, &st, &err) == 0, "%s", err.msg);
+    CHECK(sample_grammar_state_new(g->g, &st, &err) == 0, "%s", err.msg);
     int32_t a = id_of("a"), b = id_of("b"), one = id_of("1"), eos = colibri_tokenizer_eos(tk);
     CHECK(a >= 0 && b >= 0 && one >= 0 && eos >= 0, "tiny vocabulary has a, b, 1 and EOS");
-    CHECK(grammar_allows(st, a) && !grammar_allows(st, b) && !grammar_allows(st, eos), "start: only 'a'");
-    CHECK(grammar_accept(st, a) == 0 && grammar_allows(st, b) && !grammar_allows(st, a), "after a: b");
-    grammar_accept(st, b);
-    CHECK(grammar_allows(st, one) && !grammar_allows(st, eos), "digits, not the end");
-    grammar_accept(st, one);
+    CHECK(sample_grammar_allows(st, a) && !sample_grammar_allows(st, b) && !sample_grammar_allows(st, eos), "start: only 'a'");
+    CHECK(sample_grammar_accept(st, a) == 0 && sample_grammar_allows(st, b) && !sample_grammar_allows(st, a), "after a: b");
+    sample_grammar_accept(st, b);
+    CHECK(sample_grammar_allows(st, one) && !sample_grammar_allows(st, eos), "digits, not the end");
+    sample_grammar_accept(st, one);
     /* é is two bytes: the byte tokens of the byte-level vocabulary can spell it one at a time */
     int32_t c3 = -1, a9 = -1;
     for (int32_t i = 0; i < colibri_tokenizer_n_vocab(tk); i++) {
@@ -79,16 +79,16 @@ static void test_allows(void)
         free(t);
     }
     CHECK(c3 >= 0 && a9 >= 0, "byte tokens for 0xc3 0xa9");
-    CHECK(grammar_allows(st, c3), "the first byte of é is allowed");
-    CHECK(grammar_accept(st, c3) == 0 && !grammar_allows(st, eos) && grammar_allows(st, a9), "then its second");
-    grammar_accept(st, a9);
-    CHECK(grammar_allows(st, eos) && grammar_done(st), "complete: only the end");
+    CHECK(sample_grammar_allows(st, c3), "the first byte of é is allowed");
+    CHECK(sample_grammar_accept(st, c3) == 0 && !sample_grammar_allows(st, eos) && sample_grammar_allows(st, a9), "then its second");
+    sample_grammar_accept(st, a9);
+    CHECK(sample_grammar_allows(st, eos) && sample_grammar_done(st), "complete: only the end");
     uint8_t *mask = malloc((size_t)colibri_tokenizer_n_vocab(tk));
-    int32_t k = grammar_mask(st, mask);
+    int32_t k = sample_grammar_mask(st, mask);
     CHECK(k >= 1 && mask[eos], "mask at the end holds EOS (%d ids)", k);
-    CHECK(grammar_accept(st, a) == COLIBRI_EINVAL, "a token past the end is refused");
+    CHECK(sample_grammar_accept(st, a) == COLIBRI_EINVAL, "a token past the end is refused");
     free(mask);
-    grammar_state_free(st);
+    sample_grammar_state_free(st);
     colibri_grammar_free(g);
 }
 

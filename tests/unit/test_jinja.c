@@ -33,7 +33,7 @@ static void golden_file(const char *name)
     char path[512];
     size_t len;
     snprintf(path, sizeof path, "tests/tok/chat/%s.json", name);
-    char *js = read_file_all(path, &len);
+    char *js = base_read_file_all(path, &len);
     CHECK(js, "%s missing", path);
     if (!js) return;
     cJSON *doc = cJSON_Parse(js);
@@ -41,7 +41,7 @@ static void golden_file(const char *name)
     CHECK(doc, "%s: bad JSON", path);
     if (!doc) return;
     snprintf(path, sizeof path, "tests/tok/chat/%s.jinja", name);
-    char *src = read_file_all(path, &len);
+    char *src = base_read_file_all(path, &len);
     CHECK(src, "%s missing", path);
     struct colibri_err err = { 0 };
     struct jinja_tpl *t = NULL;
@@ -99,7 +99,7 @@ static void test_refused_templates(void)
         char path[256];
         size_t len;
         snprintf(path, sizeof path, "tests/tok/chat/%s.jinja", R[i].name);
-        char *src = read_file_all(path, &len);
+        char *src = base_read_file_all(path, &len);
         CHECK(src, "%s missing", path);
         if (!src) continue;
         struct colibri_err err = { 0 };
@@ -116,7 +116,7 @@ static void test_refused_templates(void)
 static void test_snippets(void)
 {
     size_t len;
-    char *js = read_file_all("tests/tok/chat/snippets.json", &len);
+    char *js = base_read_file_all("tests/tok/chat/snippets.json", &len);
     CHECK(js, "tests/tok/chat/snippets.json missing");
     if (!js) return;
     cJSON *doc = cJSON_Parse(js);

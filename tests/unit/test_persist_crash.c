@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fileio_fault.h"
 #include "persist_fixture.h"
 
 #define CAP 32

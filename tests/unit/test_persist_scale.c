@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fileio_fault.h"
 #include "persist_fixture.h"
 
 #define CAP 24

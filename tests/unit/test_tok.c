@@ -24,7 +24,7 @@ static char ds_dir[4096];
 static cJSON *load_json(const char *path)
 {
     size_t len;
-    char *s = read_file_all(path, &len);
+    char *s = base_read_file_all(path, &len);
     CHECK(s != NULL, "cannot read %s", path);
     if (!s) return NULL;
     cJSON *j = cJSON_ParseWithLength(s, len);
@@ -603,7 +603,7 @@ static void test_random_roundtrip(void)
 static void test_damaged_files(void)
 {
     size_t len;
-    char *good = read_file_all("tests/tok/small/tokenizer.json", &len);
+    char *good = base_read_file_all("tests/tok/small/tokenizer.json", &len);
     CHECK(good != NULL, "read small tokenizer");
     if (!good) return;
     char dir[300], path[400];

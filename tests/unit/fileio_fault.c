@@ -1,4 +1,4 @@
-/* kv/fileio_fault.c - the fault-injecting kv_io layer (see kv/fileio.h).
+/* tests/unit/fileio_fault.c - the fault-injecting kv_io layer (see fileio_fault.h).
  *
  * Each handle keeps the writes and truncations issued since its last sync as a
  * list of operations, in order; reads and size() replay them over the base
@@ -6,7 +6,7 @@
  * base file and syncs it. A crash decides each pending operation's fate
  * (every open handle's), applies the survivors and turns every later call
  * into -EIO. */
-#include "kv/fileio.h"
+#include "fileio_fault.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,0 +1,87 @@
+/* colibri_dev.h - developer tools built on the colibri library: synthetic
+ * models, the attention and compute-peak benchmarks and the oracle check
+ * against Hugging Face fixtures. They exist to test and measure colibri, not to run a model, so
+ * they are kept out of the embedding API (include/colibri.h); the colibri CLI
+ * (synth, bench --attn, oracle) and the benchmark programs include this.
+ *
+ * The conventions of colibri.h hold here too: 0 or a negative COLIBRI_E*
+ * code, the message in the caller's struct colibri_err, out-parameters
+ * untouched on failure. Not thread-safe unless stated.
+ */
+#ifndef COLIBRI_DEV_H
+#define COLIBRI_DEV_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "colibri.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------- synthetic models */
+
+/* Writes a model with random weights in the shapes of a preset ("v2-lite":
+ * DeepSeek-V2-Lite's 27 layers, hidden 2048, 64 experts top-6, kv_lora 512,
+ * with the V3 router; "v3": DeepSeek-V3's; "tiny": a small one for tests),
+ * n_layers overriding the preset's layer count when > 0, in the formats of
+ * opts (NULL: bf16), as a container like colibri_convert's. */
+int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
+                  uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err);
+
+/* ------------------------------------------------------------ benchmarks */
+
+/* Decode attention alone, per KV tier against f32 in the same run: one
+ * absorbed-MLA attention call (one token, one layer) over T cached rows of
+ * r latent + dr RoPE values, H heads. Writes a markdown table (time per token
+ * per layer, ratio to f32, bytes per row, the machine) to `table`, progress
+ * to `progress` (may be NULL). Zeroed fields take the defaults: DeepSeek-V3
+ * dims (512 + 64), contexts 1k/8k/32k, 16 and 128 heads, every tier, 0.4 s
+ * per cell. */
+struct colibri_attn_bench_opts {
+    int threads;
+    int r, dr;
+    int ctx[8], n_ctx;
+    int heads[4], n_heads;
+    const char *tiers;
+    double min_time;
+    int with_int8;              /* also time the opt-in integer consumers */
+    int cpu_time;               /* process CPU time instead of wall clock */
+};
+int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
+                            struct colibri_err *err);
+
+/* Compute peaks of the instructions the weight kernels use (fp32 FMA, bf16
+ * dot, int8 dot), in G op/s on 1 and on `threads` threads (0: all), each
+ * thread timed by its own CPU time, about 0.2 s per probe; writes a markdown
+ * table to `table`. Instructions this CPU
+ * lacks are reported as not available. */
+int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err);
+
+/* ---------------------------------------------------------- verification */
+
+/* Checks one oracle fixture directory (config.json, model.safetensors,
+ * reference.json, reference.safetensors as tools/make_oracle.py writes them)
+ * against Hugging Face's outputs: teacher-forced argmax agreement at positions
+ * whose reference top-2 margin exceeds the fixture's tolerance, the greedy
+ * continuation, the largest |logit difference| of prefill against HF, and of
+ * token-by-token absorbed decode against prefill. */
+struct colibri_oracle_result {
+    char name[128];
+    int tf_agree, tf_total;     /* argmax agreement over confident positions */
+    int gen_agree, gen_total;   /* greedy tokens reproduced (matching prefix) */
+    double max_dlogit;          /* prefill vs HF, all sequences */
+    double decode_dlogit;       /* absorbed decode vs expanded prefill */
+    int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
+};
+/* mopts (may be NULL) loads the fixture with other weight formats; kv_tier and
+ * kv_rope (may be NULL) run it on a quantized KV cache. */
+int colibri_oracle_check(const char *fixture_dir, const struct colibri_model_opts *mopts,
+                         const char *kv_tier, const char *kv_rope,
+                         struct colibri_oracle_result *res, struct colibri_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
