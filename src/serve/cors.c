@@ -30,18 +30,18 @@ int serve_cors_parse(const char *spec, struct serve_cors *out, struct colibri_er
         if (n == 1 && p[0] == '*') {
             out->any = 1;
         } else if (!is_origin(p, n) || n >= sizeof out->origin[0]) {
-            return err_set(err, COLIBRI_EINVAL,
+            return base_err_set(err, COLIBRI_EINVAL,
                            "--cors: '%.*s' is not an origin; give '*' or origins like http://localhost:3000, "
                            "comma-separated", (int)n, p);
         } else if (out->n == SERVE_CORS_MAX) {
-            return err_set(err, COLIBRI_EINVAL, "--cors: more than %d origins", SERVE_CORS_MAX);
+            return base_err_set(err, COLIBRI_EINVAL, "--cors: more than %d origins", SERVE_CORS_MAX);
         } else {
             snprintf(out->origin[out->n++], sizeof out->origin[0], "%.*s", (int)n, p);
         }
         if (!end) break;
         p = end + 1;
     }
-    if (!out->any && out->n == 0) return err_set(err, COLIBRI_EINVAL, "--cors '%s' names no origin", spec);
+    if (!out->any && out->n == 0) return base_err_set(err, COLIBRI_EINVAL, "--cors '%s' names no origin", spec);
     return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <microhttpd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,7 +55,7 @@ struct req {
     enum route route;
     char *url;                  /* a copy of the path, for routes with an argument and the log */
     char method[16];
-    double t_arrival;           /* now_sec() at the first call */
+    double t_arrival;           /* base_now_sec() at the first call */
     int status;                 /* of the response queued, 0 before */
     const char *allow;          /* the path's methods, for a 405's Allow header */
     enum route options;         /* OPTIONS on this path's route (R_NONE otherwise) */
@@ -225,7 +226,7 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
 static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
 {
     struct oai_error e;
-    double t_arrival = now_sec();
+    double t_arrival = base_now_sec();
     struct job *j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
     if (!j) return respond_error(sv, rq, c, &e);
     j->t_submit = t_arrival;
@@ -464,7 +465,7 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
     enum route path_route;
     if (!(rq->url = strdup(url))) return MHD_NO;
     snprintf(rq->method, sizeof rq->method, "%s", method);
-    rq->t_arrival = now_sec();
+    rq->t_arrival = base_now_sec();
     rq->route = find_route(url, method, &path_route);
     atomic_fetch_add(&sv->met.requests[ROUTES[rq->route ? rq->route : path_route].ep], 1);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -591,7 +592,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     }
     if (rq->url) {
         struct serve_reqlog lr = { .method = rq->method, .path = rq->url, .status = rq->status, .job = rq->log_job,
-                                   .t_arrival = rq->t_arrival, .t_done = now_sec(), .tok = sv->tok,
+                                   .t_arrival = rq->t_arrival, .t_done = base_now_sec(), .tok = sv->tok,
                                    .log_texts = sv->o.log_prompts };
         serve_reqlog_write(&lr);
     }

@@ -69,7 +69,7 @@ void job_finish(struct job *j, enum job_finish fin, int n_cached, int n_gen)
         j->finish = fin;
         j->n_cached = n_cached;
         j->n_gen = n_gen;
-        j->t_end = now_sec();
+        j->t_end = base_now_sec();
     }
     changed(j);
     pthread_mutex_unlock(&j->mu);
@@ -82,7 +82,7 @@ void job_fail(struct job *j, int http_status, const char *msg)
         j->finish = JOB_FIN_ERROR;
         j->err_status = http_status;
         snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
-        j->t_end = now_sec();
+        j->t_end = base_now_sec();
     }
     changed(j);
     pthread_mutex_unlock(&j->mu);

@@ -83,7 +83,7 @@ struct job {
     int n_gen;                  /* tokens sampled (an end-of-generation token included) */
     int err_status;             /* HTTP status for JOB_FIN_ERROR */
     char err_msg[256];
-    /* Times (now_sec(), monotonic seconds; 0 = not yet). t_submit is written
+    /* Times (base_now_sec(), monotonic seconds; 0 = not yet). t_submit is written
      * by the HTTP side before the job is submitted; the rest under mu by the
      * scheduler: t_start when a slot takes the job, t_first when its first
      * token is sampled, t_end by job_finish / job_fail. */

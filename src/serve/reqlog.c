@@ -77,7 +77,7 @@ void serve_reqlog_write(const struct serve_reqlog *r)
     char *line = serve_reqlog_format(r);
     if (!line) return;
     flockfile(stderr);          /* one line, even with other threads logging */
-    log_msg("serve", "%s", line);
+    base_log_msg("serve", "%s", line);
     funlockfile(stderr);
     free(line);
 }

@@ -20,7 +20,7 @@ struct serve_reqlog {
     const char *method, *path;
     int status;                 /* the response's HTTP status; 0 if none was sent */
     const struct job *job;      /* the generation, or NULL (not locked by the caller) */
-    double t_arrival, t_done;   /* now_sec() at the request's first byte and at completion */
+    double t_arrival, t_done;   /* base_now_sec() at the request's first byte and at completion */
     const colibri_tokenizer *tok;
     int log_texts;
 };

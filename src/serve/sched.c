@@ -164,7 +164,7 @@ static int job_cancelled(void *user)
 static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
-    double now = now_sec();
+    double now = base_now_sec();
     pthread_mutex_lock(&j->mu);
     j->t_start = now;
     pthread_mutex_unlock(&j->mu);
@@ -218,7 +218,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
     struct colibri_gen_step st;
     if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return; }
     atomic_fetch_add(&s->met->generated_tokens, (uint64_t)st.n_tokens);
-    double now = now_sec();
+    double now = base_now_sec();
     if (st.n_tokens == 0) {
         /* nothing sampled: no token time */
     } else if (sl->t_last_token == 0) {

@@ -26,10 +26,10 @@ static int check_alias(const char *alias, struct colibri_err *err)
     if (!alias) return 0;
     size_t n = strlen(alias);
     if (n == 0 || n >= SERVE_ID_CAP)
-        return err_set(err, COLIBRI_EINVAL, "--alias must be 1 to %d bytes long, got %zu", SERVE_ID_CAP - 1, n);
+        return base_err_set(err, COLIBRI_EINVAL, "--alias must be 1 to %d bytes long, got %zu", SERVE_ID_CAP - 1, n);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)alias[i] <= ' ' || alias[i] == 0x7f)
-            return err_set(err, COLIBRI_EINVAL, "--alias '%s': byte %zu is a space or a control character", alias,
+            return base_err_set(err, COLIBRI_EINVAL, "--alias '%s': byte %zu is a space or a control character", alias,
                            i);
     return 0;
 }
