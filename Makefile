@@ -70,9 +70,13 @@ $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_AVX512) -MMD -MP -c $< -o $@
 
+# colibri --version names the commit and the flags it was built with.
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/src/cli/main.o: EXTRA_DEFS = -DCOLIBRI_COMMIT='"$(COMMIT)"' -DCOLIBRI_BUILD_FLAGS='"$(CC) $(OPT) $(MARCH) $(SAN)"'
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(EXTRA_DEFS) -MMD -MP -c $< -o $@
 
 # Generated into $(BUILD)/gen for the server (src/serve/page.c): the chat page
 # as a C array, and the build's description (rewritten only when it changes,

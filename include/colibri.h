@@ -45,6 +45,11 @@ struct colibri_err {
 /* A short name for a status code ("EINVAL", ...); never NULL. */
 const char *colibri_status_name(int code);
 
+/* The library's version, and the kernel level its weight products run at on
+ * this CPU ("avx512vbmi", "avx512", "avx2", "neon", "scalar"). */
+#define COLIBRI_VERSION "0.2.0"
+const char *colibri_kernel_level(void);
+
 /* ---------------------------------------------------------------- models */
 
 typedef struct colibri_model colibri_model;

@@ -14,6 +14,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/format.h"
+#include "quant/qtensor.h"
 
 
 /* Format names of opts -> ids (MODEL_FMT_AS_STORED for NULL). */
@@ -146,6 +147,8 @@ void colibri_model_free(colibri_model *cm)
     model_free(&cm->m);
     free(cm);
 }
+
+const char *colibri_kernel_level(void) { return quant_isa_name(quant_isa_best()); }
 
 int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
 

@@ -3,6 +3,7 @@
  * reuses the session's cache for the common prefix, so only the new tokens
  * are prefilled. Lines starting with '/' are commands (/reset, /exit). Uses
  * only colibri.h. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ int cmd_chat(int argc, char **argv)
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "system", 0, OPT_STR, &system, "system prompt" },
         OPTS_CHAT_TEMPLATE(chat_template),
-        { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most (default 512)", 1, 1 << 24 },
+        { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most; -1 = until the end of text or a full context (default 512)", -1, 1 << 24 },
         OPTS_SAMPLER(so),
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0)", 0, 2147483647 },
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
@@ -92,6 +93,11 @@ int cmd_chat(int argc, char **argv)
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
+    if (n_predict == 0) {
+        fprintf(stderr, "colibri: --n-predict: 0 generates nothing; give a count, or -1 for no limit\n");
+        return 2;
+    }
+    if (n_predict < 0) n_predict = INT_MAX;   /* the end of text or a full context stops it */
     so.seed = (uint64_t)seed;
 
     struct colibri_err err = { 0 };

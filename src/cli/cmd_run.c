@@ -1,6 +1,7 @@
 /* cli/cmd_run.c - `colibri run`: one prompt in, generated text streamed out,
  * then a line with prefill and decode tokens/s (on stderr, so stdout holds
  * only the text). Uses only colibri.h. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ int cmd_run(int argc, char **argv)
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "prompt", 'p', OPT_STR, &prompt, "the prompt text" },
         { "file", 'f', OPT_STR, &file, "read the prompt from a file ('-' = stdin)" },
-        { "n-predict", 'n', OPT_INT, &n_predict, "tokens to generate at most (default 128)", 1, 1 << 24 },
+        { "n-predict", 'n', OPT_INT, &n_predict, "tokens to generate at most; -1 = until the end of text or a full context (default 128)", -1, 1 << 24 },
         OPTS_SAMPLER(so),
         { "presence-penalty", 0, OPT_FLOAT, &so.presence_penalty, "presence penalty (default 0)", -100, 100 },
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0): same seed, same text", 0, 2147483647 },
@@ -50,6 +51,11 @@ int cmd_run(int argc, char **argv)
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
+    if (n_predict == 0) {
+        fprintf(stderr, "colibri: --n-predict: 0 generates nothing; give a count, or -1 for no limit\n");
+        return 2;
+    }
+    if (n_predict < 0) n_predict = INT_MAX;   /* the end of text or a full context stops it */
     if (!prompt == !file) {
         fprintf(stderr, "colibri run: give the prompt with exactly one of -p TEXT or -f FILE\n");
         return 2;

@@ -47,26 +47,26 @@ static double wall(void)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    struct { const char *dir, *text, *file; int decode, no_special, bench; } o = { 0 };
+    struct { const char *dir, *text, *file; int decode, no_special, bench; } o = { .dir = "models/colibri-tiny" };
     const struct opt opts[] = {
-        { "model", 'm', OPT_STR, &o.dir, "model directory (holds tokenizer.json)" },
+        { "model", 'm', OPT_STR, &o.dir, "model directory (holds tokenizer.json); default models/colibri-tiny" },
         { "tokenizer", 0, OPT_STR, &o.dir, "directory holding tokenizer.json (same as -m)" },
-        { "text", 't', OPT_STR, &o.text, "the text (with --decode: a JSON array of ids)" },
+        { "text", 'p', OPT_STR, &o.text, "the text (with --decode: a JSON array of ids); -p as for run's prompt" },
         { "file", 'f', OPT_STR, &o.file, "read the text from a file ('-' = stdin)" },
         { "decode", 0, OPT_FLAG, &o.decode, "decode a JSON array of ids back to the exact bytes" },
         { "no-special", 0, OPT_FLAG, &o.no_special, "no BOS/EOS, and special-token text stays plain text" },
         { "bench", 0, OPT_FLAG, &o.bench, "time the encoding and print MB/s instead of the ids" },
     };
     const struct opts_spec spec = {
-        "colibri tokenize (-m DIR | --tokenizer DIR) (--text T | --file F) [--decode]",
+        "colibri tokenize [-m DIR | --tokenizer DIR] (--text T | --file F) [--decode]",
         "Prints the ids of the text as a JSON array, BOS/EOS added as tokenizer_config.json says; "
         "invalid UTF-8 is replaced by U+FFFD with a warning. --decode prints the bytes of a JSON array of ids.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 0, &npos);
     if (rc) return rc > 0 ? 0 : 2;
-    if (!o.dir || !o.text == !o.file) {
-        fprintf(stderr, "colibri tokenize: need -m/--tokenizer DIR and exactly one of --text, --file\n");
+    if (!o.text == !o.file) {
+        fprintf(stderr, "colibri tokenize: need exactly one of --text, --file\n");
         opts_usage(&spec, stderr);
         return 2;
     }

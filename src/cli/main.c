@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "colibri.h"
 
 struct command {
     const char *name;
@@ -54,6 +55,15 @@ int main(int argc, char **argv)
 {
     reexec_with_passive_wait(argv);
     if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+#ifndef COLIBRI_COMMIT
+#define COLIBRI_COMMIT "unknown"
+#define COLIBRI_BUILD_FLAGS "unknown"
+#endif
+        printf("colibri %s (commit %s)\nkernels: %s on this CPU\nbuilt with: %s\n", COLIBRI_VERSION, COLIBRI_COMMIT,
+               colibri_kernel_level(), COLIBRI_BUILD_FLAGS);
+        return 0;
+    }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

@@ -45,13 +45,27 @@ void opts_usage(const struct opts_spec *spec, FILE *f)
     fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");
 }
 
-static const struct opt *find(const struct opts_spec *spec, const char *arg)
+/* Spellings llama.cpp and vLLM users type, accepted for a command's own
+ * option of the canonical name when the command has one. */
+static const struct { const char *alias, *name; } ALIASES[] = {
+    { "--ctx-size", "ctx" },   { "--temperature", "temp" }, { "--parallel", "slots" }, { "-np", "slots" },
+    { "--n-predict", "gen" },  { "--max-tokens", "n-predict" }, { "--threads-batch", "threads" },
+    { "--repeat_penalty", "repeat-penalty" },
+};
+
+/* arg is "-x", "--name" or an alias, with any "=value" cut off: name_len chars. */
+static const struct opt *find(const struct opts_spec *spec, const char *arg, size_t len)
 {
     for (int i = 0; i < spec->n_opts; i++) {
         const struct opt *o = &spec->opts[i];
-        if (arg[0] == '-' && arg[1] == '-' && !strcmp(arg + 2, o->name)) return o;
-        if (arg[0] == '-' && arg[1] && !arg[2] && arg[1] == o->short_name && o->short_name) return o;
+        if (len > 2 && arg[0] == '-' && arg[1] == '-' && strlen(o->name) == len - 2 && !strncmp(arg + 2, o->name, len - 2))
+            return o;
+        if (len == 2 && arg[0] == '-' && arg[1] == o->short_name && o->short_name) return o;
     }
+    for (size_t a = 0; a < sizeof ALIASES / sizeof ALIASES[0]; a++)
+        if (strlen(ALIASES[a].alias) == len && !strncmp(arg, ALIASES[a].alias, len))
+            for (int i = 0; i < spec->n_opts; i++)
+                if (!strcmp(spec->opts[i].name, ALIASES[a].name)) return &spec->opts[i];
     return NULL;
 }
 
@@ -69,7 +83,10 @@ static int set_value(const struct opt *o, const char *v)
         return -1;
     }
     if ((o->min != 0 || o->max != 0) && (x < o->min || x > o->max)) {
-        fprintf(stderr, "colibri: --%s: %s is out of range [%g, %g]\n", o->name, v, o->min, o->max);
+        if (o->type == OPT_INT)
+            fprintf(stderr, "colibri: --%s: %s is out of range [%.0f, %.0f]\n", o->name, v, o->min, o->max);
+        else
+            fprintf(stderr, "colibri: --%s: %s is out of range [%g, %g]\n", o->name, v, o->min, o->max);
         return -1;
     }
     if (o->type == OPT_INT) *(int *)o->dest = (int)x;
@@ -87,13 +104,24 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
             return 1;
         }
         if (a[0] == '-' && a[1] && strcmp(a, "-")) {
-            const struct opt *o = find(spec, a);
+            /* --name=value, as argparse and llama.cpp accept */
+            const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const struct opt *o = find(spec, a, len);
             if (!o) {
-                fprintf(stderr, "colibri: unknown option '%s' (see --help)\n", a);
+                fprintf(stderr, "colibri: unknown option '%.*s' (see --help)\n", (int)len, a);
                 return -1;
             }
             if (o->type == OPT_FLAG) {
+                if (eq) {
+                    fprintf(stderr, "colibri: option '--%s' takes no value\n", o->name);
+                    return -1;
+                }
                 *(int *)o->dest = 1;
+                continue;
+            }
+            if (eq) {
+                if (set_value(o, eq + 1)) return -1;
                 continue;
             }
             if (i + 1 >= argc) {

@@ -1,0 +1,24 @@
+#!/bin/sh
+# The options layer as llama.cpp and vLLM users type it: --opt=value, the
+# long aliases, -n -1, range errors in integers, --version; tokenize with the
+# bundled model by default and -p for its text.
+set -eu
+t=${TMPDIR:-/tmp}/options.$$; trap 'rm -f "$t" "$t".*' EXIT
+"$COLIBRI" run -p "It is a truth" -n 6 --temp 0 > "$t.a" 2>/dev/null
+"$COLIBRI" run -p "It is a truth" --n-predict=6 --temp=0 > "$t.b" 2>/dev/null
+"$COLIBRI" run -p "It is a truth" --max-tokens 6 --temperature=0 > "$t.c" 2>/dev/null
+cmp "$t.a" "$t.b"; cmp "$t.a" "$t.c"
+"$COLIBRI" run -p "It is a truth" -n -1 --ctx-size 24 --temp 0 2>"$t.e" >/dev/null
+grep -q "stopped by context" "$t.e"
+if "$COLIBRI" run -p hi -n 0 2>"$t.e"; then exit 1; fi
+grep -q -- "-1 for no limit" "$t.e"
+if "$COLIBRI" run -p hi --chat=yes 2>"$t.e"; then exit 1; fi
+grep -q "'--chat' takes no value" "$t.e"
+if "$COLIBRI" run -p hi --ctx 99999999 2>"$t.e"; then exit 1; fi
+grep -q "out of range \[0, 16777216\]" "$t.e"
+if "$COLIBRI" run -p hi --ctx-sizes 9 2>"$t.e"; then exit 1; fi
+grep -q "unknown option '--ctx-sizes'" "$t.e"
+v=$("$COLIBRI" --version)
+echo "$v" | grep -Eq '^colibri [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown)\)$'
+echo "$v" | grep -Eq '^kernels: (avx512vbmi|avx512|avx2|neon|scalar) on this CPU$'
+[ "$("$COLIBRI" tokenize -p "Hello world")" = "$("$COLIBRI" tokenize -m models/colibri-tiny --text "Hello world")" ]
