@@ -29,6 +29,11 @@ struct fwd_state {
     struct kv_scratch *scratch; /* for kv_attend */
     struct run_bufs bufs;       /* activations, allocated once */
     struct compute_ctx cc;
+    /* Prefill after cached rows may take the absorbed form when it is cheaper
+     * (mla_prefill_absorbed). Off by default: the forms round differently, so
+     * with it a prompt's logits depend on how much of it was cached, and
+     * prefix reuse must give exactly what a cold prefill gives. */
+    int absorbed_prefill;
 };
 
 /* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the

@@ -179,7 +179,7 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
             for (int hh = 0; hh < H; hh++) model_rope_apply(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
         }
         if (rc) break;
-        if (mode == FWD_ABSORBED || mla_prefill_absorbed(c, S, pos0))
+        if (mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
             rc = attend_absorbed(c, w, st, li, qg, S, pos0, og, b, err);
         else
             rc = attend_expanded(c, w, st, li, qg, S, pos0, og, b, err);

@@ -12,18 +12,20 @@
  *   absorbed (DeepSeek's inference form): q_abs = W_UK[h]ᵀ q_nope scored
  *     against the latent, o = W_UV[h] Σ p c, through the attention door
  *     kv_attend (kv/attend.h) for every tier.
- * Decode uses the absorbed form. Prefill from position 0 uses the expanded
- * form; a prefill after cached rows uses whichever form costs fewer flops,
- * since the expanded form must rebuild K/V for every cached row
- * (mla_prefill_absorbed states the rule). The choice depends only on
- * (tokens, cached rows), so the same call gives the same bits every time. */
+ * Decode uses the absorbed form. Prefill uses the expanded form, whose
+ * result for a row does not depend on how the prompt was split into calls
+ * (K/V are rebuilt from the cached latents by a batch-invariant product), so
+ * prefix reuse gives a cold prefill's bits. A state may opt in to the
+ * absorbed form for a prefill after cached rows when it costs fewer flops
+ * (mla_prefill_absorbed states the rule), giving up that invariance. */
 #ifndef COLIBRI_MODEL_MLA_H
 #define COLIBRI_MODEL_MLA_H
 
 #include "colibri.h"
 #include "model/forward.h"
 
-/* 1 when a prefill of S tokens after pos0 cached rows runs absorbed. */
+/* 1 when a prefill of S tokens after pos0 cached rows costs fewer flops in
+ * the absorbed form (used when fwd_state.absorbed_prefill is set). */
 int mla_prefill_absorbed(const struct model_config *c, int S, int pos0);
 
 /* out[n][hid] = MLA(h[n][hid]) for layer li; the rows belong to the groups
