@@ -177,20 +177,24 @@ static int lex_number(struct lexer *L)
     size_t i = L->pos;
     int is_float = 0;
     char buf[64]; size_t j = 0;
-    while (i < L->n && ((L->s[i] >= '0' && L->s[i] <= '9') || L->s[i] == '_')) { if (L->s[i] != '_' && j < 63) buf[j++] = L->s[i]; i++; }
+    int too_long = 0;   /* digits dropped would change the value: refused */
+    while (i < L->n && ((L->s[i] >= '0' && L->s[i] <= '9') || L->s[i] == '_')) { if (L->s[i] != '_') { if (j < 63) buf[j++] = L->s[i]; else too_long = 1; } i++; }
     if (i + 1 < L->n && L->s[i] == '.' && L->s[i + 1] >= '0' && L->s[i + 1] <= '9') {
-        is_float = 1; buf[j++] = '.'; i++;
-        while (i < L->n && ((L->s[i] >= '0' && L->s[i] <= '9') || L->s[i] == '_')) { if (L->s[i] != '_' && j < 63) buf[j++] = L->s[i]; i++; }
+        is_float = 1; if (j < 63) buf[j++] = '.'; else too_long = 1; i++;
+        while (i < L->n && ((L->s[i] >= '0' && L->s[i] <= '9') || L->s[i] == '_')) { if (L->s[i] != '_') { if (j < 63) buf[j++] = L->s[i]; else too_long = 1; } i++; }
     }
     if (i < L->n && (L->s[i] == 'e' || L->s[i] == 'E')) {
         size_t k = i + 1;
         if (k < L->n && (L->s[k] == '+' || L->s[k] == '-')) k++;
         if (k < L->n && L->s[k] >= '0' && L->s[k] <= '9') {
             is_float = 1;
-            while (i < k && j < 63) buf[j++] = L->s[i++];
-            while (i < L->n && L->s[i] >= '0' && L->s[i] <= '9') { if (j < 63) buf[j++] = L->s[i]; i++; }
+            while (i < k) { if (j < 63) buf[j++] = L->s[i]; else too_long = 1; i++; }
+            while (i < L->n && L->s[i] >= '0' && L->s[i] <= '9') { if (j < 63) buf[j++] = L->s[i]; else too_long = 1; i++; }
         }
     }
+    if (too_long)
+        return err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: a number literal longer than 63 characters",
+                       L->line);
     buf[j] = 0;
     struct jtok tk = { .k = is_float ? JT_FLOAT : JT_INT, .line = L->line, .s = L->s + L->pos, .n = i - L->pos };
     if (is_float) tk.f = strtod(buf, NULL);

@@ -169,6 +169,8 @@ static void test_hostile(void)
         { "{% break %}", "outside a for loop" },
         { "{{ (((((((((( 1 ))))))))) }}", "unbalanced" },
         { "{{ '%s' % 1 }}", "printf-style" },
+        { "{{ 1234567890123456789012345678901234567890123456789012345678901234.5 }}", "longer than 63" },
+        { "{{ 1.0e0000000000000000000000000000000000000000000000000000000000000001 }}", "longer than 63" },
     };
     for (size_t i = 0; i < sizeof H / sizeof *H; i++) {
         int rc;
