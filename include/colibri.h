@@ -564,8 +564,7 @@ struct colibri_gen_opts {
     int n_predict;                  /* tokens to generate at most, >= 1 */
     const char *const *stops;       /* n_stops stop strings (copied; empty ones ignored) */
     size_t n_stops;
-    int repair_utf8;                /* 1: every piece is valid UTF-8 without NUL (for JSON): invalid
-                                       bytes and NUL become U+FFFD */
+    int repair_utf8;                /* 1: every piece is valid UTF-8 (for JSON) */
     /* 1: the prompt's tokens enter the sampler's history, so its penalties
      * count them (llama.cpp's way); 0: only generated tokens (OpenAI's
      * presence/frequency penalties). */

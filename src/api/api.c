@@ -200,12 +200,15 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     if (!cm || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
     int n_ctx = opts && opts->n_ctx > 0 ? opts->n_ctx : cm->m.cfg.max_position_embeddings;
     int tier = KV_TIER_F32, rope = KV_ROPE_DEFAULT;
-    if (opts && opts->kv_tier && (tier = kv_tier_from_name(opts->kv_tier)) < 0)
-        return base_err_set(err, COLIBRI_EINVAL,
-                       "--kv: unknown KV tier '%s' (f32 bf16 fp8 int8r q4_0 tq4 tq3 tq2 polar4 polar3)", opts->kv_tier);
-    if (opts && opts->kv_rope && (rope = kv_rope_from_name(opts->kv_rope)) < 0)
-        return base_err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (f32 bf16 fp8 int8)",
-                       opts->kv_rope);
+    char names[256];
+    if (opts && opts->kv_tier && (tier = kv_tier_from_name(opts->kv_tier)) < 0) {
+        kv_tier_names(names, sizeof names, " ");
+        return base_err_set(err, COLIBRI_EINVAL, "--kv: unknown KV tier '%s' (%s)", opts->kv_tier, names);
+    }
+    if (opts && opts->kv_rope && (rope = kv_rope_from_name(opts->kv_rope)) < 0) {
+        kv_rope_names(names, sizeof names, " ");
+        return base_err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (%s)", opts->kv_rope, names);
+    }
     colibri_session *s = calloc(1, sizeof *s);
     if (!s) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int int8 = opts ? opts->kv_int8 : 0;

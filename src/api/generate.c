@@ -174,18 +174,7 @@ static int release(colibri_gen *g, const char *p, size_t n, int final, struct gb
     memcpy(g->carry, b->p + keep, (size_t)g->n_carry);
     if (!g->o.repair_utf8) return gb_append(out, b->p, keep);
     if (gb_reserve(out, out->n + 3 * keep)) return COLIBRI_ENOMEM;
-    size_t at = out->n;
     out->n += tok_utf8_sanitize_into(b->p, keep, out->p + out->n);
-    /* a NUL cannot travel in the server's JSON strings (they end at the first
-     * one, and a delta that joins several pieces would lose what follows), so
-     * it becomes U+FFFD like an invalid byte; 3 * keep still bounds the size */
-    for (size_t i = at; i < out->n; i++)
-        if (!out->p[i]) {
-            memmove(out->p + i + 3, out->p + i + 1, out->n - i - 1);
-            memcpy(out->p + i, "\xEF\xBF\xBD", 3);
-            out->n += 2;
-            i += 2;
-        }
     out->p[out->n] = 0;
     return 0;
 }

@@ -193,7 +193,7 @@ static int lex_number(struct lexer *L)
         }
     }
     if (too_long)
-        return err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: a number literal longer than 63 characters",
+        return base_err_set(L->err, COLIBRI_EUNSUPPORTED, "chat template line %d: a number literal longer than 63 characters",
                        L->line);
     buf[j] = 0;
     struct jtok tk = { .k = is_float ? JT_FLOAT : JT_INT, .line = L->line, .s = L->s + L->pos, .n = i - L->pos };

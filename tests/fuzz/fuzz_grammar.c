@@ -2,7 +2,7 @@
  * First byte even: the rest is a GBNF grammar; odd: a JSON Schema turned
  * into GBNF. What compiles is walked for up to 64 tokens over a vocabulary
  * of every single byte, a few multi-byte pieces and an end-of-generation id,
- * checking that the mask and grammar_allows agree and that an allowed token
+ * checking that the mask and sample_grammar_allows agree and that an allowed token
  * is accepted. */
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *src = text;
     size_t n = size - 1;
     if (data[0] & 1) {
-        if (grammar_from_json_schema(text, &gbnf, &err)) {
+        if (sample_grammar_from_json_schema(text, &gbnf, &err)) {
             if (!err.msg[0]) abort();   /* every refusal says why */
             free(text);
             return 0;
@@ -51,26 +51,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         n = strlen(gbnf);
     }
     struct grammar *g = NULL;
-    if (grammar_compile(src, n, &v, &g, &err)) {
+    if (sample_grammar_compile(src, n, &v, &g, &err)) {
         if (!err.msg[0]) abort();
     } else {
         struct grammar_state *st = NULL;
         uint8_t *allowed = malloc(N_VOCAB);
-        if (allowed && !grammar_state_new(g, &st, &err)) {
-            for (int step = 0; step < 64 && !grammar_done(st); step++) {
-                int32_t k = grammar_mask(st, allowed), pick = -1, seen = 0;
+        if (allowed && !sample_grammar_state_new(g, &st, &err)) {
+            for (int step = 0; step < 64 && !sample_grammar_done(st); step++) {
+                int32_t k = sample_grammar_mask(st, allowed), pick = -1, seen = 0;
                 for (int32_t id = 0; id < N_VOCAB; id++) {
-                    if ((grammar_allows(st, id) != 0) != (allowed[id] != 0)) abort();
+                    if ((sample_grammar_allows(st, id) != 0) != (allowed[id] != 0)) abort();
                     if (allowed[id] && seen++ == (int32_t)(data[step % size] % (k ? k : 1))) pick = id;
                 }
                 if (seen != k) abort();
                 if (pick < 0) break;
-                if (grammar_accept(st, pick)) abort();   /* an allowed token must be accepted */
+                if (sample_grammar_accept(st, pick)) abort();   /* an allowed token must be accepted */
             }
-            grammar_state_free(st);
+            sample_grammar_state_free(st);
         }
         free(allowed);
-        grammar_free(g);
+        sample_grammar_free(g);
     }
     free(gbnf);
     free(text);
