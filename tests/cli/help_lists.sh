@@ -5,7 +5,7 @@
 set -eu
 for cmd in run chat serve oracle convert eval; do
     out=$("$COLIBRI" $cmd --help)
-    if echo "$out" | grep -q '{'; then echo "$cmd --help: unexpanded placeholder"; exit 1; fi
+    if echo "$out" | grep -Eq '\{[a-z]+(-[a-z]+)+\}'; then echo "$cmd --help: unexpanded placeholder"; exit 1; fi
 done
 help=$("$COLIBRI" run --help)
 echo "$help" | grep -Eq -- '--experts S +routed-expert weight format: f32 bf16 f16 .* fp8b \(default: as stored\)$'

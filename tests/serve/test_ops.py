@@ -377,7 +377,19 @@ def hist_count(fams, name):
     return next(s.value for s in fams[name].samples if s.name == name + "_count")
 
 
+def wait_idle(timeout=10.0):
+    """Until every slot is idle: an earlier test's cancelled request may still be finishing."""
+    end = time.time() + timeout
+    while time.time() < end:
+        st, slots = raw("GET", "/slots")
+        if st == 200 and all(sl["state"] == "idle" for sl in slots):
+            return
+        time.sleep(0.05)
+    check(False, "slots still busy")
+
+
 def test_metrics_histograms_parse():
+    wait_idle()
     _, before = families()
     r = complete([5, 6, 7, 8], max_tokens=6, temperature=0)
     text, after = families()
