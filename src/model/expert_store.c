@@ -13,6 +13,15 @@ void expert_store_get_stats(const struct expert_store *s, struct expert_store_st
     out->bytes_read = atomic_load(&s->bytes_read);
 }
 
+int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err)
+{
+    if (layer < s->first_moe_layer || layer >= s->n_layers || expert < 0 || expert >= s->n_experts)
+        return base_err_set(err, COLIBRI_EINVAL,
+                            "expert store: layer %d expert %d outside layers [%d, %d) x %d experts", layer, expert,
+                            s->first_moe_layer, s->n_layers, s->n_experts);
+    return 0;
+}
+
 int64_t expert_store_total_bytes(const struct expert_store *s)
 {
     int64_t b = 0;
@@ -51,9 +60,8 @@ static struct mlp_weights *resident_at(const struct expert_store *s, int layer, 
 static int resident_acquire(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
                             struct colibri_err *err)
 {
-    if (layer < s->first_moe_layer || layer >= s->n_layers || expert < 0 || expert >= s->n_experts)
-        return base_err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
-                       layer, expert, s->first_moe_layer, s->n_layers, s->n_experts);
+    int rc = expert_store_check(s, layer, expert, err);
+    if (rc) return rc;
     atomic_fetch_add_explicit(&s->acquires, 1, memory_order_relaxed);
     *out = resident_at(s, layer, expert);
     return 0;

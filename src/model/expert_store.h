@@ -78,6 +78,9 @@ static inline void expert_store_prefetch(struct expert_store *s, int layer, cons
 }
 
 void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out);
+/* 0 when (layer, expert) names an expert of the store, else COLIBRI_EINVAL
+ * naming both and the store's ranges (for implementations' acquire). */
+int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err);
 /* Sum over every MoE layer and expert of expert_bytes. */
 int64_t expert_store_total_bytes(const struct expert_store *s);
 /* Expected routed-expert bytes one token reads: per MoE layer, k times the

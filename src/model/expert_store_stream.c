@@ -132,10 +132,9 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
                           struct colibri_err *err)
 {
     struct stream_store *s = (struct stream_store *)b;
-    if (layer < b->first_moe_layer || layer >= b->n_layers || expert < 0 || expert >= b->n_experts)
-        return base_err_set(err, COLIBRI_EINVAL, "expert store: layer %d expert %d outside layers [%d, %d) x %d experts",
-                       layer, expert, b->first_moe_layer, b->n_layers, b->n_experts);
-    int idx = (layer - b->first_moe_layer) * b->n_experts + expert, rc = 0;
+    int rc = expert_store_check(b, layer, expert, err);
+    if (rc) return rc;
+    int idx = (layer - b->first_moe_layer) * b->n_experts + expert;
     atomic_fetch_add_explicit(&b->acquires, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->mu);
     int at = s->where[idx];

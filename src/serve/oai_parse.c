@@ -416,22 +416,8 @@ static int check_body_bytes(const char *body, size_t len, const char *end, struc
 struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char *body, size_t len,
                       struct oai_error *e)
 {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root) {
-        size_t off = end && end >= body ? (size_t)(end - body) : 0;
-        oai_error_set(e, 400, BAD, NULL, NULL, "the request body is not valid JSON (error near byte %zu)", off);
-        return NULL;
-    }
-    if (check_body_bytes(body, len, end, e)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    if (!cJSON_IsObject(root)) {
-        oai_error_set(e, 400, BAD, NULL, NULL, "the request body must be a JSON object, got %s", type_name(root));
-        cJSON_Delete(root);
-        return NULL;
-    }
+    cJSON *root = serve_oai_parse_object(body, len, e);
+    if (!root) return NULL;
     struct job *j = job_new(kind);
     if (!j) {
         oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
