@@ -4,6 +4,7 @@
  * are prefilled. Lines starting with '/' are commands (/reset, /exit). Uses
  * only colibri.h. */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,31 @@ static char *read_line(FILE *f)
     s[n] = 0;
     return s;
 }
+
+/* Ctrl-C while a reply is generated stops that reply (the generator's cancel
+ * callback reads the flag between tokens) and returns to the prompt; at the
+ * prompt it ends the chat, as it would without the handler. The only state a
+ * signal handler may touch. */
+static volatile sig_atomic_t chat_interrupted;
+static volatile sig_atomic_t chat_generating;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (!chat_generating) _exit(130);
+    chat_interrupted = 1;
+}
+
+static int chat_cancel(void *user)
+{
+    (void)user;
+    return chat_interrupted != 0;
+}
+
+static const char CHAT_HELP[] =
+    "  /help    this list\n"
+    "  /reset   forget the conversation (the system prompt stays)\n"
+    "  /exit    leave (also Ctrl-D; Ctrl-C stops a reply, or leaves at the prompt)\n";
 
 int cmd_chat(int argc, char **argv)
 {
@@ -134,8 +160,11 @@ int cmd_chat(int argc, char **argv)
         if (!sys || convo_add(&c, "system", sys)) { free(sys); goto oom; }
         base = 1;
     }
-    if (tty) fprintf(stderr, "colibri chat (%s, template %s %s): /reset, /exit\n", dir, colibri_tokenizer_chat_name(tok),
-                     colibri_tokenizer_chat_origin(tok));
+    if (tty) fprintf(stderr, "colibri chat (%s, template %s %s): /help, /reset, /exit\n", dir,
+                     colibri_tokenizer_chat_name(tok), colibri_tokenizer_chat_origin(tok));
+    struct sigaction sa = { .sa_handler = on_sigint };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
 
     for (;;) {
         if (tty) { fprintf(stderr, "> "); fflush(stderr); }
@@ -144,6 +173,17 @@ int cmd_chat(int argc, char **argv)
         if (!strcmp(line, "/reset")) {
             free(line);
             convo_clear(&c, base);
+            continue;
+        }
+        if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+            free(line);
+            fputs(CHAT_HELP, stderr);
+            continue;
+        }
+        if (line[0] == '/' && line[1] >= 'a' && line[1] <= 'z' && !strchr(line, ' ')) {
+            /* a command we do not know is not sent to the model */
+            fprintf(stderr, "colibri chat: unknown command '%s' (/help lists them)\n", line);
+            free(line);
             continue;
         }
         if (!line[0]) { free(line); continue; }
@@ -162,10 +202,15 @@ int cmd_chat(int argc, char **argv)
             fprintf(stderr, "colibri chat: warning: %zu invalid UTF-8 sequence%s replaced by U+FFFD\n", replaced,
                     replaced == 1 ? "" : "s");
         /* One sampler for the whole chat: its RNG goes on from turn to turn. */
-        struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .prompt_in_history = 1 };
+        struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .prompt_in_history = 1,
+                                       .cancel = chat_cancel };
         struct gen_print pr = { .out = stdout, .keep = 1 };
+        chat_interrupted = 0;
+        chat_generating = 1;
         rc = colibri_gen_run(gen, ids, (int)n_ids, &go, gen_print_text, &pr, &err);
+        chat_generating = 0;
         free(ids);
+        if (chat_interrupted) fprintf(stderr, "\n[stopped]");
         if (rc == COLIBRI_ERANGE) {   /* the conversation outgrew the context: say so, drop the turn */
             free(pr.text);
             fprintf(stderr, "colibri chat: %s; /reset to start over\n", err.msg);
