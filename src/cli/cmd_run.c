@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/generate.h"
@@ -18,7 +19,7 @@ int cmd_run(int argc, char **argv)
     const char *chat_template = NULL;
     const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     int kv_int8 = 0;
-    int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0;
+    int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
@@ -34,6 +35,9 @@ int cmd_run(int argc, char **argv)
         { "system", 0, OPT_STR, &system, "system prompt (implies --chat)" },
         OPTS_CHAT_TEMPLATE(chat_template),
         { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
+        { "display-prompt", 0, OPT_FLAG, &show_prompt, "print the prompt before the generated text (the default "
+                                                       "when stdout is a terminal; not with --chat)" },
+        { "no-display-prompt", 0, OPT_FLAG, &hide_prompt, "print only the generated text" },
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
@@ -127,6 +131,10 @@ int cmd_run(int argc, char **argv)
     struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .stops = &stop_str,
                                    .n_stops = stop_str ? 1 : 0, .prompt_in_history = 1 };
     struct gen_print pr = { .out = stdout };
+    if (!chat && !hide_prompt && (show_prompt || isatty(1))) {
+        fputs(text, stdout);
+        fflush(stdout);
+    }
     rc = colibri_gen_run(gen, ids, (int)n_ids, &go, gen_print_text, &pr, &err);
     if (rc == COLIBRI_ERANGE && colibri_gen_phase(gen) == COLIBRI_GEN_PHASE_IDLE) {
         fprintf(stderr, "colibri run: %s; shorten it or raise --ctx\n", err.msg);

@@ -22,3 +22,8 @@ v=$("$COLIBRI" --version)
 echo "$v" | grep -Eq '^colibri [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown)\)$'
 echo "$v" | grep -Eq '^kernels: (avx512vbmi|avx512|avx2|neon|scalar) on this CPU$'
 [ "$("$COLIBRI" tokenize -p "Hello world")" = "$("$COLIBRI" tokenize -m models/colibri-tiny --text "Hello world")" ]
+# --display-prompt prints the prompt, then exactly what a plain run prints
+"$COLIBRI" run -p "It is a truth" -n 6 --temp 0 --display-prompt > "$t.d" 2>/dev/null
+printf 'It is a truth' | cat - "$t.a" | cmp - "$t.d"
+"$COLIBRI" run -p "It is a truth" -n 6 --temp 0 --no-display-prompt > "$t.e2" 2>/dev/null
+cmp "$t.a" "$t.e2"
