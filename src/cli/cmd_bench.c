@@ -1,7 +1,9 @@
 /* colibri bench: prefill and decode speed of a model on random tokens. */
 #include <stdio.h>
 #include <sys/resource.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/commands.h"
@@ -56,6 +58,84 @@ static int parse_int_list(const char *s, int *out, int max)
     return n;
 }
 
+/* mean, sample standard deviation, min and max of x[0..n) */
+struct bench_stat { double mean, sd, min, max; };
+
+static struct bench_stat stat_of(const double *x, int n)
+{
+    struct bench_stat s = { 0, 0, x[0], x[0] };
+    for (int i = 0; i < n; i++) {
+        s.mean += x[i] / n;
+        if (x[i] < s.min) s.min = x[i];
+        if (x[i] > s.max) s.max = x[i];
+    }
+    for (int i = 0; i < n && n > 1; i++) s.sd += (x[i] - s.mean) * (x[i] - s.mean) / (n - 1);
+    s.sd = sqrt(s.sd);
+    return s;
+}
+
+/* llama-bench's depth sweep: at each depth d (tokens already cached, not
+ * timed), prefill n_prompt tokens and decode n_gen, reps times each; tok/s as
+ * mean ± sd, min and max over the repetitions, as a markdown table or one
+ * JSON object per depth. */
+static int bench_depths(colibri_model *m, const char *dir, const int *depth, int nd, int n_prompt, int n_gen,
+                        int reps, struct colibri_session_opts so, int cpu, int json, struct colibri_err *err)
+{
+    int V = colibri_model_vocab(m), rc = 0, dmax = 0;
+    for (int i = 0; i < nd; i++) dmax = depth[i] > dmax ? depth[i] : dmax;
+    int32_t *tok = malloc((size_t)(dmax + n_prompt + n_gen) * sizeof *tok);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *pp = malloc((size_t)reps * sizeof *pp), *tg = malloc((size_t)reps * sizeof *tg);
+    if (!tok || !logits || !pp || !tg) {
+        snprintf(err->msg, sizeof err->msg, "out of memory for a depth of %d tokens", dmax);
+        rc = COLIBRI_ENOMEM;
+    }
+    srand(1);
+    for (int i = 0; !rc && i < dmax + n_prompt + n_gen; i++) tok[i] = rand() % V;
+    if (!rc && !json)
+        printf("| model | depth | prefill %d: tok/s mean ± sd | min | max | decode %d: tok/s mean ± sd | min | max |\n"
+               "|---|---|---|---|---|---|---|---|\n", n_prompt, n_gen);
+    for (int k = 0; k < nd && !rc; k++) {
+        int d = depth[k];
+        so.n_ctx = d + n_prompt + n_gen;
+        for (int r = 0; r < reps && !rc; r++) {
+            colibri_session *s = NULL;
+            if ((rc = colibri_session_new(m, &so, &s, err))) break;
+            if (d) rc = colibri_session_prefill(s, tok, d, NULL, 0, err);
+            double t0 = now(cpu);
+            if (!rc) rc = colibri_session_prefill(s, tok + d, n_prompt, logits, 0, err);
+            double t1 = now(cpu);
+            for (int i = 0; i < n_gen && !rc; i++) rc = colibri_session_decode(s, tok[d + n_prompt + i], logits, err);
+            double t2 = now(cpu);
+            colibri_session_free(s);
+            pp[r] = n_prompt / (t1 - t0);
+            tg[r] = n_gen / (t2 - t1);
+        }
+        if (rc) break;
+        struct bench_stat a = stat_of(pp, reps), b = stat_of(tg, reps);
+        if (json) {
+            printf("{\"model\":\"");
+            for (const char *c = dir; *c; c++)   /* a JSON string: quote, backslash and controls escaped */
+                if (*c == '"' || *c == '\\') printf("\\%c", *c);
+                else if ((unsigned char)*c < 0x20) printf("\\u%04x", (unsigned char)*c);
+                else putchar(*c);
+            printf("\",\"depth\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"timing\":\"%s\","
+                   "\"prefill_tps\":{\"mean\":%.3f,\"sd\":%.3f,\"min\":%.3f,\"max\":%.3f},"
+                   "\"decode_tps\":{\"mean\":%.3f,\"sd\":%.3f,\"min\":%.3f,\"max\":%.3f}}\n",
+                   d, n_prompt, n_gen, reps, cpu ? "cpu" : "wall", a.mean, a.sd, a.min, a.max, b.mean, b.sd,
+                   b.min, b.max);
+        } else
+            printf("| %s | %d | %.1f ± %.1f | %.1f | %.1f | %.1f ± %.1f | %.1f | %.1f |\n", dir, d, a.mean, a.sd,
+                   a.min, a.max, b.mean, b.sd, b.min, b.max);
+        fflush(stdout);
+    }
+    free(tok);
+    free(logits);
+    free(pp);
+    free(tg);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
@@ -63,6 +143,7 @@ int cmd_bench(int argc, char **argv)
     struct colibri_model_opts mo = { 0 };
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
     int kv_int8 = 0, attn = 0, peaks = 0;
+    const char *depths = NULL, *output = NULL;
     struct colibri_attn_bench_opts ao = { 0 };
     float attn_min_time = 0.4f;
     const struct opt opts[] = {
@@ -82,6 +163,9 @@ int cmd_bench(int argc, char **argv)
         { "reps", 'r', OPT_INT, &reps, "repetitions; the best is reported (default 3)", 1, 100 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "bw", 0, OPT_FLAG, &bw, "also probe read bandwidth and compare decode with its bound" },
+        { "depth", 'd', OPT_STR, &depths, "comma-separated depths: tokens cached before each prefill and decode "
+                                          "(llama-bench's -d); prints a table over them" },
+        { "output", 'o', OPT_STR, &output, "md (a table, the default with -d) or json (one object per depth)" },
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
@@ -118,11 +202,27 @@ int cmd_bench(int argc, char **argv)
         }
         return 0;
     }
+    int depth[32], nd = 0, json = 0;
+    if (output && strcmp(output, "md") && strcmp(output, "json")) {
+        fprintf(stderr, "colibri bench: --output '%s': expected md or json\n", output);
+        return 2;
+    }
+    json = output && !strcmp(output, "json");
+    if (depths && (nd = opts_int_list("depth", depths, depth, 32, 0, 1 << 24)) < 0) return 2;
+    if (output && !depths) depth[nd++] = 0;
     colibri_model *m = NULL;
     mo.n_threads = threads;
     if (colibri_model_load(dir, &mo, &m, &err)) {
         fprintf(stderr, "colibri bench: %s\n", err.msg);
         return 1;
+    }
+    if (nd) {
+        struct colibri_session_opts dso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,
+                                            .kv_int8 = kv_int8 };
+        rc = bench_depths(m, dir, depth, nd, n_prompt, n_gen, reps, dso, ao.cpu_time, json, &err);
+        if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
+        colibri_model_free(m);
+        return rc ? 1 : 0;
     }
     int V = colibri_model_vocab(m);
     int32_t *tok = malloc((size_t)(n_prompt + n_gen) * sizeof *tok);
