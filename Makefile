@@ -49,7 +49,7 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test check clean demo deps bench fuzz FORCE
+.PHONY: all test check clean demo deps bench fuzz FORCE shared install
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -118,6 +118,37 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 # Every report fails the test that triggered it.
 CHECK_SAN := -fsanitize=address,undefined,float-cast-overflow \
              -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
+# Installing: the shared library (position-independent objects in build/pic,
+# everything but the server, so linking it needs no libmicrohttpd), the static
+# archive, the headers, colibri.pc and the colibri command.
+#   make install PREFIX=/usr/local [DESTDIR=...]
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+VERSION := 0.2.0
+SOVER   := 0
+CORE_OBJ := $(filter-out $(BUILD)/src/serve/%,$(LIB_OBJ))
+SO      := $(BUILD)/libcolibri.so.$(VERSION)
+LIBS_CORE := -lcjson -lpcre2-8 -lxxhash -lm -lpthread
+
+$(SO): $(CORE_OBJ)
+	$(CC) -shared -fopenmp -Wl,-soname,libcolibri.so.$(SOVER) -o $@ $^ $(LIBS_CORE)
+
+shared:
+	$(MAKE) BUILD=build/pic EXTRA_CFLAGS=-fPIC build/pic/libcolibri.so.$(VERSION)
+
+install: all shared
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/colibri.h include/colibri_dev.h $(DESTDIR)$(INCDIR)/
+	install -m 755 build/pic/libcolibri.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libcolibri.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libcolibri.so.$(SOVER)
+	ln -sf libcolibri.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libcolibri.so
+	install -m 644 $(BUILD)/libcolibri.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/colibri $(DESTDIR)$(PREFIX)/bin/
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: colibri\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lcolibri -fopenmp\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+	    '$(PREFIX)' '$(LIBDIR)' '$(INCDIR)' 'inference engine for DeepSeek-V3-family MoE models' '$(VERSION)' \
+	    '$(LIBS_CORE)' > $(DESTDIR)$(LIBDIR)/pkgconfig/colibri.pc
+
 check:
 	$(MAKE) BUILD=build/san OPT=-O1 SAN="$(CHECK_SAN)" test
 

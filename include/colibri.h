@@ -54,6 +54,12 @@ const char *colibri_kernel_level(void);
 
 typedef struct colibri_model colibri_model;
 
+/* Threads: the forward pass runs on OpenMP. libgomp's idle workers spin by
+ * default, which on a machine doing anything else costs several-fold (decode
+ * measured 5x slower on 2 busy cores); the policy is read once, when the
+ * process starts, so a program using the library should run with
+ * OMP_WAIT_POLICY=passive in its environment (the colibri command re-executes
+ * itself with it). The library never changes the variable itself. */
 struct colibri_model_opts {
     int n_threads;              /* 0 = OpenMP default */
     /* Weight formats, by name (colibri_weight_format_names lists them);

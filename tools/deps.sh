@@ -2,7 +2,7 @@
 # Checks what colibri needs and installs what is missing when run as root,
 # otherwise prints the exact command to run.
 #   sh tools/deps.sh          Debian packages for building and running colibri
-#   sh tools/deps.sh --test   also the Python packages the tests use
+#   sh tools/deps.sh --test   also pkg-config and the Python packages the tests use
 #   sh tools/deps.sh --fuzz   only clang, libFuzzer and clang's OpenMP, for `make fuzz`
 #   sh tools/deps.sh --browser  only Chromium, for the chat page's browser test
 #                             (tests/cli/serve_page.sh; skipped without it)
@@ -14,6 +14,8 @@ for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ "${1:-}" = --test ] && ! command -v python3 >/dev/null 2>&1; then missing="$missing python3 python3-pip"; fi
+# the install test builds a program with pkg-config
+if [ "${1:-}" = --test ] && ! command -v pkg-config >/dev/null 2>&1; then missing="$missing pkg-config"; fi
 if [ -n "$missing" ]; then
     if [ "$(id -u)" -eq 0 ]; then
         echo "installing:$missing" >&2
