@@ -5,14 +5,27 @@
 #include "cli/opts.h"
 #include "colibri.h"
 
+/* "12.3 MiB", "4.56 GiB", "320 B", written into s (32 bytes) */
+static const char *human(char *s, int64_t b)
+{
+    if (b >= (1ll << 30)) snprintf(s, 32, "%.2f GiB", b / 1073741824.0);
+    else if (b >= (1ll << 20)) snprintf(s, 32, "%.1f MiB", b / 1048576.0);
+    else if (b >= (1 << 10)) snprintf(s, 32, "%.1f KiB", b / 1024.0);
+    else snprintf(s, 32, "%lld B", (long long)b);
+    return s;
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
     struct colibri_model_opts mo = { .lazy_load = 1 };   /* nothing but the headers is read */
+    int n_ctx = 0, n_slots = 1;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (config.json + safetensors); default models/colibri-tiny" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        { "ctx", 'c', OPT_INT, &n_ctx, "also state the KV cache at this context (default: the model's)", 0, 1 << 24 },
+        { "slots", 0, OPT_INT, &n_slots, "... for this many sessions (serve --slots; default 1)", 1, 4096 },
     };
     const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--ram SIZE] [--no-kv-b-f32]",
                                     "Prints the model family, layer and expert counts, parameter count, bytes per "
@@ -42,9 +55,10 @@ int cmd_info(int argc, char **argv)
     printf("experts:      %d routed (top-%d) + %d shared\n", in.n_routed_experts, in.n_experts_per_tok,
            in.n_shared_experts);
     printf("parameters:   %lld (%.2f M)\n", (long long)in.n_params, in.n_params / 1e6);
-    printf("bytes:       ");
+    char h1[32], h2[32];
+    printf("stored:      ");
     for (int i = 0; i < 16; i++)
-        if (in.bytes_by_dtype[i]) printf(" %s %lld", in.dtype_names[i], (long long)in.bytes_by_dtype[i]);
+        if (in.bytes_by_dtype[i]) printf(" %s %s", in.dtype_names[i], human(h1, in.bytes_by_dtype[i]));
     printf("\n");
     printf("weights:      %.1f MiB as loaded, %.2f MiB read per decoded token\n", in.weight_bytes / 1048576.0,
            in.active_bytes / 1048576.0);
@@ -55,6 +69,10 @@ int cmd_info(int argc, char **argv)
     printf("), f32 copies %.1f%s\n", in.copy_bytes / 1048576.0,
            in.copy_bytes ? " (kv_b for the decode; --no-kv-b-f32 drops it)" : "");
     printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
+    int ctx = n_ctx ? n_ctx : in.max_position_embeddings;
+    int64_t kv = in.kv_bytes_per_token * ctx * n_slots;
+    printf("at --ctx %d x %d slot%s: KV %s (f32; --kv fp8 about a quarter), with the weights %s\n", ctx, n_slots,
+           n_slots == 1 ? "" : "s", human(h1, kv), human(h2, kv + in.resident_bytes));
     colibri_model_free(m);
     return 0;
 }

@@ -151,6 +151,9 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
         scales = s->data;
     }
     struct qtensor stored;
+    /* the parameter count counted the packed bytes and the scales as
+     * elements: what they hold is rows x cols weights */
+    L->m->n_params += (int64_t)rows * cols - t->numel - (int64_t)n_scales;
     int rc = quant_qtensor_wrap(fmt, rows, cols, t->data, t->nbytes, scales, n_scales, &stored, err);
     if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
     int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt

@@ -24,3 +24,9 @@ if "$COLIBRI" info --ram 12X 2>"$t"; then exit 1; fi
 grep -q "'12X' is not a positive size" "$t"
 if "$COLIBRI" run -p hi -n 1 --ram 15M 2>"$t"; then exit 1; fi
 grep -Eq -- "--ram 15\.0 MiB: .* at least [0-9.]+ MiB" "$t"
+# the KV cache at a context and slot count; parameters counted the same after convert
+"$COLIBRI" info --ctx 4096 --slots 4 | grep -q '^at --ctx 4096 x 4 slots: KV 60.0 MiB'
+d=${TMPDIR:-/tmp}/memory-conv.$$
+"$COLIBRI" convert models/colibri-tiny "$d" --experts q4g64 --dense q8 >/dev/null 2>&1
+a=$("$COLIBRI" info | grep '^parameters:'); b=$("$COLIBRI" info -m "$d" | grep '^parameters:'); rm -rf "$d"
+[ "$a" = "$b" ]
