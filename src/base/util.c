@@ -48,13 +48,22 @@ void base_progress_update(struct progress *p, uint64_t done)
         int width = 30, filled = (int)(width * done / p->total);
         fprintf(stderr, "\r%s [", p->label);
         for (int i = 0; i < width; i++) fputc(i < filled ? '#' : ' ', stderr);
-        fprintf(stderr, "] %3d%% %.1fs", (int)(100 * done / p->total), base_now_sec() - p->t0);
+        double dt = base_now_sec() - p->t0;
+        fprintf(stderr, "] %3d%% %.1fs", (int)(100 * done / p->total), dt);
+        if (p->bytes)
+            fprintf(stderr, " %.2f/%.2f GiB %.0f MB/s", done / 1073741824.0, p->total / 1073741824.0,
+                    dt > 0 ? done / 1e6 / dt : 0.0);
         fflush(stderr);
     } else {
         uint64_t decile = 10 * done / p->total;
         if (decile > p->last_shown) {
             p->last_shown = decile;
-            fprintf(stderr, "%s: %d%% (%.1fs)\n", p->label, (int)(10 * decile), base_now_sec() - p->t0);
+            double dt = base_now_sec() - p->t0;
+            if (p->bytes)
+                fprintf(stderr, "%s: %d%% (%.1fs, %.2f GiB, %.0f MB/s)\n", p->label, (int)(10 * decile), dt,
+                        done / 1073741824.0, dt > 0 ? done / 1e6 / dt : 0.0);
+            else
+                fprintf(stderr, "%s: %d%% (%.1fs)\n", p->label, (int)(10 * decile), dt);
         }
     }
 }

@@ -18,7 +18,9 @@ void base_log_msg(const char *tag, const char *fmt, ...) __attribute__((format(p
 
 /* Progress bar on stderr when stderr is a terminal; otherwise a line every
  * 10%. `label` is printed before the bar. */
-struct progress { const char *label; uint64_t total, last_shown; double t0; int tty; };
+struct progress { const char *label; uint64_t total, last_shown; double t0; int tty; int bytes; };
+/* With p->bytes set after start, done and total are bytes: the line also
+ * shows GiB done of the total and the rate in MB/s. */
 void base_progress_start(struct progress *p, const char *label, uint64_t total);
 void base_progress_update(struct progress *p, uint64_t done);
 void base_progress_end(struct progress *p);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/opts.h"
@@ -295,6 +296,7 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "colibri eval: out of memory for %lld windows of %d tokens\n", (long long)n_win, N);
         rc = 1;
     }
+    int tty = isatty(2);
     for (int64_t w = 0; w < n_win && !rc; w++) {
         const int32_t *win = ids + w * N;
         in[0] = bos;
@@ -304,9 +306,11 @@ int cmd_eval(int argc, char **argv)
             if ((rc = run_window(&runs[i], N, in, out, &err))) break;
             score_window(&runs[i], i == 0, ref, out, win, N, V, lp, lq);
         }
-        fprintf(stderr, "\rcolibri eval: window %lld/%lld", (long long)(w + 1), (long long)n_win);
+        if (tty) fprintf(stderr, "\rcolibri eval: window %lld/%lld", (long long)(w + 1), (long long)n_win);
+        else if ((w + 1) % (n_win >= 10 ? n_win / 10 : 1) == 0 || w + 1 == n_win)   /* a log file gets lines */
+            fprintf(stderr, "colibri eval: window %lld/%lld\n", (long long)(w + 1), (long long)n_win);
     }
-    fprintf(stderr, "\n");
+    if (tty) fprintf(stderr, "\n");
     if (rc > 0) {
         /* out of memory, reported above */
     } else if (rc) {

@@ -312,30 +312,37 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
 
 /* Reads one byte of every page of a borrowed tensor, so its mapped pages are
  * in memory before the first forward. */
-static void touch_borrowed(const struct qtensor *w, uint64_t *sum)
+/* Reads one byte of every page of a borrowed tensor, so its mapped pages are
+ * in memory before the first forward; *done counts the bytes for progress. */
+static void touch_range(const void *data, size_t n, uint64_t *sum, uint64_t *done, struct progress *pr)
 {
-    if (!w->rows || w->owned) return;
-    const uint8_t *p = w->data;
-    size_t n = quant_fmt_data_bytes(w->fmt, w->rows, w->cols);
-    for (size_t i = 0; i < n; i += 4096) *sum += p[i];
-    const uint8_t *sc = (const uint8_t *)w->scales;
-    size_t ns = quant_fmt_scale_count(w->fmt, w->rows, w->cols) * sizeof(float);
-    for (size_t i = 0; sc && i < ns; i += 4096) *sum += sc[i];
+    const uint8_t *p = data;
+    for (size_t i = 0; p && i < n; i += 4096) *sum += p[i];
+    *done += n;
+    if (pr) base_progress_update(pr, *done);
 }
 
-static void touch_mlp(const struct mlp_weights *x, uint64_t *sum)
+static void touch_borrowed(const struct qtensor *w, uint64_t *sum, uint64_t *done, struct progress *pr)
+{
+    if (!w->rows || w->owned) return;
+    touch_range(w->data, quant_fmt_data_bytes(w->fmt, w->rows, w->cols), sum, done, NULL);
+    touch_range(w->scales, quant_fmt_scale_count(w->fmt, w->rows, w->cols) * sizeof(float), sum, done, pr);
+}
+
+static void touch_mlp(const struct mlp_weights *x, uint64_t *sum, uint64_t *done, struct progress *pr)
 {
     if (!x) return;   /* a streamed expert: not in memory until used */
-    touch_borrowed(&x->gate, sum);
-    touch_borrowed(&x->up, sum);
-    touch_borrowed(&x->down, sum);
+    touch_borrowed(&x->gate, sum, done, pr);
+    touch_borrowed(&x->up, sum, done, pr);
+    touch_borrowed(&x->down, sum, done, pr);
 }
 
 /* The resident store's promise: every weight in memory after load. Weights
  * borrowed from the mapping are faulted in now when the model fits in well
- * under the machine's memory; a larger model stays mapped on demand (the OS
- * reads pages as the forward touches them), and the stated resident bytes
- * are then an upper bound. */
+ * under the machine's memory (with progress and MB/s for models of 1 GiB and
+ * more); a larger model stays mapped on demand (the OS reads pages as the
+ * forward touches them), and the stated resident bytes are then an upper
+ * bound. */
 static void prefault(const struct model *m)
 {
     struct model_bytes b;
@@ -348,20 +355,27 @@ static void prefault(const struct model *m)
         return;
     }
     const struct model_config *c = &m->cfg;
-    uint64_t sum = 0;
-    touch_borrowed(&m->embed, &sum);
-    touch_borrowed(&m->lm_head, &sum);
+    uint64_t sum = 0, done = 0;
+    struct progress pr, *prp = NULL;
+    if (b.dense + b.experts >= (1ll << 30)) {
+        base_progress_start(&pr, "reading weights", (uint64_t)(b.dense + b.experts));
+        pr.bytes = 1;
+        prp = &pr;
+    }
+    touch_borrowed(&m->embed, &sum, &done, prp);
+    if (!m->lm_head_tied) touch_borrowed(&m->lm_head, &sum, &done, prp);
     for (int li = 0; li < c->num_hidden_layers; li++) {
         const struct layer_weights *lw = &m->layers[li];
         const struct attn_weights *a = &lw->attn;
         const struct qtensor *at[] = { &a->q_a, &a->q_b, &a->q, &a->kv_a, &a->kv_b, &a->o };
-        for (int i = 0; i < 6; i++) touch_borrowed(at[i], &sum);
-        touch_mlp(&lw->dense, &sum);
-        touch_mlp(&lw->moe.shared, &sum);
+        for (int i = 0; i < 6; i++) touch_borrowed(at[i], &sum, &done, prp);
+        touch_mlp(&lw->dense, &sum, &done, prp);
+        touch_mlp(&lw->moe.shared, &sum, &done, prp);
         if (lw->is_moe)
             for (int e = 0; e < c->n_routed_experts; e++)
-                touch_mlp(expert_store_resident_slot(m->experts, li, e), &sum);
+                touch_mlp(expert_store_resident_slot(m->experts, li, e), &sum, &done, prp);
     }
+    if (prp) base_progress_end(prp);
     volatile uint64_t sink = sum;   /* keeps the reads */
     (void)sink;
 }
