@@ -27,3 +27,25 @@ echo "$v" | grep -Eq '^kernels: (avx512vbmi|avx512|avx2|neon|scalar) on this CPU
 printf 'It is a truth' | cat - "$t.a" | cmp - "$t.d"
 "$COLIBRI" run -p "It is a truth" -n 6 --temp 0 --no-display-prompt > "$t.e2" 2>/dev/null
 cmp "$t.a" "$t.e2"
+# serve's aliases reach its own options (refused values name the canonical option, nothing starts)
+for a in "-np 0" "--parallel=0" "--parallel 0"; do
+    # shellcheck disable=SC2086
+    if "$COLIBRI" serve $a 2>"$t.e"; then exit 1; fi
+    grep -q -- "--slots: 0 is out of range \[1, 64\]" "$t.e"
+done
+for a in "-c -5" "--ctx-size=-5"; do
+    # shellcheck disable=SC2086
+    if "$COLIBRI" serve $a 2>"$t.e"; then exit 1; fi
+    grep -q -- "--ctx: -5 is out of range" "$t.e"
+done
+# colibri info reads only the headers: well under the model's size in memory, and quick
+python3 - "$COLIBRI" <<'PY'
+import os, resource, subprocess, sys, time
+t0 = time.time()
+subprocess.run([sys.argv[1], "info", "-m", "models/colibri-tiny"], check=True, stdout=subprocess.DEVNULL)
+dt = time.time() - t0
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+size = os.path.getsize("models/colibri-tiny/model.safetensors")
+assert rss < size / 2, f"info peaked at {rss} bytes for a {size}-byte model: it read the weights"
+assert dt < 5, f"info took {dt:.1f} s"
+PY
