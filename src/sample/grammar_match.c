@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/arena.h"
 #include "base/err.h"
 #include "sample/grammar_internal.h"
 
@@ -21,49 +22,13 @@
 
 struct gnode { uint32_t pos; struct gnode *up; };
 
-struct garena { struct gchunk *head; };
-struct gchunk { struct gchunk *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
-
-static void *ga_alloc(struct garena *a, size_t n)
-{
-    n = (n + 15) & ~(size_t)15;
-    struct gchunk *c = a->head;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = n > 32768 ? n : 32768;
-        c = malloc(sizeof *c + cap);
-        if (!c) return NULL;
-        c->next = a->head;
-        c->used = 0;
-        c->cap = cap;
-        a->head = c;
-    }
-    void *p = c->mem + c->used;
-    c->used += n;
-    return p;
-}
-
-static void ga_reset(struct garena *a)   /* keeps one chunk */
-{
-    if (!a->head) return;
-    struct gchunk *c = a->head->next;
-    while (c) { struct gchunk *nx = c->next; free(c); c = nx; }
-    a->head->next = NULL;
-    a->head->used = 0;
-}
-
-static void ga_free(struct garena *a)
-{
-    for (struct gchunk *c = a->head, *nx; c; c = nx) { nx = c->next; free(c); }
-    a->head = NULL;
-}
-
 struct gset { struct gnode **s; uint32_t n; };
 
 struct gcache { uint64_t key; uint32_t *ser; uint32_t n_ser; uint8_t *mask; int32_t count; uint64_t used; };
 
 struct grammar_state {
     const struct grammar *g;
-    struct garena cur, next, scratch;
+    struct base_arena cur, next, scratch;
     struct gset set;
     int dead, eog;
     uint64_t clock;
@@ -77,7 +42,7 @@ int32_t sample_grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
 
 /* ------------------------------------------------------------ stacks */
 
-static struct gnode *cont(struct grammar_state *st, struct garena *a, uint32_t pos, struct gnode *up, int *ok)
+static struct gnode *cont(struct grammar_state *st, struct base_arena *a, uint32_t pos, struct gnode *up, int *ok)
 {
     const struct gitem *it = st->g->items;
     while (it[pos].kind == GI_END) {   /* the rule is done: go on where its caller continues */
@@ -85,7 +50,7 @@ static struct gnode *cont(struct grammar_state *st, struct garena *a, uint32_t p
         pos = up->pos;
         up = up->up;
     }
-    struct gnode *n = ga_alloc(a, sizeof *n);
+    struct gnode *n = base_arena_alloc(a, sizeof *n);
     if (!n) { *ok = 0; return NULL; }
     n->pos = pos;
     n->up = up;
@@ -103,13 +68,13 @@ static int same_stack(const struct gnode *a, const struct gnode *b)
     return a == b;
 }
 
-static int set_add(struct grammar_state *st, struct garena *a, struct gset *out, struct gnode *n)
+static int set_add(struct grammar_state *st, struct base_arena *a, struct gset *out, struct gnode *n)
 {
     for (uint32_t i = 0; i < out->n; i++) if (same_stack(out->s[i], n)) return 1;
     if (out->n >= MAX_STACKS) return 0;
     if ((out->n & (out->n - 1)) == 0) {   /* grow at powers of two */
         uint32_t cap = out->n ? out->n * 2 : 4;
-        struct gnode **ns = ga_alloc(a, cap * sizeof *ns);
+        struct gnode **ns = base_arena_alloc(a, cap * sizeof *ns);
         if (!ns) return 0;
         if (out->n) memcpy(ns, out->s, out->n * sizeof *ns);
         out->s = ns;
@@ -119,7 +84,7 @@ static int set_add(struct grammar_state *st, struct garena *a, struct gset *out,
 }
 
 /* Adds the stacks n expands to (tops on classes, or NULL). 0 on overflow. */
-static int expand(struct grammar_state *st, struct garena *a, struct gnode *n, struct gset *out)
+static int expand(struct grammar_state *st, struct base_arena *a, struct gnode *n, struct gset *out)
 {
     if (--st->budget < 0) return 0;
     if (!n) return set_add(st, a, out, NULL);
@@ -154,7 +119,7 @@ static int class_meets(const struct gclass *c, uint32_t lo, uint32_t hi)
 }
 
 /* The set after code point cp. 0 on overflow (out then undefined). */
-static int advance(struct grammar_state *st, struct garena *a, const struct gset *in, uint32_t cp, struct gset *out)
+static int advance(struct grammar_state *st, struct base_arena *a, const struct gset *in, uint32_t cp, struct gset *out)
 {
     const struct grammar *g = st->g;
     *out = (struct gset){ 0 };
@@ -210,7 +175,7 @@ static int u8_feed(struct u8 *u, unsigned char b, int *done)
 }
 
 /* Runs bytes p[0..n) from *set; 1 if something survives (*set updated). */
-static int run_bytes(struct grammar_state *st, struct garena *a, struct gset *set, struct u8 *u,
+static int run_bytes(struct grammar_state *st, struct base_arena *a, struct gset *set, struct u8 *u,
                      const char *p, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
@@ -226,13 +191,13 @@ static int run_bytes(struct grammar_state *st, struct garena *a, struct gset *se
 
 /* ------------------------------------------------------------ state */
 
-static int copy_set(struct grammar_state *st, struct garena *a, const struct gset *in, struct gset *out)
+static int copy_set(struct grammar_state *st, struct base_arena *a, const struct gset *in, struct gset *out)
 {
     *out = (struct gset){ 0 };
     for (uint32_t i = 0; i < in->n; i++) {
         struct gnode *head = NULL, **link = &head;
         for (const struct gnode *n = in->s[i]; n; n = n->up) {
-            struct gnode *c = ga_alloc(a, sizeof *c);
+            struct gnode *c = base_arena_alloc(a, sizeof *c);
             if (!c) return 0;
             c->pos = n->pos;
             c->up = NULL;
@@ -265,9 +230,9 @@ int sample_grammar_state_new(const struct grammar *g, struct grammar_state **out
 void sample_grammar_state_free(struct grammar_state *st)
 {
     if (!st) return;
-    ga_free(&st->cur);
-    ga_free(&st->next);
-    ga_free(&st->scratch);
+    base_arena_free(&st->cur);
+    base_arena_free(&st->next);
+    base_arena_free(&st->scratch);
     for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].mask); }
     free(st);
 }
@@ -292,7 +257,7 @@ int sample_grammar_allows(struct grammar_state *st, int32_t id)
     struct gset set = st->set;
     struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
     int r = run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id]);
-    ga_reset(&st->scratch);
+    base_arena_reset(&st->scratch);
     return r;
 }
 
@@ -308,18 +273,18 @@ int sample_grammar_accept(struct grammar_state *st, int32_t id)
     struct gset set = st->set;
     struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
     if (!g->piece[id] || !run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id])) {
-        ga_reset(&st->scratch);
+        base_arena_reset(&st->scratch);
         st->dead = 1;
         return COLIBRI_EINVAL;
     }
     /* keep the new set in a fresh arena; the old one (and scratch) go */
-    ga_reset(&st->next);
+    base_arena_reset(&st->next);
     struct gset kept;
     if (!copy_set(st, &st->next, &set, &kept)) { st->dead = 1; return COLIBRI_ENOMEM; }
-    struct garena t = st->cur;
+    struct base_arena t = st->cur;
     st->cur = st->next;
     st->next = t;
-    ga_reset(&st->scratch);
+    base_arena_reset(&st->scratch);
     st->set = kept;
     st->cp = u.cp; st->need = u.need; st->lo = u.lo; st->hi = u.hi; st->min = u.min;
     return 0;
@@ -442,7 +407,7 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
     int32_t root = intern(&w, &st->set);
     if (root >= 0) walk(&w, 0, root, u);
     free(w.v);
-    ga_reset(&st->scratch);
+    base_arena_reset(&st->scratch);
     if (!st->need && accepting(&st->set))
         for (int32_t i = 0; i < g->n_vocab; i++) if (g->is_eog[i] && !allowed[i]) { allowed[i] = 1; count++; }
     if (ser) {   /* replace the least recently used entry */

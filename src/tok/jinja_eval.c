@@ -685,7 +685,7 @@ int jinja_render(const struct jinja_tpl *t, const cJSON *ctx, const struct jinja
     if (!c) return base_err_set(err, COLIBRI_ENOMEM, "chat template: out of memory");
     c->err = err;
     c->lim = lim ? *lim : jinja_default_limits();
-    c->arena.limit = c->lim.max_memory;
+    c->arena.base.limit = c->lim.max_memory;
     struct jbuf body = { 0 };
     int rc = 0;
     if (setjmp(c->fail)) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/arena.h"
 #include "tok/jinja.h"
 
 /* ------------------------------------------------------------ arena
@@ -18,10 +19,9 @@
  * at once; errors inside unwind with longjmp (jinja_fail), which is safe
  * because nothing else owns memory. */
 struct jarena {
-    struct jchunk *head;
-    size_t total, limit;      /* bytes handed out; 0 limit = none */
+    struct base_arena base;   /* its limit bounds a render's memory */
 };
-void *ja_alloc(struct jarena *a, size_t n);   /* NULL past the limit or on OOM */
+void *ja_alloc(struct jarena *a, size_t n);   /* zeroed; NULL past the limit or on OOM */
 void  ja_free(struct jarena *a);
 
 /* ------------------------------------------------------------ values */

@@ -12,35 +12,14 @@
 
 /* ------------------------------------------------------------ arena */
 
-struct jchunk { struct jchunk *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
-
 void *ja_alloc(struct jarena *a, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    if (a->limit && a->total + n > a->limit) return NULL;
-    struct jchunk *c = a->head;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = n > 65536 ? n : 65536;
-        c = malloc(sizeof *c + cap);
-        if (!c) return NULL;
-        c->next = a->head;
-        c->used = 0;
-        c->cap = cap;
-        a->head = c;
-    }
-    void *p = c->mem + c->used;
-    c->used += n;
-    a->total += n;
-    memset(p, 0, n);
+    void *p = base_arena_alloc(&a->base, n);
+    if (p) memset(p, 0, n);
     return p;
 }
 
-void ja_free(struct jarena *a)
-{
-    for (struct jchunk *c = a->head, *nx; c; c = nx) { nx = c->next; free(c); }
-    a->head = NULL;
-    a->total = 0;
-}
+void ja_free(struct jarena *a) { base_arena_free(&a->base); }
 
 static void *calloc_c(struct jctx *c, size_t n)
 {
