@@ -24,28 +24,12 @@ struct colibri_kv_file {
 static uint64_t model_fingerprint(const struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    char cfg[2048];
-    int n = snprintf(cfg, sizeof cfg,
-                     "model_type=%s;vocab_size=%d;hidden_size=%d;intermediate_size=%d;moe_intermediate_size=%d;"
-                     "num_hidden_layers=%d;num_attention_heads=%d;q_lora_rank=%d;kv_lora_rank=%d;"
-                     "qk_nope_head_dim=%d;qk_rope_head_dim=%d;v_head_dim=%d;n_routed_experts=%d;"
-                     "n_shared_experts=%d;num_experts_per_tok=%d;n_group=%d;topk_group=%d;"
-                     "first_k_dense_replace=%d;routed_scaling_factor=%.9g;norm_topk_prob=%d;rms_norm_eps=%.9g;"
-                     "max_position_embeddings=%d;tie_word_embeddings=%d;attention_bias=%d;rope_type=%s;"
-                     "rope_theta=%.9g;rope_factor=%.9g;rope_original_max_pos=%d;rope_beta_fast=%.9g;"
-                     "rope_beta_slow=%.9g;rope_mscale=%.9g;rope_mscale_all_dim=%.9g;",
-                     c->model_type, c->vocab_size, c->hidden_size, c->intermediate_size, c->moe_intermediate_size,
-                     c->num_hidden_layers, c->num_attention_heads, c->q_lora_rank, c->kv_lora_rank,
-                     c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim, c->n_routed_experts,
-                     c->n_shared_experts, c->num_experts_per_tok, c->n_group, c->topk_group,
-                     c->first_k_dense_replace, (double)c->routed_scaling_factor, c->norm_topk_prob,
-                     (double)c->rms_norm_eps, c->max_position_embeddings, c->tie_word_embeddings,
-                     c->attention_bias, c->rope_type, c->rope_theta, c->rope_factor, c->rope_original_max_pos,
-                     c->rope_beta_fast, c->rope_beta_slow, c->rope_mscale, c->rope_mscale_all_dim);
+    char cfg[4096];
+    int n = model_config_fingerprint_text(c, cfg, sizeof cfg);
     XXH3_state_t *st = XXH3_createState();
     if (!st) return 0;
     XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, cfg, (size_t)n < sizeof cfg ? (size_t)n : sizeof cfg - 1);
+    XXH3_64bits_update(st, cfg, (size_t)n);
     for (int i = 0; i < m->st.n_tensors; i++) {
         const struct st_tensor *t = &m->st.tensors[i];
         char line[512];

@@ -162,9 +162,254 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
         if ((rc = get_num(r, "mscale", 0.0, 0, 0, 1e3, &c->rope_mscale, path, err))) return rc;
         if ((rc = get_num(r, "mscale_all_dim", 0.0, 0, 0, 1e3, &c->rope_mscale_all_dim, path, err))) return rc;
     }
-    if (get_bool(root, "rope_interleave", 1) != 1)
+    if (c->family->reads_rope_interleave && get_bool(root, "rope_interleave", 1) != 1)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "%s: rope_interleave=false (half-split RoPE in the main attention) is not supported", path);
+    return 0;
+}
+
+/* The family table: one row per model_type; every difference between the
+ * families is a column here (config.h, struct model_family), read from the
+ * transformers modeling and configuration files named by hf_class. */
+#define V3_ROUTER_BIAS "mlp.gate.e_score_correction_bias"
+#define INDEXER_NAMES                                                                                         \
+    .indexer_wq_b = "self_attn.indexer.wq_b.weight", .indexer_wk = "self_attn.indexer.wk.weight",             \
+    .indexer_k_norm_weight = "self_attn.indexer.k_norm.weight",                                               \
+    .indexer_k_norm_bias = "self_attn.indexer.k_norm.bias",                                                   \
+    .indexer_weights_proj = "self_attn.indexer.weights_proj.weight"
+static const struct model_family FAMILIES[] = {
+    { .model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1,
+      .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
+    { .model_type = "kimi_k2", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1,
+      .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
+    { .model_type = "deepseek_v32", .hf_class = "DeepseekV32ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
+      .dsa_kind = MODEL_DSA_V32, .indexer_rope_interleaved = 0, .q_lora_required = 1, .latent_norm_eps = 1e-6f,
+      .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
+    { .model_type = "glm_moe_dsa", .hf_class = "GlmMoeDsaForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
+      .dsa_kind = MODEL_DSA_GLM5, .indexer_rope_interleaved = 1, .q_lora_required = 1, .latent_norm_eps = 1e-6f,
+      .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
+    { .model_type = "deepseek_v2", .hf_class = "DeepseekV2ForCausalLM", .router_kind = -1,
+      .scoring_func = "softmax", .topk_method_default = "greedy", .latent_norm_eps = 1e-6f,
+      .fingerprint = MODEL_FP_ROUTER, .names = { .router_bias = NULL } },
+};
+#define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+const struct model_family *model_family_find(const char *model_type)
+{
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(FAMILIES[i].model_type, model_type)) return &FAMILIES[i];
+    return NULL;
+}
+
+/* "deepseek_v3, kimi_k2, ..." for messages. */
+static void family_list(char *out, size_t n)
+{
+    out[0] = 0;
+    for (int i = 0; i < N_FAMILIES; i++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
+}
+
+/* A string field: *out is its value, or dflt when absent or null; a value of
+ * another JSON type is refused. */
+static int get_str(const cJSON *o, const char *key, const char *dflt, const char **out, const char *path,
+                   struct colibri_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) { *out = dflt; return 0; }
+    if (!cJSON_IsString(v)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a string", path, key);
+    *out = v->valuestring;
+    return 0;
+}
+
+/* The fields that select behaviour (router, activation, biases): a value
+ * colibri does not implement is refused naming field and value. */
+static int parse_behaviour(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
+{
+    const struct model_family *f = c->family;
+    const char *v;
+    int rc;
+    if ((rc = get_str(root, "hidden_act", "silu", &v, path, err))) return rc;
+    if (strcmp(v, "silu"))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (silu)", path, v);
+    if ((rc = get_str(root, "scoring_func", f->scoring_func, &v, path, err))) return rc;
+    if (strcmp(v, f->scoring_func))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: scoring_func '%s' is not supported for %s (%s)", path, v,
+                            f->model_type, f->scoring_func);
+    if ((rc = get_str(root, "topk_method", f->topk_method_default, &v, path, err))) return rc;
+    if (f->router_kind >= 0) {
+        if (strcmp(v, f->topk_method_default))
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: topk_method '%s' is not supported for %s (%s)", path,
+                                v, f->model_type, f->topk_method_default);
+        c->router_kind = f->router_kind;
+    } else if (!strcmp(v, "greedy")) {
+        c->router_kind = MODEL_ROUTER_SOFTMAX_GREEDY;
+    } else if (!strcmp(v, "group_limited_greedy")) {
+        c->router_kind = MODEL_ROUTER_SOFTMAX_GROUP_LIMITED;
+        /* transformers has no default group count for this method */
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "n_group");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "topk_group");
+        if (!cJSON_IsNumber(g) || !cJSON_IsNumber(t))
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: topk_method 'group_limited_greedy' needs n_group and "
+                                "topk_group", path);
+    } else {
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
+                            "%s: topk_method '%s' is not supported for %s (greedy, group_limited_greedy)", path, v,
+                            f->model_type);
+    }
+    if (c->router_kind != MODEL_ROUTER_SIGMOID_NOAUX_TC && get_bool(root, "norm_topk_prob", 0))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
+                            "%s: norm_topk_prob=true is not supported for %s (%s ignores it, DeepSeek's code applies "
+                            "it: the two disagree)", path, f->model_type, f->hf_class);
+    if (get_bool(root, "mlp_bias", 0))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: mlp_bias=true is not supported", path);
+    int freq;
+    if ((rc = get_int(root, "moe_layer_freq", 0, 1, &freq, path, err))) return rc;
+    if (freq != 1)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED,
+                            "%s: moe_layer_freq %d is not supported (1: every layer from first_k_dense_replace on is "
+                            "MoE)", path, freq);
+    return 0;
+}
+
+/* An array field of strings with one entry per layer; NULL when absent or
+ * null. */
+static int get_layer_list(const cJSON *root, const char *key, int n_layers, const cJSON **out, const char *path,
+                          struct colibri_err *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
+    *out = NULL;
+    if (!a || cJSON_IsNull(a)) return 0;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n_layers)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' must be a list of %d strings (one per layer)", path,
+                            key, n_layers);
+    int i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++)
+        if (!cJSON_IsString(e))
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s'[%d] is not a string", path, key, i);
+    *out = a;
+    return 0;
+}
+
+/* mlp_layer_types (V3.2, GLM-5): the per-layer dense/sparse pattern that
+ * transformers follows instead of first_k_dense_replace; colibri runs a dense
+ * prefix, so the pattern must be one. */
+static int parse_mlp_layer_types(const cJSON *root, struct model_config *c, const char *path,
+                                 struct colibri_err *err)
+{
+    const cJSON *a;
+    int rc = get_layer_list(root, "mlp_layer_types", c->num_hidden_layers, &a, path, err);
+    if (rc || !a) return rc;
+    int i = 0, n_dense = 0, seen_sparse = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!strcmp(e->valuestring, "sparse")) {
+            seen_sparse = 1;
+        } else if (!strcmp(e->valuestring, "dense")) {
+            if (seen_sparse)
+                return base_err_set(err, COLIBRI_EUNSUPPORTED,
+                                    "%s: mlp_layer_types: dense layer %d after a sparse one is not supported (dense "
+                                    "layers must come first)", path, i);
+            n_dense++;
+        } else {
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: mlp_layer_types[%d] '%s' is not supported (dense, "
+                                "sparse)", path, i, e->valuestring);
+        }
+    }
+    c->first_k_dense_replace = n_dense;
+    return 0;
+}
+
+/* GLM-5's indexer_types, as GlmMoeDsaConfig derives it: the list itself, else
+ * index_topk_pattern ("FFS..." or a list), else index_topk_freq /
+ * index_skip_topk_offset (layer i is full when max(i - offset + 1, 0) is a
+ * multiple of freq). */
+static int parse_indexer_types(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
+{
+    int L = c->num_hidden_layers, rc;
+    const cJSON *a;
+    if ((rc = get_layer_list(root, "indexer_types", L, &a, path, err))) return rc;
+    const cJSON *pat = a ? NULL : cJSON_GetObjectItemCaseSensitive(root, "index_topk_pattern");
+    if (a || cJSON_IsArray(pat)) {
+        const char *key = a ? "indexer_types" : "index_topk_pattern";
+        if (!a && (rc = get_layer_list(root, key, L, &a, path, err))) return rc;
+        int i = 0;
+        for (const cJSON *e = a->child; e; e = e->next, i++) {
+            if (strcmp(e->valuestring, "full") && strcmp(e->valuestring, "shared"))
+                return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s[%d] '%s' is not supported (full, shared)", path,
+                                    key, i, e->valuestring);
+            c->indexer_full[i] = !strcmp(e->valuestring, "full");
+        }
+    } else if (pat && !cJSON_IsNull(pat)) {
+        if (!cJSON_IsString(pat) || (int)strlen(pat->valuestring) != L)
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: field 'index_topk_pattern' must be %d letters F or S", path,
+                                L);
+        for (int i = 0; i < L; i++) {
+            char ch = pat->valuestring[i];
+            if (ch != 'F' && ch != 'S')
+                return base_err_set(err, COLIBRI_EFORMAT, "%s: index_topk_pattern[%d] is '%c', not F or S", path, i,
+                                    ch);
+            c->indexer_full[i] = ch == 'F';
+        }
+    } else {
+        int freq, offset;
+        if ((rc = get_int(root, "index_topk_freq", 0, 1, &freq, path, err)) ||
+            (rc = get_int(root, "index_skip_topk_offset", 0, 2, &offset, path, err)))
+            return rc;
+        if (freq < 1) freq = 1;
+        for (int i = 0; i < L; i++) {
+            int d = i - offset + 1;
+            c->indexer_full[i] = (d > 0 ? d : 0) % freq == 0;
+        }
+    }
+    if (!c->indexer_full[0])
+        return base_err_set(err, COLIBRI_EFORMAT,
+                            "%s: indexer_types: layer 0 is 'shared', but a shared layer reuses an earlier full "
+                            "layer's selection", path);
+    return 0;
+}
+
+/* The DSA fields (index_*, the per-layer indexer pattern) and layer_types. */
+static int parse_dsa(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
+{
+    const struct model_family *f = c->family;
+    c->dsa_kind = f->dsa_kind;
+    if (f->dsa_kind == MODEL_DSA_NONE || !c->num_hidden_layers) return 0;   /* zero layers: refused below */
+    const cJSON *a;
+    int rc = get_layer_list(root, "layer_types", c->num_hidden_layers, &a, path, err);
+    if (rc) return rc;
+    int i = 0;
+    for (const cJSON *e = a ? a->child : NULL; e; e = e->next, i++)
+        if (strcmp(e->valuestring, "indexed_attention"))
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: layer_types[%d] '%s' is not supported "
+                                "(indexed_attention)", path, i, e->valuestring);
+    int dflt_heads = f->dsa_kind == MODEL_DSA_GLM5 ? 32 : 64;   /* the configuration classes' defaults */
+    if ((rc = get_int_in(root, "index_n_heads", 0, dflt_heads, 1, &c->index_n_heads, path, err)) ||
+        (rc = get_int_in(root, "index_head_dim", 0, 128, 1, &c->index_head_dim, path, err)) ||
+        (rc = get_int_in(root, "index_topk", 0, 2048, 1, &c->index_topk, path, err)))
+        return rc;
+    if (c->index_head_dim < c->qk_rope_head_dim)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: index_head_dim %d is smaller than qk_rope_head_dim %d (the "
+                            "indexer rotates its first qk_rope_head_dim dims)", path, c->index_head_dim,
+                            c->qk_rope_head_dim);
+    c->indexer_rope_interleaved = f->indexer_rope_interleaved;
+    if (f->dsa_kind == MODEL_DSA_GLM5) return parse_indexer_types(root, c, path, err);
+    memset(c->indexer_full, 1, (size_t)c->num_hidden_layers);
+    return 0;
+}
+
+/* num_nextn_predict_layers (transformers also reads num_mtp_layers). */
+static int parse_mtp(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
+{
+    const char *key = cJSON_GetObjectItemCaseSensitive(root, "num_nextn_predict_layers") ? "num_nextn_predict_layers"
+                                                                                          : "num_mtp_layers";
+    int rc = get_int(root, key, 0, 0, &c->num_nextn_predict_layers, path, err);
+    if (rc) return rc;
+    if (c->num_nextn_predict_layers > 16)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %d; more than 16 is not a model", path, key,
+                            c->num_nextn_predict_layers);
     return 0;
 }
 
@@ -186,12 +431,15 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         rc = base_err_set(err, COLIBRI_EFORMAT, "%s: field 'model_type' is missing", path);
         goto out;
     }
-    if (strcmp(mt->valuestring, "deepseek_v3") && strcmp(mt->valuestring, "kimi_k2")) {
-        rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
-                     "%s: model_type '%s' is not supported (supported: deepseek_v3, kimi_k2)", path, mt->valuestring);
+    if (!(c->family = model_family_find(mt->valuestring))) {
+        char list[256];
+        family_list(list, sizeof list);
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)", path,
+                          mt->valuestring, list);
         goto out;
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
+    c->latent_norm_eps = c->family->latent_norm_eps;
 
 #define INT_FIELD(name, req, dflt) \
     if ((rc = get_int(root, #name, req, dflt, &c->name, path, err))) goto out
@@ -235,7 +483,21 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: attention_bias=true is not supported", path);
         goto out;
     }
+    if (c->num_hidden_layers > MODEL_MAX_LAYERS) {
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: num_hidden_layers %d is more than the %d supported", path,
+                          c->num_hidden_layers, MODEL_MAX_LAYERS);
+        goto out;
+    }
+    if (c->family->q_lora_required && !c->q_lora_rank) {
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: %s needs q_lora_rank (null is not a %s)", path, c->model_type,
+                          c->family->hf_class);
+        goto out;
+    }
+    if ((rc = parse_behaviour(root, c, path, err))) goto out;
+    if (c->family->reads_mlp_layer_types && (rc = parse_mlp_layer_types(root, c, path, err))) goto out;
+    if ((rc = parse_mtp(root, c, path, err))) goto out;
     if ((rc = parse_rope(root, c, path, err))) goto out;
+    if ((rc = parse_dsa(root, c, path, err))) goto out;
 
     /* Consistency: these would otherwise become out-of-bounds reads later. */
     if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim > MODEL_MAX_ROPE_DIM || c->qk_rope_head_dim == 0) {
@@ -256,12 +518,17 @@ int model_config_parse(const char *json, const char *path, struct model_config *
                          path, c->num_experts_per_tok, c->n_routed_experts);
             goto out;
         }
-        if (!c->n_group || c->n_routed_experts % c->n_group || c->n_routed_experts / c->n_group < 2 ||
+        /* top-2-sum group scores need two experts per group, max scores one */
+        int min_per = c->router_kind == MODEL_ROUTER_SIGMOID_NOAUX_TC ? 2 : 1;
+        if (c->router_kind == MODEL_ROUTER_SOFTMAX_GREEDY) {
+            /* no groups: transformers' greedy top-k ignores n_group and topk_group */
+        } else if (!c->n_group || c->n_routed_experts % c->n_group || c->n_routed_experts / c->n_group < min_per ||
             !c->topk_group || c->topk_group > c->n_group ||
             c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group)) {
             rc = base_err_set(err, COLIBRI_EFORMAT,
-                         "%s: n_group %d / topk_group %d do not fit n_routed_experts %d with top-%d (need >= 2 experts "
-                         "per group)", path, c->n_group, c->topk_group, c->n_routed_experts, c->num_experts_per_tok);
+                         "%s: n_group %d / topk_group %d do not fit n_routed_experts %d with top-%d (need >= %d experts "
+                         "per group)", path, c->n_group, c->topk_group, c->n_routed_experts, c->num_experts_per_tok,
+                         min_per);
             goto out;
         }
     }
@@ -269,6 +536,40 @@ int model_config_parse(const char *json, const char *path, struct model_config *
 out:
     cJSON_Delete(root);
     return rc;
+}
+
+int model_config_fingerprint_text(const struct model_config *c, char *out, size_t n)
+{
+    int k = snprintf(out, n,
+                     "model_type=%s;vocab_size=%d;hidden_size=%d;intermediate_size=%d;moe_intermediate_size=%d;"
+                     "num_hidden_layers=%d;num_attention_heads=%d;q_lora_rank=%d;kv_lora_rank=%d;"
+                     "qk_nope_head_dim=%d;qk_rope_head_dim=%d;v_head_dim=%d;n_routed_experts=%d;"
+                     "n_shared_experts=%d;num_experts_per_tok=%d;n_group=%d;topk_group=%d;"
+                     "first_k_dense_replace=%d;routed_scaling_factor=%.9g;norm_topk_prob=%d;rms_norm_eps=%.9g;"
+                     "max_position_embeddings=%d;tie_word_embeddings=%d;attention_bias=%d;rope_type=%s;"
+                     "rope_theta=%.9g;rope_factor=%.9g;rope_original_max_pos=%d;rope_beta_fast=%.9g;"
+                     "rope_beta_slow=%.9g;rope_mscale=%.9g;rope_mscale_all_dim=%.9g;",
+                     c->model_type, c->vocab_size, c->hidden_size, c->intermediate_size, c->moe_intermediate_size,
+                     c->num_hidden_layers, c->num_attention_heads, c->q_lora_rank, c->kv_lora_rank,
+                     c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim, c->n_routed_experts,
+                     c->n_shared_experts, c->num_experts_per_tok, c->n_group, c->topk_group,
+                     c->first_k_dense_replace, (double)c->routed_scaling_factor, c->norm_topk_prob,
+                     (double)c->rms_norm_eps, c->max_position_embeddings, c->tie_word_embeddings,
+                     c->attention_bias, c->rope_type, c->rope_theta, c->rope_factor, c->rope_original_max_pos,
+                     c->rope_beta_fast, c->rope_beta_slow, c->rope_mscale, c->rope_mscale_all_dim);
+    unsigned groups = c->family ? c->family->fingerprint : 0;
+#define APPEND(...) \
+    (k += (k >= 0 && (size_t)k < n) ? snprintf(out + k, n - (size_t)k, __VA_ARGS__) : 0)
+    if (groups & MODEL_FP_ROUTER) APPEND("router_kind=%d;", c->router_kind);
+    if (groups & MODEL_FP_DSA) {
+        APPEND("dsa_kind=%d;index_n_heads=%d;index_head_dim=%d;index_topk=%d;indexer_rope_interleaved=%d;"
+               "indexer_full=", c->dsa_kind, c->index_n_heads, c->index_head_dim, c->index_topk,
+               c->indexer_rope_interleaved);
+        for (int i = 0; i < c->num_hidden_layers && i < MODEL_MAX_LAYERS; i++) APPEND("%d", c->indexer_full[i]);
+        APPEND(";");
+    }
+#undef APPEND
+    return k < 0 ? 0 : (size_t)k < n ? k : (int)n - 1;
 }
 
 int model_config_load(const char *dir, struct model_config *cfg, struct colibri_err *err)

@@ -1,7 +1,12 @@
 /* model/config.h - the hyperparameters of a DeepSeek-V3-family model, parsed
  * from a Hugging Face config.json.
  *
- * Accepts model_type deepseek_v3 and kimi_k2 (both DeepseekV3ForCausalLM), both
+ * Accepts the model_types of the family table (struct model_family, one row
+ * per model_type: deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa,
+ * deepseek_v2); what differs between them is a column of that table, never
+ * a string compare elsewhere. Config values that select behaviour colibri
+ * does not implement (scoring_func, topk_method, hidden_act, mlp_bias,
+ * moe_layer_freq, ...) are refused naming the field and the value. Both
  * RoPE spellings (top-level rope_theta + rope_scaling{type|rope_type}, and
  * transformers v5's rope_parameters{rope_type, rope_theta, ...}), q_lora_rank
  * null, torch_dtype or dtype. Anything else is refused by name. Derived RoPE
@@ -13,6 +18,60 @@
 #include "colibri.h"
 
 #define MODEL_MAX_ROPE_DIM 256
+/* The largest num_hidden_layers accepted (the shipped models have 27..78);
+ * more is refused by name. */
+#define MODEL_MAX_LAYERS 1024
+
+/* How the router picks experts (moe.c, one function each). */
+enum model_router {
+    MODEL_ROUTER_SIGMOID_NOAUX_TC = 0,      /* V3: sigmoid, correction bias, top-2-sum groups */
+    MODEL_ROUTER_SOFTMAX_GREEDY = 1,        /* V2 topk_method greedy: softmax, top-k */
+    MODEL_ROUTER_SOFTMAX_GROUP_LIMITED = 2, /* V2 group_limited_greedy: softmax, max-score groups */
+    MODEL_ROUTER_COUNT
+};
+
+/* DeepSeek Sparse Attention: which lightning indexer the attention has. */
+enum model_dsa {
+    MODEL_DSA_NONE = 0,
+    MODEL_DSA_V32 = 1,          /* every layer its own indexer, half-split RoPE */
+    MODEL_DSA_GLM5 = 2,         /* indexer_types full/shared, interleaved RoPE */
+    MODEL_DSA_COUNT
+};
+
+/* Groups of config fields beyond the base set that the model fingerprint
+ * (docs/FORMATS.md) hashes for a family; a family without them hashes the
+ * base text alone, so the fingerprints of existing models do not change. */
+enum model_fp_fields {
+    MODEL_FP_ROUTER = 1 << 0,   /* router_kind */
+    MODEL_FP_DSA = 1 << 1,      /* dsa_kind, index_n_heads/head_dim/topk, indexer RoPE, indexer_full */
+};
+
+/* Checkpoint tensor names, relative to "model.layers.N.", that differ by
+ * family or exist only in some; NULL: the family has no such tensor. */
+struct model_tensor_names {
+    const char *router_bias;            /* mlp.gate.e_score_correction_bias */
+    const char *indexer_wq_b, *indexer_wk, *indexer_k_norm_weight, *indexer_k_norm_bias, *indexer_weights_proj;
+};
+
+/* One row of the family table: everything that differs by model_type. */
+struct model_family {
+    const char *model_type;
+    const char *hf_class;               /* the transformers class that is the oracle */
+    int router_kind;                    /* MODEL_ROUTER_*, or -1: chosen by topk_method */
+    const char *scoring_func;           /* the one value accepted (absent means this) */
+    const char *topk_method_default;    /* topk_method when absent */
+    int reads_rope_interleave;          /* 1: rope_interleave=false is refused; 0: transformers ignores it */
+    int reads_mlp_layer_types;          /* mlp_layer_types is the dense/sparse pattern (must be dense prefix) */
+    int dsa_kind;                       /* MODEL_DSA_* */
+    int indexer_rope_interleaved;       /* DSA: RoPE pairs of the indexer (1 interleaved, 0 half-split) */
+    int q_lora_required;                /* q_lora_rank null is refused */
+    float latent_norm_eps;              /* q_a_layernorm/kv_a_layernorm eps: the modeling file's constant */
+    unsigned fingerprint;               /* MODEL_FP_* groups */
+    struct model_tensor_names names;
+};
+
+/* The row for model_type, or NULL. */
+const struct model_family *model_family_find(const char *model_type);
 
 struct model_config {
     char model_type[32];
@@ -28,6 +87,23 @@ struct model_config {
     int max_position_embeddings;
     int tie_word_embeddings;
     int attention_bias;
+    const struct model_family *family;  /* the family table's row for model_type */
+    int router_kind;            /* enum model_router */
+    /* q_a_layernorm / kv_a_layernorm eps. Every family's modeling file builds
+     * these norms with the RMSNorm default 1e-6, not rms_norm_eps (GLM-5:
+     * rms_norm_eps 1e-5, latent norms 1e-6). */
+    float latent_norm_eps;
+    /* Multi-token prediction: layers num_hidden_layers ..
+     * num_hidden_layers + num_nextn_predict_layers - 1 of the checkpoint. */
+    int num_nextn_predict_layers;
+
+    /* DeepSeek Sparse Attention (dsa_kind != MODEL_DSA_NONE) */
+    int dsa_kind;               /* enum model_dsa */
+    int index_n_heads, index_head_dim, index_topk;
+    int indexer_rope_interleaved;   /* 1: GLM-5 interleaved pairs; 0: V3.2 half-split */
+    /* 1: layer has its own indexer; 0: a GLM-5 'shared' layer reusing the
+     * most recent full layer's selection. All 1 for V3.2, all 0 without DSA. */
+    unsigned char indexer_full[MODEL_MAX_LAYERS];
 
     /* RoPE */
     char rope_type[16];         /* "default" or "yarn" */
@@ -43,6 +119,11 @@ struct model_config {
 /* Parses config.json text; `path` is only used in messages. */
 int model_config_parse(const char *json, const char *path, struct model_config *cfg,
                        struct colibri_err *err);
+
+/* The config fields the model fingerprint hashes, as `key=value;` text
+ * (docs/FORMATS.md, "Model fingerprint"): the base fields, then the groups
+ * the family's row names. Returns the length written (truncated to n - 1). */
+int model_config_fingerprint_text(const struct model_config *c, char *out, size_t n);
 
 /* Reads and parses DIR/config.json. */
 int model_config_load(const char *dir, struct model_config *cfg, struct colibri_err *err);

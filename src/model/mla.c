@@ -160,7 +160,7 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
     float *q = b->q, *a = b->kv_a, *o = b->attn;
     if (c->q_lora_rank) {
         model_linear(&w->q_a, h, n, b->q_a);
-        model_rmsnorm(b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, MODEL_LATENT_NORM_EPS);
+        model_rmsnorm(b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, c->latent_norm_eps);
         model_linear(&w->q_b, b->q_a, n, q);
     } else {
         model_linear(&w->q, h, n, q);
@@ -173,7 +173,7 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
         for (int s = 0; s < S && !rc; s++) {
             int pos = pos0 + s;
             float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
-            model_rmsnorm(lat, lat, w->kv_a_norm, 1, r, MODEL_LATENT_NORM_EPS);
+            model_rmsnorm(lat, lat, w->kv_a_norm, 1, r, c->latent_norm_eps);
             model_rope_apply(rope, dr, pos, c);
             rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
             for (int hh = 0; hh < H; hh++) model_rope_apply(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);

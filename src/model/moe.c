@@ -5,7 +5,9 @@
 
 #include "model/linear.h"
 
-void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)
+/* DeepseekV3TopkRouter (noaux_tc). */
+static void route_sigmoid_noaux_tc(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                                   float *wts)
 {
     int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
     float s[E], b[E], gscore[G];
@@ -45,6 +47,84 @@ void moe_route(const struct model_config *c, const float *logits, const float *b
         if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
         wts[k] *= c->routed_scaling_factor;
     }
+}
+
+/* Softmax over all experts in f32, as torch's softmax(dtype=float32). */
+static void softmax_scores(const float *logits, int E, float *s)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int e = 0; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
+    for (int e = 0; e < E; e++) sum += (s[e] = expf(logits[e] - mx));
+    for (int e = 0; e < E; e++) s[e] /= sum;
+}
+
+/* The K largest of s[] among the experts with keep[e] set (keep NULL: all);
+ * weights are the scores times routed_scaling_factor, not normalized
+ * (DeepseekV2TopkRouter). */
+static void top_k_scaled(const struct model_config *c, const float *s, const unsigned char *keep, int *idx,
+                         float *wts)
+{
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    unsigned char taken[E];
+    memset(taken, 0, sizeof taken);
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!taken[e] && (!keep || keep[e]) && (best < 0 || s[e] > s[best])) best = e;
+        taken[best] = 1;
+        idx[k] = best;
+        wts[k] = s[best] * c->routed_scaling_factor;
+    }
+}
+
+/* DeepseekV2TopkRouter, topk_method "greedy": softmax, top-k. */
+static void route_softmax_greedy(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                                 float *wts)
+{
+    (void)bias;
+    float s[c->n_routed_experts];
+    softmax_scores(logits, c->n_routed_experts, s);
+    top_k_scaled(c, s, NULL, idx, wts);
+}
+
+/* DeepseekV2TopkRouter, topk_method "group_limited_greedy": softmax; a
+ * group's score is its best expert's; top-k within the topk_group best
+ * groups (transformers zeroes the others' scores, which no kept softmax
+ * score is below). */
+static void route_softmax_group_limited(const struct model_config *c, const float *logits, const float *bias,
+                                        int *idx, float *wts)
+{
+    (void)bias;
+    int E = c->n_routed_experts, G = c->n_group, per = E / G;
+    float s[E], gscore[G];
+    unsigned char gkeep[G], keep[E];
+    softmax_scores(logits, E, s);
+    for (int g = 0; g < G; g++) {
+        gscore[g] = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) gscore[g] = s[e] > gscore[g] ? s[e] : gscore[g];
+        gkeep[g] = 0;
+    }
+    for (int k = 0; k < c->topk_group; k++) {
+        int best = -1;
+        for (int g = 0; g < G; g++)
+            if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+        gkeep[best] = 1;
+    }
+    for (int e = 0; e < E; e++) keep[e] = gkeep[e / per];
+    top_k_scaled(c, s, keep, idx, wts);
+}
+
+typedef void (*moe_router_fn)(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                              float *wts);
+static const moe_router_fn ROUTERS[MODEL_ROUTER_COUNT] = {
+    [MODEL_ROUTER_SIGMOID_NOAUX_TC] = route_sigmoid_noaux_tc,
+    [MODEL_ROUTER_SOFTMAX_GREEDY] = route_softmax_greedy,
+    [MODEL_ROUTER_SOFTMAX_GROUP_LIMITED] = route_softmax_group_limited,
+};
+
+void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)
+{
+    ROUTERS[c->router_kind](c, logits, bias, idx, wts);
 }
 
 int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,

@@ -1,10 +1,15 @@
 /* model/moe.h - the DeepseekV3MoE block: router, routed experts (through the
  * model's expert store), shared experts.
  *
- * Routing (DeepseekV3TopkRouter + route_tokens_to_experts): sigmoid scores in
- * f32, the correction bias for selection only, top-2-sum group scores, -inf
- * outside the kept groups, top-k, weights from the unbiased scores
- * normalized with +1e-20, times routed_scaling_factor.
+ * Routing, one function per model_config.router_kind:
+ *   sigmoid_noaux_tc (DeepseekV3TopkRouter + route_tokens_to_experts): sigmoid
+ *     scores in f32, the correction bias for selection only, top-2-sum group
+ *     scores, -inf outside the kept groups, top-k, weights from the unbiased
+ *     scores normalized with +1e-20, times routed_scaling_factor.
+ *   softmax_greedy / softmax_group_limited (DeepseekV2TopkRouter): softmax
+ *     scores in f32; top-k over all experts, or within the topk_group groups
+ *     with the best max score; weights are the scores times
+ *     routed_scaling_factor (never normalized; no correction bias).
  *
  * The routed experts run grouped: the rows routed to an expert are gathered
  * and multiplied together, so each expert's weights are read once per batch.
@@ -18,7 +23,8 @@
 #include "model/model.h"
 #include "model/runstate.h"
 
-/* idx[K], wts[K] for one row of router logits[E]. */
+/* idx[K], wts[K] for one row of router logits[E]; bias[E] is the correction
+ * bias (read by the sigmoid router only). */
 void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts);
 
 /* out[n][hid] = MoE(x[n][hid]) for layer li (an MoE layer); n <= b->cap.

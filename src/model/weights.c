@@ -16,7 +16,17 @@ struct loader {
     struct st_set *st;
     const char *dir;
     struct model *m;
+    unsigned char *used;        /* [st->n_tensors]: 1 once a table entry consumed the tensor */
 };
+
+/* st_find, marking what it finds as consumed (every lookup that finds a
+ * tensor loads it, or fails the load). */
+static const struct st_tensor *loader_find(struct loader *L, const char *name)
+{
+    const struct st_tensor *t = st_find(L->st, name);
+    if (t && L->used) L->used[t - L->st->tensors] = 1;
+    return t;
+}
 
 enum weight_role { ROLE_DENSE, ROLE_EXPERT, ROLE_EMBED, ROLE_F32 };
 
@@ -71,7 +81,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
 static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
                        struct colibri_err *err)
 {
-    const struct st_tensor *t = st_find(L->st, name);
+    const struct st_tensor *t = loader_find(L, name);
     if (!t) return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
     int ok = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
                   : (t->ndim == 1 && t->shape[0] == rows);
@@ -113,7 +123,7 @@ static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int c
 {
     char sname[512];
     snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
-    const struct st_tensor *s = st_find(L->st, sname);
+    const struct st_tensor *s = loader_find(L, sname);
     size_t want = quant_fmt_scale_count(QUANT_FP8B, rows, cols);
     if (!s || s->dtype != ST_F32 || (size_t)s->numel != want)
         return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 but '%s' is %s (need F32, %zu values)", t->name,
@@ -142,7 +152,7 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
     if (n_scales) {
         char sname[512];
         snprintf(sname, sizeof sname, "%s_scale", t->name);
-        const struct st_tensor *s = st_find(L->st, sname);
+        const struct st_tensor *s = loader_find(L, sname);
         if (!s || s->dtype != ST_F32 || (size_t)s->numel != n_scales)
             return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need F32 with %zu values)", L->dir, sname,
                            !s ? "missing" : "the wrong dtype or size", n_scales);
@@ -174,7 +184,7 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
 static int load_mat(struct loader *L, const char *name, int rows, int cols, enum weight_role role,
                     struct qtensor *w, struct colibri_err *err)
 {
-    const struct st_tensor *t = st_find(L->st, name);
+    const struct st_tensor *t = loader_find(L, name);
     char key[600];
     snprintf(key, sizeof key, "colibri.fmt.%s", name);
     const char *packed = t ? st_tensor_meta(L->st, t, key) : NULL;
@@ -220,9 +230,9 @@ static int load_fused_experts(struct loader *L, const char *prefix, int li, stru
     int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
     char name[512];
     snprintf(name, sizeof name, "%s.experts.gate_up_proj", prefix);
-    const struct st_tensor *gu = st_find(L->st, name);
+    const struct st_tensor *gu = loader_find(L, name);
     snprintf(name, sizeof name, "%s.experts.down_proj", prefix);
-    const struct st_tensor *dn = st_find(L->st, name);
+    const struct st_tensor *dn = loader_find(L, name);
     if (!gu || !dn || gu->ndim != 3 || dn->ndim != 3 || gu->shape[0] != E || gu->shape[1] != 2 * I ||
         gu->shape[2] != hid || dn->shape[0] != E || dn->shape[1] != hid || dn->shape[2] != I ||
         gu->dtype == ST_F8_E4M3 || dn->dtype == ST_F8_E4M3)
@@ -287,12 +297,13 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     struct moe_weights *moe = &lw->moe;
     int E = c->n_routed_experts;
     if ((rc = load_mat(L, NAME("mlp.gate.weight"), E, hid, ROLE_F32, &moe->router, err))) return rc;
-    if (st_find(L->st, NAME("mlp.gate.e_score_correction_bias"))) {
+    const char *bias_name = c->family->names.router_bias;
+    if (bias_name && (snprintf(name, sizeof name, "%s.%s", p, bias_name), loader_find(L, name))) {
         if ((rc = load(L, name, E, 0, &moe->score_bias, err))) return rc;
     } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
-    if (st_find(L->st, NAME("mlp.experts.0.gate_proj.weight"))) {
+    if (loader_find(L, NAME("mlp.experts.0.gate_proj.weight"))) {
         for (int e = 0; e < E; e++) {
             snprintf(name, sizeof name, "%s.mlp.experts.%d", p, e);
             if ((rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT,
@@ -424,14 +435,86 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     return 0;
 }
 
+/* Behaviour the config selects that this build does not implement: refused
+ * at load, by name. */
+static int refuse_unimplemented(const struct model_config *c, struct colibri_err *err)
+{
+    if (c->dsa_kind != MODEL_DSA_NONE)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: the DSA lightning indexer is not implemented in this build",
+                            c->model_type);
+    return 0;
+}
+
+/* The layer index of "model.layers.N.<rest>", or -1. */
+static int tensor_layer(const char *name)
+{
+    const char *pre = "model.layers.";
+    size_t n = strlen(pre);
+    if (strncmp(name, pre, n) || name[n] < '0' || name[n] > '9') return -1;
+    long li = 0;
+    const char *q = name + n;
+    for (; *q >= '0' && *q <= '9' && li < 1000000; q++) li = li * 10 + (*q - '0');
+    return *q == '.' ? (int)li : -1;
+}
+
+/* 1 when t is the scale of a consumed weight: "<w>_scale_inv" (fp8 blocks)
+ * or "<w>_scale" (packed by colibri convert), read with <w>. */
+static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
+{
+    static const char *const suffix[] = { "_scale_inv", "_scale" };
+    size_t len = strlen(t->name);
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(suffix[i]);
+        char base[512];
+        if (len <= k || len - k >= sizeof base || strcmp(t->name + len - k, suffix[i])) continue;
+        memcpy(base, t->name, len - k);
+        base[len - k] = 0;
+        const struct st_tensor *w = st_find(L->st, base);
+        if (w && L->used[w - L->st->tensors]) return 1;
+    }
+    return 0;
+}
+
+/* Every checkpoint tensor must have been consumed by a table entry: a tensor
+ * nothing reads means the config does not describe the checkpoint (a
+ * mislabelled model_type would otherwise load with, say, its indexer
+ * ignored). The MTP layers (num_hidden_layers .. + num_nextn_predict_layers
+ * - 1) are accepted and named once in the log, as they are not loaded. */
+static int refuse_unused(const struct loader *L, struct colibri_err *err)
+{
+    const struct model_config *c = &L->m->cfg;
+    int n_mtp = 0;
+    for (int i = 0; i < L->st->n_tensors; i++) {
+        const struct st_tensor *t = &L->st->tensors[i];
+        if (L->used[i] || is_scale_of_used(L, t)) continue;
+        int li = tensor_layer(t->name);
+        if (li >= c->num_hidden_layers && li < c->num_hidden_layers + c->num_nextn_predict_layers) {
+            n_mtp++;
+            continue;
+        }
+        return base_err_set(err, COLIBRI_EFORMAT,
+                            "%s: tensor '%s' is not used by model_type %s with this config (is the model_type or "
+                            "num_hidden_layers / num_nextn_predict_layers wrong?)", L->dir, t->name, c->model_type);
+    }
+    if (n_mtp)
+        base_log_msg("info", "layers %d..%d (%d tensors): MTP layer, not loaded", c->num_hidden_layers,
+                     c->num_hidden_layers + c->num_nextn_predict_layers - 1, n_mtp);
+    return 0;
+}
+
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
     m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
+    if ((rc = refuse_unimplemented(&m->cfg, err))) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
     if ((rc = st_open_dir(dir, &m->st, err))) return rc;
+    if (!(L.used = calloc((size_t)m->st.n_tensors + 1, 1))) {
+        rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+        goto fail;
+    }
     const struct model_config *c = &m->cfg;
     for (int i = 0; i < m->st.n_tensors; i++) {
         m->n_params += m->st.tensors[i].numel;
@@ -440,7 +523,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     if ((rc = load_mat(&L, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->embed, err)))
         goto fail;
     if ((rc = load(&L, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
-    if (!c->tie_word_embeddings || st_find(&m->st, "lm_head.weight")) {
+    if (!c->tie_word_embeddings || loader_find(&L, "lm_head.weight")) {
         if ((rc = load_mat(&L, "lm_head.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->lm_head, err)))
             goto fail;
     } else {
@@ -461,10 +544,15 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         if (c->num_hidden_layers >= 8) base_progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) base_progress_end(&pr);
+    rc = refuse_unused(&L, err);
+    free(L.used);
+    L.used = NULL;
+    if (rc) goto fail;
     if ((rc = choose_expert_store(m, err))) goto fail;
     if (!m->fmt.lazy_load) prefault(m);
     return 0;
 fail:
+    free(L.used);
     model_free(m);
     return rc;
 }

@@ -1,0 +1,209 @@
+/* The family table (model/config.h): what each model_type selects, the
+ * refusals of config values colibri does not implement, the DSA and MTP
+ * fields, and the fingerprint text's per-family groups. Expected values come
+ * from the transformers 5.18 modeling/configuration files, not from the code
+ * under test (GLM-5 indexer patterns: GlmMoeDsaConfig's own output for the
+ * same fields). */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "colibri.h"
+#include "model/config.h"
+
+/* A small config of `type` with `extra` fields appended. */
+static const char *BASE =
+    "{\"model_type\":\"%s\",\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":64,"
+    "\"moe_intermediate_size\":16,\"num_hidden_layers\":%d,\"num_attention_heads\":2,\"q_lora_rank\":%s,"
+    "\"kv_lora_rank\":16,\"qk_nope_head_dim\":8,\"qk_rope_head_dim\":8,\"v_head_dim\":8,"
+    "\"n_routed_experts\":8,\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"n_group\":2,\"topk_group\":1,"
+    "\"first_k_dense_replace\":1,\"max_position_embeddings\":256%s}";
+
+static int parse_n(const char *type, int layers, const char *q_lora, const char *extra, struct model_config *c,
+                   struct colibri_err *err)
+{
+    char buf[8192];
+    snprintf(buf, sizeof buf, BASE, type, layers, q_lora, extra);
+    memset(err, 0, sizeof *err);
+    return model_config_parse(buf, "config.json", c, err);
+}
+
+static int parse(const char *type, const char *extra, struct model_config *c, struct colibri_err *err)
+{
+    return parse_n(type, 4, "24", extra, c, err);
+}
+
+/* `extra` on `type` is refused with rc and a message holding both words. */
+static void refused(const char *type, const char *extra, int want_rc, const char *w1, const char *w2)
+{
+    struct model_config c;
+    struct colibri_err err;
+    int rc = parse(type, extra, &c, &err);
+    CHECK(rc == want_rc && strstr(err.msg, w1) && strstr(err.msg, w2), "%s %s: rc %d, '%s'", type, extra, rc,
+          err.msg);
+}
+
+static void test_family_rows(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    const char *types[] = { "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "deepseek_v2" };
+    const int router[] = { MODEL_ROUTER_SIGMOID_NOAUX_TC, MODEL_ROUTER_SIGMOID_NOAUX_TC, MODEL_ROUTER_SIGMOID_NOAUX_TC,
+                           MODEL_ROUTER_SIGMOID_NOAUX_TC, MODEL_ROUTER_SOFTMAX_GREEDY };
+    const int dsa[] = { MODEL_DSA_NONE, MODEL_DSA_NONE, MODEL_DSA_V32, MODEL_DSA_GLM5, MODEL_DSA_NONE };
+    for (int i = 0; i < 5; i++) {
+        CHECK(parse(types[i], "", &c, &err) == 0, "%s: %s", types[i], err.msg);
+        CHECK(c.family && !strcmp(c.family->model_type, types[i]), "%s: family row", types[i]);
+        CHECK(c.router_kind == router[i], "%s: router %d", types[i], c.router_kind);
+        CHECK(c.dsa_kind == dsa[i], "%s: dsa %d", types[i], c.dsa_kind);
+        /* every modeling file builds q_a/kv_a_layernorm with the RMSNorm default */
+        CHECK(c.latent_norm_eps == 1e-6f, "%s: latent eps %g", types[i], (double)c.latent_norm_eps);
+        CHECK(c.num_nextn_predict_layers == 0, "%s: no MTP by default", types[i]);
+    }
+    /* the V3 router needs the correction bias tensor name, V2 has none */
+    CHECK(model_family_find("deepseek_v3")->names.router_bias != NULL, "v3 bias name");
+    CHECK(model_family_find("deepseek_v2")->names.router_bias == NULL, "v2 has no correction bias");
+    CHECK(!strcmp(model_family_find("deepseek_v32")->names.indexer_wq_b, "self_attn.indexer.wq_b.weight"), "v32 wq_b");
+    CHECK(model_family_find("deepseek_v3")->names.indexer_wk == NULL, "v3 has no indexer");
+    CHECK(model_family_find("llama") == NULL, "llama is no family");
+
+    /* GLM-5: rms_norm_eps 1e-5 leaves the latent norms at 1e-6 */
+    CHECK(parse("glm_moe_dsa", ",\"rms_norm_eps\":1e-5,\"rope_theta\":1000000", &c, &err) == 0, "%s", err.msg);
+    CHECK(c.rms_norm_eps == 1e-5f && c.latent_norm_eps == 1e-6f, "glm eps %g / %g", (double)c.rms_norm_eps,
+          (double)c.latent_norm_eps);
+    CHECK(!strcmp(c.rope_type, "default") && c.rope_theta == 1e6, "glm rope");
+    /* the configuration classes' defaults: V3.2 64 indexer heads, GLM-5 32 */
+    CHECK(c.index_n_heads == 32 && c.index_head_dim == 128 && c.index_topk == 2048, "glm index defaults %d %d %d",
+          c.index_n_heads, c.index_head_dim, c.index_topk);
+    CHECK(c.indexer_rope_interleaved == 1, "glm indexer RoPE interleaved");
+    CHECK(parse("deepseek_v32", ",\"index_n_heads\":4,\"index_head_dim\":16,\"index_topk\":6", &c, &err) == 0,
+          "%s", err.msg);
+    CHECK(c.index_n_heads == 4 && c.index_head_dim == 16 && c.index_topk == 6 && c.indexer_rope_interleaved == 0,
+          "v32 index fields");
+    CHECK(c.indexer_full[0] && c.indexer_full[1] && c.indexer_full[2] && c.indexer_full[3], "v32: all full");
+    CHECK(parse("deepseek_v32", "", &c, &err) == 0 && c.index_n_heads == 64, "v32 default heads %d", c.index_n_heads);
+    CHECK(parse("deepseek_v3", "", &c, &err) == 0 && !c.indexer_full[0], "v3: no indexer");
+
+    /* deepseek_v2 topk_method selects the router */
+    CHECK(parse("deepseek_v2", ",\"topk_method\":\"group_limited_greedy\",\"scoring_func\":\"softmax\"", &c, &err) ==
+              0 && c.router_kind == MODEL_ROUTER_SOFTMAX_GROUP_LIMITED, "%s", err.msg);
+    CHECK(parse("deepseek_v2", ",\"topk_method\":\"greedy\"", &c, &err) == 0 &&
+              c.router_kind == MODEL_ROUTER_SOFTMAX_GREEDY, "%s", err.msg);
+    /* V3's own spellings of its router are accepted */
+    CHECK(parse("deepseek_v3", ",\"topk_method\":\"noaux_tc\",\"scoring_func\":\"sigmoid\",\"hidden_act\":\"silu\"",
+                &c, &err) == 0, "%s", err.msg);
+}
+
+static void test_behaviour_refusals(void)
+{
+    refused("deepseek_v3", ",\"scoring_func\":\"softmax\"", COLIBRI_EUNSUPPORTED, "scoring_func", "'softmax'");
+    refused("deepseek_v3", ",\"topk_method\":\"greedy\"", COLIBRI_EUNSUPPORTED, "topk_method", "'greedy'");
+    refused("kimi_k2", ",\"topk_method\":\"group_limited_greedy\"", COLIBRI_EUNSUPPORTED, "topk_method",
+            "'group_limited_greedy'");
+    refused("deepseek_v3", ",\"hidden_act\":\"gelu\"", COLIBRI_EUNSUPPORTED, "hidden_act", "'gelu'");
+    refused("deepseek_v2", ",\"hidden_act\":\"relu\"", COLIBRI_EUNSUPPORTED, "hidden_act", "'relu'");
+    refused("deepseek_v2", ",\"scoring_func\":\"sigmoid\"", COLIBRI_EUNSUPPORTED, "scoring_func", "'sigmoid'");
+    refused("deepseek_v2", ",\"topk_method\":\"noaux_tc\"", COLIBRI_EUNSUPPORTED, "topk_method", "'noaux_tc'");
+    refused("deepseek_v2", ",\"norm_topk_prob\":true", COLIBRI_EUNSUPPORTED, "norm_topk_prob", "deepseek_v2");
+    refused("deepseek_v3", ",\"mlp_bias\":true", COLIBRI_EUNSUPPORTED, "mlp_bias", "true");
+    refused("deepseek_v3", ",\"moe_layer_freq\":2", COLIBRI_EUNSUPPORTED, "moe_layer_freq", "2");
+    refused("deepseek_v3", ",\"hidden_act\":7", COLIBRI_EFORMAT, "hidden_act", "not a string");
+    refused("deepseek_v32", ",\"mlp_layer_types\":[\"dense\",\"sparse\",\"dense\",\"sparse\"]", COLIBRI_EUNSUPPORTED,
+            "mlp_layer_types", "dense layer 2");
+    refused("deepseek_v32", ",\"mlp_layer_types\":[\"dense\",\"sparse\"]", COLIBRI_EFORMAT, "mlp_layer_types",
+            "list of 4");
+    refused("glm_moe_dsa", ",\"mlp_layer_types\":[\"dense\",\"moe\",\"sparse\",\"sparse\"]", COLIBRI_EUNSUPPORTED,
+            "mlp_layer_types[1]", "'moe'");
+    refused("deepseek_v32", ",\"layer_types\":[\"indexed_attention\",\"sliding_attention\",\"indexed_attention\","
+            "\"indexed_attention\"]", COLIBRI_EUNSUPPORTED, "layer_types[1]", "'sliding_attention'");
+    refused("glm_moe_dsa", ",\"indexer_types\":[\"shared\",\"full\",\"full\",\"full\"]", COLIBRI_EFORMAT,
+            "layer 0", "shared");
+    refused("glm_moe_dsa", ",\"indexer_types\":[\"full\",\"half\",\"full\",\"full\"]", COLIBRI_EUNSUPPORTED,
+            "indexer_types[1]", "'half'");
+    refused("glm_moe_dsa", ",\"index_topk_pattern\":\"FSX\"", COLIBRI_EFORMAT, "index_topk_pattern", "4 letters");
+    refused("deepseek_v32", ",\"index_head_dim\":4", COLIBRI_EFORMAT, "index_head_dim 4", "qk_rope_head_dim 8");
+    refused("deepseek_v32", ",\"index_topk\":0", COLIBRI_EFORMAT, "'index_topk'", "1..");
+    refused("deepseek_v3", ",\"num_nextn_predict_layers\":17", COLIBRI_EFORMAT, "num_nextn_predict_layers", "16");
+
+    struct model_config c;
+    struct colibri_err err;
+    /* group-limited routing without the groups: transformers has no default for them */
+    char cfg[4096];
+    snprintf(cfg, sizeof cfg, BASE, "deepseek_v2", 4, "null", ",\"topk_method\":\"group_limited_greedy\"");
+    char *g = strstr(cfg, ",\"n_group\":2,\"topk_group\":1");
+    memmove(g, g + strlen(",\"n_group\":2,\"topk_group\":1"), strlen(g + strlen(",\"n_group\":2,\"topk_group\":1")) + 1);
+    memset(&err, 0, sizeof err);
+    CHECK(model_config_parse(cfg, "config.json", &c, &err) == COLIBRI_EFORMAT && strstr(err.msg, "n_group"), "%s",
+          err.msg);
+    /* V3.2 and GLM-5 have no q_proj: q_lora_rank is mandatory */
+    CHECK(parse_n("deepseek_v32", 4, "null", "", &c, &err) == COLIBRI_EFORMAT && strstr(err.msg, "q_lora_rank"), "%s",
+          err.msg);
+    CHECK(parse_n("deepseek_v3", MODEL_MAX_LAYERS + 1, "24", "", &c, &err) == COLIBRI_EUNSUPPORTED &&
+              strstr(err.msg, "num_hidden_layers"), "%s", err.msg);
+    /* transformers ignores rope_interleave outside DeepseekV3 (V3.2 and GLM-5 always interleave the MLA's RoPE) */
+    CHECK(parse("deepseek_v32", ",\"rope_interleave\":false", &c, &err) == 0, "%s", err.msg);
+    CHECK(parse("deepseek_v3", ",\"rope_interleave\":false", &c, &err) == COLIBRI_EUNSUPPORTED, "%s", err.msg);
+    /* an unknown model_type names the supported ones */
+    CHECK(parse("llama", "", &c, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "glm_moe_dsa") &&
+              strstr(err.msg, "deepseek_v2"), "%s", err.msg);
+}
+
+/* GlmMoeDsaConfig(num_hidden_layers=..., ...).indexer_types, run with
+ * transformers 5.18, for each spelling. */
+static void test_glm_indexer_patterns(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    CHECK(parse_n("glm_moe_dsa", 6, "24", ",\"index_topk_freq\":2,\"index_skip_topk_offset\":2", &c, &err) == 0, "%s",
+          err.msg);
+    const unsigned char f6[] = { 1, 1, 0, 1, 0, 1 };   /* full full shared full shared full */
+    CHECK(!memcmp(c.indexer_full, f6, 6), "freq 2 offset 2");
+    CHECK(parse_n("glm_moe_dsa", 7, "24", ",\"index_topk_freq\":3", &c, &err) == 0, "%s", err.msg);
+    const unsigned char f7[] = { 1, 1, 0, 0, 1, 0, 0 };
+    CHECK(!memcmp(c.indexer_full, f7, 7), "freq 3, default offset 2");
+    CHECK(parse("glm_moe_dsa", ",\"index_topk_pattern\":\"FSFS\"", &c, &err) == 0, "%s", err.msg);
+    const unsigned char f4[] = { 1, 0, 1, 0 };
+    CHECK(!memcmp(c.indexer_full, f4, 4), "pattern FSFS");
+    CHECK(parse("glm_moe_dsa", ",\"indexer_types\":[\"full\",\"full\",\"shared\",\"full\"]", &c, &err) == 0, "%s",
+          err.msg);
+    const unsigned char l4[] = { 1, 1, 0, 1 };
+    CHECK(!memcmp(c.indexer_full, l4, 4), "explicit list");
+    CHECK(parse("glm_moe_dsa", "", &c, &err) == 0 && !memcmp(c.indexer_full, "\1\1\1\1", 4), "default all full");
+    /* mlp_layer_types overrides first_k_dense_replace (the models read only it) */
+    CHECK(parse("deepseek_v32", ",\"mlp_layer_types\":[\"dense\",\"dense\",\"sparse\",\"sparse\"]", &c, &err) == 0 &&
+              c.first_k_dense_replace == 2, "%s / %d", err.msg, c.first_k_dense_replace);
+    /* num_mtp_layers is transformers' other name for num_nextn_predict_layers */
+    CHECK(parse("deepseek_v3", ",\"num_mtp_layers\":1", &c, &err) == 0 && c.num_nextn_predict_layers == 1, "%s",
+          err.msg);
+}
+
+static void test_fingerprint_groups(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    char t[4096];
+    CHECK(parse("deepseek_v3", "", &c, &err) == 0, "%s", err.msg);
+    int n = model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(n == (int)strlen(t) && !strstr(t, "router_kind") && !strstr(t, "dsa_kind"), "v3: base text only: %s", t);
+    CHECK(!strncmp(t, "model_type=deepseek_v3;vocab_size=64;", 37), "v3 text starts with the base fields");
+    const char *tail = "rope_mscale_all_dim=0;";
+    CHECK(n > (int)strlen(tail) && !strcmp(t + n - strlen(tail), tail), "v3 text ends with the base fields: %s", t);
+    CHECK(parse("deepseek_v2", ",\"topk_method\":\"group_limited_greedy\"", &c, &err) == 0, "%s", err.msg);
+    model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(strstr(t, ";router_kind=2;") != NULL, "v2 router: %s", t);
+    CHECK(parse("glm_moe_dsa", ",\"index_topk_pattern\":\"FSFS\",\"index_topk\":6", &c, &err) == 0, "%s", err.msg);
+    model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(strstr(t, "dsa_kind=2;") && strstr(t, "index_topk=6;") && strstr(t, "indexer_full=1010;"), "glm: %s", t);
+    /* a short buffer truncates, NUL-terminated */
+    n = model_config_fingerprint_text(&c, t, 16);
+    CHECK(n == 15 && strlen(t) == 15, "truncated to %d", n);
+}
+
+int main(void)
+{
+    RUN_TEST(test_family_rows);
+    RUN_TEST(test_behaviour_refusals);
+    RUN_TEST(test_glm_indexer_patterns);
+    RUN_TEST(test_fingerprint_groups);
+    return CHECK_SUMMARY();
+}
