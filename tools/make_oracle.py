@@ -108,6 +108,8 @@ FIXTURES = {
                             dims=variant(hidden_size=256, q_lora_rank=96,
                                          intermediate_size=320,
                                          moe_intermediate_size=96)),
+    "deepseek_v2_tiny": dict(builder="oracle_v2"),       # DeepseekV2ForCausalLM, tools/oracle_v2.py
+    "deepseek_v2_lite_tiny": dict(builder="oracle_v2"),
 }
 
 
@@ -593,7 +595,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     for n in names:
         print(f"fixture {n}")
-        make_fixture(n, FIXTURES[n], args.out)
+        if "builder" in FIXTURES[n]:
+            __import__(FIXTURES[n]["builder"]).make_fixture(n, FIXTURES[n], args.out, sys.modules[__name__])
+        else:
+            make_fixture(n, FIXTURES[n], args.out)
 
 
 if __name__ == "__main__":
