@@ -121,6 +121,66 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
       "\"first_k_dense_replace\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
       "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":1024,\"rope_theta\":10000,"
       "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* DeepSeek-V2-Lite as DeepseekV2ForCausalLM: softmax greedy router, no correction bias */
+    { "v2", 4,
+      "{\"model_type\":\"deepseek_v2\",\"architectures\":[\"DeepseekV2ForCausalLM\"],\"vocab_size\":102400,"
+      "\"hidden_size\":2048,\"intermediate_size\":10944,\"moe_intermediate_size\":1408,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":16,\"num_key_value_heads\":16,\"q_lora_rank\":null,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"n_routed_experts\":64,"
+      "\"n_shared_experts\":2,\"num_experts_per_tok\":6,\"n_group\":1,\"topk_group\":1,"
+      "\"topk_method\":\"greedy\",\"scoring_func\":\"softmax\",\"moe_layer_freq\":1,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":1.0,\"norm_topk_prob\":false,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":163840,\"rope_theta\":10000,"
+      "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":4096,"
+      "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":0.707,\"mscale_all_dim\":0.707},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* DeepSeek-V3.2: V3's shapes plus the lightning indexer on every layer */
+    { "v32", 4,
+      "{\"model_type\":\"deepseek_v32\",\"architectures\":[\"DeepseekV32ForCausalLM\"],\"vocab_size\":129280,"
+      "\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":128,\"num_key_value_heads\":128,\"q_lora_rank\":1536,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"n_routed_experts\":256,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":8,\"n_group\":8,\"topk_group\":4,"
+      "\"first_k_dense_replace\":3,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"index_n_heads\":64,\"index_head_dim\":128,\"index_topk\":2048,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":163840,\"rope_theta\":10000,"
+      "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":4096,"
+      "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* GLM-5 (GlmMoeDsaConfig's defaults): dn 192 / dv 256, one expert group, RoPE theta 1e6 without
+     * yarn, rms eps 1e-5, every layer's indexer full */
+    { "glm5", 4,
+      "{\"model_type\":\"glm_moe_dsa\",\"architectures\":[\"GlmMoeDsaForCausalLM\"],\"vocab_size\":154880,"
+      "\"hidden_size\":6144,\"intermediate_size\":12288,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":64,\"num_key_value_heads\":64,\"q_lora_rank\":2048,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":192,\"qk_rope_head_dim\":64,\"v_head_dim\":256,\"n_routed_experts\":256,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":8,\"n_group\":1,\"topk_group\":1,"
+      "\"first_k_dense_replace\":3,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"index_n_heads\":32,\"index_head_dim\":128,\"index_topk\":2048,"
+      "\"rms_norm_eps\":1e-5,\"max_position_embeddings\":202752,\"rope_theta\":1000000,"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* tiny DSA models: tiny's sizes, index_topk 16 (below a short prompt) */
+    { "v32-tiny", 4,
+      "{\"model_type\":\"deepseek_v32\",\"architectures\":[\"DeepseekV32ForCausalLM\"],\"vocab_size\":1000,"
+      "\"hidden_size\":256,\"intermediate_size\":512,\"moe_intermediate_size\":128,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"q_lora_rank\":96,\"kv_lora_rank\":128,"
+      "\"qk_nope_head_dim\":32,\"qk_rope_head_dim\":32,\"v_head_dim\":32,\"n_routed_experts\":8,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"n_group\":2,\"topk_group\":1,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"index_n_heads\":4,\"index_head_dim\":64,\"index_topk\":16,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":1024,\"rope_theta\":10000,"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* and GLM-5's differences: dn != dv, one group, theta 1e6, full/shared indexers (index_topk_freq 2) */
+    { "glm5-tiny", 4,
+      "{\"model_type\":\"glm_moe_dsa\",\"architectures\":[\"GlmMoeDsaForCausalLM\"],\"vocab_size\":1000,"
+      "\"hidden_size\":256,\"intermediate_size\":512,\"moe_intermediate_size\":128,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"q_lora_rank\":96,\"kv_lora_rank\":128,"
+      "\"qk_nope_head_dim\":48,\"qk_rope_head_dim\":32,\"v_head_dim\":64,\"n_routed_experts\":8,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"n_group\":1,\"topk_group\":1,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"index_n_heads\":4,\"index_head_dim\":64,\"index_topk\":16,\"index_topk_freq\":2,"
+      "\"rms_norm_eps\":1e-5,\"max_position_embeddings\":1024,\"rope_theta\":1000000,"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
 };
 
 int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
@@ -129,7 +189,12 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const s
     int p = -1;
     for (size_t i = 0; i < sizeof SYNTH_PRESETS / sizeof SYNTH_PRESETS[0]; i++)
         if (!strcmp(preset, SYNTH_PRESETS[i].name)) p = (int)i;
-    if (p < 0) return base_err_set(err, COLIBRI_EINVAL, "--preset: unknown preset '%s' (v2-lite, v3, tiny)", preset);
+    if (p < 0) {
+        char list[256] = "";
+        for (size_t i = 0; i < sizeof SYNTH_PRESETS / sizeof SYNTH_PRESETS[0]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", SYNTH_PRESETS[i].name);
+        return base_err_set(err, COLIBRI_EINVAL, "--preset: unknown preset '%s' (%s)", preset, list);
+    }
     struct convert_opts co = { .show_progress = show_progress };
     int rc = parse_formats(opts, &co.fmt, err);
     if (rc) return rc;

@@ -179,18 +179,20 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
     .indexer_weights_proj = "self_attn.indexer.weights_proj.weight"
 static const struct model_family FAMILIES[] = {
     { .model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
-      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1, .has_mtp = 1,
       .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
     { .model_type = "kimi_k2", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
-      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1,
+      .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1, .has_mtp = 1,
       .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
     { .model_type = "deepseek_v32", .hf_class = "DeepseekV32ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
-      .dsa_kind = MODEL_DSA_V32, .indexer_rope_interleaved = 0, .q_lora_required = 1, .latent_norm_eps = 1e-6f,
+      .dsa_kind = MODEL_DSA_V32, .indexer_rope_interleaved = 0, .q_lora_required = 1, .has_mtp = 1,
+      .latent_norm_eps = 1e-6f,
       .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
     { .model_type = "glm_moe_dsa", .hf_class = "GlmMoeDsaForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
-      .dsa_kind = MODEL_DSA_GLM5, .indexer_rope_interleaved = 1, .q_lora_required = 1, .latent_norm_eps = 1e-6f,
+      .dsa_kind = MODEL_DSA_GLM5, .indexer_rope_interleaved = 1, .q_lora_required = 1, .has_mtp = 1,
+      .latent_norm_eps = 1e-6f,
       .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
     { .model_type = "deepseek_v2", .hf_class = "DeepseekV2ForCausalLM", .router_kind = -1,
       .scoring_func = "softmax", .topk_method_default = "greedy", .latent_norm_eps = 1e-6f,
@@ -264,6 +266,17 @@ static int parse_behaviour(const cJSON *root, struct model_config *c, const char
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                             "%s: norm_topk_prob=true is not supported for %s (%s ignores it, DeepSeek's code applies "
                             "it: the two disagree)", path, f->model_type, f->hf_class);
+    /* a fraction of the RoPE dims (transformers' rope init reads it): colibri rotates all of them */
+    const char *holders[] = { NULL, "rope_parameters", "rope_scaling" };
+    for (int i = 0; i < 3; i++) {
+        const cJSON *o = holders[i] ? cJSON_GetObjectItemCaseSensitive(root, holders[i]) : root;
+        double prf;
+        if (!cJSON_IsObject(o)) continue;
+        if ((rc = get_num(o, "partial_rotary_factor", 1.0, 0, 1, 1.0, &prf, path, err))) return rc;
+        if (prf != 1.0)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: partial_rotary_factor %g is not supported (1)", path,
+                                prf);
+    }
     if (get_bool(root, "mlp_bias", 0))
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: mlp_bias=true is not supported", path);
     int freq;
@@ -400,9 +413,11 @@ static int parse_dsa(const cJSON *root, struct model_config *c, const char *path
     return 0;
 }
 
-/* num_nextn_predict_layers (transformers also reads num_mtp_layers). */
+/* num_nextn_predict_layers (transformers also reads num_mtp_layers); 0 for
+ * a family without MTP, whose checkpoints have no layers past the last. */
 static int parse_mtp(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
 {
+    if (!c->family->has_mtp) return 0;
     const char *key = cJSON_GetObjectItemCaseSensitive(root, "num_nextn_predict_layers") ? "num_nextn_predict_layers"
                                                                                           : "num_mtp_layers";
     int rc = get_int(root, key, 0, 0, &c->num_nextn_predict_layers, path, err);

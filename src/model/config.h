@@ -65,6 +65,7 @@ struct model_family {
     int dsa_kind;                       /* MODEL_DSA_* */
     int indexer_rope_interleaved;       /* DSA: RoPE pairs of the indexer (1 interleaved, 0 half-split) */
     int q_lora_required;                /* q_lora_rank null is refused */
+    int has_mtp;                        /* reads num_nextn_predict_layers (0: the family has no MTP module) */
     float latent_norm_eps;              /* q_a_layernorm/kv_a_layernorm eps: the modeling file's constant */
     unsigned fingerprint;               /* MODEL_FP_* groups */
     struct model_tensor_names names;

@@ -566,7 +566,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
     int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers;
-    int64_t cap = 8 + (int64_t)L * (20 + 3 * (int64_t)E);
+    int64_t cap = 8 + (int64_t)L * (25 + 3 * (int64_t)E);
     struct item *items = calloc((size_t)cap, sizeof *items);
     if (!items) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int n = 0, ef = o->fmt.embed_fmt, df = o->fmt.dense_fmt, xf = o->fmt.experts_fmt;
@@ -576,6 +576,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     add_synth(items, &n, "lm_head.weight", c.vocab_size, hid, ef, GEN_LINEAR, seed);
     for (int l = 0; l < L; l++) {
 #define N(fmt_) (snprintf(nm, sizeof nm, "model.layers.%d." fmt_, l), nm)
+#define NT(name_) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, name_), nm)
         add_synth(items, &n, N("input_layernorm.weight"), hid, 0, 0, GEN_NORM, seed);
         add_synth(items, &n, N("post_attention_layernorm.weight"), hid, 0, 0, GEN_NORM, seed);
         if (c.q_lora_rank) {
@@ -591,6 +592,16 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         add_synth(items, &n, N("self_attn.kv_b_proj.weight"), H * (c.qk_nope_head_dim + c.v_head_dim),
                   c.kv_lora_rank, df, GEN_LINEAR, seed);
         add_synth(items, &n, N("self_attn.o_proj.weight"), hid, H * c.v_head_dim, df, GEN_LINEAR, seed);
+        const struct model_tensor_names *tn = &c.family->names;
+        if (c.dsa_kind != MODEL_DSA_NONE && c.indexer_full[l]) {
+            /* the lightning indexer, as the family names it; weights_proj stays f32 like the router */
+            int nI = c.index_n_heads, dI = c.index_head_dim;
+            add_synth(items, &n, NT(tn->indexer_wq_b), nI * dI, c.q_lora_rank, df, GEN_LINEAR, seed);
+            add_synth(items, &n, NT(tn->indexer_wk), dI, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, NT(tn->indexer_k_norm_weight), dI, 0, 0, GEN_NORM, seed);
+            add_synth(items, &n, NT(tn->indexer_k_norm_bias), dI, 0, 0, GEN_BIAS, seed);
+            add_synth(items, &n, NT(tn->indexer_weights_proj), nI, hid, QUANT_F32, GEN_LINEAR, seed);
+        }
         if (l < c.first_k_dense_replace) {
             add_synth(items, &n, N("mlp.gate_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("mlp.up_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
@@ -598,7 +609,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
             continue;
         }
         add_synth(items, &n, N("mlp.gate.weight"), E, hid, QUANT_F32, GEN_LINEAR, seed);
-        add_synth(items, &n, N("mlp.gate.e_score_correction_bias"), E, 0, 0, GEN_BIAS, seed);
+        if (tn->router_bias) add_synth(items, &n, NT(tn->router_bias), E, 0, 0, GEN_BIAS, seed);
         int I = c.moe_intermediate_size, Is = I * c.n_shared_experts;
         for (int e = 0; e < E; e++) {
             char base[256];
@@ -616,6 +627,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
             add_synth(items, &n, N("mlp.shared_experts.down_proj.weight"), hid, Is, df, GEN_LINEAR, seed);
         }
 #undef N
+#undef NT
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dst);

@@ -18,3 +18,20 @@ grep -q "v9" "$tmp/err"
 if "$COLIBRI" synth "$tmp/dense" --preset v3 --layers 3 2>"$tmp/err"; then exit 1; fi
 grep -q "no MoE layer" "$tmp/err"
 [ ! -e "$tmp/dense" ]
+# DSA presets write the indexer tensors with transformers' names (checked to
+# load into DeepseekV32ForCausalLM / GlmMoeDsaForCausalLM with no missing or
+# unexpected keys); glm5-tiny's shared layer 2 has none
+for p in v32-tiny glm5-tiny; do
+    "$COLIBRI" synth "$tmp/$p" --preset $p 2>/dev/null
+    python3 - "$tmp/$p"/model-00001-of-00001.safetensors "$p" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+full = [0, 1, 2, 3] if sys.argv[2] == "v32-tiny" else [0, 1, 3]
+want = {"wq_b.weight": [256, 96], "wk.weight": [64, 256], "k_norm.weight": [64], "k_norm.bias": [64],
+        "weights_proj.weight": [4, 256]}
+got = {k: h[k]["shape"] for k in h if ".indexer." in k}
+exp = {f"model.layers.{l}.self_attn.indexer.{n}": s for l in full for n, s in want.items()}
+assert got == exp, (sorted(got), sorted(exp))
+assert h["model.layers.0.self_attn.indexer.weights_proj.weight"]["dtype"] == "F32"
+PY
+done

@@ -124,6 +124,9 @@ static void test_behaviour_refusals(void)
     refused("deepseek_v32", ",\"index_head_dim\":4", COLIBRI_EFORMAT, "index_head_dim 4", "qk_rope_head_dim 8");
     refused("deepseek_v32", ",\"index_topk\":0", COLIBRI_EFORMAT, "'index_topk'", "1..");
     refused("deepseek_v3", ",\"num_nextn_predict_layers\":17", COLIBRI_EFORMAT, "num_nextn_predict_layers", "16");
+    refused("deepseek_v3", ",\"partial_rotary_factor\":0.5", COLIBRI_EUNSUPPORTED, "partial_rotary_factor", "0.5");
+    refused("glm_moe_dsa", ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e6,"
+            "\"partial_rotary_factor\":0.5}", COLIBRI_EUNSUPPORTED, "partial_rotary_factor", "0.5");
 
     struct model_config c;
     struct colibri_err err;
@@ -175,6 +178,11 @@ static void test_glm_indexer_patterns(void)
     /* num_mtp_layers is transformers' other name for num_nextn_predict_layers */
     CHECK(parse("deepseek_v3", ",\"num_mtp_layers\":1", &c, &err) == 0 && c.num_nextn_predict_layers == 1, "%s",
           err.msg);
+    CHECK(parse("glm_moe_dsa", ",\"num_nextn_predict_layers\":1", &c, &err) == 0 && c.num_nextn_predict_layers == 1,
+          "%s", err.msg);
+    /* DeepSeek-V2 has no MTP module: the field means nothing there */
+    CHECK(parse("deepseek_v2", ",\"num_nextn_predict_layers\":1", &c, &err) == 0 && c.num_nextn_predict_layers == 0,
+          "%s", err.msg);
 }
 
 static void test_fingerprint_groups(void)
