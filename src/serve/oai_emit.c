@@ -380,8 +380,8 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
     content_so_far(m, j, from, 0, &ca);
     content_so_far(m, j, to, final, &cb);
     struct oai_tool_view va, vb;
-    if (ca.failed || cb.failed || oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
-    if (oai_tool_view(cb.s, cb.n, final, &vb)) { oai_tool_view_free(&va); out->failed = 1; goto out; }
+    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
+    if (serve_oai_tool_view(cb.s, cb.n, final, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
     if (vb.text_end > va.text_end) send_delta(out, m, j, "content", cb.s + va.text_end, vb.text_end - va.text_end);
     send_tool_deltas(out, m, j, &va, &vb);
     cJSON *calls = NULL;
@@ -392,8 +392,8 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
         send_delta(out, m, j, "content", cb.s + vb.text_end, cb.n - vb.text_end);
     cJSON_Delete(calls);
     free(content);
-    oai_tool_view_free(&va);
-    oai_tool_view_free(&vb);
+    serve_oai_tool_view_free(&va);
+    serve_oai_tool_view_free(&vb);
 out:
     sb_free(&ca);
     sb_free(&cb);

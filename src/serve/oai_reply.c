@@ -250,7 +250,7 @@ static int view_push(struct oai_tool_view *v, struct call *c)
     return 0;
 }
 
-int oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v)
+int serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v)
 {
     *v = (struct oai_tool_view){ 0 };
     const char *sec;
@@ -271,14 +271,14 @@ int oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v)
         const char *a = p + bl, *z = memmem(a, (size_t)(lim - a), SYNTAX[k].end, el);
         struct call c;
         if (z ? !parse_one(SYNTAX[k].fmt, a, z, &c) : !partial_call(SYNTAX[k].fmt, a, lim, final, &c)) break;
-        if (view_push(v, &c)) { oai_tool_view_free(v); return COLIBRI_ENOMEM; }
+        if (view_push(v, &c)) { serve_oai_tool_view_free(v); return COLIBRI_ENOMEM; }
         if (!z) break;
         p = z + el;
     }
     return 0;
 }
 
-void oai_tool_view_free(struct oai_tool_view *v)
+void serve_oai_tool_view_free(struct oai_tool_view *v)
 {
     for (int i = 0; i < v->n; i++) { free(v->call[i].name); free(v->call[i].args); }
     free(v->call);

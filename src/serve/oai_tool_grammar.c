@@ -38,7 +38,7 @@ static const struct {
                            "\"}\\n</tool_call>\"", "\"\\n\"", "" },
 };
 
-enum oai_tool_syntax oai_tool_syntax_of(const struct oai_model *m, const char **unsupported)
+static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char **unsupported)
 {
     static const char PROBE_MSGS[] =
         "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
@@ -66,12 +66,12 @@ static int fail(struct oai_error *e, const char *param, const char *fmt, const c
     return -1;
 }
 
-int oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
+int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
                      colibri_grammar **out, struct oai_error *e)
 {
     *out = NULL;
     const char *unsupported;
-    enum oai_tool_syntax syn = oai_tool_syntax_of(m, &unsupported);
+    enum oai_tool_syntax syn = tool_syntax_of(m, &unsupported);
     if (unsupported)
         return fail(e, "tool_choice", "'tool_choice' that requires a call cannot be enforced for this model's "
                     "tool-call syntax (%s)%s", unsupported, NULL);

@@ -174,7 +174,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
     const char *end = *text + *len;
     while (end > *text && (end[-1] == '\n' || end[-1] == ' ')) end--;
     p->think_open = end - *text >= 7 && !memcmp(end - 7, "<think>", 7);
-    if (require && oai_tool_grammar(m, tools, only, !(par && cJSON_IsFalse(par)), p->think_open, &p->grammar, e)) {
+    if (require && serve_oai_tool_grammar(m, tools, only, !(par && cJSON_IsFalse(par)), p->think_open, &p->grammar, e)) {
         free(*text);
         *text = NULL;
         return -1;

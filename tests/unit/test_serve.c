@@ -264,7 +264,7 @@ static void test_tool_view_prefixes(void)
             char *pre = strndup(s, k);
             struct oai_tool_view v;
             int fin = k == n;
-            CHECK(pre && !oai_tool_view(pre, k, fin, &v), "reply %zu: view failed", r);
+            CHECK(pre && !serve_oai_tool_view(pre, k, fin, &v), "reply %zu: view failed", r);
             CHECK(v.text_end >= prev.text_end && v.text_end <= k, "reply %zu at %zu: text_end %zu after %zu", r, k,
                   v.text_end, prev.text_end);
             CHECK(v.n >= prev.n, "reply %zu at %zu: %d calls after %d", r, k, v.n, prev.n);
@@ -275,7 +275,7 @@ static void test_tool_view_prefixes(void)
                       "reply %zu at %zu: call %d arguments '%s' do not extend '%s'", r, k, i, v.call[i].args,
                       prev.call[i].args);
             }
-            oai_tool_view_free(&prev);
+            serve_oai_tool_view_free(&prev);
             prev = v;
             free(pre);
         }
@@ -294,7 +294,7 @@ static void test_tool_view_prefixes(void)
               "reply %zu: text ends at %zu, want %zu", r, prev.text_end, want_text);
         cJSON_Delete(calls);
         free(content);
-        oai_tool_view_free(&prev);
+        serve_oai_tool_view_free(&prev);
     }
 }
 
