@@ -49,7 +49,7 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test check clean demo deps bench fuzz FORCE shared install
+.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -104,6 +104,13 @@ tests: $(TEST_BIN)
 test: $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
 	@sh tools/deps.sh --test
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# langchain-openai against the server on colibri-tiny (tests/clients): not part of
+# `test`, as it needs the packages of tests/clients/requirements.txt (installed by
+# .ci/run into build/venv-clients; PYTHON names the interpreter that has them).
+CLIENTS_PYTHON ?= $(BUILD)/venv-clients/bin/python3
+test-clients: $(BUILD)/colibri
+	@COLIBRI=$(BUILD)/colibri PYTHON=$(CLIENTS_PYTHON) sh tests/clients/langchain.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
 bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar

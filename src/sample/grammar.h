@@ -76,4 +76,15 @@ int  sample_grammar_done(const struct grammar_state *st);
  * or a $ref loop. schema NULL: any JSON object (response_format json_object). */
 int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err);
 
+/* The same in pieces, for a grammar that holds several schemas (tool
+ * arguments): the rules of one schema whose value is rule `name`, its helper
+ * rules named r<N> with N from *next_rule on (advanced past those used, so
+ * the next schema's never collide), as a new malloc'd string; the shared JSON
+ * rules they use (ws, value, object, array, string, char, number, integer,
+ * boolean, null, date, time, hex, uuid) are not included:
+ * sample_grammar_json_rules() is their text, to be added once. */
+int sample_grammar_json_schema_rules(const char *schema_json, const char *name, int *next_rule, char **gbnf,
+                                     struct colibri_err *err);
+const char *sample_grammar_json_rules(void);
+
 #endif

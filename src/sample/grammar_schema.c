@@ -412,22 +412,42 @@ out:
     return -1;
 }
 
-int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
+const char *sample_grammar_json_rules(void) { return PRELUDE; }
+
+int sample_grammar_json_schema_rules(const char *schema_json, const char *name, int *next_rule, char **gbnf,
+                                     struct colibri_err *err)
 {
-    struct conv c = { .err = err };
-    sb_puts(&c.out, PRELUDE);
+    struct conv c = { .err = err, .n_rules = *next_rule };
+    sb_puts(&c.out, "");
     if (!schema_json) {
-        sb_puts(&c.out, "root ::= object\n");
+        sb_fmt(&c.out, "%s ::= object\n", name);
     } else {
         cJSON *s = cJSON_ParseWithOpts(schema_json, NULL, 1);
         if (!s) { free(c.out.p); return base_err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
         c.root = s;
         int r = schema_rule(&c, s, "");
-        if (r >= 0) sb_fmt(&c.out, "root ::= r%d\n", r);
+        if (r >= 0) sb_fmt(&c.out, "%s ::= r%d\n", name, r);
         cJSON_Delete(s);
         if (r < 0) { free(c.out.p); return c.rc ? c.rc : COLIBRI_EINVAL; }
     }
     if (c.out.oom) { free(c.out.p); return base_err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
+    *next_rule = c.n_rules;
     *gbnf = c.out.p;
+    return 0;
+}
+
+int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct colibri_err *err)
+{
+    int next = 0;
+    char *rules = NULL;
+    int rc = sample_grammar_json_schema_rules(schema_json, "root", &next, &rules, err);
+    if (rc) return rc;
+    size_t a = strlen(PRELUDE), b = strlen(rules);
+    char *out = malloc(a + b + 1);
+    if (!out) { free(rules); return base_err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
+    memcpy(out, PRELUDE, a);
+    memcpy(out + a, rules, b + 1);
+    free(rules);
+    *gbnf = out;
     return 0;
 }

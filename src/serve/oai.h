@@ -66,6 +66,38 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e);
 int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
+/* Tool-call syntaxes (oai_tool_grammar.c), one of which the model's chat
+ * template writes assistant tool calls in. */
+enum oai_tool_syntax {
+    OAI_TOOLS_DEEPSEEK_V3 = 0,  /* <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n``` */
+    OAI_TOOLS_DEEPSEEK_V31 = 1, /* <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS */
+    OAI_TOOLS_KIMI = 2,         /* <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGS */
+    OAI_TOOLS_HERMES = 3,       /* <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call> */
+    OAI_TOOLS_COUNT
+};
+/* A grammar for a reply that is nothing but tool calls in the model's
+ * syntax: of the function named `only` (NULL: any of tools, an array that
+ * oai_render_chat validated), one call or (parallel) several, arguments
+ * matching each tool's parameters schema; after a reasoning block when
+ * think_open. 0 and *out (the caller's), or -1 with *e filled (400 naming the
+ * tool whose schema colibri cannot compile). */
+int serve_oai_tool_grammar(const struct oai_model *m, const struct cJSON *tools, const char *only, int parallel,
+                     int think_open, colibri_grammar **out, struct oai_error *e);
+
+/* Streamed tool calls (oai_reply.c): how far the content of a reply,
+ * s[0..n) (NUL-terminated), has come. Bytes [0, text_end) are text that
+ * stays text whatever follows (held back: a tail that may start a tool-call
+ * section, and blanks before one); call[0..n) the calls whose name is
+ * complete, each with the part of its arguments that is final, a prefix of
+ * what later views give. A complete call is exactly what
+ * oai_parse_tool_calls gives; Hermes calls appear only when complete (their
+ * arguments are re-serialized). final: the reply is complete, nothing is held
+ * back. 0, or COLIBRI_ENOMEM; free with serve_oai_tool_view_free(). */
+struct oai_tool_view_call { char *name, *args; size_t args_len; };
+struct oai_tool_view { size_t text_end; int n; struct oai_tool_view_call *call; };
+int  serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v);
+void serve_oai_tool_view_free(struct oai_tool_view *v);
+
 /* DeepSeek's reasoning format: a reply that starts with <think> (or whose
  * prompt opened one) is split at </think> into *reasoning and *content (both
  * malloc'd, the caller's; a reply cut off before </think> is all reasoning).

@@ -3,6 +3,7 @@
  * token holding part of a character shows U+FFFD there; its raw bytes are in
  * "bytes" for chat). */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,7 +299,7 @@ static void send_delta(struct sbuf *out, const struct oai_model *m, const struct
 }
 
 static void stream_split_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
-                               int final)
+                               int final, int send_content)
 {
     struct sbuf t = { 0 };
     struct rsplit a, b;
@@ -307,22 +308,123 @@ static void stream_split_range(struct sbuf *out, const struct oai_model *m, cons
     size_t lo = a.safe < b.safe ? a.safe : b.safe, hi = b.safe;
     const char *s = t.s ? t.s : "";
     if (!b.on) {
-        send_delta(out, m, j, "content", s + lo, hi - lo);
+        if (send_content) send_delta(out, m, j, "content", s + lo, hi - lo);
     } else {
         size_t r_lo = lo > b.r0 ? lo : b.r0, r_hi = hi < b.r1 ? hi : b.r1;
         if (r_hi > r_lo) send_delta(out, m, j, "reasoning_content", s + r_lo, r_hi - r_lo);
         size_t c_lo = lo > b.c0 ? lo : b.c0;
-        if (hi > c_lo) send_delta(out, m, j, "content", s + c_lo, hi - c_lo);
+        if (send_content && hi > c_lo) send_delta(out, m, j, "content", s + c_lo, hi - c_lo);
     }
     sb_free(&t);
+}
+
+/* Streaming tool calls, also without state between calls: the content of
+ * events [0, k) (after the reasoning split, when streams split) as far as it
+ * is final, into *c. */
+static void content_so_far(const struct oai_model *m, const struct job *j, int k, int final, struct sbuf *c)
+{
+    struct sbuf t = { 0 };
+    c->n = 0;
+    sb_puts(c, "");
+    if (!stream_splits(m, j)) {
+        for (int i = 0; i < k; i++) sb_append(c, j->ev[i].text, j->ev[i].len);
+        return;
+    }
+    struct rsplit rs;
+    reasoning_split(j, k, final, &t, &rs);
+    const char *s = t.s ? t.s : "";
+    size_t a = rs.on ? rs.c0 : 0;
+    if (rs.safe > a) sb_append(c, s + a, rs.safe - a);
+    sb_free(&t);
+}
+
+static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const struct job *j,
+                             const struct oai_tool_view *a, const struct oai_tool_view *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        const struct oai_tool_view_call *cb = &b->call[i];
+        int fresh = i >= a->n;
+        size_t done = fresh ? 0 : a->call[i].args_len;
+        if (done > cb->args_len) done = cb->args_len;
+        for (int piece = fresh ? 0 : 1; piece < 2; piece++) {
+            if (piece == 1 && cb->args_len == done) break;
+            cJSON *c, *o = chunk(m, j, &c);
+            cJSON *calls = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "delta"), "tool_calls");
+            cJSON *tc = cJSON_CreateObject(), *fn;
+            cJSON_AddItemToArray(calls, tc);
+            cJSON_AddNumberToObject(tc, "index", i);
+            if (piece == 0) {           /* as OpenAI streams: id, type and name first, then the arguments */
+                char id[32];
+                snprintf(id, sizeof id, "call_%d", i);
+                cJSON_AddStringToObject(tc, "id", id);
+                cJSON_AddStringToObject(tc, "type", "function");
+                fn = cJSON_AddObjectToObject(tc, "function");
+                cJSON_AddStringToObject(fn, "name", cb->name);
+                cJSON_AddStringToObject(fn, "arguments", "");
+            } else {
+                fn = cJSON_AddObjectToObject(tc, "function");
+                cJSON_AddStringToObject(fn, "arguments", cb->args + done);
+            }
+            cJSON_AddNullToObject(c, "logprobs");
+            cJSON_AddNullToObject(c, "finish_reason");
+            emit(out, o);
+        }
+    }
+}
+
+static void stream_tools_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+                               int final)
+{
+    if (stream_splits(m, j)) stream_split_range(out, m, j, from, to, final, 0);
+    struct sbuf ca = { 0 }, cb = { 0 };
+    content_so_far(m, j, from, 0, &ca);
+    content_so_far(m, j, to, final, &cb);
+    struct oai_tool_view va, vb;
+    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
+    if (serve_oai_tool_view(cb.s, cb.n, final, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
+    if (vb.text_end > va.text_end) send_delta(out, m, j, "content", cb.s + va.text_end, vb.text_end - va.text_end);
+    send_tool_deltas(out, m, j, &va, &vb);
+    cJSON *calls = NULL;
+    char *content = NULL;
+    /* a reply whose calls do not parse is content, as in the whole response:
+     * what was not sent as text goes out as text now */
+    if (final && vb.text_end < cb.n && oai_parse_tool_calls(cb.s, &calls, &content) <= 0)
+        send_delta(out, m, j, "content", cb.s + vb.text_end, cb.n - vb.text_end);
+    cJSON_Delete(calls);
+    free(content);
+    serve_oai_tool_view_free(&va);
+    serve_oai_tool_view_free(&vb);
+out:
+    sb_free(&ca);
+    sb_free(&cb);
+}
+
+/* finish_reason of a tool stream: tool_calls when its whole content parses as calls. */
+static const char *stream_finish_reason(const struct oai_model *m, const struct job *j)
+{
+    if (!j->p.parse_tools || j->finish != JOB_FIN_STOP) return finish_reason(j);
+    struct sbuf c = { 0 };
+    content_so_far(m, j, j->n_ev, 1, &c);
+    cJSON *calls = NULL;
+    char *content = NULL;
+    int n = c.failed ? 0 : oai_parse_tool_calls(c.s, &calls, &content);
+    cJSON_Delete(calls);
+    free(content);
+    sb_free(&c);
+    return n > 0 ? "tool_calls" : finish_reason(j);
 }
 
 void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars)
 {
+    if (j->p.parse_tools) {
+        for (int i = from; i < to; i++) *text_chars += tok_utf8_n_chars(j->ev[i].text, j->ev[i].len);
+        stream_tools_range(out, m, j, from, to, 0);
+        return;
+    }
     if (stream_splits(m, j)) {
         for (int i = from; i < to; i++) *text_chars += tok_utf8_n_chars(j->ev[i].text, j->ev[i].len);
-        stream_split_range(out, m, j, from, to, 0);
+        stream_split_range(out, m, j, from, to, 0, 1);
         return;
     }
     for (int i = from; i < to; i++) {
@@ -344,12 +446,13 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
 
 void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
 {
-    if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1);   /* what was held back */
+    if (j->p.parse_tools) stream_tools_range(out, m, j, j->n_ev, j->n_ev, 1);    /* what was held back */
+    else if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1, 1);
     cJSON *c, *o = chunk(m, j, &c);
     if (j->kind == JOB_CHAT) cJSON_AddObjectToObject(c, "delta");
     else cJSON_AddStringToObject(c, "text", "");
     cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", finish_reason(j));
+    cJSON_AddStringToObject(c, "finish_reason", stream_finish_reason(m, j));
     add_timings(o, j);
     emit(out, o);
     if (j->p.include_usage) {

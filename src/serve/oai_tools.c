@@ -1,9 +1,8 @@
-/* serve/oai_tools.c - tools on /v1/chat/completions (contract in oai.h):
- * the conversation (with assistant tool_calls, tool results and
- * reasoning_content) and the tool list go to the model's chat template as
- * they are, and the model's reply is searched for the tool-call syntaxes of
- * DeepSeek-V3 / R1, DeepSeek-V3.1, Kimi K2 and Hermes/Qwen (<tool_call>
- * JSON). A reply that does not parse stays content: never an error. */
+/* serve/oai_tools.c - tools on /v1/chat/completions, the request side
+ * (contract in oai.h): the conversation (with assistant tool_calls, tool
+ * results and reasoning_content) and the tool list go to the model's chat
+ * template as they are; tool_choice "required" or a named function becomes a
+ * grammar (oai_tool_grammar.c). The reply side is oai_reply.c. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +11,6 @@
 #include "serve/oai.h"
 
 #define BAD "invalid_request_error"
-
-static char *trim_dup(const char *a, const char *b);
 
 static const cJSON *opt(const cJSON *o, const char *k)
 {
@@ -41,6 +38,50 @@ static int check_tools(const cJSON *tools, struct oai_error *e)
                         : !cJSON_IsString(name) || !name->valuestring[0] ? "needs 'function.name', a non-empty string"
                         : params && !cJSON_IsObject(params) ? "'function.parameters' must be an object" : NULL;
         if (why) { snprintf(msg, sizeof msg, "'tools[%d]' %s", i, why); return bad(e, "tools", msg); }
+        const char *nm = name->valuestring;
+        size_t n = strlen(nm);
+        if (n > 64 || strspn(nm, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != n) {
+            snprintf(msg, sizeof msg, "'tools[%d].function.name' must be 1 to 64 of a-z, A-Z, 0-9, '_', '.', '-'", i);
+            return bad(e, "tools", msg);
+        }
+        int k = 0;
+        for (const cJSON *u = tools->child; u != t; u = u->next, k++)
+            if (!strcmp(cJSON_GetObjectItemCaseSensitive(opt(u, "function"), "name")->valuestring, nm)) {
+                snprintf(msg, sizeof msg, "'tools[%d]' and 'tools[%d]' are both named '%s'", k, i, nm);
+                return bad(e, "tools", msg);
+            }
+    }
+    return 0;
+}
+
+/* tool_choice: *require when a call must be made, *only the function named
+ * (NULL: any). 0, or -1 with *e filled. */
+static int parse_tool_choice(const cJSON *choice, const cJSON *tools, int *use_tools, int *require, const char **only,
+                             struct oai_error *e)
+{
+    char msg[256];
+    *require = 0;
+    *only = NULL;
+    if (!choice) return 0;
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) { *use_tools = 0; return 0; }
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "auto")) return 0;
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) *require = 1;
+    else {
+        const cJSON *type = opt(choice, "type"), *fn = opt(choice, "function");
+        const cJSON *name = cJSON_IsObject(fn) ? opt(fn, "name") : NULL;
+        if (!cJSON_IsObject(choice) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+            !cJSON_IsString(name))
+            return bad(e, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                         "{\"type\": \"function\", \"function\": {\"name\": string}}");
+        *require = 1;
+        *only = name->valuestring;
+    }
+    if (!*use_tools) return bad(e, "tool_choice", "'tool_choice' requires a call, but 'tools' is empty or absent");
+    if (*only) {
+        for (const cJSON *t = tools->child; t; t = t->next)
+            if (!strcmp(opt(opt(t, "function"), "name")->valuestring, *only)) return 0;
+        snprintf(msg, sizeof msg, "'tool_choice' names the function '%.64s', which is not in 'tools'", *only);
+        return bad(e, "tool_choice", msg);
     }
     return 0;
 }
@@ -71,16 +112,19 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
     const cJSON *tools = opt(root, "tools"), *choice = opt(root, "tool_choice"), *par = opt(root, "parallel_tool_calls");
     if (tools && check_tools(tools, e)) return -1;
     int use_tools = tools && cJSON_GetArraySize(tools) > 0;
-    if (choice) {
-        if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) use_tools = 0;
-        else if (!(cJSON_IsString(choice) && !strcmp(choice->valuestring, "auto")))
-            return bad(e, "tool_choice", "'tool_choice' may be \"auto\" or \"none\"; \"required\" and a named "
-                                         "function are not supported by colibri");
-    }
-    if (par && cJSON_IsFalse(par) && use_tools)
-        return bad(e, "parallel_tool_calls", "'parallel_tool_calls': false is not supported by colibri");
-    if (use_tools && p->stream)
-        return bad(e, "stream", "streaming with tools is not supported by colibri; send \"stream\": false");
+    int require = 0;
+    const char *only = NULL;
+    if (parse_tool_choice(choice, tools, &use_tools, &require, &only, e)) return -1;
+    if (par && !cJSON_IsBool(par)) return bad(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    /* without a grammar nothing stops a second call; with one, one call is what it allows */
+    if (par && cJSON_IsFalse(par) && use_tools && !require)
+        return bad(e, "parallel_tool_calls", "'parallel_tool_calls': false is supported by colibri only with a "
+                                             "tool_choice that requires a call (\"required\" or a named function)");
+    if (require && p->grammar)
+        return bad(e, "tool_choice", "give 'response_format' (or 'grammar') or a 'tool_choice' that requires a call, "
+                                     "not both");
+    if (use_tools && p->stream && p->logprobs)
+        return bad(e, "logprobs", "'logprobs' with streamed tool calls is not supported by colibri");
     cJSON *arr = cJSON_CreateArray();
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "messages")->child;
     for (int i = 0; arr && i < n; i++, src = src->next) {
@@ -130,145 +174,10 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
     const char *end = *text + *len;
     while (end > *text && (end[-1] == '\n' || end[-1] == ' ')) end--;
     p->think_open = end - *text >= 7 && !memcmp(end - 7, "<think>", 7);
-    return 0;
-}
-
-int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content)
-{
-    *reasoning = *content = NULL;
-    const char *r = text;
-    while (*r == ' ' || *r == '\n') r++;
-    int opened = !strncmp(r, "<think>", 7);
-    if (!opened && !think_open) return 0;
-    if (opened) r += 7;
-    const char *close = strstr(r, "</think>");
-    if (!close) {   /* cut off while reasoning: all of it is reasoning */
-        *reasoning = trim_dup(r, r + strlen(r));
-        *content = strdup("");
-    } else {
-        *reasoning = trim_dup(r, close);
-        const char *c = close + 8;
-        while (*c == '\n' || *c == ' ') c++;
-        *content = strdup(c);
-    }
-    if (!*reasoning || !*content) { free(*reasoning); free(*content); *reasoning = *content = NULL; return 0; }
-    return 1;
-}
-
-/* ------------------------------------------------------------ reply parsing */
-
-struct call { char *name, *args; };
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) { memcpy(d, s, n); d[n] = 0; }
-    return d;
-}
-
-static char *trim_dup(const char *a, const char *b)
-{
-    while (a < b && (*a == ' ' || *a == '\n' || *a == '\r' || *a == '\t')) a++;
-    while (b > a && (b[-1] == ' ' || b[-1] == '\n' || b[-1] == '\r' || b[-1] == '\t')) b--;
-    return dup_n(a, (size_t)(b - a));
-}
-
-static int valid_json_object(const char *s)
-{
-    cJSON *j = cJSON_Parse(s);
-    int ok = cJSON_IsObject(j);
-    cJSON_Delete(j);
-    return ok;
-}
-
-/* One call between begin and end markers, or 0 if it does not parse. */
-static int parse_one(const char *fmt, const char *a, const char *b, struct call *c)
-{
-    c->name = c->args = NULL;
-    if (!strcmp(fmt, "deepseek")) {
-        static const char SEP[] = "<｜tool▁sep｜>";
-        const char *sep = strstr(a, SEP);
-        if (!sep || sep >= b) return 0;
-        const char *rest = sep + strlen(SEP);
-        if (sep - a == 8 && !memcmp(a, "function", 8)) {   /* V3 / R1: function<sep>NAME\n```json\nARGS\n``` */
-            const char *nl = memchr(rest, '\n', (size_t)(b - rest));
-            const char *open = nl ? strstr(nl, "```json") : NULL;
-            const char *close = open ? strstr(open + 7, "```") : NULL;
-            if (!nl || !open || !close || close > b) return 0;
-            c->name = trim_dup(rest, nl);
-            c->args = trim_dup(open + 7, close);
-        } else {                                             /* V3.1: NAME<sep>ARGS */
-            c->name = trim_dup(a, sep);
-            c->args = trim_dup(rest, b);
-        }
-    } else if (!strcmp(fmt, "kimi")) {                      /* functions.NAME:IDX<|tool_call_argument_begin|>ARGS */
-        static const char ARG[] = "<|tool_call_argument_begin|>";
-        const char *arg = strstr(a, ARG);
-        if (!arg || arg >= b) return 0;
-        const char *id0 = a, *dot = memchr(a, '.', (size_t)(arg - a)), *colon = NULL;
-        for (const char *q = arg; q > id0; q--) if (q[-1] == ':') { colon = q - 1; break; }
-        if (!dot || !colon || colon < dot) return 0;
-        c->name = trim_dup(dot + 1, colon);
-        c->args = trim_dup(arg + strlen(ARG), b);
-    } else {                                                /* hermes: {"name": ..., "arguments": {...}} */
-        char *body = trim_dup(a, b);
-        cJSON *j = body ? cJSON_Parse(body) : NULL;
-        free(body);
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name"), *ar = cJSON_GetObjectItemCaseSensitive(j, "arguments");
-        if (cJSON_IsString(nm) && cJSON_IsObject(ar)) {
-            c->name = strdup(nm->valuestring);
-            c->args = cJSON_PrintUnformatted(ar);
-        }
-        cJSON_Delete(j);
-    }
-    if (!c->name || !c->args || !c->name[0] || !valid_json_object(c->args)) {
-        free(c->name);
-        free(c->args);
-        c->name = c->args = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-static const struct { const char *fmt, *section, *begin, *end; } SYNTAX[] = {
-    { "deepseek", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>" },
-    { "kimi", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_end|>" },
-    { "hermes", "<tool_call>", "<tool_call>", "</tool_call>" },
-};
-
-int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **content_out)
-{
-    *calls_out = NULL;
-    *content_out = NULL;
-    for (size_t s = 0; s < sizeof SYNTAX / sizeof *SYNTAX; s++) {
-        const char *sec = strstr(text, SYNTAX[s].section);
-        if (!sec) continue;
-        cJSON *arr = cJSON_CreateArray();
-        const char *p = sec;
-        int n = 0, ok = 1;
-        while (ok && (p = strstr(p, SYNTAX[s].begin))) {
-            const char *a = p + strlen(SYNTAX[s].begin), *b = strstr(a, SYNTAX[s].end);
-            if (!b) { ok = 0; break; }
-            struct call c;
-            if (!parse_one(SYNTAX[s].fmt, a, b, &c)) { ok = 0; break; }
-            cJSON *tc = cJSON_CreateObject(), *fn = cJSON_CreateObject();
-            char id[32];
-            snprintf(id, sizeof id, "call_%d", n);
-            cJSON_AddStringToObject(tc, "id", id);
-            cJSON_AddStringToObject(tc, "type", "function");
-            cJSON_AddStringToObject(fn, "name", c.name);
-            cJSON_AddStringToObject(fn, "arguments", c.args);
-            cJSON_AddItemToObject(tc, "function", fn);
-            cJSON_AddItemToArray(arr, tc);
-            free(c.name);
-            free(c.args);
-            n++;
-            p = b + strlen(SYNTAX[s].end);
-        }
-        if (!ok || !n) { cJSON_Delete(arr); return 0; }   /* left as content */
-        *content_out = trim_dup(text, sec);
-        *calls_out = arr;
-        return n;
+    if (require && serve_oai_tool_grammar(m, tools, only, !(par && cJSON_IsFalse(par)), p->think_open, &p->grammar, e)) {
+        free(*text);
+        *text = NULL;
+        return -1;
     }
     return 0;
 }

@@ -784,12 +784,27 @@ def test_tool_calls_parsed_from_the_reply():
 
 def test_tool_refusals():
     msgs = [{"role": "user", "content": "x"}]
-    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[{"type": "function"}]),
-           400, "tools", ("tools[0]",))
-    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER_TOOL],
-                                                                            tool_choice="required"), 400, "tool_choice")
-    expect(openai.BadRequestError, lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER_TOOL],
-                                                                            stream=True), 400, "stream")
+
+    def tools_req(tools=(WEATHER_TOOL,), **kw):
+        return lambda: client.chat.completions.create(model=MODEL, messages=msgs, tools=list(tools), max_tokens=2, **kw)
+    expect(openai.BadRequestError, tools_req([{"type": "function"}]), 400, "tools", ("tools[0]",))
+    bad_name = dict(WEATHER_TOOL, function=dict(WEATHER_TOOL["function"], name="get weather"))
+    expect(openai.BadRequestError, tools_req([bad_name]), 400, "tools", ("tools[0].function.name",))
+    expect(openai.BadRequestError, tools_req([WEATHER_TOOL, WEATHER_TOOL]), 400, "tools", ("tools[1]", "get_weather"))
+    expect(openai.BadRequestError, tools_req(tool_choice={"type": "function", "function": {"name": "nope"}}), 400,
+           "tool_choice", ("'nope'", "not in 'tools'"))
+    expect(openai.BadRequestError, tools_req(tool_choice="always"), 400, "tool_choice", ("required",))
+    expect(openai.BadRequestError, tools_req((), tool_choice="required"), 400, "tool_choice", ("'tools'",))
+    expect(openai.BadRequestError, tools_req(parallel_tool_calls=False), 400, "parallel_tool_calls")
+    expect(openai.BadRequestError, tools_req(tool_choice="required", response_format={"type": "json_object"}), 400,
+           "tool_choice", ("not both",))
+    expect(openai.BadRequestError, tools_req(stream=True, logprobs=True), 400, "logprobs")
+    patterned = dict(WEATHER_TOOL, function=dict(WEATHER_TOOL["function"], parameters={
+        "type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Z]"}}}))
+    expect(openai.BadRequestError, tools_req([patterned], tool_choice="required"),
+           400, "tools", ("tools[0].function.parameters", "'pattern'"))
+    # auto never compiles the schema: the same tool is fine there
+    client.chat.completions.create(model=MODEL, messages=msgs, tools=[patterned], max_tokens=2)
     bad_hist = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
                                                                               "function": {"name": "f"}}]}]
     st, body = raw("POST", "/v1/chat/completions", {"model": MODEL, "messages": bad_hist, "max_tokens": 2})
@@ -799,6 +814,104 @@ def test_tool_refusals():
     expect(openai.BadRequestError, lambda: client_b.chat.completions.create(model=MODEL, messages=msgs,
                                                                               tools=[WEATHER_TOOL], max_tokens=2),
            400, "tools", ("renders no tools",))
+
+
+CITY_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"]}}}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"tz": {"type": "integer"}, "dst": {"type": "boolean"}}, "required": ["tz"]}}}
+
+
+def check_arguments(call):
+    """The call's arguments are a JSON object valid for its tool's schema."""
+    args = json.loads(call.function.arguments)
+    check(isinstance(args, dict), f"arguments {call.function.arguments!r}")
+    if call.function.name == "get_weather":
+        check(set(args) == {"city", "unit"} and isinstance(args["city"], str) and len(args["city"]) <= 12 and
+              args["unit"] in ("c", "f"), f"get_weather arguments {args}")
+    else:
+        check(call.function.name == "get_time" and "tz" in set(args) <= {"tz", "dst"} and
+              isinstance(args["tz"], int) and isinstance(args.get("dst", False), bool), f"get_time arguments {args}")
+
+
+def test_tool_choice_required_and_named_are_enforced():
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=[CITY_TOOL, TIME_TOOL], max_tokens=220)
+    # the test model, left to itself, calls nothing
+    free = client.chat.completions.create(temperature=0, **kw).choices[0]
+    check(not free.message.tool_calls and free.finish_reason != "tool_calls", f"unprompted call: {free.message}")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    timed = {"type": "function", "function": {"name": "get_time"}}
+    seen = set()
+    for choice, names in (("required", {"get_weather", "get_time"}), (named, {"get_weather"}), (timed, {"get_time"})):
+        for temp, seed in ((0, 0), (1.0, 1), (1.0, 2), (1.0, 3)):
+            c = client.chat.completions.create(tool_choice=choice, parallel_tool_calls=False, temperature=temp,
+                                               seed=seed, **kw).choices[0]
+            check(c.finish_reason == "tool_calls", f"{choice} t={temp}: finish {c.finish_reason}: {c.message}")
+            calls = c.message.tool_calls or []
+            check(len(calls) == 1 and calls[0].function.name in names, f"{choice}: calls {calls}")
+            check_arguments(calls[0])
+            seen.add(calls[0].function.name)
+    check(seen == {"get_weather", "get_time"}, f"names seen {seen}")
+
+
+def stream_accumulated(**kw):
+    """The final completion the openai client's stream accumulator builds, and the chunks."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    state, chunks = ChatCompletionStreamState(), []
+    for ch in client.chat.completions.create(stream=True, **kw):
+        state.handle_chunk(ch)
+        chunks.append(ch)
+    return state.get_final_completion().choices[0], chunks
+
+
+def check_tool_chunks(chunks):
+    """OpenAI's shape: per call index, a first delta with id, type and name (arguments ""), then arguments only."""
+    begun = set()
+    for ch in chunks:
+        for d in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+            if d.index not in begun:
+                check(d.id and d.type == "function" and d.function.name and d.function.arguments == "",
+                      f"first delta of call {d.index}: {d}")
+                check(d.index == len(begun), f"call index {d.index} after {len(begun)}")
+                begun.add(d.index)
+            else:
+                check(d.id is None and d.function.name is None and d.function.arguments, f"later delta: {d}")
+    return len(begun)
+
+
+def test_tool_calls_streamed():
+    v3 = ("Hm.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n```"
+          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>")
+    v31 = "Ok.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    hermes = ("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Lima\"}}\n</tool_call>\n"
+              "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>")
+    broken = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{city: Paris\n```<｜tool▁call▁end｜>"
+    for text, n_calls in ((v3, 1), (v31, 1), (hermes, 2), (broken, 0), ("plain <tool", 0)):
+        whole = forced_reply(text).choices[0]
+        kw = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER_TOOL],
+                  max_tokens=230, temperature=0, extra_body={"grammar": gbnf_literal(text)})
+        got, chunks = stream_accumulated(**kw)
+        check(got.finish_reason == whole.finish_reason, f"finish {got.finish_reason} vs {whole.finish_reason}")
+        check((got.message.content or None) == (whole.message.content or None),
+              f"content {got.message.content!r} vs {whole.message.content!r}")
+        want = [(t.id, t.function.name, t.function.arguments) for t in whole.message.tool_calls or []]
+        check(len(want) == n_calls, f"{text[:20]!r}: {len(want)} calls in the whole reply")
+        if n_calls:
+            check([(t.id, t.function.name, t.function.arguments) for t in got.message.tool_calls or []] == want,
+                  f"streamed calls {got.message.tool_calls} vs {want}")
+            check(check_tool_chunks(chunks) == n_calls, "tool-call chunks")
+    # a required call, streamed, equals the same call unstreamed
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=[CITY_TOOL, TIME_TOOL],
+              tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False,
+              max_tokens=220, temperature=0)
+    whole = client.chat.completions.create(**kw).choices[0]
+    got, chunks = stream_accumulated(**kw)
+    check(got.finish_reason == "tool_calls" == whole.finish_reason and check_tool_chunks(chunks) == 1, f"{got}")
+    check(got.message.tool_calls[0].function.arguments == whole.message.tool_calls[0].function.arguments,
+          f"{got.message.tool_calls} vs {whole.message.tool_calls}")
+    check(sum(1 for ch in chunks if ch.choices and (ch.choices[0].delta.tool_calls or [None])[0] is not None) > 3,
+          "the arguments came in one piece, not streamed")
 
 
 # ------------------------------------------------------------------ reasoning

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "check.h"
 #include "serve/metrics.h"
 #include "serve/oai.h"
@@ -237,10 +239,70 @@ static void test_parse_fuzz(void)
     CHECK(n_ok > 0 && n_err > 0, "fuzz covered only one outcome (%d ok, %d errors)", n_ok, n_err);
 }
 
+/* Streamed tool calls: at every prefix of a reply, the view's text and each
+ * call's arguments are prefixes of what the next prefix gives (so deltas
+ * never take back what was sent), and the final view is the whole parse. */
+static void test_tool_view_prefixes(void)
+{
+    static const char *const REPLIES[] = {
+        "Let me check.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+        "{\"city\": \"Paris\", \"q\": \"a`b\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+        "get_time\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "Ok.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"<Oslo>\"}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+        "{\"city\": \"Lima\"}<|tool_call_end|><|tool_calls_section_end|>",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+        "just text, with a < and a <tool",
+    };
+    static const int N_CALLS[] = { 2, 1, 1, 1, 0 };
+    for (size_t r = 0; r < sizeof REPLIES / sizeof *REPLIES; r++) {
+        const char *s = REPLIES[r];
+        size_t n = strlen(s);
+        struct oai_tool_view prev = { 0 };
+        for (size_t k = 0; k <= n; k++) {
+            char *pre = strndup(s, k);
+            struct oai_tool_view v;
+            int fin = k == n;
+            CHECK(pre && !serve_oai_tool_view(pre, k, fin, &v), "reply %zu: view failed", r);
+            CHECK(v.text_end >= prev.text_end && v.text_end <= k, "reply %zu at %zu: text_end %zu after %zu", r, k,
+                  v.text_end, prev.text_end);
+            CHECK(v.n >= prev.n, "reply %zu at %zu: %d calls after %d", r, k, v.n, prev.n);
+            for (int i = 0; i < prev.n && i < v.n; i++) {
+                CHECK(!strcmp(v.call[i].name, prev.call[i].name), "reply %zu at %zu: call %d renamed", r, k, i);
+                CHECK(v.call[i].args_len >= prev.call[i].args_len &&
+                      !memcmp(v.call[i].args, prev.call[i].args, prev.call[i].args_len),
+                      "reply %zu at %zu: call %d arguments '%s' do not extend '%s'", r, k, i, v.call[i].args,
+                      prev.call[i].args);
+            }
+            serve_oai_tool_view_free(&prev);
+            prev = v;
+            free(pre);
+        }
+        struct cJSON *calls = NULL;
+        char *content = NULL;
+        int nc = oai_parse_tool_calls(s, &calls, &content);
+        CHECK(nc == N_CALLS[r] && prev.n == nc, "reply %zu: %d calls parsed, %d in the view", r, nc, prev.n);
+        for (int i = 0; i < nc && i < prev.n; i++) {
+            const struct cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+            CHECK(!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, prev.call[i].name) &&
+                  !strcmp(cJSON_GetObjectItem(fn, "arguments")->valuestring, prev.call[i].args),
+                  "reply %zu call %d: view %s(%s) vs parse", r, i, prev.call[i].name, prev.call[i].args);
+        }
+        size_t want_text = nc ? strlen(content ? content : "") : n;
+        CHECK(prev.text_end == want_text && !memcmp(s, content && nc ? content : s, want_text),
+              "reply %zu: text ends at %zu, want %zu", r, prev.text_end, want_text);
+        cJSON_Delete(calls);
+        free(content);
+        serve_oai_tool_view_free(&prev);
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
+    RUN_TEST(test_tool_view_prefixes);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);
