@@ -118,11 +118,17 @@ struct colibri_model_info {
 void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *info);
 
 /* What the expert store did since load: expert acquisitions by the MoE
- * layers, those that had to read the expert (0 when resident), experts named
- * in prefetch hints, bytes read from the checkpoint. Safe to call while other
- * threads run forwards (the counts are atomic). */
+ * layers, those that had to start a read of the expert (0 when resident),
+ * experts named in prefetch hints, bytes read from the checkpoint; experts
+ * read (misses plus reads started by a prefetch or a next-layer prediction),
+ * of those prefetched how many an acquire used, acquires that waited for a
+ * read already in flight and the time acquires spent waiting; routed experts
+ * of layers that had a next-layer prediction and how many of them it named
+ * (its recall). Safe to call while other threads run forwards (the counts
+ * are atomic). */
 struct colibri_expert_stats {
     uint64_t acquires, misses, prefetch_hints, bytes_read;
+    uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
 };
 void colibri_model_expert_stats(const colibri_model *m, struct colibri_expert_stats *out);
 

@@ -112,6 +112,20 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
       "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":4096,"
       "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0},"
       "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* DeepSeek-V3's layer shapes with 64 routed experts and one dense layer:
+     * the smallest model whose experts are V3-sized and spread over 2+ MoE
+     * layers, for measuring the streamed store. */
+    { "v3-moe64", 3,
+      "{\"model_type\":\"deepseek_v3\",\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":129280,"
+      "\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":128,\"num_key_value_heads\":128,\"q_lora_rank\":1536,\"kv_lora_rank\":512,"
+      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"n_routed_experts\":64,"
+      "\"n_shared_experts\":1,\"num_experts_per_tok\":8,\"n_group\":8,\"topk_group\":4,"
+      "\"first_k_dense_replace\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+      "\"rms_norm_eps\":1e-6,\"max_position_embeddings\":163840,\"rope_theta\":10000,"
+      "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":4096,"
+      "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
     { "tiny", 4,
       "{\"model_type\":\"deepseek_v3\",\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":1000,"
       "\"hidden_size\":256,\"intermediate_size\":512,\"moe_intermediate_size\":128,\"num_hidden_layers\":%d,"
@@ -221,7 +235,9 @@ void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_s
 {
     struct expert_store_stats s;
     expert_store_get_stats(cm->m.experts, &s);
-    *out = (struct colibri_expert_stats){ s.acquires, s.misses, s.prefetch_hints, s.bytes_read };
+    *out = (struct colibri_expert_stats){ s.acquires, s.misses, s.prefetch_hints, s.bytes_read, s.reads,
+                                          s.prefetch_reads, s.prefetch_used, s.waits, s.io_wait_ns, s.predicted,
+                                          s.predicted_hits };
 }
 
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)

@@ -231,18 +231,31 @@ int cmd_bench(int argc, char **argv)
     float *logits = malloc((size_t)V * sizeof *logits);
     struct colibri_session_opts so = { .n_ctx = n_prompt + n_gen, .kv_tier = kv ? kv : opts_env_kv_tier(),
                                        .kv_rope = kv_rope, .kv_int8 = kv_int8 };
-    double best_pre = 1e30, best_dec = 1e30;
+    double best_pre = 1e30, best_dec = 1e30, wall = 0;
+    struct colibri_model_info mi;
+    colibri_model_get_info(m, &mi);
+    int streamed = !strcmp(mi.expert_store, "streamed");
     for (int r = 0; r < reps && !rc; r++) {
         colibri_session *s = NULL;
         if ((rc = colibri_session_new(m, &so, &s, &err))) break;
-        double t0 = now(ao.cpu_time);
+        struct colibri_expert_stats e0, e1, e2;
+        colibri_model_expert_stats(m, &e0);
+        double w0 = now(0), t0 = now(ao.cpu_time);
         rc = colibri_session_prefill(s, tok, n_prompt, logits, 0, &err);
-        double t1 = now(ao.cpu_time);
+        double w1 = now(0), t1 = now(ao.cpu_time);
+        colibri_model_expert_stats(m, &e1);
         for (int i = 0; i < n_gen && !rc; i++) rc = colibri_session_decode(s, tok[n_prompt + i], logits, &err);
-        double t2 = now(ao.cpu_time);
+        double w2 = now(0), t2 = now(ao.cpu_time);
+        colibri_model_expert_stats(m, &e2);
         colibri_session_free(s);
         if (t1 - t0 < best_pre) best_pre = t1 - t0;
         if (t2 - t1 < best_dec) best_dec = t2 - t1;
+        wall += w2 - w0;
+        if (streamed && !rc) {   /* the first repetition starts with an empty expert cache */
+            printf("repetition %d: prefill %.1f tok/s, decode %.2f tok/s (wall); decode ", r + 1,
+                   n_prompt / (w1 - w0), n_gen / (w2 - w1));
+            gen_print_expert_delta(stdout, &e1, &e2, (uint64_t)n_gen, w2 - w1);
+        }
     }
     if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
     else
@@ -264,7 +277,7 @@ int cmd_bench(int argc, char **argv)
                in.expert_cache_bytes / 1048576.0, in.expert_store, in.copy_bytes / 1048576.0, sess / 1048576.0, stated,
                peak, stated / peak);
     }
-    if (!rc) gen_print_expert_stats(stdout, m);   /* over every repetition */
+    if (!rc) gen_print_expert_stats(stdout, m, (uint64_t)reps * (uint64_t)(n_prompt + n_gen), wall);   /* over every repetition */
     if (!rc && bw) {
         struct colibri_model_info in;
         colibri_model_get_info(m, &in);

@@ -148,7 +148,7 @@ int cmd_run(int argc, char **argv)
     if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_cached, st.n_prompt);
     if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
-    gen_print_expert_stats(stderr, m);
+    gen_print_expert_stats(stderr, m, (uint64_t)(st.n_prefilled + st.n_generated), st.t_prefill + st.t_generate);
     status = 0;
     goto done;
 fail:

@@ -12,7 +12,7 @@ int cmd_synth(int argc, char **argv)
     const char *preset = "v2-lite";
     int layers = 0, seed = 1;
     const struct opt opts[] = {
-        { "preset", 'p', OPT_STR, &preset, "architecture: v2-lite (default), v3, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
+        { "preset", 'p', OPT_STR, &preset, "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
         { "layers", 'l', OPT_INT, &layers, "number of layers (default: the preset's)", 0, 1000 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (default bf16)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },
@@ -20,7 +20,7 @@ int cmd_synth(int argc, char **argv)
         { "seed", 0, OPT_INT, &seed, "random seed (default 1)", 0, 2147483647 },
     };
     const struct opts_spec spec = {
-        "colibri synth DST [--preset v2-lite|v3|tiny|v2|v32|glm5|v32-tiny|glm5-tiny] [--layers N] [--experts FMT]\n"
+        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny] [--layers N] [--experts FMT]\n"
         "              [--dense FMT] [--embed FMT]",
         "Writes a model with random weights (fan-in scaled, seeded) in the shapes of a real architecture, in any\n"
         "weight format, for benchmarks that a tiny fixture cannot stand in for. It has no tokenizer; use it with\n"

@@ -32,14 +32,31 @@ void gen_print_stats(FILE *f, const struct colibri_gen_stats *st)
             dec, colibri_gen_end_name(st->end));
 }
 
-void gen_print_expert_stats(FILE *f, const colibri_model *m)
+void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const struct colibri_expert_stats *b,
+                            uint64_t tokens, double seconds)
 {
-    struct colibri_expert_stats es;
-    colibri_model_expert_stats(m, &es);
-    if (!es.misses) return;
+    double acq = (double)(b->acquires - a->acquires), reads = (double)(b->bytes_read - a->bytes_read);
+    double pre = (double)(b->prefetch_reads - a->prefetch_reads), pred = (double)(b->predicted - a->predicted);
+    double wait = (double)(b->io_wait_ns - a->io_wait_ns) * 1e-9;
+    double miss = (double)(b->misses - a->misses), waits = (double)(b->waits - a->waits);
+    fprintf(f, "experts: streamed, %.0f acquisitions: %.1f%% found in the cache, %.1f%% waited for a read in flight, "
+            "%.1f%% missed; %.1f MiB read from disk (%.2f MiB per token), I/O wait %.1f%% of the time; prefetch %.0f "
+            "reads, %.1f%% used",
+            acq, acq > 0 ? 100.0 * (acq - miss - waits) / acq : 0.0, acq > 0 ? 100.0 * waits / acq : 0.0,
+            acq > 0 ? 100.0 * miss / acq : 0.0, reads / 1048576.0,
+            tokens ? reads / 1048576.0 / (double)tokens : 0.0, seconds > 0 ? 100.0 * wait / seconds : 0.0, pre,
+            pre > 0 ? 100.0 * (double)(b->prefetch_used - a->prefetch_used) / pre : 0.0);
+    if (pred > 0)
+        fprintf(f, "; next-layer prediction recall %.1f%%", 100.0 * (double)(b->predicted_hits - a->predicted_hits) / pred);
+    fprintf(f, "\n");
+}
+
+void gen_print_expert_stats(FILE *f, const colibri_model *m, uint64_t tokens, double seconds)
+{
     struct colibri_model_info in;
     colibri_model_get_info(m, &in);
-    fprintf(f, "experts: %s, %.1f%% of %llu acquisitions hit the cache, %.1f MiB read from disk\n", in.expert_store,
-            100.0 * (double)(es.acquires - es.misses) / (double)es.acquires, (unsigned long long)es.acquires,
-            es.bytes_read / 1048576.0);
+    if (strcmp(in.expert_store, "streamed")) return;
+    struct colibri_expert_stats zero = { 0 }, es;
+    colibri_model_expert_stats(m, &es);
+    gen_print_expert_delta(f, &zero, &es, tokens, seconds);
 }

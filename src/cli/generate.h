@@ -28,8 +28,16 @@ void gen_print_text(void *user, const char *text, size_t len);
  * stopped by WHY" to f. */
 void gen_print_stats(FILE *f, const struct colibri_gen_stats *st);
 
-/* With a streamed expert store: "experts: streamed, H% of N acquisitions hit
- * the cache, X MiB read from disk" to f; nothing when nothing was read. */
-void gen_print_expert_stats(FILE *f, const colibri_model *m);
+/* With a streamed expert store, what it did over `tokens` tokens forwarded
+ * in `seconds` of wall time: "experts: streamed, N acquisitions: H% found in
+ * the cache, W% waited for a read in flight, M% missed; X MiB read from disk
+ * (Y MiB per token), I/O wait Z% of the time; prefetch R reads, U% used;
+ * next-layer prediction recall P%" to f (the last part only when predictions
+ * ran). The three shares add up to 100%.
+ * Nothing for a resident store. */
+void gen_print_expert_stats(FILE *f, const colibri_model *m, uint64_t tokens, double seconds);
+/* The same from two snapshots (b - a). */
+void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const struct colibri_expert_stats *b,
+                            uint64_t tokens, double seconds);
 
 #endif

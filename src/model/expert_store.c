@@ -11,6 +11,19 @@ void expert_store_get_stats(const struct expert_store *s, struct expert_store_st
     out->prefetch_hints = atomic_load(&s->prefetch_hints);
     out->misses = atomic_load(&s->misses);
     out->bytes_read = atomic_load(&s->bytes_read);
+    out->reads = atomic_load(&s->reads);
+    out->prefetch_reads = atomic_load(&s->prefetch_reads);
+    out->prefetch_used = atomic_load(&s->prefetch_used);
+    out->waits = atomic_load(&s->waits);
+    out->io_wait_ns = atomic_load(&s->io_wait_ns);
+    out->predicted = atomic_load(&s->predicted);
+    out->predicted_hits = atomic_load(&s->predicted_hits);
+}
+
+void expert_store_note_prediction(struct expert_store *s, int routed, int predicted)
+{
+    atomic_fetch_add_explicit(&s->predicted, (uint64_t)routed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->predicted_hits, (uint64_t)predicted, memory_order_relaxed);
 }
 
 int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err)

@@ -38,7 +38,14 @@ struct expert_store_stats {
     uint64_t acquires;          /* acquire calls */
     uint64_t prefetch_hints;    /* experts named in prefetch calls */
     uint64_t misses;            /* acquires that had to read the expert (0 when resident) */
-    uint64_t bytes_read;        /* bytes read from storage by the store */
+    uint64_t bytes_read;        /* bytes read from storage by the store (alignment and gaps included) */
+    uint64_t reads;             /* experts read: misses plus prefetch_reads */
+    uint64_t prefetch_reads;    /* experts read because a prefetch or predict named them */
+    uint64_t prefetch_used;     /* of those, acquired before being evicted */
+    uint64_t waits;             /* acquires that waited for a read already in flight */
+    uint64_t io_wait_ns;        /* time acquires spent waiting for reads */
+    uint64_t predicted;         /* routed experts of layers that had a prediction */
+    uint64_t predicted_hits;    /* of those, named by the prediction */
 };
 
 struct expert_store_ops {
@@ -47,6 +54,10 @@ struct expert_store_ops {
                    struct colibri_err *err);
     void (*release)(struct expert_store *s, int layer, int expert);
     void (*prefetch)(struct expert_store *s, int layer, const int *experts, int n);
+    /* Experts a forward may acquire soon (a prediction): a store that reads
+     * may start reading them, after anything prefetch named. NULL when the
+     * store gains nothing from it (the caller then skips the prediction). */
+    void (*predict)(struct expert_store *s, int layer, const int *experts, int n);
     /* Bytes of one expert (data + scales). */
     int64_t (*expert_bytes)(const struct expert_store *s, int layer, int expert);
     /* Bytes the store keeps in memory at most: every expert when resident,
@@ -61,6 +72,7 @@ struct expert_store {
     int first_moe_layer;
     int n_experts;
     _Atomic uint64_t acquires, prefetch_hints, misses, bytes_read;
+    _Atomic uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
 };
 
 static inline int expert_store_acquire(struct expert_store *s, int layer, int expert,
@@ -77,6 +89,14 @@ static inline void expert_store_prefetch(struct expert_store *s, int layer, cons
     s->ops->prefetch(s, layer, experts, n);
 }
 
+static inline int expert_store_predicts(const struct expert_store *s) { return s->ops->predict != NULL; }
+static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n)
+{
+    if (s->ops->predict) s->ops->predict(s, layer, experts, n);
+}
+/* Counts a layer's routed experts and how many of them its prediction named. */
+void expert_store_note_prediction(struct expert_store *s, int routed, int predicted);
+
 void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out);
 /* 0 when (layer, expert) names an expert of the store, else COLIBRI_EINVAL
  * naming both and the store's ranges (for implementations' acquire). */
@@ -91,18 +111,21 @@ void expert_store_free(struct expert_store *s);
 /* ---- streamed store (expert_store_stream.c) ---- */
 
 /* A store that reads each expert from the checkpoint's files on demand, into
- * a cache of at most `budget` bytes (slots of the largest expert's size),
- * least recently used slot evicted first. Built from a resident store whose
+ * a cache of at most `budget` bytes (slots of the largest expert's size,
+ * alignment included), least recently used slot evicted first. Built from a resident store whose
  * experts are borrowed from the mapping of st (kept as stored): their
  * formats, shapes and file extents; the resident store can be freed after.
  * EINVAL when fewer than min_slots experts fit, naming the minimum;
- * EUNSUPPORTED for experts converted at load. Reads hold the store's lock
- * (one read at a time). */
+ * EUNSUPPORTED for experts converted at load. Reads run on reader threads
+ * (model/expert_io.h), many in flight, O_DIRECT where the file system allows;
+ * an acquire waits only for its own expert. */
 struct st_set;
 int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget,
                             int min_slots, struct expert_store **out, struct colibri_err *err);
 /* Cache slots of a streamed store (0 for other stores). */
 int expert_store_stream_slots(const struct expert_store *s);
+/* 1 when a streamed store reads with O_DIRECT (its first file), else 0. */
+int expert_store_stream_direct(const struct expert_store *s);
 
 /* ---- resident store ---- */
 

@@ -3,31 +3,54 @@
  * budget.
  *
  * Each expert is three matrices (gate, up, down), each a data extent and
- * optionally a scales extent in one of the checkpoint's files. A miss reads
- * the six extents with pread into one slot (every piece 64-byte aligned) and
- * wraps them as qtensors of the same format and shape as the resident store
- * would hold, so a streamed expert computes exactly what a resident one does.
+ * optionally a scales extent in one of the checkpoint's files. At start the
+ * six extents are merged into as few ranges as the file layout allows
+ * (extents of one file less than RANGE_GAP apart are one range; each range
+ * widened to EXPERT_IO_ALIGN boundaries so it can be read with O_DIRECT). A
+ * read puts the ranges at aligned places in one slot and wraps the matrices
+ * as qtensors of the same format and shape as the resident store would hold,
+ * at the same address alignment modulo a page as in the mapping, so a
+ * streamed expert computes exactly what a resident one does.
  *
- * Eviction: least recently acquired slot that no forward holds (global LRU
- * over all layers). prefetch() asks the kernel to read the extents of the
- * named experts that are not cached (POSIX_FADV_WILLNEED, asynchronous); the
- * miss that follows then copies from the page cache.
+ * Reads run on expert_io's reader threads, many at once. A slot is EMPTY,
+ * LOADING (a read in flight; the expert is already findable) or READY. An
+ * acquire waits only for the expert it asks for: a hit returns at once, an
+ * expert being read by a prefetch is promoted to the urgent queue and
+ * waited for, a miss starts an urgent read and waits for it.
+ *
+ * Prefetch: prefetch() names experts a forward will acquire (routing known):
+ * their reads start at once, urgent. predict() names experts it may acquire
+ * (the next layer's router on this layer's hidden state): reads queued after
+ * every urgent one. Neither evicts a slot held, being read, hinted in the
+ * same call, or read by a prefetch and not yet acquired.
+ *
+ * Eviction: the least recently used slot that no forward holds (global over
+ * all layers; a prefetch counts as a use), skipping pinned slots while any
+ * other is evictable. Pinned: the hot set, experts named by
+ * expert_store_stream_pin (learned from routing counts by the caller).
  *
  * Files are checked against the size and mtime they had at start before every
  * read: a checkpoint changed on disk is an error naming the file, never a
  * silent misread. */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "io/safetensors.h"
+#include "model/expert_io.h"
 #include "model/expert_store.h"
 #include "quant/format.h"
+
+/* Extents closer than this in a file are read as one range (the gap is read
+ * and dropped): fewer, larger reads. */
+#define RANGE_GAP (256u << 10)
+/* Reader threads: the queue depth the disk sees. */
+#define STREAM_READERS 8
+
+enum slot_state { SLOT_EMPTY, SLOT_LOADING, SLOT_READY, SLOT_FAILED };
 
 struct stream_extent {
     int file;
@@ -35,97 +58,136 @@ struct stream_extent {
     size_t bytes;
 };
 
+struct stream_range {
+    int file;
+    uint64_t off;                       /* EXPERT_IO_ALIGN multiple */
+    size_t bytes;                       /* EXPERT_IO_ALIGN multiple */
+    size_t at;                          /* offset in the slot */
+};
+
 struct stream_expert {
     struct qtensor shape[3];            /* fmt, rows, cols (no data) */
     struct stream_extent data[3], scales[3];
-    size_t bytes;                       /* in a slot, alignment included */
+    size_t data_at[3], scales_at[3];    /* offsets in the slot */
+    struct stream_range range[6];
+    int n_ranges;
+    size_t bytes;                       /* slot bytes it needs */
 };
+
+struct stream_store;
 
 struct stream_slot {
+    struct stream_store *s;
     int idx;                            /* layer-major expert index, or -1 */
     int refs;
-    uint64_t tick;
+    enum slot_state state;
+    int prefetched;                     /* read by a hint, not yet acquired */
+    int pinned;
+    uint64_t tick, hint;
     uint8_t *buf;                       /* slot_bytes, allocated on first use */
     struct mlp_weights w;
-};
-
-struct stream_file {
-    char *path;
-    int fd;
-    off_t size;
-    struct timespec mtime;
+    struct expert_io_req req;
 };
 
 struct stream_store {
     struct expert_store base;           /* first: the store is cast to it */
-    struct stream_file *files;
-    int n_files;
+    struct expert_io *io;
     struct stream_expert *ex;           /* [(n_layers - first) * E] */
     int *where;                         /* slot holding each expert, or -1 */
     struct stream_slot *slots;
     int n_slots;
     size_t slot_bytes;
-    uint64_t tick;
+    uint64_t tick, hint_gen;
     pthread_mutex_t mu;
+    pthread_cond_t ready;
 };
-
-static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static int n_index(const struct expert_store *s) { return (s->n_layers - s->first_moe_layer) * s->n_experts; }
 
-static int check_file(const struct stream_file *f, struct colibri_err *err)
+static uint64_t now_ns(void)
 {
-    struct stat st;
-    if (fstat(f->fd, &st)) return base_err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", f->path, strerror(errno));
-    if (st.st_size != f->size || st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec)
-        return base_err_set(err, COLIBRI_EIO, "%s changed on disk while in use (size %lld, was %lld); reload the model",
-                       f->path, (long long)st.st_size, (long long)f->size);
-    return 0;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static int read_extent(struct stream_store *s, const struct stream_extent *e, uint8_t *dst, struct colibri_err *err)
+/* Reader thread: the expert's ranges are in the slot (or the read failed). */
+static void slot_done(struct expert_io_req *q, void *user)
 {
-    const struct stream_file *f = &s->files[e->file];
-    int rc = check_file(f, err);
-    if (rc) return rc;
-    size_t done = 0;
-    while (done < e->bytes) {
-        ssize_t n = pread(f->fd, dst + done, e->bytes - done, (off_t)(e->off + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return base_err_set(err, COLIBRI_EIO, "%s: %s reading %zu bytes at offset %llu", f->path,
-                           n < 0 ? strerror(errno) : "short read", e->bytes - done,
-                           (unsigned long long)(e->off + done));
-        done += (size_t)n;
-    }
-    atomic_fetch_add_explicit(&s->base.bytes_read, e->bytes, memory_order_relaxed);
-    return 0;
-}
-
-/* Reads expert idx into slot sl and wraps its matrices. */
-static int fill_slot(struct stream_store *s, struct stream_slot *sl, int idx, struct colibri_err *err)
-{
-    const struct stream_expert *x = &s->ex[idx];
-    if (!sl->buf && !(sl->buf = aligned_alloc(64, s->slot_bytes)))
-        return base_err_set(err, COLIBRI_ENOMEM, "expert cache: %zu bytes for a slot", s->slot_bytes);
-    uint8_t *p = sl->buf;
+    struct stream_slot *sl = user;
+    struct stream_store *s = sl->s;
+    const struct stream_expert *x = &s->ex[sl->idx];
+    int rc = q->rc;
+    struct colibri_err err = { 0 };
     struct qtensor *w[3] = { &sl->w.gate, &sl->w.up, &sl->w.down };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !rc; i++) {
         const struct qtensor *sh = &x->shape[i];
-        uint8_t *data = p, *scales = NULL;
-        int rc = read_extent(s, &x->data[i], data, err);
-        p += al64(x->data[i].bytes);
-        if (!rc && x->scales[i].bytes) {
-            scales = p;
-            rc = read_extent(s, &x->scales[i], scales, err);
-            p += al64(x->scales[i].bytes);
-        }
-        if (!rc)
-            rc = quant_qtensor_wrap(sh->fmt, sh->rows, sh->cols, data, x->data[i].bytes, (const float *)scales,
-                                    x->scales[i].bytes / sizeof(float), w[i], err);
-        if (rc) return rc;
+        rc = quant_qtensor_wrap(sh->fmt, sh->rows, sh->cols, sl->buf + x->data_at[i], x->data[i].bytes,
+                                x->scales[i].bytes ? (const float *)(sl->buf + x->scales_at[i]) : NULL,
+                                x->scales[i].bytes / sizeof(float), w[i], &err);
+        if (rc) snprintf(q->msg, sizeof q->msg, "%s", err.msg);
     }
+    pthread_mutex_lock(&s->mu);
+    if (!rc) {
+        sl->state = SLOT_READY;
+    } else if (sl->refs) {
+        sl->state = SLOT_FAILED;        /* the waiters take the message; the last one empties the slot */
+        q->rc = rc;
+    } else {
+        s->where[sl->idx] = -1;
+        sl->idx = -1;
+        sl->state = SLOT_EMPTY;
+        sl->prefetched = 0;
+    }
+    pthread_cond_broadcast(&s->ready);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Starts reading expert idx into slot sl (held lock; sl evictable). */
+static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, int urgent, struct colibri_err *err)
+{
+    if (!sl->buf && !(sl->buf = aligned_alloc(EXPERT_IO_ALIGN, s->slot_bytes)))
+        return base_err_set(err, COLIBRI_ENOMEM, "expert cache: %zu bytes for a slot", s->slot_bytes);
+    if (sl->idx >= 0) s->where[sl->idx] = -1;
+    const struct stream_expert *x = &s->ex[idx];
+    sl->idx = idx;
+    sl->state = SLOT_LOADING;
+    sl->prefetched = 0;
+    sl->tick = ++s->tick;
+    s->where[idx] = (int)(sl - s->slots);
+    struct expert_io_req *q = &sl->req;
+    q->n_ranges = x->n_ranges;
+    for (int i = 0; i < x->n_ranges; i++)
+        q->r[i] = (struct expert_io_range){ x->range[i].file, x->range[i].off, x->range[i].bytes,
+                                            sl->buf + x->range[i].at, 1 };
+    q->done = slot_done;
+    q->user = sl;
+    atomic_fetch_add_explicit(&s->base.reads, 1, memory_order_relaxed);
+    expert_io_submit(s->io, q, urgent);
     return 0;
+}
+
+/* The slot to read a new expert into: a free one, else the least recently
+ * used evictable one (not held, not being read), pinned ones last. Level 0
+ * (a hint) also spares slots hinted in this call and unused prefetches;
+ * level 1 (an acquire) spares the hinted ones and takes unused prefetches
+ * last; level 2 spares nothing else. -1 when none. */
+static int pick_victim(struct stream_store *s, int level)
+{
+    int best = -1, best_rank = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        const struct stream_slot *c = &s->slots[i];
+        if (c->refs || c->state == SLOT_LOADING || c->state == SLOT_FAILED) continue;
+        if (c->state == SLOT_EMPTY) return i;
+        if (level < 2 && c->hint == s->hint_gen) continue;
+        if (level < 1 && c->prefetched) continue;
+        int rank = c->pinned * 2 + c->prefetched;
+        if (best < 0 || rank < best_rank || (rank == best_rank && c->tick < s->slots[best].tick)) {
+            best = i;
+            best_rank = rank;
+        }
+    }
+    return best;
 }
 
 static int stream_acquire(struct expert_store *b, int layer, int expert, const struct mlp_weights **out,
@@ -137,34 +199,50 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
     int idx = (layer - b->first_moe_layer) * b->n_experts + expert;
     atomic_fetch_add_explicit(&b->acquires, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->mu);
-    int at = s->where[idx];
-    if (at < 0) {
-        /* the free slot, or the least recently used one that nobody holds */
-        for (int i = 0; i < s->n_slots; i++) {
-            const struct stream_slot *c = &s->slots[i];
-            if (c->refs) continue;
-            if (at < 0 || c->idx < 0 || (s->slots[at].idx >= 0 && c->tick < s->slots[at].tick)) at = i;
-            if (c->idx < 0) break;
+    int at, missed = 0;
+    while ((at = s->where[idx]) < 0) {
+        int v = pick_victim(s, 1);
+        if (v < 0) v = pick_victim(s, 2);
+        if (v >= 0) {
+            atomic_fetch_add_explicit(&b->misses, 1, memory_order_relaxed);
+            missed = 1;
+            if ((rc = start_read(s, &s->slots[v], idx, 1, err))) {
+                pthread_mutex_unlock(&s->mu);
+                return rc;
+            }
+            continue;
         }
-        if (at < 0) {
+        int loading = 0;
+        for (int i = 0; i < s->n_slots; i++) loading |= s->slots[i].state == SLOT_LOADING && !s->slots[i].refs;
+        if (!loading) {
             pthread_mutex_unlock(&s->mu);
             return base_err_set(err, COLIBRI_ENOMEM, "expert cache: all %d slots are in use (layer %d expert %d)",
-                           s->n_slots, layer, expert);
+                                s->n_slots, layer, expert);
         }
-        struct stream_slot *sl = &s->slots[at];
-        if (sl->idx >= 0) s->where[sl->idx] = -1;
-        sl->idx = -1;
-        atomic_fetch_add_explicit(&b->misses, 1, memory_order_relaxed);
-        rc = fill_slot(s, sl, idx, err);
-        if (rc) {
-            pthread_mutex_unlock(&s->mu);
-            return base_err_prefix(err, rc, "layer %d expert %d", layer, expert);
-        }
-        sl->idx = idx;
-        s->where[idx] = at;
+        pthread_cond_wait(&s->ready, &s->mu);   /* a prefetch finishes: its slot becomes evictable */
     }
     struct stream_slot *sl = &s->slots[at];
     sl->refs++;
+    if (sl->prefetched) atomic_fetch_add_explicit(&b->prefetch_used, 1, memory_order_relaxed);
+    sl->prefetched = 0;
+    if (sl->state == SLOT_LOADING) {
+        if (!missed) atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
+        expert_io_promote(s->io, &sl->req);
+        uint64_t t0 = now_ns();
+        while (sl->state == SLOT_LOADING) pthread_cond_wait(&s->ready, &s->mu);
+        atomic_fetch_add_explicit(&b->io_wait_ns, now_ns() - t0, memory_order_relaxed);
+    }
+    if (sl->state == SLOT_FAILED) {
+        rc = base_err_set(err, sl->req.rc ? sl->req.rc : COLIBRI_EIO, "layer %d expert %d: %s", layer, expert,
+                          sl->req.msg);
+        if (--sl->refs == 0) {
+            s->where[sl->idx] = -1;
+            sl->idx = -1;
+            sl->state = SLOT_EMPTY;
+        }
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
     sl->tick = ++s->tick;
     *out = &sl->w;
     pthread_mutex_unlock(&s->mu);
@@ -181,25 +259,56 @@ static void stream_release(struct expert_store *b, int layer, int expert)
     pthread_mutex_unlock(&s->mu);
 }
 
-static void stream_prefetch(struct expert_store *b, int layer, const int *experts, int n)
+/* Starts reads for the named experts not cached, as long as slots can be
+ * taken without evicting what this call names or what a prefetch read and
+ * nobody used yet. */
+static void hint(struct stream_store *s, int layer, const int *experts, int n, int urgent)
 {
-    struct stream_store *s = (struct stream_store *)b;
-    atomic_fetch_add_explicit(&b->prefetch_hints, (uint64_t)n, memory_order_relaxed);
+    const struct expert_store *b = &s->base;
+    if (layer < b->first_moe_layer || layer >= b->n_layers) return;
+    pthread_mutex_lock(&s->mu);
+    s->hint_gen++;
     for (int i = 0; i < n; i++) {
-        int idx = (layer - b->first_moe_layer) * b->n_experts + experts[i];
-        pthread_mutex_lock(&s->mu);
-        int cached = s->where[idx] >= 0;
-        pthread_mutex_unlock(&s->mu);
-        if (cached) continue;
-        const struct stream_expert *x = &s->ex[idx];
-        for (int j = 0; j < 3; j++) {
-            posix_fadvise(s->files[x->data[j].file].fd, (off_t)x->data[j].off, (off_t)x->data[j].bytes,
-                          POSIX_FADV_WILLNEED);
-            if (x->scales[j].bytes)
-                posix_fadvise(s->files[x->scales[j].file].fd, (off_t)x->scales[j].off, (off_t)x->scales[j].bytes,
-                              POSIX_FADV_WILLNEED);
+        if (experts[i] < 0 || experts[i] >= b->n_experts) continue;
+        int at = s->where[(layer - b->first_moe_layer) * b->n_experts + experts[i]];
+        if (at >= 0) {
+            s->slots[at].hint = s->hint_gen;
+            s->slots[at].tick = ++s->tick;
         }
     }
+    if (urgent) {
+        /* the layer's routing is known: its predicted experts not named now
+         * were mispredicted, and evictable as any other */
+        int lo = (layer - b->first_moe_layer) * b->n_experts, hi = lo + b->n_experts;
+        for (int i = 0; i < s->n_slots; i++) {
+            struct stream_slot *c = &s->slots[i];
+            if (c->prefetched && c->idx >= lo && c->idx < hi && c->hint != s->hint_gen) c->prefetched = 0;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (experts[i] < 0 || experts[i] >= b->n_experts) continue;
+        int idx = (layer - b->first_moe_layer) * b->n_experts + experts[i];
+        if (s->where[idx] >= 0) continue;
+        int v = pick_victim(s, 0);
+        if (v < 0) break;
+        struct colibri_err err = { 0 };
+        if (start_read(s, &s->slots[v], idx, urgent, &err)) break;   /* no memory for a slot: acquire reports it */
+        s->slots[v].prefetched = 1;
+        s->slots[v].hint = s->hint_gen;
+        atomic_fetch_add_explicit(&s->base.prefetch_reads, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void stream_prefetch(struct expert_store *b, int layer, const int *experts, int n)
+{
+    atomic_fetch_add_explicit(&b->prefetch_hints, (uint64_t)n, memory_order_relaxed);
+    hint((struct stream_store *)b, layer, experts, n, 1);
+}
+
+static void stream_predict(struct expert_store *b, int layer, const int *experts, int n)
+{
+    hint((struct stream_store *)b, layer, experts, n, 0);
 }
 
 static int64_t stream_expert_bytes(const struct expert_store *b, int layer, int expert)
@@ -220,15 +329,12 @@ static int64_t stream_resident_bytes(const struct expert_store *b)
 static void stream_free(struct expert_store *b)
 {
     struct stream_store *s = (struct stream_store *)b;
-    for (int i = 0; i < s->n_files; i++) {
-        if (s->files[i].fd >= 0) close(s->files[i].fd);
-        free(s->files[i].path);
-    }
+    expert_io_free(s->io);   /* first: no reader touches a slot after this */
     for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].buf);
-    free(s->files);
     free(s->ex);
     free(s->where);
     free(s->slots);
+    pthread_cond_destroy(&s->ready);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -238,6 +344,7 @@ static const struct expert_store_ops STREAM_OPS = {
     .acquire = stream_acquire,
     .release = stream_release,
     .prefetch = stream_prefetch,
+    .predict = stream_predict,
     .expert_bytes = stream_expert_bytes,
     .resident_bytes = stream_resident_bytes,
     .free = stream_free,
@@ -258,6 +365,54 @@ static int locate(const struct st_set *st, const void *p, size_t bytes, struct s
     return base_err_set(err, COLIBRI_EUNSUPPORTED, "expert store: an expert's weights are not in the checkpoint's files");
 }
 
+static uint64_t align_down(uint64_t v) { return v & ~(uint64_t)(EXPERT_IO_ALIGN - 1); }
+static uint64_t align_up(uint64_t v) { return align_down(v + EXPERT_IO_ALIGN - 1); }
+
+/* Merges the expert's extents into aligned ranges and places them and the
+ * matrices in a slot. */
+static void plan_ranges(struct stream_expert *x)
+{
+    const struct stream_extent *e[6];
+    size_t *at[6];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        e[n] = &x->data[i];
+        at[n++] = &x->data_at[i];
+        if (x->scales[i].bytes) {
+            e[n] = &x->scales[i];
+            at[n++] = &x->scales_at[i];
+        }
+    }
+    for (int i = 1; i < n; i++)   /* by file, then offset */
+        for (int j = i; j > 0 && (e[j]->file < e[j - 1]->file ||
+                                  (e[j]->file == e[j - 1]->file && e[j]->off < e[j - 1]->off)); j--) {
+            const struct stream_extent *te = e[j];
+            size_t *ta = at[j];
+            e[j] = e[j - 1];
+            at[j] = at[j - 1];
+            e[j - 1] = te;
+            at[j - 1] = ta;
+        }
+    x->n_ranges = 0;
+    size_t slot = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t lo = align_down(e[i]->off), hi = align_up(e[i]->off + e[i]->bytes);
+        struct stream_range *r = x->n_ranges ? &x->range[x->n_ranges - 1] : NULL;
+        if (r && r->file == e[i]->file && lo <= r->off + r->bytes + RANGE_GAP && lo >= r->off) {
+            if (hi > r->off + r->bytes) {
+                slot += hi - (r->off + r->bytes);
+                r->bytes = hi - r->off;
+            }
+        } else {
+            r = &x->range[x->n_ranges++];
+            *r = (struct stream_range){ e[i]->file, lo, hi - lo, slot };
+            slot += hi - lo;
+        }
+        *at[i] = r->at + (e[i]->off - r->off);
+    }
+    x->bytes = slot;
+}
+
 int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget, int min_slots,
                             struct expert_store **out, struct colibri_err *err)
 {
@@ -266,16 +421,14 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     s->base = (struct expert_store){ .ops = &STREAM_OPS, .n_layers = resident->n_layers,
                                      .first_moe_layer = resident->first_moe_layer, .n_experts = resident->n_experts };
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->ready, NULL);
     int n = n_index(&s->base), rc = 0;
     s->ex = calloc((size_t)(n ? n : 1), sizeof *s->ex);
     s->where = malloc((size_t)(n ? n : 1) * sizeof *s->where);
-    s->files = calloc((size_t)st->n_files, sizeof *s->files);
-    if (!s->ex || !s->where || !s->files) {
+    if (!s->ex || !s->where) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d experts", n);
         goto fail;
     }
-    s->n_files = st->n_files;
-    for (int f = 0; f < st->n_files; f++) s->files[f].fd = -1;
     for (int i = 0; i < n && !rc; i++) {
         int layer = s->base.first_moe_layer + i / s->base.n_experts, e = i % s->base.n_experts;
         const struct mlp_weights *w =
@@ -295,8 +448,9 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
             size_t sb = quant_fmt_scale_count(m[j]->fmt, m[j]->rows, m[j]->cols) * sizeof(float);
             rc = locate(st, m[j]->data, db, &x->data[j], err);
             if (!rc && sb) rc = locate(st, m[j]->scales, sb, &x->scales[j], err);
-            x->bytes += al64(db) + al64(sb);
         }
+        if (rc) break;
+        plan_ranges(x);
         if (x->bytes > s->slot_bytes) s->slot_bytes = x->bytes;
     }
     if (rc) goto fail;
@@ -313,21 +467,19 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d slots", s->n_slots);
         goto fail;
     }
-    for (int i = 0; i < s->n_slots; i++) s->slots[i].idx = -1;
-    for (int f = 0; f < st->n_files; f++) {
-        struct stream_file *sf = &s->files[f];
-        struct stat sb;
-        if (!(sf->path = strdup(st->files[f].path))) {
-            rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
-            goto fail;
-        }
-        if ((sf->fd = open(sf->path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(sf->fd, &sb)) {
-            rc = base_err_set(err, COLIBRI_EIO, "%s: cannot open for reading experts: %s", sf->path, strerror(errno));
-            goto fail;
-        }
-        sf->size = sb.st_size;
-        sf->mtime = sb.st_mtim;
+    for (int i = 0; i < s->n_slots; i++) {
+        s->slots[i].s = s;
+        s->slots[i].idx = -1;
     }
+    const char **paths = malloc((size_t)(st->n_files > 0 ? st->n_files : 1) * sizeof *paths);
+    if (!paths) {
+        rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
+        goto fail;
+    }
+    for (int f = 0; f < st->n_files; f++) paths[f] = st->files[f].path;
+    rc = expert_io_new(paths, st->n_files, STREAM_READERS, &s->base.bytes_read, &s->io, err);
+    free(paths);
+    if (rc) goto fail;
     *out = &s->base;
     return 0;
 fail:
@@ -338,4 +490,11 @@ fail:
 int expert_store_stream_slots(const struct expert_store *s)
 {
     return s->ops == &STREAM_OPS ? ((const struct stream_store *)s)->n_slots : 0;
+}
+
+int expert_store_stream_direct(const struct expert_store *s)
+{
+    if (s->ops != &STREAM_OPS) return 0;
+    const struct stream_store *ss = (const struct stream_store *)s;
+    return expert_io_direct(ss->io, 0);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/linear.h"
+#include "model/norm.h"
 
 /* DeepseekV3TopkRouter (noaux_tc). */
 static void route_sigmoid_noaux_tc(const struct model_config *c, const float *logits, const float *bias, int *idx,
@@ -144,6 +145,12 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     for (int e = 0; e < E; e++)
         if (b->moe_used[e]) b->moe_list[n_used++] = e;
     expert_store_prefetch(m->experts, li, b->moe_list, n_used);
+    if (b->moe_pred_layer == li) {
+        int hit = 0;
+        for (int j = 0; j < n_used; j++) hit += b->moe_pred[b->moe_list[j]];
+        expert_store_note_prediction(m->experts, n_used, hit);
+        b->moe_pred_layer = -1;
+    }
 
     if (c->n_shared_experts) model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u);
     else memset(out, 0, (size_t)n * hid * sizeof *out);
@@ -169,4 +176,25 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
         }
     }
     return rc;
+}
+
+void moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b)
+{
+    const struct model_config *c = &m->cfg;
+    const struct layer_weights *lw = &m->layers[li];
+    b->moe_pred_layer = -1;
+    if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS) return;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    model_rmsnorm(b->moe_in, resid, lw->mlp_norm, n, c->hidden_size, c->rms_norm_eps);
+    model_linear(&lw->moe.router, b->moe_in, n, b->moe_logits);
+    memset(b->moe_pred, 0, (size_t)E);
+    for (int t = 0; t < n; t++) {
+        moe_route(c, b->moe_logits + (int64_t)t * E, lw->moe.score_bias, b->moe_idx, b->moe_wts);
+        for (int k = 0; k < K; k++) b->moe_pred[b->moe_idx[k]] = 1;
+    }
+    int n_pred = 0;
+    for (int e = 0; e < E; e++)
+        if (b->moe_pred[e]) b->moe_list[n_pred++] = e;
+    expert_store_predict(m->experts, li, b->moe_list, n_pred);
+    b->moe_pred_layer = li;
 }

@@ -32,4 +32,14 @@ void moe_route(const struct model_config *c, const float *logits, const float *b
 int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
                 struct colibri_err *err);
 
+/* Next-layer prefetch: layer li's router (after its mlp_norm) applied to
+ * resid[n][hid], the residual stream before layer li - 1's MoE block, names
+ * the experts layer li will likely route to; the store may start reading
+ * them (expert_store_predict). Skipped when the store does not read or
+ * n > MOE_PREDICT_ROWS (a long prefill routes to most experts anyway). Uses
+ * moe_in, moe_logits, moe_idx and moe_wts of b as scratch; moe_forward of
+ * layer li counts the prediction's recall. Changes no output. */
+#define MOE_PREDICT_ROWS 16
+void moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
+
 #endif

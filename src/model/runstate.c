@@ -50,6 +50,8 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     b->moe_res = take(b, n * hid, sizeof(float), &ok);
     b->moe_used = take(b, (size_t)E, 1, &ok);
     b->moe_list = take(b, (size_t)E, sizeof(int), &ok);
+    b->moe_pred = take(b, (size_t)E, 1, &ok);
+    b->moe_pred_layer = -1;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
@@ -62,7 +64,7 @@ void run_bufs_free(struct run_bufs *b)
 {
     void *all[] = { b->x, b->h, b->y, b->q, b->q_a, b->kv_a, b->attn, b->abs_q, b->abs_qpe, b->abs_lat,
                     b->kvb_head, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
-                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->exp_kv, b->exp_lat,
+                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->exp_kv, b->exp_lat,
                     b->exp_rows, b->exp_p, b->exp_kvb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(b, 0, sizeof *b);

@@ -39,6 +39,8 @@ struct run_bufs {
     float *moe_in, *moe_res;    /* [cap][hidden] */
     unsigned char *moe_used;    /* [E] */
     int *moe_list;              /* [E] */
+    unsigned char *moe_pred;    /* [E]: experts predicted for layer moe_pred_layer */
+    int moe_pred_layer;         /* -1: no prediction pending */
     /* expanded prefill, grown on demand */
     float *exp_kv;   size_t exp_kv_cap;     /* [T][H * (dn + dv)] */
     float *exp_lat;  size_t exp_lat_cap;    /* [T][r] */

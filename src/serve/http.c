@@ -273,6 +273,10 @@ static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c, st
 {
     struct metrics_gauges g;
     sched_gauges(sv->sched, &g);
+    struct colibri_model_info in;
+    colibri_model_get_info(sv->model, &in);
+    g.experts_streamed = !strcmp(in.expert_store, "streamed");
+    colibri_model_expert_stats(sv->model, &g.experts);
     char *s = metrics_render(&sv->met, &g);
     if (!s) return MHD_NO;
     enum MHD_Result r = respond(sv, rq, c, 200, "text/plain; version=0.0.4", s);

@@ -147,6 +147,25 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
     gauge(&b, "colibri_slots", "Slots (sessions).", g->slots_total);
     gauge(&b, "colibri_kv_tokens", "Tokens held in the slots' KV caches.", (long long)g->kv_tokens);
     gauge(&b, "colibri_kv_bytes", "Bytes of KV cache in use (tokens x bytes per token).", (long long)g->kv_bytes);
+    if (g->experts_streamed) {
+        const struct colibri_expert_stats *e = &g->experts;
+        counter(&b, "colibri_expert_acquires_total", "Routed-expert acquisitions by MoE layers.", e->acquires);
+        counter(&b, "colibri_expert_misses_total", "Acquisitions that had to start a read (cache misses).", e->misses);
+        counter(&b, "colibri_expert_waits_total", "Acquisitions that waited for a read already in flight.", e->waits);
+        counter(&b, "colibri_expert_reads_total", "Experts read from disk (misses and prefetches).", e->reads);
+        counter(&b, "colibri_expert_read_bytes_total", "Bytes read from disk by the expert store.", e->bytes_read);
+        counter(&b, "colibri_expert_prefetch_reads_total", "Experts read because a prefetch or prediction named them.",
+                e->prefetch_reads);
+        counter(&b, "colibri_expert_prefetch_used_total", "Prefetched experts acquired before being evicted.",
+                e->prefetch_used);
+        counter(&b, "colibri_expert_predicted_total", "Routed experts of layers that had a next-layer prediction.",
+                e->predicted);
+        counter(&b, "colibri_expert_predicted_hits_total", "Of those, experts the prediction named (recall numerator).",
+                e->predicted_hits);
+        sb_printf(&b, "# HELP colibri_expert_io_wait_seconds_total Time acquisitions spent waiting for reads.\n"
+                      "# TYPE colibri_expert_io_wait_seconds_total counter\n"
+                      "colibri_expert_io_wait_seconds_total %.6f\n", e->io_wait_ns * 1e-9);
+    }
     for (int h = 0; h < METRICS_H_COUNT; h++) histogram(&b, &m->hist[h], h);
     return b.failed ? NULL : b.s;
 }

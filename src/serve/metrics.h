@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "colibri.h"
+
 enum metrics_endpoint {
     METRICS_EP_COMPLETIONS = 0,
     METRICS_EP_CHAT,
@@ -69,6 +71,8 @@ struct metrics {
 struct metrics_gauges {
     int queue_depth, slots_busy, slots_total;
     int64_t kv_tokens, kv_bytes;
+    int experts_streamed;                       /* the expert counters below are rendered */
+    struct colibri_expert_stats experts;        /* since load */
 };
 
 void metrics_init(struct metrics *m);

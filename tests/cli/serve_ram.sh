@@ -35,6 +35,13 @@ grep -q "routed experts streamed" "$tmp/streamed.log" || fail "--ram 17M did not
 a=$(complete "$pa") || fail "resident request"
 b=$(complete "$pb") || fail "streamed request"
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "streamed text differs: '$a' vs '$b'"
+metrics() { "$PY" -c 'import sys, urllib.request; print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=30).read().decode())' "$1"; }
+mb=$(metrics "$pb") || fail "streamed /metrics"
+echo "$mb" | grep -Eq '^colibri_expert_reads_total [1-9][0-9]*$' || fail "/metrics has no expert reads: $mb"
+echo "$mb" | grep -Eq '^colibri_expert_read_bytes_total [1-9][0-9]*$' || fail "/metrics has no expert bytes"
+echo "$mb" | grep -Eq '^colibri_expert_io_wait_seconds_total [0-9.]+$' || fail "/metrics has no I/O wait"
+ma=$(metrics "$pa") || fail "resident /metrics"
+echo "$ma" | grep -q colibri_expert_ && fail "a resident store reports expert reads"
 out=$("$COLIBRI" serve --port 0 --ram 15M 2>&1) && fail "--ram 15M accepted"
 echo "$out" | grep -q "at least" || fail "no minimum stated: $out"
 echo "ok: '$a'"
