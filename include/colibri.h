@@ -85,6 +85,11 @@ struct colibri_model_opts {
      * cannot hold everything but the experts plus one token's experts is
      * COLIBRI_EINVAL stating the minimum. */
     const char *ram;
+    /* Where a streamed store keeps the routing counts its pinned hot set is
+     * learned from (one small file per model, written when the model is
+     * freed); NULL: $XDG_CACHE_HOME/colibri, else ~/.cache/colibri. "none":
+     * no state file. Never the model's directory. */
+    const char *state_dir;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or

@@ -8,9 +8,12 @@
 
 #include "api/internal.h"
 #include "base/err.h"
+#include "base/util.h"
 #include "colibri_dev.h"
 #include "kv/codec.h"
 #include "model/convert.h"
+#include "model/expert_hotset.h"
+#include "model/expert_store.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/format.h"
@@ -38,6 +41,63 @@ static int parse_formats(const struct colibri_model_opts *opts, struct model_loa
     }
     *out = lo;
     return 0;
+}
+
+static int hot_n(const colibri_model *cm)
+{
+    const struct expert_store *e = cm->m.experts;
+    return (e->n_layers - e->first_moe_layer) * e->n_experts;
+}
+
+/* A streamed store's hot set: the counts of earlier runs from the state file
+ * pin the most used experts. Problems are warnings: the model runs (and
+ * computes the same) without a hot set. */
+static void hotset_open(colibri_model *cm, const char *state_dir)
+{
+    struct expert_store *e = cm->m.experts;
+    if (!expert_store_stream_slots(e) || (state_dir && !strcmp(state_dir, "none"))) return;
+    struct colibri_err err = { 0 };
+    char dir[4096], path[4200];
+    if (expert_hotset_dir(state_dir, dir, sizeof dir, &err)) {
+        base_log_msg("warning", "no hot set for the streamed experts: %s", err.msg);
+        return;
+    }
+    int n = hot_n(cm);
+    cm->fingerprint = api_model_fingerprint(&cm->m);
+    expert_hotset_path(dir, cm->fingerprint, path, sizeof path);
+    if (!(cm->hot_counts = calloc((size_t)(n ? n : 1), sizeof *cm->hot_counts)) || !(cm->hot_path = strdup(path))) {
+        free(cm->hot_counts);
+        cm->hot_counts = NULL;
+        return;
+    }
+    int rc = expert_hotset_load(path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
+                                cm->hot_counts, &err);
+    if (rc && err.msg[0]) base_log_msg("warning", "%s; the hot set starts empty and the file will be rewritten", err.msg);
+    if (!rc) {
+        int pinned = expert_store_stream_pin(e, cm->hot_counts);
+        base_log_msg("info", "hot set: %d experts pinned from %s", pinned, path);
+    }
+}
+
+/* Adds this run's counts to the file's (atomically replaced). */
+static void hotset_save(colibri_model *cm)
+{
+    if (!cm->hot_path) return;
+    struct expert_store *e = cm->m.experts;
+    int n = hot_n(cm);
+    uint32_t *now = malloc((size_t)(n ? n : 1) * sizeof *now);
+    int used = 0;
+    if (now && expert_store_stream_uses(e, now) == n)
+        for (int i = 0; i < n && !used; i++) used = now[i] != 0;
+    if (used) {   /* a load that ran nothing (colibri info) leaves the file alone */
+        for (int i = 0; i < n; i++)
+            cm->hot_counts[i] = now[i] > UINT32_MAX - cm->hot_counts[i] ? UINT32_MAX : cm->hot_counts[i] + now[i];
+        struct colibri_err err = { 0 };
+        if (expert_hotset_save(cm->hot_path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
+                               cm->hot_counts, &err))
+            base_log_msg("warning", "hot set not saved: %s", err.msg);
+    }
+    free(now);
 }
 
 /* "12G", "512M", "900K", "123" (bytes): binary units. */
@@ -73,6 +133,7 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     rc = model_load(dir, &lo, &cm->m, err);
     if (rc) { free(cm); return rc; }
     cm->n_threads = opts ? opts->n_threads : 0;
+    hotset_open(cm, opts ? opts->state_dir : NULL);
     *out = cm;
     return 0;
 }
@@ -223,6 +284,9 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const s
 void colibri_model_free(colibri_model *cm)
 {
     if (!cm) return;
+    hotset_save(cm);
+    free(cm->hot_path);
+    free(cm->hot_counts);
     model_free(&cm->m);
     free(cm);
 }

@@ -10,7 +10,14 @@
 struct colibri_model {
     struct model m;
     int n_threads;              /* colibri_model_opts.n_threads (0: OpenMP default) */
+    /* streamed experts: the hot set's state file and the counts read from it */
+    char *hot_path;
+    uint32_t *hot_counts;
+    uint64_t fingerprint;
 };
+
+/* The model fingerprint of docs/FORMATS.md (KV files and hot-set files). */
+uint64_t api_model_fingerprint(const struct model *m);
 
 struct colibri_session {
     colibri_model *model;

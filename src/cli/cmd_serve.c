@@ -62,6 +62,8 @@ int cmd_serve(int argc, char **argv)
         { "threads", 't', OPT_INT, &so.n_threads, "compute threads (default: OpenMP's)", 0, 4096 },
         { "ram", 0, OPT_STR, &so.ram, "most memory for weights, e.g. 12G: routed experts that do not fit are streamed "
                                       "from disk (same output)" },
+        { "state-dir", 0, OPT_STR, &so.state_dir, "where streamed experts keep the routing counts of their hot set "
+                                                  "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: off)" },
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },
         { "step-delay-ms", 0, OPT_INT, &so.step_delay_ms, "sleep after each scheduler step (testing aid; default 0)",

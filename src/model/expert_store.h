@@ -124,6 +124,14 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
                             int min_slots, struct expert_store **out, struct colibri_err *err);
 /* Cache slots of a streamed store (0 for other stores). */
 int expert_store_stream_slots(const struct expert_store *s);
+/* Copies each expert's acquisition count (layer-major, [(n_layers -
+ * first_moe_layer) * n_experts]) to out; returns that count, 0 for other
+ * stores. */
+int expert_store_stream_uses(struct expert_store *s, uint32_t *out);
+/* The hot set: pins the most used experts by counts (same indexing; at most
+ * half the slots, only counts > 0); a pinned slot is evicted only when no
+ * other is evictable. Returns how many are pinned (0 for other stores). */
+int expert_store_stream_pin(struct expert_store *s, const uint32_t *counts);
 /* 1 when a streamed store reads with O_DIRECT (its first file), else 0. */
 int expert_store_stream_direct(const struct expert_store *s);
 

@@ -94,6 +94,8 @@ struct stream_store {
     struct expert_io *io;
     struct stream_expert *ex;           /* [(n_layers - first) * E] */
     int *where;                         /* slot holding each expert, or -1 */
+    uint32_t *uses;                     /* acquisitions of each expert (saturating) */
+    unsigned char *pin;                 /* each expert: in the hot set */
     struct stream_slot *slots;
     int n_slots;
     size_t slot_bytes;
@@ -153,6 +155,7 @@ static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, i
     sl->idx = idx;
     sl->state = SLOT_LOADING;
     sl->prefetched = 0;
+    sl->pinned = s->pin[idx];
     sl->tick = ++s->tick;
     s->where[idx] = (int)(sl - s->slots);
     struct expert_io_req *q = &sl->req;
@@ -223,6 +226,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
     }
     struct stream_slot *sl = &s->slots[at];
     sl->refs++;
+    if (s->uses[idx] < UINT32_MAX) s->uses[idx]++;
     if (sl->prefetched) atomic_fetch_add_explicit(&b->prefetch_used, 1, memory_order_relaxed);
     sl->prefetched = 0;
     if (sl->state == SLOT_LOADING) {
@@ -333,6 +337,8 @@ static void stream_free(struct expert_store *b)
     for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].buf);
     free(s->ex);
     free(s->where);
+    free(s->uses);
+    free(s->pin);
     free(s->slots);
     pthread_cond_destroy(&s->ready);
     pthread_mutex_destroy(&s->mu);
@@ -425,7 +431,9 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     int n = n_index(&s->base), rc = 0;
     s->ex = calloc((size_t)(n ? n : 1), sizeof *s->ex);
     s->where = malloc((size_t)(n ? n : 1) * sizeof *s->where);
-    if (!s->ex || !s->where) {
+    s->uses = calloc((size_t)(n ? n : 1), sizeof *s->uses);
+    s->pin = calloc((size_t)(n ? n : 1), 1);
+    if (!s->ex || !s->where || !s->uses || !s->pin) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d experts", n);
         goto fail;
     }
@@ -497,4 +505,37 @@ int expert_store_stream_direct(const struct expert_store *s)
     if (s->ops != &STREAM_OPS) return 0;
     const struct stream_store *ss = (const struct stream_store *)s;
     return expert_io_direct(ss->io, 0);
+}
+
+int expert_store_stream_uses(struct expert_store *b, uint32_t *out)
+{
+    if (b->ops != &STREAM_OPS) return 0;
+    struct stream_store *s = (struct stream_store *)b;
+    int n = n_index(b);
+    pthread_mutex_lock(&s->mu);
+    memcpy(out, s->uses, (size_t)n * sizeof *out);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int expert_store_stream_pin(struct expert_store *b, const uint32_t *counts)
+{
+    if (b->ops != &STREAM_OPS) return 0;
+    struct stream_store *s = (struct stream_store *)b;
+    int n = n_index(b), want = s->n_slots / 2, got = 0;
+    pthread_mutex_lock(&s->mu);
+    memset(s->pin, 0, (size_t)n);
+    /* the `want` most used experts, ties to the lower index; O(n * want) is
+     * fine for the few thousand experts of a checkpoint */
+    for (; got < want; got++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!s->pin[i] && counts[i] && (best < 0 || counts[i] > counts[best])) best = i;
+        if (best < 0) break;
+        s->pin[best] = 1;
+    }
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].idx >= 0) s->slots[i].pinned = s->pin[s->slots[i].idx];
+    pthread_mutex_unlock(&s->mu);
+    return got;
 }

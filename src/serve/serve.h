@@ -60,6 +60,7 @@ struct serve_opts {
     int log_prompts;            /* the per-request log line also holds prompt and reply text */
     int n_threads;              /* 0 = OpenMP default */
     const char *ram;            /* weights budget (colibri_model_opts.ram), or NULL */
+    const char *state_dir;      /* colibri_model_opts.state_dir, or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
     double drain_s;             /* shutdown: wait this long for in-flight work */
 };

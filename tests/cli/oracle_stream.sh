@@ -3,7 +3,8 @@
 # budget that holds one token's experts (plus a tenth): the oracle line is
 # the resident model's, digit for digit.
 set -eu
-err=${TMPDIR:-/tmp}/oracle_stream.$$; trap 'rm -f "$err"' EXIT
+err=${TMPDIR:-/tmp}/oracle_stream.$$; trap 'rm -rf "$err" "$err.state"' EXIT
+export XDG_CACHE_HOME="$err.state"
 for f in tests/oracle/*/; do
     f=${f%/}
     min=$("$COLIBRI" info -m "$f" --ram 1K 2>&1 | sed -n 's/.* at least \([0-9.]*\) MiB$/\1/p')

@@ -5,6 +5,7 @@
 set -u
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d); pids=""
+export XDG_CACHE_HOME="$tmp/state"
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 fail() { echo "serve_ram.sh: $*"; tail -n 20 "$tmp"/*.log; exit 1; }
 

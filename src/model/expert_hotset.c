@@ -1,0 +1,123 @@
+/* model/expert_hotset.c - the hot set's state file (layout in expert_hotset.h). */
+#include "model/expert_hotset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/err.h"
+
+#define HOT_MAGIC "CLBHOTS1"
+#define HOT_HEAD 24
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+static int mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        int bad = mkdir(path, 0755) && errno != EEXIST;
+        *p = '/';
+        if (bad) return -1;
+    }
+    return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int expert_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(out, n, "%s", dir);
+    else if (xdg && *xdg) snprintf(out, n, "%s/colibri", xdg);
+    else if (home && *home) snprintf(out, n, "%s/.cache/colibri", home);
+    else return base_err_set(err, COLIBRI_EIO, "no state directory: set --state-dir, XDG_CACHE_HOME or HOME");
+    if (mkdirs(out))
+        return base_err_set(err, COLIBRI_EIO, "state directory %s: cannot create: %s", out, strerror(errno));
+    return 0;
+}
+
+void expert_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n)
+{
+    snprintf(out, n, "%s/experts-%016llx.hot", dir, (unsigned long long)fingerprint);
+}
+
+int expert_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+                       struct colibri_err *err)
+{
+    size_t want = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) {
+            err->code = COLIBRI_EIO;
+            err->msg[0] = 0;
+            return COLIBRI_EIO;
+        }
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    uint8_t *b = malloc(want + 1);
+    if (!b) {
+        fclose(f);
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(b, 1, want + 1, f);
+    fclose(f);
+    int rc = 0;
+    if (got != want)
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: %zu bytes, expected %zu for %d layers x %d experts", path, got,
+                          want, L, E);
+    else if (memcmp(b, HOT_MAGIC, 8))
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: not a colibri hot-set file (magic)", path);
+    else if (get64(b + want - 8) != XXH64(b, want - 8, 0))
+        rc = base_err_set(err, COLIBRI_EFORMAT, "%s: checksum mismatch (damaged)", path);
+    else if (get64(b + 8) != fingerprint || get32(b + 16) != (uint32_t)L || get32(b + 20) != (uint32_t)E)
+        rc = base_err_set(err, COLIBRI_EMISMATCH, "%s: from another model (fingerprint %016llx, %u x %u experts)",
+                          path, (unsigned long long)get64(b + 8), get32(b + 16), get32(b + 20));
+    if (!rc)
+        for (size_t i = 0; i < (size_t)L * (size_t)E; i++) counts[i] = get32(b + HOT_HEAD + 4 * i);
+    free(b);
+    return rc;
+}
+
+int expert_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
+                       struct colibri_err *err)
+{
+    size_t n = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;
+    uint8_t *b = malloc(n);
+    char tmp[4200];
+    if (!b) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+    memcpy(b, HOT_MAGIC, 8);
+    put64(b + 8, fingerprint);
+    put32(b + 16, (uint32_t)L);
+    put32(b + 20, (uint32_t)E);
+    for (size_t i = 0; i < (size_t)L * (size_t)E; i++) put32(b + HOT_HEAD + 4 * i, counts[i]);
+    put64(b + n - 8, XXH64(b, n - 8, 0));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
+    if (fd < 0) {
+        free(b);
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, b + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int ok = done == n && !fsync(fd);
+    ok = !close(fd) && ok;
+    if (!ok || rename(tmp, path)) {
+        rc = base_err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, done < n ? "short write" : strerror(errno));
+        unlink(tmp);
+    }
+    free(b);
+    return rc;
+}

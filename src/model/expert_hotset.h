@@ -1,0 +1,43 @@
+/* model/expert_hotset.h - the routing counts a streamed expert store learns
+ * its pinned hot set from, kept between runs in a small state file.
+ *
+ * File layout (little-endian), one file per model:
+ *   off  size  field
+ *     0     8  magic "CLBHOTS1"
+ *     8     8  model fingerprint (the one KV files carry, docs/FORMATS.md)
+ *    16     4  MoE layers L
+ *    20     4  routed experts per layer E
+ *    24  4·L·E acquisitions per expert, layer-major (u32, saturating)
+ *  24+4LE   8  XXH64 of bytes [0, 24 + 4·L·E), seed 0
+ * (1) A file whose size, magic or checksum is wrong is not read
+ *     (COLIBRI_EFORMAT), nor one of another model (fingerprint, L or E
+ *     differ: COLIBRI_EMISMATCH), each naming the file and what differs; the
+ *     caller warns and starts from zero counts, and the next save replaces it.
+ * (2) Saves write a temporary file in the same directory, fsync it and
+ *     rename it over the old one: a reader sees the old file or the new one.
+ * The state directory is never the model's: the caller resolves it
+ * (expert_hotset_dir). */
+#ifndef COLIBRI_MODEL_EXPERT_HOTSET_H
+#define COLIBRI_MODEL_EXPERT_HOTSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+
+/* The directory for state files: dir when given, else
+ * $XDG_CACHE_HOME/colibri, else $HOME/.cache/colibri; created (with its
+ * parents) when missing. 0, or COLIBRI_EIO naming the directory. */
+int expert_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err);
+/* out = DIR/experts-<fingerprint as 16 hex digits>.hot */
+void expert_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n);
+
+/* Reads counts[L*E]. COLIBRI_EIO when the file does not exist or cannot be
+ * read (err->msg empty when it does not exist), else as in (1); counts
+ * untouched on failure. */
+int expert_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+                       struct colibri_err *err);
+int expert_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
+                       struct colibri_err *err);
+
+#endif

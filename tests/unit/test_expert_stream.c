@@ -1,0 +1,261 @@
+/* The streamed store's parts: the hot set's state file (round trip, atomic
+ * replace, damaged and foreign files refused by name), pinning, the reader
+ * pool (pieces, a read O_DIRECT refuses done through the page cache, short
+ * reads and changed files named), and a model on tmpfs, each computing
+ * exactly what the resident store does. Runs on models/colibri-tiny. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "model/expert_hotset.h"
+#include "model/expert_io.h"
+#include "model/expert_store.h"
+#include "model/forward.h"
+
+#define TINY "models/colibri-tiny"
+#define TMPFS_MAGIC_ 0x01021994
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static void test_hotset_file(void)
+{
+    char root[] = "/tmp/colibri-hot-XXXXXX", dir[4096], path[4200], cmd[4300];
+    if (!mkdtemp(root)) { CHECK(0, "mkdtemp"); return; }
+    struct colibri_err err = { 0 };
+    snprintf(path, sizeof path, "%s/a/b", root);
+    CHECK(expert_hotset_dir(path, dir, sizeof dir, &err) == 0 && !strcmp(dir, path), "%s", err.msg);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "the state directory is created with its parents");
+    enum { L = 3, E = 5 };
+    uint32_t c[L * E], back[L * E];
+    for (int i = 0; i < L * E; i++) c[i] = (uint32_t)(i * 7919u % 13u) + (i == 4 ? 0xfffffff0u : 0);
+    expert_hotset_path(dir, 0x0123456789abcdefull, path, sizeof path);
+    CHECK(strstr(path, "experts-0123456789abcdef.hot") != NULL, "%s", path);
+    CHECK(expert_hotset_load(path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
+          err.msg);
+    CHECK(expert_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(count_entries(dir) == 1, "no temporary file left beside it");
+    memset(back, 0, sizeof back);
+    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
+          "round trip: %s", err.msg);
+    c[0] = 99;   /* a second save replaces the file */
+    CHECK(expert_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && back[0] == 99, "replaced");
+    CHECK(expert_hotset_load(path, 0x0123456789abcdeeull, L, E, back, &err) == COLIBRI_EMISMATCH &&
+              strstr(err.msg, "another model") && strstr(err.msg, path), "another fingerprint: %s", err.msg);
+    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E + 1, back, &err) == COLIBRI_EFORMAT,
+          "another shape: %s", err.msg);
+    /* one byte flipped in the counts */
+    FILE *f = fopen(path, "r+b");
+    if (f) {
+        fseek(f, 30, SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, 30, SEEK_SET);
+        fputc(ch ^ 1, f);
+        fclose(f);
+    }
+    memset(back, 0xab, sizeof back);
+    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "checksum") && back[0] == 0xabababab, "damaged: %s", err.msg);
+    CHECK(truncate(path, 20) == 0, "truncate");
+    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "bytes"), "truncated: %s", err.msg);
+    snprintf(path, sizeof path, "%s/missing/x.hot", root);
+    CHECK(expert_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "missing"),
+          "an unwritable path is refused by name: %s", err.msg);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0, "clean up");
+}
+
+/* logits of a 12-token prefill then 8 decoded tokens, concatenated */
+static int run(const struct model *m, float *out)
+{
+    struct fwd_state st;
+    struct colibri_err err = { 0 };
+    const struct model_config *c = &m->cfg;
+    struct compute_ctx cc = base_compute_ctx_make(0);
+    if (fwd_state_init(&st, m, 32, 0, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err)) {
+        CHECK(0, "%s", err.msg);
+        return -1;
+    }
+    int32_t t[20];
+    for (int i = 0; i < 20; i++) t[i] = (int32_t)((i * 2654435761u) % (unsigned)c->vocab_size);
+    int rc = 0, V = c->vocab_size;
+    struct fwd_out o = { .logits = out };
+    rc = model_forward(m, &st, t, 12, 0, FWD_EXPANDED, &o, &err);
+    for (int p = 12; p < 20 && !rc; p++) {
+        o.logits = out + (int64_t)(p - 11) * V;
+        rc = model_forward(m, &st, t + p, 1, p, FWD_ABSORBED, &o, &err);
+    }
+    CHECK(rc == 0, "%s", err.msg);
+    fwd_state_free(&st);
+    return rc;
+}
+
+static int load(const char *dir, int64_t ram, struct model *m)
+{
+    struct colibri_err err = { 0 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 1, 0, ram };
+    int rc = model_load(dir, &lo, m, &err);
+    CHECK(rc == 0, "%s: %s", dir, err.msg);
+    return rc;
+}
+
+/* A budget of `slots` experts on top of everything else. */
+static int64_t budget(const struct model *m, int slots)
+{
+    struct model_bytes mb;
+    model_bytes(m, &mb);
+    int64_t per = m->experts->ops->expert_bytes(m->experts, m->cfg.first_k_dense_replace, 0);
+    return mb.dense + mb.copies + mb.small + slots * (per + 3 * 8192) + per / 2;
+}
+
+static void test_pinned_and_tmpfs(void)
+{
+    struct model a, b;
+    if (load(TINY, 0, &a)) return;
+    int V = a.cfg.vocab_size;
+    size_t nl = (size_t)9 * V;
+    float *la = malloc(nl * sizeof *la), *lb = malloc(nl * sizeof *lb);
+    if (!la || !lb || run(&a, la)) goto done;
+    int64_t ram = budget(&a, 4);
+    if (load(TINY, ram, &b)) goto done;
+    int slots = expert_store_stream_slots(b.experts), n = (b.cfg.num_hidden_layers - b.cfg.first_k_dense_replace) *
+                                                             b.cfg.n_routed_experts;
+    CHECK(slots >= 4 && slots < n, "%d slots of %d experts", slots, n);
+    uint32_t *counts = calloc((size_t)n, sizeof *counts), *uses = calloc((size_t)n, sizeof *uses);
+    for (int i = 0; i < n; i++) counts[i] = (uint32_t)(i % 5);
+    int pinned = expert_store_stream_pin(b.experts, counts);
+    CHECK(pinned == slots / 2, "%d pinned, want half of %d slots", pinned, slots);
+    CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "pinned: logits differ from the resident model's");
+    struct expert_store_stats st;
+    expert_store_get_stats(b.experts, &st);
+    CHECK(expert_store_stream_uses(b.experts, uses) == n, "uses");
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += uses[i];
+    CHECK(sum == st.acquires, "uses sum to the acquisitions: %llu vs %llu", (unsigned long long)sum,
+          (unsigned long long)st.acquires);
+    CHECK(expert_store_stream_direct(b.experts) == 1, "a file on ext4/xfs is read with O_DIRECT");
+    free(counts);
+    free(uses);
+    model_free(&b);
+
+    /* tmpfs refuses O_DIRECT: the same bytes through the page cache */
+    struct statfs sf;
+    if (statfs("/dev/shm", &sf) || sf.f_type != TMPFS_MAGIC_) {
+        printf("  (no tmpfs at /dev/shm: the fallback is not exercised)\n");
+        goto done;
+    }
+    char dir[] = "/dev/shm/colibri-stream-XXXXXX", cmd[512];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); goto done; }
+    snprintf(cmd, sizeof cmd, "cp " TINY "/config.json " TINY "/model.safetensors %s/", dir);
+    CHECK(system(cmd) == 0, "copy the model");
+    if (!load(dir, ram, &b)) {
+        /* tmpfs takes O_DIRECT since Linux 6.6; older kernels refuse it at open */
+        CHECK(!strcmp(b.experts->ops->name, "streamed"), "tmpfs: streamed");
+        printf("  (tmpfs: %s)\n", expert_store_stream_direct(b.experts) ? "O_DIRECT" : "through the page cache");
+        memset(lb, 0, nl * sizeof *lb);
+        CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "tmpfs: logits differ from the resident model's");
+        model_free(&b);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "clean up");
+done:
+    free(la);
+    free(lb);
+    model_free(&a);
+}
+
+struct wait_done { int done; };
+static void on_done(struct expert_io_req *q, void *user)
+{
+    (void)q;
+    __atomic_store_n(&((struct wait_done *)user)->done, 1, __ATOMIC_RELEASE);
+}
+
+static int read_now(struct expert_io *io, struct expert_io_req *q)
+{
+    struct wait_done w = { 0 };
+    q->done = on_done;
+    q->user = &w;
+    expert_io_submit(io, q, 1);
+    while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) usleep(1000);
+    return q->rc;
+}
+
+static void test_reader_pool(void)
+{
+    const char *path = TINY "/model.safetensors";
+    FILE *f = fopen(path, "rb");
+    if (!f) { CHECK(0, "open %s", path); return; }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    size_t big = 3 * EXPERT_IO_PIECE + 12288;   /* four pieces, on several threads */
+    uint8_t *want = malloc(big), *got = aligned_alloc(EXPERT_IO_ALIGN, big + EXPERT_IO_ALIGN);
+    fseek(f, 0, SEEK_SET);
+    CHECK(fread(want, 1, big, f) == big, "read the reference");
+    fclose(f);
+    _Atomic uint64_t bytes = 0;
+    struct expert_io *io;
+    struct colibri_err err = { 0 };
+    if (expert_io_new(&path, 1, 4, &bytes, &io, &err)) { CHECK(0, "%s", err.msg); goto done; }
+    int direct0 = expert_io_direct(io, 0);
+    struct expert_io_req q = { .n_ranges = 1, .r = { { 0, 0, big, got, 1 } } };
+    CHECK(read_now(io, &q) == 0 && !memcmp(got, want, big) && bytes == big, "aligned pieces: %s", q.msg);
+    CHECK(expert_io_direct(io, 0) == direct0, "aligned reads keep O_DIRECT");
+    /* an unaligned range marked direct: O_DIRECT refuses it (EINVAL), the
+     * file is read through the page cache from then on */
+    memset(got, 0, big);
+    q = (struct expert_io_req){ .n_ranges = 2, .r = { { 0, 1, 8191, got, 1 }, { 0, 20000, 5000, got + 16384, 0 } } };
+    CHECK(read_now(io, &q) == 0 && !memcmp(got, want + 1, 8191) && !memcmp(got + 16384, want + 20000, 5000),
+          "unaligned: %s", q.msg);
+    CHECK(expert_io_direct(io, 0) == 0, "after a refused O_DIRECT read the file is read through the page cache");
+    /* past the end of the file: read up to the end only */
+    q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, (uint64_t)size - 100, 4096, got, 0 } } };
+    CHECK(read_now(io, &q) == 0, "a range reaching past the end is read to the end: %s", q.msg);
+    q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, (uint64_t)size + 4096, 4096, got, 0 } } };
+    CHECK(read_now(io, &q) == 0, "a range wholly past the end reads nothing: %s", q.msg);
+    expert_io_free(io);
+    /* a file that changes under the pool */
+    char dir[] = "/tmp/colibri-io-XXXXXX", copy[300], cmd[400];
+    if (mkdtemp(dir)) {
+        snprintf(copy, sizeof copy, "%s/m.safetensors", dir);
+        snprintf(cmd, sizeof cmd, "head -c 65536 %s > %s", path, copy);
+        CHECK(system(cmd) == 0, "copy");
+        const char *cp = copy;
+        if (!expert_io_new(&cp, 1, 2, &bytes, &io, &err)) {
+            CHECK(truncate(copy, 4096) == 0, "truncate");
+            q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, 8192, 4096, got, 1 } } };
+            CHECK(read_now(io, &q) == COLIBRI_EIO && strstr(q.msg, "changed on disk") && strstr(q.msg, copy),
+                  "a changed file is named: %s", q.msg);
+            expert_io_free(io);
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0, "clean up");
+    }
+done:
+    free(want);
+    free(got);
+}
+
+int main(void)
+{
+    RUN_TEST(test_reader_pool);
+    RUN_TEST(test_hotset_file);
+    RUN_TEST(test_pinned_and_tmpfs);
+    return CHECK_SUMMARY();
+}
