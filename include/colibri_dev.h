@@ -30,6 +30,20 @@ extern "C" {
 int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
                   uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err);
 
+/* --------------------------------------------------------- routing trace */
+
+/* Forwards tokens[0..n) one at a time (n capped at the context) and records
+ * each MoE layer's routed experts and the next-layer prediction's; writes
+ * markdown tables to out: per layer the adjacent-token overlap of the routed
+ * experts, the reuse-distance distribution (in tokens) and the prediction's
+ * recall; per budget (experts in a cache shared by all layers; NULL/0: 10%,
+ * 25%, 50%, 75% of all) the hit rate of LRU, LFU, Belady's optimum, the
+ * streamed store's policy (LRU with a learned hot set) and that policy with
+ * next-layer prefetch (model/expert_trace.h defines each). The model's
+ * output and store are unchanged; no other forward may run meanwhile. */
+int colibri_trace_routing(colibri_model *m, const int32_t *tokens, int n, const int *budgets, int n_budgets,
+                          FILE *out, struct colibri_err *err);
+
 /* ------------------------------------------------------------ benchmarks */
 
 /* Decode attention alone, per KV tier against f32 in the same run: one

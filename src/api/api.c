@@ -58,23 +58,23 @@ static void hotset_open(colibri_model *cm, const char *state_dir)
     if (!expert_store_stream_slots(e) || (state_dir && !strcmp(state_dir, "none"))) return;
     struct colibri_err err = { 0 };
     char dir[4096], path[4200];
-    if (expert_hotset_dir(state_dir, dir, sizeof dir, &err)) {
+    if (model_hotset_dir(state_dir, dir, sizeof dir, &err)) {
         base_log_msg("warning", "no hot set for the streamed experts: %s", err.msg);
         return;
     }
     int n = hot_n(cm);
-    cm->fingerprint = api_model_fingerprint(&cm->m);
-    expert_hotset_path(dir, cm->fingerprint, path, sizeof path);
+    cm->fingerprint = colibri_api_model_fingerprint(&cm->m);
+    model_hotset_path(dir, cm->fingerprint, path, sizeof path);
     if (!(cm->hot_counts = calloc((size_t)(n ? n : 1), sizeof *cm->hot_counts)) || !(cm->hot_path = strdup(path))) {
         free(cm->hot_counts);
         cm->hot_counts = NULL;
         return;
     }
-    int rc = expert_hotset_load(path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
+    int rc = model_hotset_load(path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
                                 cm->hot_counts, &err);
     if (rc && err.msg[0]) base_log_msg("warning", "%s; the hot set starts empty and the file will be rewritten", err.msg);
     if (!rc) {
-        int pinned = expert_store_stream_pin(e, cm->hot_counts);
+        int pinned = model_expert_stream_pin(e, cm->hot_counts);
         base_log_msg("info", "hot set: %d experts pinned from %s", pinned, path);
     }
 }
@@ -87,13 +87,13 @@ static void hotset_save(colibri_model *cm)
     int n = hot_n(cm);
     uint32_t *now = malloc((size_t)(n ? n : 1) * sizeof *now);
     int used = 0;
-    if (now && expert_store_stream_uses(e, now) == n)
+    if (now && model_expert_stream_uses(e, now) == n)
         for (int i = 0; i < n && !used; i++) used = now[i] != 0;
     if (used) {   /* a load that ran nothing (colibri info) leaves the file alone */
         for (int i = 0; i < n; i++)
             cm->hot_counts[i] = now[i] > UINT32_MAX - cm->hot_counts[i] ? UINT32_MAX : cm->hot_counts[i] + now[i];
         struct colibri_err err = { 0 };
-        if (expert_hotset_save(cm->hot_path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
+        if (model_hotset_save(cm->hot_path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
                                cm->hot_counts, &err))
             base_log_msg("warning", "hot set not saved: %s", err.msg);
     }

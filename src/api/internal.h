@@ -17,7 +17,7 @@ struct colibri_model {
 };
 
 /* The model fingerprint of docs/FORMATS.md (KV files and hot-set files). */
-uint64_t api_model_fingerprint(const struct model *m);
+uint64_t colibri_api_model_fingerprint(const struct model *m);
 
 struct colibri_session {
     colibri_model *model;

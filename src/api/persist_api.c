@@ -46,7 +46,7 @@ static uint64_t model_fingerprint(const struct model *m)
     return h;
 }
 
-uint64_t api_model_fingerprint(const struct model *m) { return model_fingerprint(m); }
+uint64_t colibri_api_model_fingerprint(const struct model *m) { return model_fingerprint(m); }
 
 /* "experts=F dense=F embed=F": the formats the weights were loaded in. */
 static void weights_label(const struct model *m, char *out, size_t n)

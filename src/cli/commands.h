@@ -15,5 +15,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_kv(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 #endif

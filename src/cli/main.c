@@ -27,6 +27,7 @@ static const struct command COMMANDS[] = {
     { "convert",  cmd_convert,  "rewrite a checkpoint with chosen weight formats (sharded, resumable, verified)" },
     { "synth",    cmd_synth,    "write a random-weight model in real shapes (for benchmarks)" },
     { "kv",       cmd_kv,       "inspect or verify a KV-cache file (kv inspect FILE, kv verify FILE)" },
+    { "trace",    cmd_trace,    "record a text's expert routing: overlap, reuse, cache policies against Belady" },
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -32,7 +32,7 @@ static int mkdirs(char *path)
     return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-int expert_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err)
+int model_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (dir && *dir) snprintf(out, n, "%s", dir);
@@ -44,12 +44,12 @@ int expert_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *
     return 0;
 }
 
-void expert_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n)
+void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n)
 {
     snprintf(out, n, "%s/experts-%016llx.hot", dir, (unsigned long long)fingerprint);
 }
 
-int expert_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
                        struct colibri_err *err)
 {
     size_t want = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;
@@ -86,7 +86,7 @@ int expert_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uin
     return rc;
 }
 
-int expert_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
+int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
                        struct colibri_err *err)
 {
     size_t n = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;

@@ -16,7 +16,7 @@
  * (2) Saves write a temporary file in the same directory, fsync it and
  *     rename it over the old one: a reader sees the old file or the new one.
  * The state directory is never the model's: the caller resolves it
- * (expert_hotset_dir). */
+ * (model_hotset_dir). */
 #ifndef COLIBRI_MODEL_EXPERT_HOTSET_H
 #define COLIBRI_MODEL_EXPERT_HOTSET_H
 
@@ -28,16 +28,16 @@
 /* The directory for state files: dir when given, else
  * $XDG_CACHE_HOME/colibri, else $HOME/.cache/colibri; created (with its
  * parents) when missing. 0, or COLIBRI_EIO naming the directory. */
-int expert_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err);
+int model_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err);
 /* out = DIR/experts-<fingerprint as 16 hex digits>.hot */
-void expert_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n);
+void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n);
 
 /* Reads counts[L*E]. COLIBRI_EIO when the file does not exist or cannot be
  * read (err->msg empty when it does not exist), else as in (1); counts
  * untouched on failure. */
-int expert_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
                        struct colibri_err *err);
-int expert_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
+int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
                        struct colibri_err *err);
 
 #endif

@@ -161,7 +161,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-void expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent)
+void model_expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent)
 {
     int pieces = 0;
     for (int i = 0; i < q->n_ranges; i++) pieces += (int)((q->r[i].bytes + EXPERT_IO_PIECE - 1) / EXPERT_IO_PIECE);
@@ -181,7 +181,7 @@ void expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent)
     pthread_mutex_unlock(&io->mu);
 }
 
-void expert_io_promote(struct expert_io *io, struct expert_io_req *q)
+void model_expert_io_promote(struct expert_io *io, struct expert_io_req *q)
 {
     pthread_mutex_lock(&io->mu);
     if (q->queue == 1) {
@@ -192,13 +192,13 @@ void expert_io_promote(struct expert_io *io, struct expert_io_req *q)
     pthread_mutex_unlock(&io->mu);
 }
 
-int expert_io_direct(const struct expert_io *io, int file)
+int model_expert_io_direct(const struct expert_io *io, int file)
 {
     const struct io_file *f = &io->files[file];
     return f->fd_direct >= 0 && atomic_load_explicit(&f->direct_ok, memory_order_relaxed);
 }
 
-void expert_io_free(struct expert_io *io)
+void model_expert_io_free(struct expert_io *io)
 {
     if (!io) return;
     pthread_mutex_lock(&io->mu);
@@ -218,7 +218,7 @@ void expert_io_free(struct expert_io *io)
     free(io);
 }
 
-int expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
+int model_expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
                   struct expert_io **out, struct colibri_err *err)
 {
     struct expert_io *io = calloc(1, sizeof *io);
@@ -263,6 +263,6 @@ int expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic 
     *out = io;
     return 0;
 fail:
-    expert_io_free(io);
+    model_expert_io_free(io);
     return rc;
 }

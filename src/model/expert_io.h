@@ -63,16 +63,16 @@ struct expert_io_req {
 
 /* Opens the files (read-only, plus O_DIRECT where allowed) and starts
  * n_threads readers. bytes_read is incremented as pieces are read. */
-int expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
+int model_expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
                   struct expert_io **out, struct colibri_err *err);
 /* Queues q (not already queued or in flight); urgent goes first. */
-void expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent);
+void model_expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent);
 /* Moves q to the urgent queue if it is still waiting in the prefetch queue. */
-void expert_io_promote(struct expert_io *io, struct expert_io_req *q);
+void model_expert_io_promote(struct expert_io *io, struct expert_io_req *q);
 /* 1 when the file is read with O_DIRECT, 0 through the page cache. */
-int expert_io_direct(const struct expert_io *io, int file);
+int model_expert_io_direct(const struct expert_io *io, int file);
 /* Waits for the readers to finish what they hold, drops what is queued
  * (without calling done), stops the threads and closes the files. */
-void expert_io_free(struct expert_io *io);
+void model_expert_io_free(struct expert_io *io);
 
 #endif

@@ -20,7 +20,7 @@ void expert_store_get_stats(const struct expert_store *s, struct expert_store_st
     out->predicted_hits = atomic_load(&s->predicted_hits);
 }
 
-void expert_store_note_prediction(struct expert_store *s, int routed, int predicted)
+void model_expert_note_prediction(struct expert_store *s, int routed, int predicted)
 {
     atomic_fetch_add_explicit(&s->predicted, (uint64_t)routed, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->predicted_hits, (uint64_t)predicted, memory_order_relaxed);

@@ -73,6 +73,11 @@ struct expert_store {
     int n_experts;
     _Atomic uint64_t acquires, prefetch_hints, misses, bytes_read;
     _Atomic uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
+    /* When set, told every prefetch (predicted 0) and predict (1) call before
+     * the store acts on it: a recorder of routing (colibri trace). Set and
+     * cleared only while no forward runs. */
+    void (*route_hook)(void *user, int layer, const int *experts, int n, int predicted);
+    void *route_user;
 };
 
 static inline int expert_store_acquire(struct expert_store *s, int layer, int expert,
@@ -86,16 +91,21 @@ static inline void expert_store_release(struct expert_store *s, int layer, int e
 }
 static inline void expert_store_prefetch(struct expert_store *s, int layer, const int *experts, int n)
 {
+    if (s->route_hook) s->route_hook(s->route_user, layer, experts, n, 0);
     s->ops->prefetch(s, layer, experts, n);
 }
 
-static inline int expert_store_predicts(const struct expert_store *s) { return s->ops->predict != NULL; }
+static inline int expert_store_predicts(const struct expert_store *s)
+{
+    return s->ops->predict != NULL || s->route_hook != NULL;
+}
 static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n)
 {
+    if (s->route_hook) s->route_hook(s->route_user, layer, experts, n, 1);
     if (s->ops->predict) s->ops->predict(s, layer, experts, n);
 }
 /* Counts a layer's routed experts and how many of them its prediction named. */
-void expert_store_note_prediction(struct expert_store *s, int routed, int predicted);
+void model_expert_note_prediction(struct expert_store *s, int routed, int predicted);
 
 void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out);
 /* 0 when (layer, expert) names an expert of the store, else COLIBRI_EINVAL
@@ -127,13 +137,13 @@ int expert_store_stream_slots(const struct expert_store *s);
 /* Copies each expert's acquisition count (layer-major, [(n_layers -
  * first_moe_layer) * n_experts]) to out; returns that count, 0 for other
  * stores. */
-int expert_store_stream_uses(struct expert_store *s, uint32_t *out);
+int model_expert_stream_uses(struct expert_store *s, uint32_t *out);
 /* The hot set: pins the most used experts by counts (same indexing; at most
  * half the slots, only counts > 0); a pinned slot is evicted only when no
  * other is evictable. Returns how many are pinned (0 for other stores). */
-int expert_store_stream_pin(struct expert_store *s, const uint32_t *counts);
+int model_expert_stream_pin(struct expert_store *s, const uint32_t *counts);
 /* 1 when a streamed store reads with O_DIRECT (its first file), else 0. */
-int expert_store_stream_direct(const struct expert_store *s);
+int model_expert_stream_direct(const struct expert_store *s);
 
 /* ---- resident store ---- */
 

@@ -27,7 +27,7 @@
  * Eviction: the least recently used slot that no forward holds (global over
  * all layers; a prefetch counts as a use), skipping pinned slots while any
  * other is evictable. Pinned: the hot set, experts named by
- * expert_store_stream_pin (learned from routing counts by the caller).
+ * model_expert_stream_pin (learned from routing counts by the caller).
  *
  * Files are checked against the size and mtime they had at start before every
  * read: a checkpoint changed on disk is an error naming the file, never a
@@ -166,7 +166,7 @@ static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, i
     q->done = slot_done;
     q->user = sl;
     atomic_fetch_add_explicit(&s->base.reads, 1, memory_order_relaxed);
-    expert_io_submit(s->io, q, urgent);
+    model_expert_io_submit(s->io, q, urgent);
     return 0;
 }
 
@@ -231,7 +231,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
     sl->prefetched = 0;
     if (sl->state == SLOT_LOADING) {
         if (!missed) atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
-        expert_io_promote(s->io, &sl->req);
+        model_expert_io_promote(s->io, &sl->req);
         uint64_t t0 = now_ns();
         while (sl->state == SLOT_LOADING) pthread_cond_wait(&s->ready, &s->mu);
         atomic_fetch_add_explicit(&b->io_wait_ns, now_ns() - t0, memory_order_relaxed);
@@ -333,7 +333,7 @@ static int64_t stream_resident_bytes(const struct expert_store *b)
 static void stream_free(struct expert_store *b)
 {
     struct stream_store *s = (struct stream_store *)b;
-    expert_io_free(s->io);   /* first: no reader touches a slot after this */
+    model_expert_io_free(s->io);   /* first: no reader touches a slot after this */
     for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].buf);
     free(s->ex);
     free(s->where);
@@ -485,7 +485,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         goto fail;
     }
     for (int f = 0; f < st->n_files; f++) paths[f] = st->files[f].path;
-    rc = expert_io_new(paths, st->n_files, STREAM_READERS, &s->base.bytes_read, &s->io, err);
+    rc = model_expert_io_new(paths, st->n_files, STREAM_READERS, &s->base.bytes_read, &s->io, err);
     free(paths);
     if (rc) goto fail;
     *out = &s->base;
@@ -500,14 +500,14 @@ int expert_store_stream_slots(const struct expert_store *s)
     return s->ops == &STREAM_OPS ? ((const struct stream_store *)s)->n_slots : 0;
 }
 
-int expert_store_stream_direct(const struct expert_store *s)
+int model_expert_stream_direct(const struct expert_store *s)
 {
     if (s->ops != &STREAM_OPS) return 0;
     const struct stream_store *ss = (const struct stream_store *)s;
-    return expert_io_direct(ss->io, 0);
+    return model_expert_io_direct(ss->io, 0);
 }
 
-int expert_store_stream_uses(struct expert_store *b, uint32_t *out)
+int model_expert_stream_uses(struct expert_store *b, uint32_t *out)
 {
     if (b->ops != &STREAM_OPS) return 0;
     struct stream_store *s = (struct stream_store *)b;
@@ -518,7 +518,7 @@ int expert_store_stream_uses(struct expert_store *b, uint32_t *out)
     return n;
 }
 
-int expert_store_stream_pin(struct expert_store *b, const uint32_t *counts)
+int model_expert_stream_pin(struct expert_store *b, const uint32_t *counts)
 {
     if (b->ops != &STREAM_OPS) return 0;
     struct stream_store *s = (struct stream_store *)b;

@@ -82,7 +82,7 @@ static int forward_slice(const struct model *m, const struct fwd_group *sub, con
         model_rmsnorm(h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
         if ((rc = mla_forward(m, sub, n_sub, li, h, n, mode, y, b, err))) break;
         for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
-        if (li + 1 < c->num_hidden_layers) moe_predict(m, li + 1, x, n, b);
+        if (li + 1 < c->num_hidden_layers) model_moe_predict(m, li + 1, x, n, b);
         model_rmsnorm(h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
         if (lw->is_moe) rc = moe_forward(m, li, h, n, y, b, err);
         else model_mlp_forward(&lw->dense, h, n, y, b->mlp_g, b->mlp_u);

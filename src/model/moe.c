@@ -148,7 +148,7 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     if (b->moe_pred_layer == li) {
         int hit = 0;
         for (int j = 0; j < n_used; j++) hit += b->moe_pred[b->moe_list[j]];
-        expert_store_note_prediction(m->experts, n_used, hit);
+        model_expert_note_prediction(m->experts, n_used, hit);
         b->moe_pred_layer = -1;
     }
 
@@ -178,7 +178,7 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     return rc;
 }
 
-void moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b)
+void model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b)
 {
     const struct model_config *c = &m->cfg;
     const struct layer_weights *lw = &m->layers[li];

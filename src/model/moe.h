@@ -40,6 +40,6 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
  * moe_in, moe_logits, moe_idx and moe_wts of b as scratch; moe_forward of
  * layer li counts the prediction's recall. Changes no output. */
 #define MOE_PREDICT_ROWS 16
-void moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
+void model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
 
 #endif

@@ -15,6 +15,7 @@
 #include "model/expert_hotset.h"
 #include "model/expert_io.h"
 #include "model/expert_store.h"
+#include "model/expert_trace.h"
 #include "model/forward.h"
 
 #define TINY "models/colibri-tiny"
@@ -37,27 +38,27 @@ static void test_hotset_file(void)
     if (!mkdtemp(root)) { CHECK(0, "mkdtemp"); return; }
     struct colibri_err err = { 0 };
     snprintf(path, sizeof path, "%s/a/b", root);
-    CHECK(expert_hotset_dir(path, dir, sizeof dir, &err) == 0 && !strcmp(dir, path), "%s", err.msg);
+    CHECK(model_hotset_dir(path, dir, sizeof dir, &err) == 0 && !strcmp(dir, path), "%s", err.msg);
     struct stat st;
     CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "the state directory is created with its parents");
     enum { L = 3, E = 5 };
     uint32_t c[L * E], back[L * E];
     for (int i = 0; i < L * E; i++) c[i] = (uint32_t)(i * 7919u % 13u) + (i == 4 ? 0xfffffff0u : 0);
-    expert_hotset_path(dir, 0x0123456789abcdefull, path, sizeof path);
+    model_hotset_path(dir, 0x0123456789abcdefull, path, sizeof path);
     CHECK(strstr(path, "experts-0123456789abcdef.hot") != NULL, "%s", path);
-    CHECK(expert_hotset_load(path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
+    CHECK(model_hotset_load(path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
           err.msg);
-    CHECK(expert_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(model_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
     CHECK(count_entries(dir) == 1, "no temporary file left beside it");
     memset(back, 0, sizeof back);
-    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
+    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
           "round trip: %s", err.msg);
     c[0] = 99;   /* a second save replaces the file */
-    CHECK(expert_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
-    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && back[0] == 99, "replaced");
-    CHECK(expert_hotset_load(path, 0x0123456789abcdeeull, L, E, back, &err) == COLIBRI_EMISMATCH &&
+    CHECK(model_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && back[0] == 99, "replaced");
+    CHECK(model_hotset_load(path, 0x0123456789abcdeeull, L, E, back, &err) == COLIBRI_EMISMATCH &&
               strstr(err.msg, "another model") && strstr(err.msg, path), "another fingerprint: %s", err.msg);
-    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E + 1, back, &err) == COLIBRI_EFORMAT,
+    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E + 1, back, &err) == COLIBRI_EFORMAT,
           "another shape: %s", err.msg);
     /* one byte flipped in the counts */
     FILE *f = fopen(path, "r+b");
@@ -69,13 +70,13 @@ static void test_hotset_file(void)
         fclose(f);
     }
     memset(back, 0xab, sizeof back);
-    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "checksum") && back[0] == 0xabababab, "damaged: %s", err.msg);
     CHECK(truncate(path, 20) == 0, "truncate");
-    CHECK(expert_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "bytes"), "truncated: %s", err.msg);
     snprintf(path, sizeof path, "%s/missing/x.hot", root);
-    CHECK(expert_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "missing"),
+    CHECK(model_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "missing"),
           "an unwritable path is refused by name: %s", err.msg);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0, "clean up");
@@ -139,17 +140,17 @@ static void test_pinned_and_tmpfs(void)
     CHECK(slots >= 4 && slots < n, "%d slots of %d experts", slots, n);
     uint32_t *counts = calloc((size_t)n, sizeof *counts), *uses = calloc((size_t)n, sizeof *uses);
     for (int i = 0; i < n; i++) counts[i] = (uint32_t)(i % 5);
-    int pinned = expert_store_stream_pin(b.experts, counts);
+    int pinned = model_expert_stream_pin(b.experts, counts);
     CHECK(pinned == slots / 2, "%d pinned, want half of %d slots", pinned, slots);
     CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "pinned: logits differ from the resident model's");
     struct expert_store_stats st;
     expert_store_get_stats(b.experts, &st);
-    CHECK(expert_store_stream_uses(b.experts, uses) == n, "uses");
+    CHECK(model_expert_stream_uses(b.experts, uses) == n, "uses");
     uint64_t sum = 0;
     for (int i = 0; i < n; i++) sum += uses[i];
     CHECK(sum == st.acquires, "uses sum to the acquisitions: %llu vs %llu", (unsigned long long)sum,
           (unsigned long long)st.acquires);
-    CHECK(expert_store_stream_direct(b.experts) == 1, "a file on ext4/xfs is read with O_DIRECT");
+    CHECK(model_expert_stream_direct(b.experts) == 1, "a file on ext4/xfs is read with O_DIRECT");
     free(counts);
     free(uses);
     model_free(&b);
@@ -167,7 +168,7 @@ static void test_pinned_and_tmpfs(void)
     if (!load(dir, ram, &b)) {
         /* tmpfs takes O_DIRECT since Linux 6.6; older kernels refuse it at open */
         CHECK(!strcmp(b.experts->ops->name, "streamed"), "tmpfs: streamed");
-        printf("  (tmpfs: %s)\n", expert_store_stream_direct(b.experts) ? "O_DIRECT" : "through the page cache");
+        printf("  (tmpfs: %s)\n", model_expert_stream_direct(b.experts) ? "O_DIRECT" : "through the page cache");
         memset(lb, 0, nl * sizeof *lb);
         CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "tmpfs: logits differ from the resident model's");
         model_free(&b);
@@ -192,7 +193,7 @@ static int read_now(struct expert_io *io, struct expert_io_req *q)
     struct wait_done w = { 0 };
     q->done = on_done;
     q->user = &w;
-    expert_io_submit(io, q, 1);
+    model_expert_io_submit(io, q, 1);
     while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) usleep(1000);
     return q->rc;
 }
@@ -212,24 +213,24 @@ static void test_reader_pool(void)
     _Atomic uint64_t bytes = 0;
     struct expert_io *io;
     struct colibri_err err = { 0 };
-    if (expert_io_new(&path, 1, 4, &bytes, &io, &err)) { CHECK(0, "%s", err.msg); goto done; }
-    int direct0 = expert_io_direct(io, 0);
+    if (model_expert_io_new(&path, 1, 4, &bytes, &io, &err)) { CHECK(0, "%s", err.msg); goto done; }
+    int direct0 = model_expert_io_direct(io, 0);
     struct expert_io_req q = { .n_ranges = 1, .r = { { 0, 0, big, got, 1 } } };
     CHECK(read_now(io, &q) == 0 && !memcmp(got, want, big) && bytes == big, "aligned pieces: %s", q.msg);
-    CHECK(expert_io_direct(io, 0) == direct0, "aligned reads keep O_DIRECT");
+    CHECK(model_expert_io_direct(io, 0) == direct0, "aligned reads keep O_DIRECT");
     /* an unaligned range marked direct: O_DIRECT refuses it (EINVAL), the
      * file is read through the page cache from then on */
     memset(got, 0, big);
     q = (struct expert_io_req){ .n_ranges = 2, .r = { { 0, 1, 8191, got, 1 }, { 0, 20000, 5000, got + 16384, 0 } } };
     CHECK(read_now(io, &q) == 0 && !memcmp(got, want + 1, 8191) && !memcmp(got + 16384, want + 20000, 5000),
           "unaligned: %s", q.msg);
-    CHECK(expert_io_direct(io, 0) == 0, "after a refused O_DIRECT read the file is read through the page cache");
+    CHECK(model_expert_io_direct(io, 0) == 0, "after a refused O_DIRECT read the file is read through the page cache");
     /* past the end of the file: read up to the end only */
     q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, (uint64_t)size - 100, 4096, got, 0 } } };
     CHECK(read_now(io, &q) == 0, "a range reaching past the end is read to the end: %s", q.msg);
     q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, (uint64_t)size + 4096, 4096, got, 0 } } };
     CHECK(read_now(io, &q) == 0, "a range wholly past the end reads nothing: %s", q.msg);
-    expert_io_free(io);
+    model_expert_io_free(io);
     /* a file that changes under the pool */
     char dir[] = "/tmp/colibri-io-XXXXXX", copy[300], cmd[400];
     if (mkdtemp(dir)) {
@@ -237,12 +238,12 @@ static void test_reader_pool(void)
         snprintf(cmd, sizeof cmd, "head -c 65536 %s > %s", path, copy);
         CHECK(system(cmd) == 0, "copy");
         const char *cp = copy;
-        if (!expert_io_new(&cp, 1, 2, &bytes, &io, &err)) {
+        if (!model_expert_io_new(&cp, 1, 2, &bytes, &io, &err)) {
             CHECK(truncate(copy, 4096) == 0, "truncate");
             q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, 8192, 4096, got, 1 } } };
             CHECK(read_now(io, &q) == COLIBRI_EIO && strstr(q.msg, "changed on disk") && strstr(q.msg, copy),
                   "a changed file is named: %s", q.msg);
-            expert_io_free(io);
+            model_expert_io_free(io);
         }
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         CHECK(system(cmd) == 0, "clean up");
@@ -252,8 +253,46 @@ done:
     free(got);
 }
 
+/* A B C A B C A B on one layer (top-1), cache of 2: the second half (B C A B)
+ * worked out by hand for each policy. */
+static void test_trace_replay(void)
+{
+    struct expert_trace t;
+    struct colibri_err err = { 0 };
+    if (model_trace_init(&t, 1, 3, 3, 1, 8, &err)) { CHECK(0, "%s", err.msg); return; }
+    const int seq[8] = { 0, 1, 2, 0, 1, 2, 0, 1 };
+    for (int i = 0; i < 8; i++) {
+        model_trace_next_token(&t);
+        model_trace_hook(&t, 3, &seq[i], 1, 0);
+        int p = i < 4 ? seq[i] : (seq[i] + 1) % 3;   /* right for the first half, wrong after */
+        model_trace_hook(&t, 3, &p, 1, 1);
+    }
+    model_trace_hook(&t, 2, &seq[0], 1, 0);   /* not an MoE layer of the trace: ignored */
+    CHECK(t.n_tokens == 8 && !t.oom, "%d tokens", t.n_tokens);
+    static const uint64_t HITS[POLICY_OURS + 1] = { [POLICY_LRU] = 0, [POLICY_LFU] = 0, [POLICY_BELADY] = 2,
+                                                    [POLICY_OURS] = 1 };
+    for (int p = 0; p <= POLICY_OURS; p++) {
+        struct expert_replay r;
+        CHECK(model_trace_replay(&t, (enum expert_policy)p, 2, &r, &err) == 0, "%s", err.msg);
+        CHECK(r.accesses == 4 && r.hits == HITS[p] && r.reads == 4 - HITS[p], "%s: %llu hits, %llu reads of %llu",
+              model_trace_policy_name((enum expert_policy)p), (unsigned long long)r.hits, (unsigned long long)r.reads,
+              (unsigned long long)r.accesses);
+    }
+    struct expert_replay r;
+    CHECK(model_trace_replay(&t, POLICY_BELADY, 3, &r, &err) == 0 && r.hits == 4 && r.reads == 0,
+          "everything fits: %llu hits", (unsigned long long)r.hits);
+    CHECK(model_trace_replay(&t, POLICY_LRU, 0, &r, &err) == COLIBRI_EINVAL, "a budget below top-k is refused");
+    struct expert_layer_stats st;
+    model_trace_layer_stats(&t, 0, &st);
+    CHECK(st.overlap == 0, "no adjacent overlap: %g", st.overlap);
+    CHECK(st.reuse[EXPERT_REUSE_BUCKETS - 1] == 3 && st.reuse[2] == 5, "3 first uses, 5 reuses at distance 3");
+    CHECK(fabs(st.recall - 0.5) < 1e-12, "recall %g, want 0.5", st.recall);
+    model_trace_free(&t);
+}
+
 int main(void)
 {
+    RUN_TEST(test_trace_replay);
     RUN_TEST(test_reader_pool);
     RUN_TEST(test_hotset_file);
     RUN_TEST(test_pinned_and_tmpfs);
