@@ -8,7 +8,7 @@
 # first (posix_fadvise DONTNEED; no root needed): one repetition for BASE
 # (its reads go through the page cache, so later repetitions would read RAM),
 # three for NEW (O_DIRECT: repetition 1 starts with an empty expert cache,
-# 2 and 3 with what 1 left).
+# 2 and 3 with what 1 left; no hot-set state file, --state-dir none).
 set -eu
 base=$1; new=$2; model=$3; ram=$4; rounds=${5:-3}
 diskread=${DISKREAD:-build/bench/diskread}
@@ -26,7 +26,7 @@ r=1
 while [ $r -le "$rounds" ]; do
     echo "## round $r (load $(cut -d' ' -f1-3 /proc/loadavg))"
     evict; echo "### before, cold"; "$base" bench $args -r 1 2>/dev/null | grep -E '^(model=|experts:|memory:)'
-    evict; echo "### after, cold then warm"; "$new" bench $args -r 3 2>/dev/null | grep -E '^(repetition|model=|experts:|memory:)'
+    evict; echo "### after, cold then warm"; "$new" bench $args --state-dir none -r 3 2>/dev/null | grep -E '^(repetition|model=|experts:|memory:)'
     r=$((r + 1))
 done
 "$diskread" --qd 8 --size 26214400 --total 2147483648 $files
