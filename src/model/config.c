@@ -177,25 +177,34 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
     .indexer_k_norm_weight = "self_attn.indexer.k_norm.weight",                                               \
     .indexer_k_norm_bias = "self_attn.indexer.k_norm.bias",                                                   \
     .indexer_weights_proj = "self_attn.indexer.weights_proj.weight"
+/* DeepseekV3Config's (and DeepseekV32Config's) defaults */
+#define V3_DEFAULTS(max_pos)                                                                                 \
+    { .n_group = 8, .topk_group = 4, .first_k_dense_replace = 3, .norm_topk_prob = 1,                       \
+      .max_position_embeddings = (max_pos), .routed_scaling_factor = 2.5, .rms_norm_eps = 1e-6 }
 static const struct model_family FAMILIES[] = {
     { .model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1, .has_mtp = 1,
-      .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
+      .latent_norm_eps = 1e-6f, .defaults = V3_DEFAULTS(4096), .names = { .router_bias = V3_ROUTER_BIAS } },
     { .model_type = "kimi_k2", .hf_class = "DeepseekV3ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_rope_interleave = 1, .has_mtp = 1,
-      .latent_norm_eps = 1e-6f, .names = { .router_bias = V3_ROUTER_BIAS } },
+      .latent_norm_eps = 1e-6f, .defaults = V3_DEFAULTS(4096), .names = { .router_bias = V3_ROUTER_BIAS } },
     { .model_type = "deepseek_v32", .hf_class = "DeepseekV32ForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
       .dsa_kind = MODEL_DSA_V32, .indexer_rope_interleaved = 0, .q_lora_required = 1, .has_mtp = 1,
-      .latent_norm_eps = 1e-6f,
+      .latent_norm_eps = 1e-6f, .defaults = V3_DEFAULTS(163840),
       .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
     { .model_type = "glm_moe_dsa", .hf_class = "GlmMoeDsaForCausalLM", .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC,
       .scoring_func = "sigmoid", .topk_method_default = "noaux_tc", .reads_mlp_layer_types = 1,
       .dsa_kind = MODEL_DSA_GLM5, .indexer_rope_interleaved = 1, .q_lora_required = 1, .has_mtp = 1,
       .latent_norm_eps = 1e-6f,
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 3, .norm_topk_prob = 1,
+                    .max_position_embeddings = 202752, .routed_scaling_factor = 2.5, .rms_norm_eps = 1e-5 },
       .fingerprint = MODEL_FP_DSA, .names = { .router_bias = V3_ROUTER_BIAS, INDEXER_NAMES } },
     { .model_type = "deepseek_v2", .hf_class = "DeepseekV2ForCausalLM", .router_kind = -1,
       .scoring_func = "softmax", .topk_method_default = "greedy", .latent_norm_eps = 1e-6f,
+      /* n_group / topk_group have no default there (group_limited_greedy requires them) */
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 0, .norm_topk_prob = 0,
+                    .max_position_embeddings = 2048, .routed_scaling_factor = 1.0, .rms_norm_eps = 1e-6 },
       .fingerprint = MODEL_FP_ROUTER, .names = { .router_bias = NULL } },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
@@ -472,11 +481,13 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     INT_FIELD(n_routed_experts, 0, 0);
     INT_FIELD(n_shared_experts, 0, 0);
     INT_FIELD(num_experts_per_tok, 0, 0);
-    INT_FIELD(n_group, 0, 1);
-    INT_FIELD(topk_group, 0, 1);
-    INT_FIELD(first_k_dense_replace, 0, 0);
+    const struct model_family_defaults *fam = &c->family->defaults;
+    INT_FIELD(n_group, 0, fam->n_group);
+    INT_FIELD(topk_group, 0, fam->topk_group);
+    INT_FIELD(first_k_dense_replace, 0, fam->first_k_dense_replace);
 #undef INT_FIELD
-    if ((rc = get_int_in(root, "max_position_embeddings", 0, 4096, 1, &c->max_position_embeddings, path, err)))
+    if ((rc = get_int_in(root, "max_position_embeddings", 0, fam->max_position_embeddings, 1,
+                         &c->max_position_embeddings, path, err)))
         goto out;
     int kv_heads;
     if ((rc = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, &kv_heads, path, err))) goto out;
@@ -486,12 +497,12 @@ int model_config_parse(const char *json, const char *path, struct model_config *
         goto out;
     }
     double d;
-    if ((rc = get_num(root, "routed_scaling_factor", 1.0, 0, 1, 1e6, &d, path, err))) goto out;
+    if ((rc = get_num(root, "routed_scaling_factor", fam->routed_scaling_factor, 0, 1, 1e6, &d, path, err))) goto out;
     c->routed_scaling_factor = (float)d;
     /* at least FLT_MIN, so it stays positive as a float */
-    if ((rc = get_num(root, "rms_norm_eps", 1e-6, 1.2e-38, 0, 1.0, &d, path, err))) goto out;
+    if ((rc = get_num(root, "rms_norm_eps", fam->rms_norm_eps, 1.2e-38, 0, 1.0, &d, path, err))) goto out;
     c->rms_norm_eps = (float)d;
-    c->norm_topk_prob = get_bool(root, "norm_topk_prob", 0);
+    c->norm_topk_prob = get_bool(root, "norm_topk_prob", fam->norm_topk_prob);
     c->tie_word_embeddings = get_bool(root, "tie_word_embeddings", 0);
     c->attention_bias = get_bool(root, "attention_bias", 0);
     if (c->attention_bias) {

@@ -4,7 +4,8 @@
  * Accepts the model_types of the family table (struct model_family, one row
  * per model_type: deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa,
  * deepseek_v2); what differs between them is a column of that table, never
- * a string compare elsewhere. Config values that select behaviour colibri
+ * a string compare elsewhere; a routing or norm field left out takes the
+ * family's transformers default. Config values that select behaviour colibri
  * does not implement (scoring_func, topk_method, hidden_act, mlp_bias,
  * moe_layer_freq, ...) are refused naming the field and the value. Both
  * RoPE spellings (top-level rope_theta + rope_scaling{type|rope_type}, and
@@ -53,6 +54,13 @@ struct model_tensor_names {
     const char *indexer_wq_b, *indexer_wk, *indexer_k_norm_weight, *indexer_k_norm_bias, *indexer_weights_proj;
 };
 
+/* What transformers' configuration class assumes for a field config.json
+ * leaves out, where a different value would change the output silently. */
+struct model_family_defaults {
+    int n_group, topk_group, first_k_dense_replace, norm_topk_prob, max_position_embeddings;
+    double routed_scaling_factor, rms_norm_eps;
+};
+
 /* One row of the family table: everything that differs by model_type. */
 struct model_family {
     const char *model_type;
@@ -68,6 +76,7 @@ struct model_family {
     int has_mtp;                        /* reads num_nextn_predict_layers (0: the family has no MTP module) */
     float latent_norm_eps;              /* q_a_layernorm/kv_a_layernorm eps: the modeling file's constant */
     unsigned fingerprint;               /* MODEL_FP_* groups */
+    struct model_family_defaults defaults;
     struct model_tensor_names names;
 };
 

@@ -31,6 +31,13 @@ mk yarn; sed -i 's/"original_max_position_embeddings": *[0-9]*/"original_max_pos
 mk betainf; sed -i 's/"beta_fast": *[0-9.]*/"beta_fast": 1e999/' "$tmp/betainf/config.json"
 expect betainf "'beta_fast' is inf; it must be a finite number in (0, 1e+06]"
 expect yarn "'original_max_position_embeddings' is -8, outside the range 1..1e+09"
+# config values that select behaviour colibri does not implement: refused naming field and value
+mk softmax; sed -i 's/"model_type"/"scoring_func": "softmax", "model_type"/' "$tmp/softmax/config.json"
+expect softmax "scoring_func 'softmax' is not supported for deepseek_v3 (sigmoid)"
+mk greedy; sed -i 's/"model_type"/"topk_method": "greedy", "model_type"/' "$tmp/greedy/config.json"
+expect greedy "topk_method 'greedy' is not supported for deepseek_v3 (noaux_tc)"
+mk gelu; sed -i 's/"hidden_act": *"silu"/"hidden_act": "gelu"/' "$tmp/gelu/config.json"
+expect gelu "hidden_act 'gelu' is not supported (silu)"
 # A reference.json whose generation prompt holds a non-number: refused, no crash.
 mkdir -p "$tmp/badref"; cp "$src"/* "$tmp/badref/"
 python3 -c "

@@ -185,6 +185,39 @@ static void test_glm_indexer_patterns(void)
           "%s", err.msg);
 }
 
+/* Fields config.json leaves out take the configuration class's default
+ * (DeepseekV3Config(), DeepseekV32Config(), GlmMoeDsaConfig(),
+ * DeepseekV2Config() printed with transformers 5.18), not one shared guess. */
+static void test_family_defaults(void)
+{
+    static const char *MIN =
+        "{\"model_type\":\"%s\",\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":64,"
+        "\"moe_intermediate_size\":16,\"num_hidden_layers\":4,\"num_attention_heads\":2,\"q_lora_rank\":24,"
+        "\"kv_lora_rank\":16,\"qk_nope_head_dim\":8,\"qk_rope_head_dim\":8,\"v_head_dim\":8,"
+        "\"n_routed_experts\":16,\"n_shared_experts\":1,\"num_experts_per_tok\":4}";
+    struct { const char *type; int n_group, topk_group, first_dense, norm, max_pos; float scale, eps; } want[] = {
+        { "deepseek_v3", 8, 4, 3, 1, 4096, 2.5f, 1e-6f },
+        { "kimi_k2", 8, 4, 3, 1, 4096, 2.5f, 1e-6f },
+        { "deepseek_v32", 8, 4, 3, 1, 163840, 2.5f, 1e-6f },
+        { "glm_moe_dsa", 1, 1, 3, 1, 202752, 2.5f, 1e-5f },
+        { "deepseek_v2", 1, 1, 0, 0, 2048, 1.0f, 1e-6f },
+    };
+    for (int i = 0; i < 5; i++) {
+        char buf[2048];
+        struct model_config c;
+        struct colibri_err err = { 0 };
+        snprintf(buf, sizeof buf, MIN, want[i].type);
+        CHECK(model_config_parse(buf, "config.json", &c, &err) == 0, "%s: %s", want[i].type, err.msg);
+        CHECK(c.n_group == want[i].n_group && c.topk_group == want[i].topk_group &&
+                  c.first_k_dense_replace == want[i].first_dense && c.norm_topk_prob == want[i].norm &&
+                  c.max_position_embeddings == want[i].max_pos && c.routed_scaling_factor == want[i].scale &&
+                  c.rms_norm_eps == want[i].eps,
+              "%s: groups %d/%d dense %d norm %d max_pos %d scale %g eps %g", want[i].type, c.n_group, c.topk_group,
+              c.first_k_dense_replace, c.norm_topk_prob, c.max_position_embeddings, (double)c.routed_scaling_factor,
+              (double)c.rms_norm_eps);
+    }
+}
+
 static void test_fingerprint_groups(void)
 {
     struct model_config c;
@@ -212,6 +245,7 @@ int main(void)
     RUN_TEST(test_family_rows);
     RUN_TEST(test_behaviour_refusals);
     RUN_TEST(test_glm_indexer_patterns);
+    RUN_TEST(test_family_defaults);
     RUN_TEST(test_fingerprint_groups);
     return CHECK_SUMMARY();
 }
