@@ -144,8 +144,12 @@ typedef struct colibri_session colibri_session;
 struct colibri_session_opts {
     int n_ctx;                  /* 0 = the model's max_position_embeddings */
     /* KV-cache tier by name (colibri_kv_tier_names lists them; NULL is f32,
-     * the reference); and the RoPE part's precision (colibri_kv_rope_names;
-     * NULL: the tier's default). Unknown names: COLIBRI_EINVAL. */
+     * the reference), optionally with per-layer entries
+     * "TIER@LAYERS:SETTING[:SETTING]..." (LAYERS N or N-M, SETTING a tier
+     * or rope=PREC; e.g. "int8r@1:rope=f32" keeps layer 1's RoPE part in
+     * f32); and the RoPE part's precision (colibri_kv_rope_names; NULL: each
+     * layer's tier's default). Unknown names, layers outside the model and
+     * overlapping entries: COLIBRI_EINVAL naming them. */
     const char *kv_tier;
     const char *kv_rope;
     /* Decode attention on int8/int4/fp8 tiers with integer dot products
@@ -501,6 +505,11 @@ struct colibri_kv_file_stat {
     int64_t first_bad;          /* first published position that is not sound, or -1 */
     int64_t tail_bytes;         /* bytes after the published positions */
     char problem[256];          /* why first_bad is not sound */
+    /* The options that give a session the file's layout ("--kv int8r@1:rope=f32");
+     * version 2 files keep codecs, sizes and seeds per layer and part, and
+     * the single-layout fields above (bits, seeds, bytes, codec_check) are 0. */
+    char layout[160];
+    int index_key_layers;       /* layers whose rows carry an index key */
 };
 int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err);
 

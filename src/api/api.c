@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "colibri_dev.h"
 #include "kv/codec.h"
+#include "kv/layout.h"
 #include "model/convert.h"
 #include "model/expert_hotset.h"
 #include "model/expert_store.h"
@@ -344,25 +345,25 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
 {
     if (!cm || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_session_new: model and out are required");
     int n_ctx = opts && opts->n_ctx > 0 ? opts->n_ctx : cm->m.cfg.max_position_embeddings;
-    int tier = KV_TIER_F32, rope = KV_ROPE_DEFAULT;
+    int rope = KV_ROPE_DEFAULT;
     char names[256];
-    if (opts && opts->kv_tier && (tier = kv_tier_from_name(opts->kv_tier)) < 0) {
-        kv_tier_names(names, sizeof names, " ");
-        return base_err_set(err, COLIBRI_EINVAL, "--kv: unknown KV tier '%s' (%s)", opts->kv_tier, names);
-    }
     if (opts && opts->kv_rope && (rope = kv_rope_from_name(opts->kv_rope)) < 0) {
         kv_rope_names(names, sizeof names, " ");
         return base_err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (%s)", opts->kv_rope, names);
     }
-    colibri_session *s = calloc(1, sizeof *s);
-    if (!s) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int int8 = opts ? opts->kv_int8 : 0;
-    if (int8 < 0 || int8 > 2) {
-        free(s);
+    if (int8 < 0 || int8 > 2)
         return base_err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
-    }
+    int n_layers = cm->m.cfg.num_hidden_layers;
+    struct kv_layer_spec *layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *layers);
+    if (!layers) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int rc = kv_layout_parse(opts && opts->kv_tier ? opts->kv_tier : "f32", (enum kv_rope_prec)rope, n_layers, layers,
+                             err);
+    colibri_session *s = rc ? NULL : calloc(1, sizeof *s);
+    if (!rc && !s) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     struct compute_ctx cc = base_compute_ctx_make(cm->n_threads);
-    int rc = fwd_state_init(&s->st, &cm->m, n_ctx, 0, (enum kv_tier)tier, (enum kv_rope_prec)rope, int8, &cc, err);
+    if (!rc) rc = model_fwd_state_init_layers(&s->st, &cm->m, n_ctx, 0, layers, int8, &cc, err);
+    free(layers);
     if (rc) { free(s); return rc; }
     if (!(s->tokens = malloc((size_t)n_ctx * sizeof *s->tokens))) {
         fwd_state_free(&s->st);

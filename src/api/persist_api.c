@@ -76,10 +76,6 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     if (s->pos != 0)
         return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
                        path, s->pos);
-    if (s->st.kv->n_parts > 2)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED,
-                       "kv file %s: the cache rows carry %d parts; the file format holds latent and RoPE only", path,
-                       s->st.kv->n_parts);
     const struct model *m = &s->model->m;
     char weights[KV_FILE_WEIGHTS_MAX];
     weights_label(m, weights, sizeof weights);
@@ -168,5 +164,8 @@ int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, stru
     st->tail_bytes = (int64_t)v.tail_bytes;
     st->read_only = v.read_only;
     snprintf(st->problem, sizeof st->problem, "%s", v.why);
+    kv_file_layout_options(h, st->layout, sizeof st->layout);
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        for (uint32_t i = 0; i < h->layer[l].n_parts; i++) st->index_key_layers += h->layer[l].part[i].kind == KV_PART_INDEX_KEY;
     return 0;
 }

@@ -32,7 +32,7 @@
 
 /* One output line: a KV tier on a model (weights) through one path. */
 struct eval_run {
-    char tier[32];
+    char tier[64];
     colibri_model *m;
     int decode;
     int64_t bytes_per_token;
@@ -65,20 +65,35 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-/* "tq4/bf16+int8" -> tier "tq4", rope "bf16", integer decode attention
- * mode 1 ("+int16": 2); missing parts are NULL / 0 (the tier's defaults). */
-static void split_tier(const char *name, struct colibri_session_opts *so, char *buf, size_t n)
+/* "tq4/bf16@1:rope=f32+int8" -> tier "tq4@1:rope=f32" (per-layer entries
+ * stay with the tier, kv/layout.h), rope "bf16", integer decode attention
+ * mode 1 ("+int16": 2); missing parts are NULL / 0 (the tier's defaults).
+ * buf holds the tier, rope the RoPE name. */
+static void split_tier(const char *name, struct colibri_session_opts *so, char *buf, size_t n, char *rope,
+                       size_t rope_n)
 {
-    snprintf(buf, n, "%s", name);
-    char *plus = strchr(buf, '+');
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s", name);
+    char *plus = strchr(tmp, '+');
     so->kv_int8 = 0;
     if (plus) {
         so->kv_int8 = !strcmp(plus + 1, "int8") ? 1 : !strcmp(plus + 1, "int16") ? 2 : -1;
         *plus = 0;
     }
-    char *slash = strchr(buf, '/');
-    so->kv_rope = slash ? slash + 1 : NULL;
-    if (slash) *slash = 0;
+    char *at = strchr(tmp, '@');
+    const char *layers = "";
+    if (at) {
+        layers = at + 1;
+        *at = 0;
+    }
+    char *slash = strchr(tmp, '/');
+    so->kv_rope = NULL;
+    if (slash) {
+        *slash = 0;
+        snprintf(rope, rope_n, "%s", slash + 1);
+        so->kv_rope = rope;
+    }
+    snprintf(buf, n, "%s%s%s", tmp, at ? "@" : "", layers);
     so->kv_tier = buf;
 }
 
@@ -87,9 +102,9 @@ static void split_tier(const char *name, struct colibri_session_opts *so, char *
  * one at a time (absorbed MLA through the tier's native consumer). */
 static int run_window(struct eval_run *r, int N, const int32_t *in, float *logits, struct colibri_err *err)
 {
-    char buf[64];
+    char buf[128], rope[32];
     struct colibri_session_opts so = { .n_ctx = N };
-    split_tier(r->tier, &so, buf, sizeof buf);
+    split_tier(r->tier, &so, buf, sizeof buf, rope, sizeof rope);
     colibri_session *s = NULL;
     int rc = colibri_session_new(r->m, &so, &s, err);
     if (!rc && !r->decode) rc = colibri_session_prefill(s, in, N, logits, 1, err);
@@ -151,8 +166,9 @@ int cmd_eval(int argc, char **argv)
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory with tokenizer.json; default models/colibri-tiny" },
         { "text", 0, OPT_STR, &text_path, "UTF-8 text file to teacher-force (required)" },
-        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER[/ROPE][+int8|+int16] (tq4/bf16: RoPE "
-                                        "part in bf16); f32 is always run (default: every tier)" },
+        { "kv", 0, OPT_STR, &tiers_arg, "comma-separated KV tiers, each TIER[/ROPE][@LAYERS:SETTING...][+int8|+int16] "
+                                        "(tq4/bf16: RoPE part in bf16; int8r@1:rope=f32: layer 1's RoPE part in "
+                                        "f32, as --kv of the other commands); f32 is always run (default: every tier)" },
         { "ctx", 'c', OPT_INT, &N, "window length in tokens (default 512)", 2, 1 << 20 },
         { "max-windows", 0, OPT_INT, &max_windows, "evaluate at most this many windows (0: all)", 0, 1 << 30 },
         { "decode", 0, OPT_FLAG, &decode, "decode token by token (absorbed MLA, the tiers' native consumers; "
@@ -245,9 +261,9 @@ int cmd_eval(int argc, char **argv)
     }
     /* Validate every tier name before the long run starts. */
     for (int i = 0; i < nr; i++) {
-        char buf[64];
+        char buf[128], rope[32];
         struct colibri_session_opts so = { .n_ctx = 1 };
-        split_tier(runs[i].tier, &so, buf, sizeof buf);
+        split_tier(runs[i].tier, &so, buf, sizeof buf, rope, sizeof rope);
         colibri_session *s = NULL;
         if (colibri_session_new(runs[i].m, &so, &s, &err)) {
             fprintf(stderr, "colibri eval: %s\n", err.msg);

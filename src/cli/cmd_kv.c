@@ -24,13 +24,20 @@ static void print_stat(const char *path, const struct colibri_kv_file_stat *st)
     printf("model:         fingerprint %016llx\n", (unsigned long long)st->model_fingerprint);
     printf("weights:       %s\n", st->weights);
     printf("geometry:      %d layers, r %d, dr %d\n", st->n_layers, st->r, st->dr);
-    printf("tier:          %s (latent %d B/row), rope %s (%d B/row)\n", st->tier, st->latent_bytes, st->rope,
-           st->rope_bytes);
-    if (st->latent_bits || st->rope_bits) printf("codec bits:    latent %d, rope %d\n", st->latent_bits, st->rope_bits);
-    printf("seeds:         latent %016llx, rope %016llx\n", (unsigned long long)st->latent_seed,
-           (unsigned long long)st->rope_seed);
-    printf("codec check:   %016llx\n", (unsigned long long)st->codec_check);
-    printf("record:        %d bytes (%d per layer row)\n", st->record_bytes, st->row_bytes);
+    if (st->read_version >= 2) {
+        /* per-layer layouts: codecs, sizes and seeds live in the part table */
+        printf("layout:        %s\n", st->layout);
+        if (st->index_key_layers) printf("index keys:    in %d of %d layers\n", st->index_key_layers, st->n_layers);
+        printf("record:        %d bytes\n", st->record_bytes);
+    } else {
+        printf("tier:          %s (latent %d B/row), rope %s (%d B/row)\n", st->tier, st->latent_bytes, st->rope,
+               st->rope_bytes);
+        if (st->latent_bits || st->rope_bits) printf("codec bits:    latent %d, rope %d\n", st->latent_bits, st->rope_bits);
+        printf("seeds:         latent %016llx, rope %016llx\n", (unsigned long long)st->latent_seed,
+               (unsigned long long)st->rope_seed);
+        printf("codec check:   %016llx\n", (unsigned long long)st->codec_check);
+        printf("record:        %d bytes (%d per layer row)\n", st->record_bytes, st->row_bytes);
+    }
     printf("tokens:        %lld published, %lld sound\n", (long long)st->published, (long long)st->valid);
     printf("bytes:         %lld (%lld after the published positions)\n", (long long)st->file_bytes,
            (long long)st->tail_bytes);
@@ -64,6 +71,8 @@ int cmd_kv(int argc, char **argv)
                 (long long)st.first_bad, st.problem, (long long)st.valid, (long long)st.published);
         return 1;
     }
-    printf("%s: sound, %lld positions (%s, %d layers)\n", path, (long long)st.published, st.tier, st.n_layers);
+    /* a version-2 file's layout differs per layer: name it by its options */
+    printf("%s: sound, %lld positions (%s, %d layers)\n", path, (long long)st.published,
+           st.read_version >= 2 ? st.layout + strlen("--kv ") : st.tier, st.n_layers);
     return 0;
 }

@@ -33,7 +33,8 @@ int cmd_serve(int argc, char **argv)
         { "slots", 0, OPT_INT, &so.n_slots, "sessions generating at once (default 4)", 1, 64 },
         { "ctx", 'c', OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
         { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: " OPTS_LIST_KV_TIERS " "
-                                 "(default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },
+                                 "(default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1); per layer: "
+                                 "TIER@LAYERS:SETTING..., e.g. int8r@1:rope=f32" },
         { "kv-rope", 0, OPT_STR, &so.kv_rope, "precision of the cached RoPE part: " OPTS_LIST_KV_ROPES " (default per tier)" },
         { "kv-int8", 0, OPT_INT, &so.kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
                                               "(default), 1 int8 query, 2 16-bit query", 0, 2 },

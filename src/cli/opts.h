@@ -66,7 +66,8 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: " OPTS_LIST_KV_TIERS " (default f32; "                          \
-                                 "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1)" },                                 \
+                                 "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1); per layer: TIER@LAYERS:SETTING..., "  \
+                                 "SETTING a tier or rope=PREC, e.g. int8r@1:rope=f32 or fp8@0-1:int8r@1:rope=f32" }, \
     { "kv-rope", 0, OPT_STR, &(rope), "precision of the cached RoPE part: " OPTS_LIST_KV_ROPES " (default per tier)" }, \
     { "kv-int8", 0, OPT_INT, &(int8), "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact " \
                                       "(default), 1 int8 query, 2 16-bit query", 0, 2 }

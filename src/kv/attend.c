@@ -123,8 +123,8 @@ static int cols_ok_for(const struct kv_kern *k, int r, int dr)
 }
 
 /* f32 latent and RoPE: the exact path (see attend.h). */
-static int attend_f32(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
-                      const float *q_rope, float scale, float *out, struct kv_scratch *s,
+static int attend_f32(const struct kv_cache *c, const struct kv_layer *lay, const uint8_t *rows, int T, int H,
+                      const float *q_lat, const float *q_rope, float scale, float *out, struct kv_scratch *s,
                       const struct kv_kern *k, struct colibri_err *err)
 {
     const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
@@ -137,7 +137,7 @@ static int attend_f32(const struct kv_cache *c, const uint8_t *rows, int T, int 
     float *L = carve(&p, (size_t)T * Hp), *m = carve(&p, Hp), *sum = carve(&p, Hp);
     transpose_q(q_lat, H, r, qTl, Hp);
     if (dr) transpose_q(q_rope, H, dr, qTr, Hp);
-    const size_t stride = c->row_bytes / sizeof(float);
+    const size_t stride = lay->row_bytes / sizeof(float);
     const float *base = (const float *)rows;
     const int nblk = (T + KV_TILE - 1) / KV_TILE, nhb = Hp / 16;
     int nt = s->n_threads;
@@ -256,21 +256,21 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
 
 /* Every other tier: decode each tile once, score and accumulate in the code
  * domain with an online softmax per thread, merge, unrotate once. */
-static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
-                         const float *q_rope, float scale, float *out, struct kv_scratch *s,
+static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, const uint8_t *rows, int T, int H,
+                         const float *q_lat, const float *q_rope, float scale, float *out, struct kv_scratch *s,
                          const struct kv_kern *k, struct colibri_err *err)
 {
     const int r = c->r, dr = c->dr, Hp = (H + 15) & ~15;
     const int nblk = (T + KV_TILE - 1) / KV_TILE;
     const struct kv_kern_q8 *k8 = s->int8 ? kv_kern_q8_get() : NULL;
     struct kv_native_dims d = {.r = r, .dr = dr, .Hp = Hp};
-    d.q8 = k8 && (k8->decode[c->tier] || k8->decode16[c->tier]) && k == kv_kern_get() &&
+    d.q8 = k8 && (k8->decode[lay->tier] || k8->decode16[lay->tier]) && k == kv_kern_get() &&
            r % 32 == 0;
-    d.code16 = d.q8 && !k8->decode[c->tier];
-    d.gs = d.q8 && !d.code16 ? kv_codec_q8_group(&c->lat) : r;
+    d.code16 = d.q8 && !k8->decode[lay->tier];
+    d.gs = d.q8 && !d.code16 ? kv_codec_q8_group(&lay->lat) : r;
     d.G = r / d.gs;
-    d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[c->pe.tier] &&
-               kv_codec_q8_group(&c->pe) == dr;
+    d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[lay->pe.tier] &&
+               kv_codec_q8_group(&lay->pe) == dr;
     d.two = s->int8 == KV_INT8_QUERY16;
     int nt = s->n_threads;
     if (nt > nblk) nt = nblk;
@@ -297,8 +297,8 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
     if (d.q8rope) rhi = q8q_carve(&p, dr, Hp, 1);
     if (d.q8rope && d.two) rlo = q8q_carve(&p, dr, Hp, 1);
     uint8_t *thread_base = p;
-    kv_codec_prepare_query(&c->lat, H, q_lat, qTl, Hp);
-    if (dr) kv_codec_prepare_query(&c->pe, H, q_rope, qTr, Hp);
+    kv_codec_prepare_query(&lay->lat, H, q_lat, qTl, Hp);
+    if (dr) kv_codec_prepare_query(&lay->pe, H, q_rope, qTr, Hp);
     if (d.q8 && d.code16) k8->quant_query16(qTl, r, Hp, (int16_t *)q8T, sq);
     else if (d.q8) k8->quant_query(qTl, r, Hp, d.gs, q8T, sq, qsum);
     if (lo.q) {
@@ -310,7 +310,7 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
         q8q_residual(qTr, dr, Hp, &rhi);
         k8->quant_query(qTr, dr, Hp, dr, rlo.q, rlo.sq, rlo.qsum);
     }
-    const size_t stride = c->row_bytes;
+    const size_t stride = lay->row_bytes;
 
 #pragma omp parallel num_threads(nt)
     {
@@ -327,14 +327,14 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
             const uint8_t *tr = rows + (size_t)t0 * stride;
             if (d.q8) {
                 if (d.code16)
-                    k8->decode16[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                    k8->decode16[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
                 else
-                    k8->decode[c->tier](&c->lat, tr, stride, n, b.u, b.us);
+                    k8->decode[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
                 /* partial scores chain through R and S2 (a kernel's input and
                  * output must not alias) */
                 const float *R = NULL;
                 if (d.q8rope) {
-                    k8->decode[c->pe.tier](&c->pe, tr + c->lat_bytes, stride, n, b.ur, b.urs);
+                    k8->decode[lay->pe.tier](&lay->pe, tr + lay->lat_bytes, stride, n, b.ur, b.urs);
                     k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
                     R = b.R;
                     if (rlo.q) {
@@ -342,7 +342,7 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
                         R = b.S2;
                     }
                 } else if (dr) {
-                    kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
+                    kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
                     k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
                     R = b.R;
                 }
@@ -356,8 +356,8 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
                     k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
                 }
             } else {
-                if (dr) kv_codec_decode_rows(&c->pe, tr + c->lat_bytes, stride, n, b.tileR, dr);
-                kv_codec_decode_rows(&c->lat, tr, stride, n, b.tileL, r);
+                if (dr) kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
+                kv_codec_decode_rows(&lay->lat, tr, stride, n, b.tileL, r);
                 k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
             }
             memcpy(b.mt, b.m, Hp * sizeof *b.mt);
@@ -398,7 +398,7 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
             const float inv = 1.0f / L;
             for (int i = 0; i < r; i++) o[i] *= inv;
         }
-        if (h1 > h0) kv_codec_finish(&c->lat, h1 - h0, out + (size_t)h0 * r);
+        if (h1 > h0) kv_codec_finish(&lay->lat, h1 - h0, out + (size_t)h0 * r);
     }
     return 0;
 }
@@ -406,20 +406,21 @@ static int attend_native(const struct kv_cache *c, const uint8_t *rows, int T, i
 int kv_attend_int8_applies(const struct kv_cache *c)
 {
     const struct kv_kern_q8 *k8 = kv_kern_q8_get();
-    return k8 && (k8->decode[c->tier] || k8->decode16[c->tier]) && c->r % 32 == 0 &&
-           cols_ok_for(kv_kern_get(), c->r, c->dr);
+    int any = 0;
+    for (int l = 0; k8 && l < c->n_layers; l++) any |= k8->decode[c->layer[l].tier] || k8->decode16[c->layer[l].tier];
+    return any && c->r % 32 == 0 && cols_ok_for(kv_kern_get(), c->r, c->dr);
 }
 
-/* Rows at `rows` with the cache's row layout and stride. */
-static int attend_rows(const struct kv_cache *c, const uint8_t *rows, int T, int H, const float *q_lat,
-                       const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
+/* Rows at `rows` with layer lay's row layout and stride. */
+static int attend_rows(const struct kv_cache *c, const struct kv_layer *lay, const uint8_t *rows, int T, int H,
+                       const float *q_lat, const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
                        struct colibri_err *err)
 {
     const struct kv_kern *k = kv_kern_get();
     if (!cols_ok_for(k, c->r, c->dr)) k = kv_kern_scalar();
-    if (c->tier == KV_TIER_F32 && (c->dr == 0 || c->rope == KV_ROPE_F32))
-        return attend_f32(c, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
-    return attend_native(c, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+    if (lay->tier == KV_TIER_F32 && (c->dr == 0 || lay->rope == KV_ROPE_F32))
+        return attend_f32(c, lay, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
+    return attend_native(c, lay, rows, T, H, q_lat, q_rope, scale, out_lat, s, k, err);
 }
 
 int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_lat,
@@ -430,7 +431,7 @@ int kv_attend(const struct kv_cache *c, int layer, int T, int H, const float *q_
         return base_err_set(err, COLIBRI_EINVAL, "kv attend: layer %d T %d H %d (cache %d x %d)",
                        layer, T, H, c->n_layers, c->capacity);
     if (c->dr > 0 && !q_rope) return base_err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
-    return attend_rows(c, kv_cache_row(c, layer, 0), T, H, q_lat, q_rope, scale, out_lat, s, err);
+    return attend_rows(c, &c->layer[layer], kv_cache_row(c, layer, 0), T, H, q_lat, q_rope, scale, out_lat, s, err);
 }
 
 int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, struct colibri_err *err)
@@ -456,7 +457,7 @@ int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, in
         return base_err_set(err, COLIBRI_EINVAL, "kv attend: layer %d, %d selected positions, H %d (cache %d x %d)",
                        layer, n, H, c->n_layers, c->capacity);
     if (c->dr > 0 && !q_rope) return base_err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
-    size_t need = (size_t)n * c->row_bytes;
+    const size_t rb = c->layer[layer].row_bytes, need = (size_t)n * rb;
     if (need > s->sel_cap) {
         uint8_t *p = malloc(need);
         if (!p) return base_err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
@@ -468,7 +469,7 @@ int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, in
         if (pos[i] < 0 || pos[i] >= c->capacity)
             return base_err_set(err, COLIBRI_ERANGE, "kv attend: selected position %d (index %d) outside [0, %d)", pos[i],
                            i, c->capacity);
-        memcpy(s->sel + (size_t)i * c->row_bytes, kv_cache_row(c, layer, pos[i]), c->row_bytes);
+        memcpy(s->sel + (size_t)i * rb, kv_cache_row(c, layer, pos[i]), rb);
     }
-    return attend_rows(c, s->sel, n, H, q_lat, q_rope, scale, out_lat, s, err);
+    return attend_rows(c, &c->layer[layer], s->sel, n, H, q_lat, q_rope, scale, out_lat, s, err);
 }

@@ -6,12 +6,13 @@
  *   out_lat[h]  = sum_t p[h][t] c[t]
  *
  * Contract:
- *  - f32 tier with f32 RoPE: the result is bit-identical to kv_attend_ref() on
+ *  - Each layer is read with its own row layout (kv/cache.h).
+ *  - A layer with f32 latent and f32 RoPE: the result is bit-identical to kv_attend_ref() on
  *    the cached rows (same fmaf order per dot product and per token sum, same
  *    kv_expf), whatever the thread count or CPU. Work is split so that every
  *    (head, token) sum keeps its order: scores by rows, softmax by heads,
  *    accumulation by output columns.
- *  - Every other tier/RoPE combination runs the native consumer: the query is
+ *  - Every other latent/RoPE combination runs the native consumer: the query is
  *    rotated once per head, each cached row is decoded once per call (a tile of
  *    rows at a time, in the code domain) and used by all heads through small
  *    GEMMs, rows are split across threads with a flash-decoding merge (per

@@ -124,10 +124,10 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
             free(ql); free(qr); free(out); free(lat); free(pe);
             return base_err_set(err, e.code, "%s: %s", kv_tier_name(tlist[ti]), e.msg);
         }
-        vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
+        vtier[nv] = ti, vint8[nv] = 0, rowb[nv++] = kv_cache_row_bytes(caches[ti], 0);
         for (int k = 1; k < 3 && o->with_int8 && kv_attend_int8_applies(caches[ti]); k++) {
             if (k == 2 && tlist[ti] == KV_TIER_FP8) break;   /* fp8 has one integer form */
-            vtier[nv] = ti, vint8[nv] = k, rowb[nv++] = kv_cache_row_bytes(caches[ti]);
+            vtier[nv] = ti, vint8[nv] = k, rowb[nv++] = kv_cache_row_bytes(caches[ti], 0);
         }
         for (int p = 0; p < maxT; p++) {
             for (int i = 0; i < r; i++) lat[i] = gauss(&rng);

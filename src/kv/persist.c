@@ -1,25 +1,12 @@
-/* kv/persist.c - the KV file format (docs/FORMATS.md, "KV files").
- *
- *   off  size  field                      off  size  field
- *     0     8  magic "COLIBRKV"           124    16  rope_name
- *     8     2  write_version (1)          140     4  latent_bits
- *    10     2  read_version (1)           144     4  rope_bits
- *    12     4  header_bytes (256)         148     4  reserved (0)
- *    16     8  records_offset (4096)      152     8  latent_seed
- *    24     8  salt                       160     8  rope_seed
- *    32     8  model fingerprint          168     4  latent_bytes
- *    40    48  weights label              172     4  rope_bytes
- *    88     4  n_layers                   176     4  row_bytes
- *    92     4  r                          180     4  record_bytes
- *    96     4  dr                         184     8  codec_check
- *   100     4  tier                       192    56  reserved (0)
- *   104    16  tier_name                  248     8  XXH64([0,248), seed 0)
- *   120     4  rope
+/* kv/persist.c - KV files (docs/FORMATS.md, "KV files"): count slots,
+ * records, opening (validate, trim, restore, upgrade), saving (append,
+ * shrink, rewrite) and verifying. The header and part table are
+ * kv/persist_hdr.c.
  *
  *   count slot (at 512 and 1024): 0 "KVCN", 4 u32 0, 8 u64 seq, 16 u64 count,
  *     24 u64 XXH64(slot[0,24), salt)
- *   record i (at 4096 + i*R): 0 u32 i, 4 i32 token, 8 rows (layer-major),
- *     R-8 u64 XXH64(record[0,R-8), salt)
+ *   record i (at records_offset + i*R): 0 u32 i, 4 i32 token, 8 rows
+ *     (layer-major, each layer's row_bytes), R-8 u64 XXH64(record[0,R-8), salt)
  *
  * The invariants are numbered in kv/persist.h; comments below cite them. */
 #include "kv/persist.h"
@@ -34,9 +21,9 @@
 #include <xxhash.h>
 
 #include "base/err.h"
+#include "kv/persist_bytes.h"
 
 #define KV_BATCH_BYTES (4u << 20)   /* records are read and written in batches of about this */
-#define KV_PROBE_SEED  0x70726f6265ull  /* "probe" */
 
 struct kv_file {
     const struct kv_io *io;
@@ -57,267 +44,9 @@ struct kv_file {
     size_t buf_bytes;
 };
 
-/* ------------------------------------------------------------ byte order */
-
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
-static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
 static int io_err(struct colibri_err *err, int rc, const char *what, const char *path)
 {
     return base_err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, strerror(-rc));
-}
-
-/* ---------------------------------------------------------------- header */
-
-/* The probe row of docs/FORMATS.md: x[i] = (XXH64(u32le(i), "probe") >> 40) / 2^24 * 8 - 4. */
-static uint64_t codec_check_part(const struct kv_codec *c, XXH64_state_t *st)
-{
-    float *x = malloc((size_t)c->dim * sizeof *x);
-    uint8_t *row = malloc(c->row_bytes);
-    if (!x || !row) {
-        free(x);
-        free(row);
-        return 0;
-    }
-    for (int i = 0; i < c->dim; i++) {
-        uint8_t le[4];
-        put32(le, (uint32_t)i);
-        x[i] = (float)((double)(XXH64(le, 4, KV_PROBE_SEED) >> 40) / 16777216.0 * 8.0 - 4.0);
-    }
-    kv_codec_encode(c, x, row);
-    XXH64_update(st, row, c->row_bytes);
-    free(x);
-    free(row);
-    return 1;
-}
-
-int kv_file_hdr_for(const struct kv_cache *c, uint64_t model, const char *weights, uint64_t salt,
-                    struct kv_file_hdr *h, struct colibri_err *err)
-{
-    if (!weights) weights = "";
-    if (strlen(weights) >= KV_FILE_WEIGHTS_MAX)
-        return base_err_set(err, COLIBRI_EINVAL, "kv file: weights label '%s' is longer than %d bytes", weights,
-                       KV_FILE_WEIGHTS_MAX - 1);
-    memset(h, 0, sizeof *h);
-    h->write_version = h->read_version = KV_FILE_VERSION;
-    h->salt = salt;
-    h->model = model;
-    strcpy(h->weights, weights);
-    h->n_layers = (uint32_t)c->n_layers;
-    h->r = (uint32_t)c->r;
-    h->dr = (uint32_t)c->dr;
-    h->tier = (uint32_t)c->tier;
-    snprintf(h->tier_name, sizeof h->tier_name, "%s", kv_tier_name(c->tier));
-    h->rope = (uint32_t)c->rope;
-    snprintf(h->rope_name, sizeof h->rope_name, "%s", kv_rope_name(c->rope));
-    h->latent_bits = (uint32_t)c->lat.bits;
-    h->rope_bits = c->dr > 0 ? (uint32_t)c->pe.bits : 0;
-    h->latent_seed = KV_SEED_LATENT;
-    h->rope_seed = KV_SEED_ROPE;
-    assert(!kv_codec_rotated(&c->lat) || c->lat.rot.seed == KV_SEED_LATENT);
-    h->latent_bytes = (uint32_t)c->lat_bytes;
-    h->rope_bytes = (uint32_t)c->rope_bytes;
-    h->row_bytes = (uint32_t)c->row_bytes;
-    h->record_bytes = (uint32_t)(KV_FILE_REC_EXTRA + (size_t)c->n_layers * c->row_bytes);
-    XXH64_state_t st;
-    XXH64_reset(&st, 0);
-    if (!codec_check_part(&c->lat, &st) || (c->dr > 0 && !codec_check_part(&c->pe, &st)))
-        return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for the codec check");
-    h->codec_check = XXH64_digest(&st);
-    return 0;
-}
-
-void kv_file_hdr_encode(const struct kv_file_hdr *h, uint8_t out[KV_FILE_HDR_BYTES])
-{
-    memset(out, 0, KV_FILE_HDR_BYTES);
-    memcpy(out, KV_FILE_MAGIC, 8);
-    put16(out + 8, h->write_version);
-    put16(out + 10, h->read_version);
-    put32(out + 12, KV_FILE_HDR_BYTES);
-    put64(out + 16, KV_FILE_RECORDS);
-    put64(out + 24, h->salt);
-    put64(out + 32, h->model);
-    memcpy(out + 40, h->weights, KV_FILE_WEIGHTS_MAX);
-    put32(out + 88, h->n_layers);
-    put32(out + 92, h->r);
-    put32(out + 96, h->dr);
-    put32(out + 100, h->tier);
-    memcpy(out + 104, h->tier_name, KV_FILE_NAME_MAX);
-    put32(out + 120, h->rope);
-    memcpy(out + 124, h->rope_name, KV_FILE_NAME_MAX);
-    put32(out + 140, h->latent_bits);
-    put32(out + 144, h->rope_bits);
-    put64(out + 152, h->latent_seed);
-    put64(out + 160, h->rope_seed);
-    put32(out + 168, h->latent_bytes);
-    put32(out + 172, h->rope_bytes);
-    put32(out + 176, h->row_bytes);
-    put32(out + 180, h->record_bytes);
-    put64(out + 184, h->codec_check);
-    put64(out + 248, XXH64(out, 248, 0));
-}
-
-static int all_zero(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i]) return 0;
-    return 1;
-}
-
-/* A NUL-terminated, NUL-padded text field. */
-static int text_ok(const uint8_t *p, size_t n)
-{
-    size_t len = strnlen((const char *)p, n);
-    return len < n && all_zero(p + len, n - len);
-}
-
-int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *h, struct colibri_err *err)
-{
-    if (memcmp(in, KV_FILE_MAGIC, 8))
-        return base_err_set(err, COLIBRI_EFORMAT, "magic: not a colibri KV file (no \"%s\" at offset 0)", KV_FILE_MAGIC);
-    struct kv_file_hdr d = { 0 };
-    d.write_version = get16(in + 8);
-    d.read_version = get16(in + 10);
-    if (d.read_version > KV_FILE_VERSION)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED,
-                       "read_version %u: written by a newer colibri (this build reads version %d)",
-                       d.read_version, KV_FILE_VERSION);
-    if (XXH64(in, 248, 0) != get64(in + 248))
-        return base_err_set(err, COLIBRI_EFORMAT, "header_checksum: header bytes [0, 248) do not match it (damaged header)");
-    if (d.read_version == 0 || d.write_version == 0)
-        return base_err_set(err, COLIBRI_EFORMAT, "%s is 0", d.read_version ? "write_version" : "read_version");
-    if (get32(in + 12) != KV_FILE_HDR_BYTES)
-        return base_err_set(err, COLIBRI_EFORMAT, "header_bytes %u (version 1 has %d)", get32(in + 12), KV_FILE_HDR_BYTES);
-    if (get64(in + 16) != KV_FILE_RECORDS)
-        return base_err_set(err, COLIBRI_EFORMAT, "records_offset %llu (version 1 has %d)",
-                       (unsigned long long)get64(in + 16), KV_FILE_RECORDS);
-    if (!all_zero(in + 148, 4) || !all_zero(in + 192, 56))
-        return base_err_set(err, COLIBRI_EFORMAT, "reserved: bytes at 148 or 192..247 are not zero");
-    d.salt = get64(in + 24);
-    d.model = get64(in + 32);
-    if (!text_ok(in + 40, KV_FILE_WEIGHTS_MAX))
-        return base_err_set(err, COLIBRI_EFORMAT, "weights: not a NUL-padded string");
-    memcpy(d.weights, in + 40, KV_FILE_WEIGHTS_MAX);
-    d.n_layers = get32(in + 88);
-    d.r = get32(in + 92);
-    d.dr = get32(in + 96);
-    d.tier = get32(in + 100);
-    d.rope = get32(in + 120);
-    if (!text_ok(in + 104, KV_FILE_NAME_MAX)) return base_err_set(err, COLIBRI_EFORMAT, "tier_name: not a NUL-padded string");
-    if (!text_ok(in + 124, KV_FILE_NAME_MAX)) return base_err_set(err, COLIBRI_EFORMAT, "rope_name: not a NUL-padded string");
-    memcpy(d.tier_name, in + 104, KV_FILE_NAME_MAX);
-    memcpy(d.rope_name, in + 124, KV_FILE_NAME_MAX);
-    d.latent_bits = get32(in + 140);
-    d.rope_bits = get32(in + 144);
-    d.latent_seed = get64(in + 152);
-    d.rope_seed = get64(in + 160);
-    d.latent_bytes = get32(in + 168);
-    d.rope_bytes = get32(in + 172);
-    d.row_bytes = get32(in + 176);
-    d.record_bytes = get32(in + 180);
-    d.codec_check = get64(in + 184);
-
-    if (d.tier >= KV_TIER_COUNT)
-        return base_err_set(err, COLIBRI_EFORMAT, "tier %u ('%s'): unknown to this build", d.tier, d.tier_name);
-    if (strcmp(d.tier_name, kv_tier_name((enum kv_tier)d.tier)))
-        return base_err_set(err, COLIBRI_EFORMAT, "tier_name '%s' does not name tier %u (%s)", d.tier_name, d.tier,
-                       kv_tier_name((enum kv_tier)d.tier));
-    if (d.rope >= KV_ROPE_COUNT)
-        return base_err_set(err, COLIBRI_EFORMAT, "rope %u ('%s'): unknown to this build", d.rope, d.rope_name);
-    if (strcmp(d.rope_name, kv_rope_name((enum kv_rope_prec)d.rope)))
-        return base_err_set(err, COLIBRI_EFORMAT, "rope_name '%s' does not name rope precision %u (%s)", d.rope_name,
-                       d.rope, kv_rope_name((enum kv_rope_prec)d.rope));
-    if (d.n_layers == 0 || d.n_layers > 1u << 16) return base_err_set(err, COLIBRI_EFORMAT, "n_layers %u", d.n_layers);
-    size_t lat = kv_tier_row_bytes((enum kv_tier)d.tier, d.r > KV_DIM_MAX ? 0 : (int)d.r);
-    if (!lat) return base_err_set(err, COLIBRI_EFORMAT, "r %u: not a width tier %s takes", d.r, d.tier_name);
-    if (d.latent_bytes != lat)
-        return base_err_set(err, COLIBRI_EFORMAT, "latent_bytes %u: tier %s at r = %u has %zu", d.latent_bytes,
-                       d.tier_name, d.r, lat);
-    size_t rope = 0;
-    if (d.dr) {
-        enum kv_tier rt = kv_rope_tier((enum kv_rope_prec)d.rope);
-        if (!(rope = kv_tier_row_bytes(rt, d.dr > KV_DIM_MAX ? 0 : (int)d.dr)))
-            return base_err_set(err, COLIBRI_EFORMAT, "dr %u: not a width RoPE precision %s takes", d.dr, d.rope_name);
-    }
-    if (d.rope_bytes != rope)
-        return base_err_set(err, COLIBRI_EFORMAT, "rope_bytes %u: RoPE precision %s at dr = %u has %zu", d.rope_bytes,
-                       d.rope_name, d.dr, rope);
-    if (d.row_bytes != (uint64_t)d.latent_bytes + d.rope_bytes)
-        return base_err_set(err, COLIBRI_EFORMAT, "row_bytes %u != latent_bytes %u + rope_bytes %u", d.row_bytes,
-                       d.latent_bytes, d.rope_bytes);
-    uint64_t rec = KV_FILE_REC_EXTRA + (uint64_t)d.n_layers * d.row_bytes;
-    if (d.record_bytes != rec || rec > (1u << 30))
-        return base_err_set(err, COLIBRI_EFORMAT, "record_bytes %u: 16 + n_layers %u x row_bytes %u = %llu",
-                       d.record_bytes, d.n_layers, d.row_bytes, (unsigned long long)rec);
-    *h = d;
-    return 0;
-}
-
-enum kv_file_match kv_file_hdr_match(const struct kv_file_hdr *f, const struct kv_file_hdr *w, char *why,
-                                     size_t why_n)
-{
-    if (f->model != w->model) {
-        snprintf(why, why_n,
-                 "model: saved by another model (fingerprint %016llx; this model's is %016llx); run that model to "
-                 "reuse it",
-                 (unsigned long long)f->model, (unsigned long long)w->model);
-        return KV_FILE_OTHER;
-    }
-    if (strcmp(f->weights, w->weights)) {
-        snprintf(why, why_n,
-                 "weights: saved with weights '%s', this run has '%s'; load the model with those formats "
-                 "(--experts/--dense/--embed) to reuse it",
-                 f->weights, w->weights);
-        return KV_FILE_OTHER;
-    }
-    const struct { const char *name; uint64_t a, b; } dims[] = {
-        { "n_layers", f->n_layers, w->n_layers }, { "r", f->r, w->r }, { "dr", f->dr, w->dr },
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i].a != dims[i].b) {
-            snprintf(why, why_n, "%s: the file has %llu, this model %llu; run the model that wrote it to reuse it",
-                     dims[i].name, (unsigned long long)dims[i].a, (unsigned long long)dims[i].b);
-            return KV_FILE_OTHER;
-        }
-    if (f->tier != w->tier || f->rope != w->rope) {
-        if (f->tier == KV_TIER_F32 && f->rope == KV_ROPE_F32) return KV_FILE_UPGRADE;
-        if (f->tier != w->tier)
-            snprintf(why, why_n, "tier: saved with --kv %s; run with --kv %s to reuse it", f->tier_name, f->tier_name);
-        else
-            snprintf(why, why_n, "rope: saved with --kv %s --kv-rope %s; run with --kv-rope %s to reuse it",
-                     f->tier_name, f->rope_name, f->rope_name);
-        return KV_FILE_OTHER;
-    }
-    const struct { const char *name; uint64_t a, b; } codec[] = {
-        { "latent_bits", f->latent_bits, w->latent_bits },   { "rope_bits", f->rope_bits, w->rope_bits },
-        { "latent_seed", f->latent_seed, w->latent_seed },   { "rope_seed", f->rope_seed, w->rope_seed },
-        { "latent_bytes", f->latent_bytes, w->latent_bytes }, { "rope_bytes", f->rope_bytes, w->rope_bytes },
-        { "row_bytes", f->row_bytes, w->row_bytes },          { "record_bytes", f->record_bytes, w->record_bytes },
-        { "codec_check", f->codec_check, w->codec_check },
-    };
-    for (size_t i = 0; i < sizeof codec / sizeof codec[0]; i++)
-        if (codec[i].a != codec[i].b) {
-            snprintf(why, why_n,
-                     "%s: the file has %#llx, this build %#llx: its %s rows come from another codec version and "
-                     "cannot be reused; delete it to start a new one",
-                     codec[i].name, (unsigned long long)codec[i].a, (unsigned long long)codec[i].b, f->tier_name);
-            return KV_FILE_OTHER;
-        }
-    return KV_FILE_SAME;
 }
 
 /* ---------------------------------------------------------- count slots */
@@ -365,15 +94,24 @@ static int read_slots(const struct kv_io *io, void *fh, const char *path, uint64
 
 /* -------------------------------------------------------------- records */
 
-static uint64_t rec_offset(const struct kv_file_hdr *h, uint64_t i) { return KV_FILE_RECORDS + i * h->record_bytes; }
+static uint64_t rec_offset(const struct kv_file_hdr *h, uint64_t i) { return h->records_offset + i * h->record_bytes; }
+
+/* Records wholly or partly present in a file of `size` bytes. */
+static uint64_t recs_present(const struct kv_file_hdr *h, uint64_t size)
+{
+    return size > h->records_offset ? (size - h->records_offset) / h->record_bytes : 0;
+}
 
 /* Record i of cache + tokens into out[record_bytes]; returns its checksum. */
 static uint64_t rec_build(const struct kv_cache *c, const int32_t *tokens, uint64_t i, uint64_t salt, uint8_t *out)
 {
     put32(out, (uint32_t)i);
     put32(out + 4, (uint32_t)tokens[i]);
-    for (int l = 0; l < c->n_layers; l++) memcpy(out + 8 + (size_t)l * c->row_bytes, kv_cache_row(c, l, (int)i), c->row_bytes);
-    size_t body = 8 + (size_t)c->n_layers * c->row_bytes;
+    size_t body = 8;
+    for (int l = 0; l < c->n_layers; l++) {
+        memcpy(out + body, kv_cache_row(c, l, (int)i), c->layer[l].row_bytes);
+        body += c->layer[l].row_bytes;
+    }
     uint64_t sum = XXH64(out, body, salt);
     put64(out + body, sum);
     return sum;
@@ -388,7 +126,7 @@ static uint64_t rec_sum(const struct kv_cache *c, const int32_t *tokens, uint64_
     XXH64_state_t st;
     XXH64_reset(&st, salt);
     XXH64_update(&st, head, 8);
-    for (int l = 0; l < c->n_layers; l++) XXH64_update(&st, kv_cache_row(c, l, (int)i), c->row_bytes);
+    for (int l = 0; l < c->n_layers; l++) XXH64_update(&st, kv_cache_row(c, l, (int)i), c->layer[l].row_bytes);
     return XXH64_digest(&st);
 }
 
@@ -443,7 +181,7 @@ static int walk_records(const struct kv_io *io, void *fh, const char *path, cons
     memset(w, 0, sizeof *w);
     w->first_bad = -1;
     uint64_t R = h->record_bytes;
-    uint64_t present = size > KV_FILE_RECORDS ? (size - KV_FILE_RECORDS) / R : 0;
+    uint64_t present = recs_present(h, size);
     uint64_t n = published < present ? published : present;
     uint64_t per = batch_records(h);
     uint8_t *buf = NULL;
@@ -497,13 +235,16 @@ static void kv_file_check(const struct kv_file *f)
     assert(f->fh && f->path);
     assert(f->slot == 0 || f->slot == 1);
     assert(f->seq >= 1);
-    assert(f->hdr.record_bytes == KV_FILE_REC_EXTRA + (uint64_t)f->hdr.n_layers * f->hdr.row_bytes);
+    uint64_t rec = KV_FILE_REC_EXTRA;
+    for (uint32_t l = 0; l < f->hdr.n_layers; l++) rec += f->hdr.layer[l].row_bytes;
+    assert(f->hdr.record_bytes == rec);
     /* (4)/(5): every published record exists in the file (a damaged file
      * may be shorter than the header block when nothing is published). */
     assert(f->count == 0 || f->size >= rec_offset(&f->hdr, f->count));
     assert(f->count <= f->sums_cap || f->upgrade_pending || f->read_only);
     /* Only an all-f32 file is ever upgraded. */
-    assert(!f->upgrade_pending || (f->hdr.tier == KV_TIER_F32 && f->hdr.rope == KV_ROPE_F32));
+    for (uint32_t l = 0; f->upgrade_pending && l < f->hdr.n_layers; l++)
+        for (uint32_t i = 0; i < f->hdr.layer[l].n_parts; i++) assert(f->hdr.layer[l].part[i].codec == KV_TIER_F32);
     assert(f->upgrade_pending || f->read_only || f->hdr.tier == f->want.tier);
 }
 #else
@@ -566,11 +307,12 @@ static int rewrite(const struct kv_io *io, const char *path, const struct kv_fil
         free(tmp);
         return rc;
     }
-    uint8_t *head = calloc(1, KV_FILE_RECORDS);
+    uint8_t *head = calloc(1, h->records_offset);
     if (!head) rc = base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
     if (!rc) {
         kv_file_hdr_encode(h, head);
-        if ((rc = io->write(io, fh, head, KV_FILE_RECORDS, 0))) rc = io_err(err, rc, "writing the header", tmp);
+        if (h->table_bytes) kv_file_table_encode(h, head + KV_FILE_RECORDS);
+        if ((rc = io->write(io, fh, head, h->records_offset, 0))) rc = io_err(err, rc, "writing the header", tmp);
     }
     if (!rc && n) rc = write_records(io, fh, tmp, h, c, tokens, 0, n, sums, buf, buf_bytes, err);
     if (!rc && (rc = io->sync(io, fh))) rc = io_err(err, rc, "syncing records", tmp);
@@ -600,8 +342,8 @@ struct restore_ctx {
     uint64_t max;
     uint64_t restored;
     int upgrade;
-    struct kv_codec lat, pe;    /* the file's codecs, for an upgrade */
-    float *x;                   /* r + dr floats */
+    struct kv_codec *codecs;    /* the file's codecs for an upgrade, [n_layers][KV_PARTS_MAX] */
+    float *x;                   /* the widest part's values */
 };
 
 static int restore_one(void *vctx, uint64_t i, const uint8_t *rec, uint64_t sum, struct colibri_err *err)
@@ -611,19 +353,67 @@ static int restore_one(void *vctx, uint64_t i, const uint8_t *rec, uint64_t sum,
     r->f->sums[i] = sum;
     if (i >= r->max) return 0;
     r->tokens[i] = (int32_t)get32(rec + 4);
-    for (uint32_t l = 0; l < h->n_layers; l++) {
-        const uint8_t *row = rec + 8 + (size_t)l * h->row_bytes;
+    const uint8_t *row = rec + 8;
+    for (uint32_t l = 0; l < h->n_layers; row += h->layer[l].row_bytes, l++) {
         if (!r->upgrade) {
-            memcpy(kv_cache_row(r->cache, (int)l, (int)i), row, h->row_bytes);
+            memcpy(kv_cache_row(r->cache, (int)l, (int)i), row, h->layer[l].row_bytes);
             continue;
         }
-        kv_codec_decode(&r->lat, row, r->x);
-        if (h->dr) kv_codec_decode(&r->pe, row + h->latent_bytes, r->x + h->r);
-        int rc = kv_cache_write(r->cache, (int)l, (int)i, r->x, r->x + h->r, err);
-        if (rc) return rc;
+        for (uint32_t k = 0; k < h->layer[l].n_parts; k++) {
+            const struct kv_file_part *p = &h->layer[l].part[k];
+            if (!p->dim) continue;
+            kv_codec_decode(&r->codecs[l * KV_PARTS_MAX + k], row + p->offset, r->x);
+            int rc = kv_cache_write_part(r->cache, (int)l, (int)i, (enum kv_part_kind)p->kind, r->x, err);
+            if (rc) return rc;
+        }
     }
     r->restored = i + 1;
     return 0;
+}
+
+/* The file's codecs, one per (layer, part), for re-encoding its f32 rows. */
+static int upgrade_codecs(struct restore_ctx *r, struct colibri_err *err)
+{
+    const struct kv_file_hdr *h = &r->f->hdr;
+    uint32_t widest = 1;
+    if (!(r->codecs = calloc((size_t)h->n_layers * KV_PARTS_MAX, sizeof *r->codecs)))
+        return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        for (uint32_t k = 0; k < h->layer[l].n_parts; k++) {
+            const struct kv_file_part *p = &h->layer[l].part[k];
+            if (!p->dim) continue;
+            if (p->dim > widest) widest = p->dim;
+            int rc = kv_codec_init(&r->codecs[l * KV_PARTS_MAX + k], (enum kv_tier)p->codec, (int)p->dim, p->seed, err);
+            if (rc) return rc;
+        }
+    if (!(r->x = malloc((size_t)widest * sizeof *r->x))) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    return 0;
+}
+
+static void upgrade_codecs_free(struct restore_ctx *r)
+{
+    for (uint32_t l = 0; r->codecs && l < r->f->hdr.n_layers; l++)
+        for (int k = 0; k < KV_PARTS_MAX; k++) kv_codec_free(&r->codecs[l * KV_PARTS_MAX + k]);
+    free(r->codecs);
+    free(r->x);
+}
+
+/* Version 2: the part table after the header, into h->layer. */
+static int read_table(const struct kv_io *io, void *fh, const char *path, struct kv_file_hdr *h,
+                      struct colibri_err *err)
+{
+    if (!h->table_bytes) return 0;
+    uint8_t *t = malloc(h->table_bytes);
+    if (!t) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    size_t got = 0;
+    int rc = io->read(io, fh, t, h->table_bytes, KV_FILE_RECORDS, &got);
+    if (rc) rc = io_err(err, rc, "reading the part table", path);
+    else if (got < h->table_bytes)
+        rc = base_err_set(err, COLIBRI_EFORMAT, "part table: the file ends inside it (%zu of %u bytes)", got,
+                          h->table_bytes);
+    else rc = kv_file_table_decode(t, h, err);
+    free(t);
+    return rc;
 }
 
 static struct kv_file *file_new(const struct kv_io *io, const char *path, struct colibri_err *err)
@@ -655,7 +445,7 @@ static int open_create(struct kv_file *f, const struct kv_file_hdr *want, struct
     f->seq = 1;
     f->slot = 0;
     f->count = 0;
-    f->size = KV_FILE_RECORDS;
+    f->size = want->records_offset;
     rep->created = 1;
     if ((rc = sums_reserve(f, 1, err))) return rc;
     kv_file_check(f);
@@ -705,7 +495,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
                      path, got);
         goto fail;
     }
-    if ((rc = kv_file_hdr_decode(head, &f->hdr, err))) {
+    if ((rc = kv_file_hdr_decode(head, &f->hdr, err)) || (rc = read_table(io, f->fh, path, &f->hdr, err))) {
         rc = refuse(err, rc, path);
         goto fail;
     }
@@ -728,22 +518,12 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
 
     struct restore_ctx r = { .f = f, .cache = cache, .tokens = tokens, .max = (uint64_t)max_tokens,
                              .upgrade = m == KV_FILE_UPGRADE };
-    uint64_t present = f->size > KV_FILE_RECORDS ? (f->size - KV_FILE_RECORDS) / f->hdr.record_bytes : 0;
+    uint64_t present = recs_present(&f->hdr, f->size);
     if ((rc = sums_reserve(f, (f->count < present ? f->count : present) + 1, err))) goto fail;
-    if (r.upgrade) {
-        if (!(r.x = malloc(((size_t)f->hdr.r + f->hdr.dr) * sizeof *r.x))) {
-            rc = base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
-            goto fail;
-        }
-        rc = kv_codec_init(&r.lat, (enum kv_tier)f->hdr.tier, (int)f->hdr.r, f->hdr.latent_seed, err);
-        if (!rc && f->hdr.dr)
-            rc = kv_codec_init(&r.pe, kv_rope_tier((enum kv_rope_prec)f->hdr.rope), (int)f->hdr.dr, f->hdr.rope_seed, err);
-    }
+    if (r.upgrade) rc = upgrade_codecs(&r, err);
     struct walk_result w;
     if (!rc) rc = walk_records(io, f->fh, path, &f->hdr, f->count, f->size, restore_one, &r, &w, err);
-    kv_codec_free(&r.lat);
-    kv_codec_free(&r.pe);
-    free(r.x);
+    upgrade_codecs_free(&r);
     if (rc) goto fail;
 
     rep->kept = w.kept;
@@ -778,6 +558,22 @@ fail:
 static int save_append(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, uint64_t n,
                        struct colibri_err *err);
 
+/* 1 if the cache has the shape and every layer's part layout of header w. */
+static int cache_is_want(const struct kv_cache *c, const struct kv_file_hdr *w)
+{
+    if ((uint32_t)c->n_layers != w->n_layers || (uint32_t)c->r != w->r || (uint32_t)c->dr != w->dr) return 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct kv_layer *L = &c->layer[l];
+        const struct kv_file_layer *fl = &w->layer[l];
+        if ((uint32_t)L->n_parts != fl->n_parts || (uint32_t)L->row_bytes != fl->row_bytes) return 0;
+        for (int i = 0; i < L->n_parts; i++) {
+            uint32_t codec = L->parts[i].kind == KV_PART_ROPE ? (uint32_t)kv_rope_tier(L->rope) : (uint32_t)L->parts[i].codec->tier;
+            if ((uint32_t)L->parts[i].kind != fl->part[i].kind || codec != fl->part[i].codec) return 0;
+        }
+    }
+    return 1;
+}
+
 int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tokens, int n, struct colibri_err *err)
 {
     if (f->read_only)
@@ -789,10 +585,9 @@ int kv_file_save(struct kv_file *f, const struct kv_cache *c, const int32_t *tok
     if (n < 0 || n > c->capacity)
         return base_err_set(err, COLIBRI_EINVAL, "kv file %s: cannot save %d positions of a %d-position cache", f->path, n,
                        c->capacity);
-    if ((uint32_t)c->tier != f->want.tier || (uint32_t)c->rope != f->want.rope ||
-        (uint32_t)c->n_layers != f->want.n_layers || (uint32_t)c->r != f->want.r || (uint32_t)c->dr != f->want.dr)
+    if (!cache_is_want(c, &f->want))
         return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the cache (%s, %d layers) is not the one the file was opened for (%s)",
-                       f->path, kv_tier_name(c->tier), c->n_layers, f->want.tier_name);
+                       f->path, kv_tier_name(c->layer[0].tier), c->n_layers, f->want.tier_name);
     int rc = sums_reserve(f, (uint64_t)n + 1, err);
     if (rc) return rc;
     if (f->upgrade_pending) {
@@ -866,7 +661,7 @@ int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_veri
         rc = io_err(err, rc, "reading the header", path);
     } else if (got < sizeof head) {
         rc = base_err_set(err, COLIBRI_EFORMAT, "kv file %s: %zu bytes, shorter than a header: not a colibri KV file", path, got);
-    } else if ((rc = kv_file_hdr_decode(head, &v->hdr, err))) {
+    } else if ((rc = kv_file_hdr_decode(head, &v->hdr, err)) || (rc = read_table(io, fh, path, &v->hdr, err))) {
         base_err_prefix(err, rc, "kv file %s", path);
     } else {
         int slot;
@@ -878,7 +673,7 @@ int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_veri
             v->valid = w.kept;
             v->first_bad = w.first_bad;
             snprintf(v->why, sizeof v->why, "%s", w.why);
-            uint64_t present = v->file_bytes > KV_FILE_RECORDS ? (v->file_bytes - KV_FILE_RECORDS) / v->hdr.record_bytes : 0;
+            uint64_t present = recs_present(&v->hdr, v->file_bytes);
             uint64_t end = rec_offset(&v->hdr, v->published < present ? v->published : present);
             v->tail_bytes = v->published <= present && v->file_bytes > end ? v->file_bytes - end : 0;
         }

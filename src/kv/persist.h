@@ -10,9 +10,18 @@
  *    512    32  count slot A: "KVCN", 0, seq, count, XXH64(slot[0,24), salt)
  *   1024    32  count slot B (same); the valid slot with the larger seq holds
  *               the published record count
- *   4096     R  record i at 4096 + i*R: u32 position, i32 token, n_layers
- *               rows (latent then RoPE part, the tier's layout), XXH64 of the
- *               record's first R-8 bytes seeded with the salt
+ *   4096        version 2 only: the part table, n_layers entries of 176 B
+ *               (each layer's parts: kind, codec, width, bits, bytes,
+ *               offset, seed, codec check), then zeros to records_offset
+ *      O     R  record i at O + i*R (O = records_offset: 4096 in version 1):
+ *               u32 position, i32 token, n_layers rows (each layer's parts
+ *               in its layout), XXH64 of the record's first R-8 bytes seeded
+ *               with the salt
+ *
+ * Versions: a cache whose layers share one layout of latent + RoPE is written
+ * as version 1, byte for byte as before version 2 existed (so older builds
+ * read it); per-layer layouts and rows with more parts (a DSA index key) are
+ * version 2. Both are read.
  *
  * Invariants (kv_file_check() asserts the in-memory ones in debug builds at
  * every state change):
@@ -28,8 +37,8 @@
  *  (6) The header is written once, at creation, never in place afterwards.
  *  (7) Creation and tier changes write the whole file as PATH.tmp (records,
  *      sync, slot, sync), rename it over PATH and sync the directory.
- *  (8) A refused file (unreadable header, another model/tier/codec) is not
- *      written, truncated or renamed.
+ *  (8) A refused file (unreadable header, another model/tier/layout/codec)
+ *      is not written, truncated or renamed.
  *
  * This module never sees the model: the caller passes a fingerprint and a
  * weights label, and the cache gives the geometry. All file access goes
@@ -46,7 +55,10 @@
 #include "kv/fileio.h"
 
 #define KV_FILE_MAGIC        "COLIBRKV"
-#define KV_FILE_VERSION      1          /* read and write version this build knows */
+#define KV_FILE_VERSION      2          /* newest read and write version this build knows */
+#define KV_FILE_LAYERS_MAX   256        /* layers a file may have in this build */
+#define KV_FILE_LAYER_BYTES  176        /* one layer's entry in the version-2 part table */
+#define KV_FILE_PART_BYTES   40         /* one part's slot in it (KV_PARTS_MAX slots) */
 #define KV_FILE_HDR_BYTES    256
 #define KV_FILE_SLOT_A       512
 #define KV_FILE_SLOT_B       1024
@@ -55,6 +67,20 @@
 #define KV_FILE_REC_EXTRA    16         /* position + token + checksum */
 #define KV_FILE_WEIGHTS_MAX  48         /* bytes of the weights label, NUL included */
 #define KV_FILE_NAME_MAX     16
+
+/* One part of a layer's row, as the file describes it. */
+struct kv_file_part {
+    uint32_t kind;                      /* enum kv_part_kind */
+    uint32_t codec;                     /* enum kv_tier */
+    uint32_t dim, bits, bytes, offset;  /* values, codec index bits, encoded bytes, place in the row */
+    uint64_t seed;                      /* rotation seed */
+    uint64_t check;                     /* probe encoding hash (version 2; 0 when read from version 1) */
+};
+
+struct kv_file_layer {
+    uint32_t n_parts, row_bytes;
+    struct kv_file_part part[KV_PARTS_MAX];
+};
 
 struct kv_file_hdr {
     uint16_t write_version, read_version;
@@ -70,6 +96,15 @@ struct kv_file_hdr {
     uint64_t latent_seed, rope_seed;
     uint32_t latent_bytes, rope_bytes, row_bytes, record_bytes;
     uint64_t codec_check;
+    /* Both versions: where records start, and every layer's parts (for
+     * version 1 derived from the fields above). Version 2: the table's size
+     * and XXH64 (seed 0) as the header records them. In version 2 tier and
+     * rope name the most common layer layout and the single-layout fields
+     * (bits, seeds, latent/rope/row bytes, codec_check) are 0. */
+    uint64_t records_offset;
+    uint32_t table_bytes;
+    uint64_t table_checksum;
+    struct kv_file_layer layer[KV_FILE_LAYERS_MAX];
 };
 
 /* The header a file holding `c`'s rows would have. weights: the caller's
@@ -82,10 +117,19 @@ void kv_file_hdr_encode(const struct kv_file_hdr *h, uint8_t out[KV_FILE_HDR_BYT
  * against the tier's row layout). COLIBRI_EFORMAT naming the field, or
  * COLIBRI_EUNSUPPORTED for a read version this build does not know. */
 int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *h, struct colibri_err *err);
+/* Version 2: the part table (h->table_bytes bytes at KV_FILE_RECORDS) into
+ * h->layer, validated against the header (checksum, each part's kind, codec,
+ * width, size and place, row and record sizes): COLIBRI_EFORMAT naming the
+ * layer, part and field. Encode writes h->table_bytes bytes. */
+int kv_file_table_decode(const uint8_t *in, struct kv_file_hdr *h, struct colibri_err *err);
+void kv_file_table_encode(const struct kv_file_hdr *h, uint8_t *out);
+/* "--kv TIER[@...] [--kv-rope P]": the options that give a session the
+ * file's layout (kv/layout.h). */
+void kv_file_layout_options(const struct kv_file_hdr *h, char *buf, size_t n);
 
 enum kv_file_match {
     KV_FILE_SAME = 0,       /* rows can be used as they are */
-    KV_FILE_UPGRADE = 1,    /* an f32/f32 file, the session has another tier: re-encode */
+    KV_FILE_UPGRADE = 1,    /* every part f32, the session has another layout of the same parts: re-encode */
     KV_FILE_OTHER = 2,      /* refused: why names the field and how to reuse the file */
 };
 enum kv_file_match kv_file_hdr_match(const struct kv_file_hdr *file, const struct kv_file_hdr *want,

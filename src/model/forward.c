@@ -3,6 +3,7 @@
  * models/deepseek_v3/modeling_deepseek_v3.py). */
 #include "model/forward.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -14,6 +15,19 @@
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                    enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err)
 {
+    int L = m->cfg.num_hidden_layers;
+    struct kv_layer_spec *spec = calloc((size_t)(L > 0 ? L : 1), sizeof *spec);
+    if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
+    for (int l = 0; l < L; l++) spec[l].tier = tier, spec[l].rope = rope;
+    int rc = model_fwd_state_init_layers(st, m, n_ctx, max_batch, spec, int8_mode, cc, err);
+    free(spec);
+    return rc;
+}
+
+int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch,
+                          const struct kv_layer_spec *layers, int int8_mode, const struct compute_ctx *cc,
+                          struct colibri_err *err)
+{
     const struct model_config *c = &m->cfg;
     memset(st, 0, sizeof *st);
     if (n_ctx <= 0) return base_err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
@@ -22,8 +36,8 @@ int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int m
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
     if (max_batch > FWD_MAX_BATCH) max_batch = FWD_MAX_BATCH;
     if (max_batch > n_ctx) max_batch = n_ctx;
-    int rc = kv_cache_new(tier, rope, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
-                          err);
+    int rc = kv_cache_new_layers(layers, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
+                                 err);
     if (!rc) rc = kv_scratch_new(cc->n_threads, &st->scratch, err);
     if (!rc) {
         kv_scratch_set_int8(st->scratch, int8_mode);

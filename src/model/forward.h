@@ -43,6 +43,11 @@ struct fwd_state {
  * buffer a decode needs is allocated here. 0 or a negative COLIBRI_E*. */
 int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                     enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err);
+/* The same with layer l's cache row laid out as layers[l] (the model's
+ * num_hidden_layers entries; kv/layout.h parses a user's spelling). */
+int  model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch,
+                           const struct kv_layer_spec *layers, int int8_mode, const struct compute_ctx *cc,
+                           struct colibri_err *err);
 void fwd_state_free(struct fwd_state *st);
 /* Bytes the state holds: cache (at full capacity), scratch, run buffers. */
 int64_t fwd_state_bytes(const struct fwd_state *st);

@@ -47,10 +47,11 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
         return rc;
     const float *lat, *rope;
     int64_t rope_stride;
-    if (kv->tier == KV_TIER_F32 && kv->rope == KV_ROPE_F32) {
+    const struct kv_layer *L = &kv->layer[li];
+    if (L->tier == KV_TIER_F32 && L->rope == KV_ROPE_F32) {
         /* read in place; the latents are gathered for the kv_b product */
         const float *base = (const float *)kv_cache_row(kv, li, 0);
-        int64_t stride = (int64_t)(kv->row_bytes / sizeof(float));
+        int64_t stride = (int64_t)(L->row_bytes / sizeof(float));
         if ((rc = run_bufs_grow(b, &b->exp_lat, &b->exp_lat_cap, (size_t)T * r, err))) return rc;
         for (int t = 0; t < T; t++) memcpy(b->exp_lat + (int64_t)t * r, base + t * stride, (size_t)r * sizeof(float));
         lat = b->exp_lat;

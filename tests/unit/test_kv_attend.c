@@ -128,16 +128,16 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
     float *refd = malloc(sizeof(float) * s.H * s.r);
     attend_ref_double(s.T, s.H, s.r, s.dr, lat, pe, ql, qr, scale, refd);
     float *ref8 = NULL;
-    if (use_int8 == KV_INT8_QUERY8 && (kv_codec_q8_group(&c->lat) || t == KV_TIER_FP8) && s.r % 32 == 0) {
+    if (use_int8 == KV_INT8_QUERY8 && (kv_codec_q8_group(&c->layer[0].lat) || t == KV_TIER_FP8) && s.r % 32 == 0) {
         /* the same reference with the query the int8 consumer sees: rotated,
          * rounded to int8 with one scale per head, rotated back */
         float *q8 = malloc(sizeof(float) * s.H * s.r), *qr8 = malloc(sizeof(float) * (s.H * s.dr + 1));
         memcpy(q8, ql, sizeof(float) * s.H * s.r);
         memcpy(qr8, qr, sizeof(float) * s.H * s.dr);
         ref8 = malloc(sizeof(float) * s.H * s.r);
-        int8_query(&c->lat.rot, q8, s.H, s.r, t == KV_TIER_FP8 ? 2047.0f : 127.0f);
-        if (s.dr % 16 == 0 && kv_codec_q8_group(&c->pe) == s.dr)
-            int8_query(&c->pe.rot, qr8, s.H, s.dr, 127.0f);
+        int8_query(&c->layer[0].lat.rot, q8, s.H, s.r, t == KV_TIER_FP8 ? 2047.0f : 127.0f);
+        if (s.dr % 16 == 0 && kv_codec_q8_group(&c->layer[0].pe) == s.dr)
+            int8_query(&c->layer[0].pe.rot, qr8, s.H, s.dr, 127.0f);
         kv_attend_ref(s.T, s.H, s.r, s.dr, lat, pe, q8, qr8, scale, ref8);
         free(q8);
         free(qr8);
@@ -149,7 +149,7 @@ static double run_case(enum kv_tier t, enum kv_rope_prec rp, struct shape s, flo
         kv_scratch_set_int8(sc, use_int8);
         for (int i = 0; i < s.H * s.r; i++) out[i] = NAN;
         CHECK(kv_attend(c, 1, s.T, s.H, ql, qr, scale, out, sc, &err) == 0, "attend: %s", err.msg);
-        if (t == KV_TIER_F32 && c->rope == KV_ROPE_F32) {
+        if (t == KV_TIER_F32 && c->layer[0].rope == KV_ROPE_F32) {
             CHECK(memcmp(out, ref, sizeof(float) * s.H * s.r) == 0,
                   "f32 tier bit-identical to the reference (T=%d H=%d r=%d threads=%d)",
                   s.T, s.H, s.r, nt);
@@ -265,8 +265,8 @@ static void test_cache_shape_and_bounds(void)
     struct kv_cache *c = NULL;
     struct colibri_err err = {0};
     CHECK(kv_cache_new(KV_TIER_Q4_0, KV_ROPE_DEFAULT, 3, 512, 64, 10, &c, &err) == 0, "new");
-    CHECK(c->rope == KV_ROPE_INT8, "quantized tiers default to int8 rope");
-    CHECK(kv_cache_row_bytes(c) == 288 + 68, "q4_0 row: 288 + 68 bytes, got %zu", kv_cache_row_bytes(c));
+    CHECK(c->layer[0].rope == KV_ROPE_INT8, "quantized tiers default to int8 rope");
+    CHECK(kv_cache_row_bytes(c, 2) == 288 + 68, "q4_0 row: 288 + 68 bytes, got %zu", kv_cache_row_bytes(c, 2));
     CHECK(kv_cache_token_bytes(c) == 3 * (288 + 68), "token bytes");
     float lat[512], pe[64];
     CHECK(kv_cache_read(c, 2, 0, 10, NULL, NULL, &err) == 0, "read all");
@@ -285,7 +285,7 @@ static void test_cache_shape_and_bounds(void)
     kv_scratch_free(s);
     kv_cache_free(c);
     CHECK(kv_cache_new(KV_TIER_F32, KV_ROPE_DEFAULT, 1, 512, 64, 4, &c, &err) == 0, "f32");
-    CHECK(c->rope == KV_ROPE_F32 && kv_cache_row_bytes(c) == 576 * 4, "f32 row 2304 B");
+    CHECK(c->layer[0].rope == KV_ROPE_F32 && kv_cache_row_bytes(c, 0) == 576 * 4, "f32 row 2304 B");
     kv_cache_free(c);
 }
 
@@ -407,8 +407,9 @@ static void test_row_parts(void)
     CHECK(kv_cache_new(KV_TIER_F32, KV_ROPE_DEFAULT, 2, 64, 16, 8, &plain, &err) == 0, "%s", err.msg);
     if (!c || !plain) return;
     const struct kv_part *p = kv_cache_part(c, KV_PART_INDEX_KEY);
-    CHECK(c->n_parts == 3 && p && p->offset == plain->row_bytes && p->bytes == 128 + 4 &&
-              c->row_bytes == plain->row_bytes + p->bytes, "layout: %d parts, row %zu", c->n_parts, c->row_bytes);
+    CHECK(c->layer[1].n_parts == 3 && p && p->offset == plain->layer[1].row_bytes && p->bytes == 128 + 4 &&
+              c->layer[1].row_bytes == plain->layer[1].row_bytes + p->bytes, "layout: %d parts, row %zu",
+          c->layer[1].n_parts, c->layer[1].row_bytes);
     float lat[64], pe[16], k[128], back[128];
     for (int i = 0; i < 64; i++) lat[i] = gauss();
     for (int i = 0; i < 16; i++) pe[i] = gauss();
@@ -416,7 +417,7 @@ static void test_row_parts(void)
     for (int i = 0; i < 128; i++) k[i] = EXACT[i % 7];
     CHECK(kv_cache_write(c, 1, 5, lat, pe, &err) == 0 && kv_cache_write(plain, 1, 5, lat, pe, &err) == 0, "%s", err.msg);
     CHECK(kv_cache_write_part(c, 1, 5, KV_PART_INDEX_KEY, k, &err) == 0, "%s", err.msg);
-    CHECK(!memcmp(kv_cache_row(c, 1, 5), kv_cache_row(plain, 1, 5), plain->row_bytes), "latent and RoPE bytes unchanged");
+    CHECK(!memcmp(kv_cache_row(c, 1, 5), kv_cache_row(plain, 1, 5), plain->layer[1].row_bytes), "latent and RoPE bytes unchanged");
     CHECK(kv_cache_read_part(c, 1, 5, KV_PART_INDEX_KEY, back, &err) == 0, "%s", err.msg);
     double e = 0;
     for (int i = 0; i < 128; i++) e = fmax(e, fabs(back[i] - k[i]));

@@ -40,7 +40,7 @@ static void test_roundtrip_every_tier(void)
         CHECK(fx_cache_is(c, tok, 7, 1), "%s: rows differ after a round trip", kv_tier_name(t));
         size_t n;
         uint8_t *b = fx_read(path, &n);
-        CHECK(n == KV_FILE_RECORDS + 7 * (KV_FILE_REC_EXTRA + FX_LAYERS * c->row_bytes), "%s: %zu bytes",
+        CHECK(n == KV_FILE_RECORDS + 7 * (KV_FILE_REC_EXTRA + FX_LAYERS * c->layer[0].row_bytes), "%s: %zu bytes",
               kv_tier_name(t), n);
         free(b);
         kv_file_close(f);
@@ -67,7 +67,7 @@ static void test_append_diverge_shrink(void)
     CHECK(kv_file_save(f, c, tok, 10, &err) == 0 && kv_file_count(f) == 10, "%s", err.msg);
     size_t n2;
     uint8_t *b2 = fx_read(path, &n2);
-    size_t R = KV_FILE_REC_EXTRA + FX_LAYERS * c->row_bytes;
+    size_t R = KV_FILE_REC_EXTRA + FX_LAYERS * c->layer[0].row_bytes;
     CHECK(n2 == KV_FILE_RECORDS + 10 * R, "%zu bytes", n2);
     CHECK(!memcmp(b1 + KV_FILE_RECORDS, b2 + KV_FILE_RECORDS, 6 * R), "records 0..5 changed by an append");
     /* Diverge at 4: positions 4.. get epoch 2. */
@@ -91,7 +91,7 @@ static void test_append_diverge_shrink(void)
     int ok = 1;
     for (int p = 0; p < 5; p++)
         for (int l = 0; l < FX_LAYERS; l++)
-            ok &= !memcmp(kv_cache_row(c, l, p), kv_cache_row(c2, l, p), c->row_bytes) && tok[p] == tok2[p];
+            ok &= !memcmp(kv_cache_row(c, l, p), kv_cache_row(c2, l, p), c->layer[l].row_bytes) && tok[p] == tok2[p];
     CHECK(ok, "restored rows differ from the saved cache");
     /* A restored file with a smaller max_tokens restores only that many. */
     kv_file_close(f);
@@ -413,7 +413,7 @@ static void test_versions(void)
     for (int which = 0; which < 2; which++) {
         uint8_t *m = malloc(n);
         memcpy(m, b, n);
-        m[which ? 10 : 8] = 2;
+        m[which ? 10 : 8] = KV_FILE_VERSION + 1;
         uint64_t sum = XXH64(m, 248, 0);
         for (int k = 0; k < 8; k++) m[248 + k] = (uint8_t)(sum >> 8 * k);
         fx_write(path, m, n);
@@ -424,7 +424,7 @@ static void test_versions(void)
         struct colibri_err err = { 0 };
         int rc = open_into(path, c, tok, &rep, &f, &err);
         if (which) {
-            CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "read_version 2"), "%d %s", rc, err.msg);
+            CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "read_version 3"), "%d %s", rc, err.msg);
         } else {
             CHECK(rc == 0 && rep.read_only && rep.restored == 3 && fx_cache_is(c, tok, 3, 1), "%d %s", rc, err.msg);
             CHECK(f && kv_file_save(f, c, tok, 3, &err) == COLIBRI_EUNSUPPORTED, "saved a newer-write-version file");

@@ -22,13 +22,13 @@ static void fill_epochs(struct kv_cache *c, int32_t *tok, const int *ep, int n)
 /* 1 if cache rows/tokens [0, n) are those of epochs ep. */
 static int cache_is_epochs(const struct kv_cache *c, const int32_t *tok, const int *ep, int n)
 {
-    struct kv_cache *ref = fx_cache(c->tier, CAP);
+    struct kv_cache *ref = fx_cache_like(c, CAP);
     int32_t rt[CAP];
     fill_epochs(ref, rt, ep, n);
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
         ok = tok[p] == rt[p];
-        for (int l = 0; l < c->n_layers && ok; l++) ok = !memcmp(kv_cache_row(c, l, p), kv_cache_row(ref, l, p), c->row_bytes);
+        for (int l = 0; l < c->n_layers && ok; l++) ok = !memcmp(kv_cache_row(c, l, p), kv_cache_row(ref, l, p), c->layer[l].row_bytes);
     }
     kv_cache_free(ref);
     return ok;
@@ -48,9 +48,9 @@ static int state_epoch(int k, int p)
 }
 
 /* Runs the script through io; returns the step that failed (STEPS if none). */
-static int run_script(const struct kv_io *io, const char *path, enum kv_tier t)
+static int run_script(const struct kv_io *io, const char *path, const char *layout)
 {
-    struct kv_cache *c = fx_cache(t, CAP);
+    struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
     struct kv_file_hdr want = fx_want(c);
     struct kv_file_report rep;
@@ -72,7 +72,7 @@ static int run_script(const struct kv_io *io, const char *path, enum kv_tier t)
 
 /* After a failure in step k, the file at path (if any) must be sound and hold
  * step k-1's state, step k's, or step k's divergence prefix. */
-static int state_ok(const char *path, enum kv_tier t, int k, char *why, size_t why_n)
+static int state_ok(const char *path, const char *layout, int k, char *why, size_t why_n)
 {
     struct kv_file_verify v;
     struct colibri_err err = { 0 };
@@ -88,7 +88,7 @@ static int state_ok(const char *path, enum kv_tier t, int k, char *why, size_t w
         snprintf(why, why_n, "published record %lld is bad: %s", (long long)v.first_bad, v.why);
         return 0;
     }
-    struct kv_cache *c = fx_cache(t, CAP);
+    struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
     struct kv_file_report rep;
     struct kv_file *f = NULL;
@@ -113,15 +113,16 @@ static int state_ok(const char *path, enum kv_tier t, int k, char *why, size_t w
     return ok;
 }
 
-/* Fail the Nth call, for every N the script makes. */
-static void test_fail_every_call(void)
+/* Fail the Nth call, for every N the script makes; in version 1 (a uniform
+ * tq4 cache) and version 2 (per-layer RoPE, an index key in layer 1). */
+static void fail_every_call(const char *layout)
 {
     const char *path = fx_path("failn.ckv");
     unlink(path);
     struct kv_io_fault *fl;
     const struct kv_io *io;
     kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
-    CHECK(run_script(io, path, KV_TIER_TQ4) == STEPS, "clean run failed");
+    CHECK(run_script(io, path, layout) == STEPS, "%s: clean run failed", layout);
     int calls = kv_io_fault_calls(fl);
     kv_io_fault_free(fl);
     CHECK(calls > 20, "only %d calls", calls);
@@ -130,26 +131,32 @@ static void test_fail_every_call(void)
         unlink(path);
         struct kv_io_fault_opts o = { .fail_call = n, .fail_persist = 1 };
         kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
-        int k = run_script(io, path, KV_TIER_TQ4);
+        int k = run_script(io, path, layout);
         int tripped = kv_io_fault_tripped(fl);
         kv_io_fault_free(fl);
         char why[300];
         if (!tripped || k == STEPS) continue;   /* a close failing after the last step */
-        if (!state_ok(path, KV_TIER_TQ4, k, why, sizeof why) && bad++ < 5)
-            CHECK(0, "fail call %d (step %d): %s", n, k, why);
+        if (!state_ok(path, layout, k, why, sizeof why) && bad++ < 5)
+            CHECK(0, "%s: fail call %d (step %d): %s", layout, n, k, why);
     }
-    CHECK(bad == 0, "%d failing calls left a bad file", bad);
+    CHECK(bad == 0, "%s: %d failing calls left a bad file", layout, bad);
 }
 
-/* Crash at the Nth sync, for every N and every fate. */
-static void test_crash_every_sync(void)
+static void test_fail_every_call(void)
+{
+    fail_every_call("tq4");
+    fail_every_call("int8r@1:rope=f32+key");
+}
+
+/* Crash at the Nth sync, for every N and every fate; versions 1 and 2. */
+static void crash_every_sync(const char *layout)
 {
     const char *path = fx_path("crash.ckv");
     unlink(path);
     struct kv_io_fault *fl;
     const struct kv_io *io;
     kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
-    run_script(io, path, KV_TIER_INT8R);
+    run_script(io, path, layout);
     int syncs = kv_io_fault_syncs(fl);
     kv_io_fault_free(fl);
     CHECK(syncs >= 10, "only %d syncs", syncs);
@@ -160,17 +167,23 @@ static void test_crash_every_sync(void)
                 unlink(path);
                 struct kv_io_fault_opts o = { .crash_sync = n, .fate = (enum kv_io_fate)fate, .seed = seed * 7919 + n };
                 kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
-                int k = run_script(io, path, KV_TIER_INT8R);
+                int k = run_script(io, path, layout);
                 kv_io_fault_free(fl);
                 char why[300];
                 runs++;
-                if (!state_ok(path, KV_TIER_INT8R, k, why, sizeof why) && bad++ < 5)
-                    CHECK(0, "crash at sync %d, fate %d, seed %llu (step %d): %s", n, fate, (unsigned long long)seed, k,
-                          why);
+                if (!state_ok(path, layout, k, why, sizeof why) && bad++ < 5)
+                    CHECK(0, "%s: crash at sync %d, fate %d, seed %llu (step %d): %s", layout, n, fate,
+                          (unsigned long long)seed, k, why);
             }
         }
     }
-    CHECK(bad == 0, "%d of %d crashes left a bad file", bad, runs);
+    CHECK(bad == 0, "%s: %d of %d crashes left a bad file", layout, bad, runs);
+}
+
+static void test_crash_every_sync(void)
+{
+    crash_every_sync("int8r");
+    crash_every_sync("fp8@0:int8r:rope=bf16+key");
 }
 
 /* The writer child: appends positions of epoch 1 in growing steps, with an
@@ -287,21 +300,22 @@ static void test_upgrade_every_tier(void)
 
 /* The upgrade's rewrite under failures: fail each call, crash at each sync.
  * The path always names the old file byte for byte, or the complete new one. */
-static int upgrade_run(const struct kv_io *io, const char *path, enum kv_tier t)
+static int upgrade_run(const struct kv_io *io, const char *path, const char *layout)
 {
-    struct kv_cache *c = fx_cache(t, CAP);
+    struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
     struct kv_file_hdr want = fx_want(c);
     struct kv_file_report rep;
     struct kv_file *f = NULL;
-    int rc = kv_file_open(io, path, &want, c, tok, CAP, &rep, &f, NULL);
-    if (!rc) rc = kv_file_save(f, c, tok, 9, NULL);
+    struct colibri_err err = { 0 };
+    int rc = kv_file_open(io, path, &want, c, tok, CAP, &rep, &f, &err);
+    if (!rc) rc = kv_file_save(f, c, tok, 9, &err);
     kv_file_close(f);
     kv_cache_free(c);
     return rc;
 }
 
-static int old_or_new(const char *path, const uint8_t *old, size_t n_old, enum kv_tier t)
+static int old_or_new(const char *path, const uint8_t *old, size_t n_old, const char *layout)
 {
     size_t n;
     uint8_t *b = fx_read(path, &n);
@@ -310,35 +324,41 @@ static int old_or_new(const char *path, const uint8_t *old, size_t n_old, enum k
     if (ok) return 1;
     struct kv_file_verify v;
     struct colibri_err err = { 0 };
-    if (kv_file_verify(kv_io_posix(), path, &v, &err) || v.hdr.tier != (uint32_t)t || v.valid != 9 || v.first_bad != -1)
-        return 0;
-    struct kv_cache *c = fx_cache(t, CAP);
+    if (kv_file_verify(kv_io_posix(), path, &v, &err) || v.valid != 9 || v.first_bad != -1) return 0;
+    struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
     struct kv_file_hdr want = fx_want(c);
     struct kv_file_report rep;
     struct kv_file *f = NULL;
-    ok = kv_file_open(kv_io_posix(), path, &want, c, tok, CAP, &rep, &f, &err) == 0 && rep.restored == 9 &&
-         fx_cache_is(c, tok, 9, 1);
+    /* the new file is in the session's layout: reopened as it is, no upgrade */
+    ok = kv_file_open(kv_io_posix(), path, &want, c, tok, CAP, &rep, &f, &err) == 0 && !rep.upgraded &&
+         rep.restored == 9 && fx_cache_is(c, tok, 9, 1);
     kv_file_close(f);
     kv_cache_free(c);
     return ok;
 }
 
+/* From an all-f32 file (version 1, or version 2 with an index key) to
+ * quantized layouts, uniform (version 1) and per-layer (version 2). */
 static void test_upgrade_under_faults(void)
 {
-    const enum kv_tier tiers[] = { KV_TIER_TQ4, KV_TIER_FP8, KV_TIER_POLAR3 };
+    static const struct { const char *from, *to; } UP[] = {
+        { "f32", "tq4" }, { "f32", "fp8" }, { "f32", "polar3" }, { "f32", "int8r@1:rope=f32" },
+        { "f32+key", "tq4@0:fp8+key" },
+    };
     const char *path = fx_path("upf.ckv");
-    for (size_t ti = 0; ti < sizeof tiers / sizeof tiers[0]; ti++) {
-        enum kv_tier t = tiers[ti];
-        fx_make_file(path, KV_TIER_F32, 9, 1);
+    for (size_t ti = 0; ti < sizeof UP / sizeof UP[0]; ti++) {
+        const char *to = UP[ti].to;
+        fx_make_file_spec(path, UP[ti].from, 9, 1);
         size_t n_old;
         uint8_t *old = fx_read(path, &n_old);
         struct kv_io_fault *fl;
         const struct kv_io *io;
         kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
-        CHECK(upgrade_run(io, path, t) == 0, "%s: clean upgrade failed", kv_tier_name(t));
+        CHECK(upgrade_run(io, path, to) == 0, "%s: clean upgrade failed", to);
         int calls = kv_io_fault_calls(fl), syncs = kv_io_fault_syncs(fl);
         kv_io_fault_free(fl);
+        CHECK(old_or_new(path, NULL, 0, to), "%s: the clean upgrade's file", to);
         int bad = 0;
         for (int n = 1; n <= calls + syncs; n++) {
             fx_write(path, old, n_old);
@@ -346,13 +366,13 @@ static void test_upgrade_under_faults(void)
             if (n <= calls) o.fail_call = n;
             else o.crash_sync = n - calls, o.fate = KV_FATE_RANDOM;
             kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
-            upgrade_run(io, path, t);
+            upgrade_run(io, path, to);
             kv_io_fault_free(fl);
-            if (!old_or_new(path, old, n_old, t) && bad++ < 3)
-                CHECK(0, "%s: %s %d: the path names neither the old nor the new file", kv_tier_name(t),
+            if (!old_or_new(path, old, n_old, to) && bad++ < 3)
+                CHECK(0, "%s: %s %d: the path names neither the old nor the new file", to,
                       n <= calls ? "failed call" : "crash at sync", n <= calls ? n : n - calls);
         }
-        CHECK(bad == 0, "%s: %d runs broke the file", kv_tier_name(t), bad);
+        CHECK(bad == 0, "%s: %d runs broke the file", to, bad);
         free(old);
     }
 }

@@ -77,7 +77,7 @@ static int holds(const struct kv_cache *c, const int32_t *tok, const int *ep, in
     int ok = 1;
     for (int p = 0; p < n && ok; p++) {
         ok = tok[p] == rt[p];
-        for (int l = 0; l < c->n_layers && ok; l++) ok = !memcmp(kv_cache_row(c, l, p), kv_cache_row(ref, l, p), c->row_bytes);
+        for (int l = 0; l < c->n_layers && ok; l++) ok = !memcmp(kv_cache_row(c, l, p), kv_cache_row(ref, l, p), c->layer[l].row_bytes);
     }
     kv_cache_free(ref);
     return ok;
