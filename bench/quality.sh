@@ -3,6 +3,7 @@
 #   sh bench/quality.sh [MODEL] [TEXT] [WINDOWS]
 # writes bench/kv-eval.txt (colibri eval per KV tier), bench/kv-eval-decode.txt
 # (tiers through the native decode consumers, exact and integer),
+# bench/kv-eval-layers.txt (per-layer layouts next to the uniform 1-byte tiers),
 # bench/kv-tradeoff.png (needs matplotlib) and bench/weights-eval.md, and
 # prints the full-text f32 perplexity to compare with the model card's HF one.
 set -eu
@@ -19,6 +20,10 @@ echo "== KV tiers through the decode consumers, 8 windows of 512"
 ./colibri eval -m "$model" --text "$text" --ctx 512 --max-windows 8 --decode \
     --kv fp8,fp8+int16,int8r,int8r+int8,q4_0,q4_0+int16,q4_0+int8,tq4,tq4+int16,tq4+int8,tq3,tq3+int8 2>/dev/null |
     tee bench/kv-eval-decode.txt
+echo "== per-layer KV layouts (layer numbers are the bundled model's, bench/kv-floor.md), $win windows of 512"
+./colibri eval -m "$model" --text "$text" --ctx 512 --max-windows "$win" \
+    --kv bf16,fp8,int8r,int8r@1:rope=f32,int8r@1:rope=bf16,int8r@0-2:rope=f32,int8r@0-2:rope=bf16,fp8@0-2:int8r,fp8@0-1:int8r@1:rope=f32,fp8@0-1:int8r@1:rope=bf16,fp8@0-2:int8r:rope=f32 \
+    2>/dev/null | tee bench/kv-eval-layers.txt
 layers=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$model/config.json")
 r=$(sed -n 's/.*"kv_lora_rank": *\([0-9]*\).*/\1/p' "$model/config.json")
 dr=$(sed -n 's/.*"qk_rope_head_dim": *\([0-9]*\).*/\1/p' "$model/config.json")

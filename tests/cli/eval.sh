@@ -4,7 +4,9 @@
 # well-formed line per tier, smaller caches for the quantized tiers, TIER/ROPE
 # entries; weight formats against the stored weights (a second load of the
 # same weights agrees exactly, a quantized one does not); prefill vs decode;
-# bad tiers, formats and combinations refused by name.
+# bad tiers, formats and combinations refused by name; per-layer entries
+# (TIER@LAYERS:SETTING) cost the bytes of their layers and decode as they
+# prefill.
 set -eu
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 m=$tmp/model; mkdir "$m"
@@ -69,3 +71,23 @@ close "$(ppl "$dec" tq4 decode)" "$(ppl "$out" tq4 prefill)" 1e-4
 close "$(ppl "$dec" 'tq4+int8' decode)" "$(ppl "$out" tq4 prefill)" 0.05
 if "$COLIBRI" run -m "$m" -p "x" -n 1 --kv tq4 --kv-int8 3 2>"$tmp/err"; then exit 1; fi
 grep -q -- "--kv-int8" "$tmp/err"
+
+# Per-layer layouts: layer 1 in f32 costs one f32 layer's bytes more than fp8
+# everywhere; a /ROPE entry keeps its @ entries; decode agrees with prefill.
+pl=$(ev --kv fp8,fp8@1:f32,tq4/bf16@0-1:rope=f32)
+echo "$pl"
+[ "$(echo "$pl" | wc -l)" -eq 4 ]
+bpl() { echo "$pl" | sed -n "s|^weights=stored kv=$1 mode=prefill bytes_per_token=\([0-9]*\) .*|\1|p"; }
+f32_row=$(( $(bpl f32) / 4 )) fp8_row=$(( $(bpl fp8) / 4 ))
+[ "$(bpl fp8@1:f32)" -eq $((3 * fp8_row + f32_row)) ]
+[ -n "$(bpl 'tq4/bf16@0-1:rope=f32')" ]
+pdec=$(ev --decode --kv int8r@1:rope=f32)
+close "$(ppl "$pdec" 'int8r@1:rope=f32' decode)" "$(field "$(ev --kv int8r@1:rope=f32)" stored 'int8r@1:rope=f32' prefill ppl)" 1e-4
+refused() {
+    "$COLIBRI" eval -m "$m" --text "$tmp/text.txt" --kv "$1" 2>"$tmp/err" && exit 1
+    grep -qF -- "$2" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+}
+refused int8r@4:rope=f32 "layer 4 is outside the model's layers 0-3"
+refused int8r@0-2:fp8@1:tq4 "layer 1's latent tier is set twice (@0-2:fp8 and @1:tq4)"
+refused int8r@1:rope=f16 "unknown RoPE precision 'f16'"
+refused int8r@1:int7 "unknown KV tier 'int7'"

@@ -5,7 +5,8 @@
 # token and (greedy, f32) prints the same text; a longer prompt with the same
 # start reuses part of it; the f32 file opened with --kv tq4 is reused and
 # rewritten in tq4; then --kv bf16 is refused without touching the file; chat
-# reuses a file too.
+# reuses a file too; a per-layer layout (version 2 file) is reused by the same
+# layout and refused, naming layer and part, by another.
 set -u
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 m=$tmp/model; mkdir "$m"
@@ -57,4 +58,16 @@ printf 'hello there\n' | "$COLIBRI" chat -m "$m" -n 4 --temp 0 --kv-file "$tmp/c
 printf 'hello there\n' | "$COLIBRI" chat -m "$m" -n 4 --temp 0 --kv-file "$tmp/c.ckv" > /dev/null 2> "$tmp/c2.err"
 set -- $(reused "$tmp/c2.err")
 [ "${1:-0}" -gt 0 ] && say "ok   chat reused $1 of $2" || say "FAIL chat: $(cat "$tmp/c1.err" "$tmp/c2.err")"
+"$COLIBRI" run -m "$m" -p "$P" -n 6 --temp 0 --kv int8r@1:rope=f32 --kv-file "$tmp/p.ckv" > "$tmp/p1.out" 2> "$tmp/p1.err"
+"$COLIBRI" run -m "$m" -p "$P" -n 6 --temp 0 --kv int8r@1:rope=f32 --kv-file "$tmp/p.ckv" > "$tmp/p2.out" 2> "$tmp/p2.err"
+set -- $(reused "$tmp/p2.err")
+[ "${1:-0}" -gt 0 ] && cmp -s "$tmp/p1.out" "$tmp/p2.out" && say "ok   per-layer file reused $1 of $2, same text" \
+    || say "FAIL per-layer reuse: $(cat "$tmp/p1.err" "$tmp/p2.err")"
+"$COLIBRI" kv inspect "$tmp/p.ckv" | grep -q "^layout: *--kv int8r@1:rope=f32$" && say "ok   inspect names the layout" \
+    || say "FAIL inspect: $("$COLIBRI" kv inspect "$tmp/p.ckv" 2>&1)"
+cp "$tmp/p.ckv" "$tmp/pbefore.ckv"
+"$COLIBRI" run -m "$m" -p "$P" -n 2 --temp 0 --kv int8r --kv-file "$tmp/p.ckv" > /dev/null 2> "$tmp/p3.err"
+grep -q "layer 1 rope part: saved as f32, this session has int8; saved with --kv int8r@1:rope=f32; run with --kv int8r@1:rope=f32 to reuse it" "$tmp/p3.err" \
+    && cmp -s "$tmp/p.ckv" "$tmp/pbefore.ckv" && say "ok   other layout refused by layer and part, file untouched" \
+    || say "FAIL other layout: $(cat "$tmp/p3.err")"
 exit $fail
