@@ -188,7 +188,8 @@ const int32_t *colibri_session_tokens(const colibri_session *s);
  * the rest. */
 int colibri_session_common_prefix(const colibri_session *s, const int32_t *tokens, int n);
 
-/* Bytes the session's KV cache spends per token, all layers (latent + RoPE). */
+/* Bytes the session's KV cache spends per token: every part of every layer
+ * (latent, RoPE, index keys), each in its layer's layout. */
 int64_t colibri_session_kv_token_bytes(const colibri_session *s);
 
 /* Bytes the session holds: its KV cache at full capacity (pages are

@@ -77,6 +77,10 @@ int kv_layout_parse(const char *name, enum kv_rope_prec rope, int n_layers, stru
             rc = bad(err, name, "'@%.*s' is not LAYERS:SETTING (e.g. @1:rope=f32, @0-2:int8r)", entry, elen);
             break;
         }
+        if (entry[elen - 1] == ':') {
+            rc = bad(err, name, "'@%.*s' ends in ':' (a setting is missing)", entry, elen);
+            break;
+        }
         if (lo > hi) {
             rc = bad(err, name, "'@%.*s': the layer range is empty", entry, elen);
             break;

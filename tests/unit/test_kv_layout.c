@@ -160,6 +160,7 @@ static void test_parse(void)
         { "int8r@1:rope=f32@0-5:rope=bf16", "layer 1's RoPE precision is set twice" },
         { "int8r@1:fp8:tq4", "sets the latent tier twice" },
         { "int8r@1::fp8", "empty or overlong setting" },
+        { "int8r@1:fp8:", "ends in ':'" },
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         err.msg[0] = 0;
