@@ -82,8 +82,8 @@ static int fail(struct oai_error *e, const char *param, const char *fmt, const c
     return -1;
 }
 
-int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
-                     colibri_grammar **out, struct oai_error *e)
+int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
+                        char **out, struct oai_error *e)
 {
     *out = NULL;
     const char *unsupported;
@@ -129,9 +129,19 @@ int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const 
     sb_printf(&g, " ) %s\n%s", SYNTAX[syn].call_close, fns.s ? fns.s : "");
     sb_free(&fns);
     if (g.failed) { sb_free(&g); return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); }
+    *out = g.s;
+    return 0;
+}
+
+int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
+                           colibri_grammar **out, struct oai_error *e)
+{
+    *out = NULL;
+    char *gbnf = NULL;
+    if (serve_oai_tool_gbnf(m, tools, only, parallel, think_open, &gbnf, e)) return -1;
     struct colibri_err err = { 0 };
-    int rc = colibri_grammar_new(m->tok, g.s, g.n, out, &err);
-    sb_free(&g);
+    int rc = colibri_grammar_new(m->tok, gbnf, strlen(gbnf), out, &err);
+    free(gbnf);
     if (rc == COLIBRI_ENOMEM) return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     if (rc) return fail(e, "tools", "the tool-call grammar does not compile: %s%s", err.msg, NULL);
     return 0;
