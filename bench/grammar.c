@@ -1,6 +1,7 @@
 /* bench/grammar.c - what constrained decoding costs: decode tokens/s on a
- * model with no grammar, with json_object and with a JSON schema, through the
- * public API. Each round runs every mode once (interleaved, so machine noise
+ * model with no grammar, with json_object, with a JSON schema and (--gbnf) a
+ * grammar from a file (bench/tool_call.gbnf: what tool_choice "required"
+ * compiles for two tools), through the public API. Each round runs every mode once (interleaved, so machine noise
  * hits them alike) from the same prompt: prefill, then up to --n tokens with
  * the given sampler, stopping early at an end token (each mode's token count
  * is reported; rates are per token). Prints per mode the median and range of
@@ -11,7 +12,7 @@
  * rates to the unconstrained run.
  *
  *   make build/bench/grammar
- *   build/bench/grammar [-m DIR] [--n 128] [--rounds 7] [--threads T] [--temp 0.8]
+ *   build/bench/grammar [-m DIR] [--n 128] [--rounds 7] [--threads T] [--temp 0.8] [--gbnf FILE]
  */
 #include <math.h>
 #include <stdio.h>
@@ -44,13 +45,18 @@ int main(int argc, char **argv)
     const char *dir = "models/colibri-tiny";
     int n_gen = 128, rounds = 7, threads = 0;
     float temp = 0.8f;
+    const char *gbnf_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--temp") && i + 1 < argc) temp = (float)atof(argv[++i]);
-        else { fprintf(stderr, "usage: %s [-m DIR] [--n N] [--rounds R] [--threads T] [--temp T]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--gbnf") && i + 1 < argc) gbnf_path = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [-m DIR] [--n N] [--rounds R] [--threads T] [--temp T] [--gbnf FILE]\n", argv[0]);
+            return 2;
+        }
     }
     struct colibri_err err = { 0 };
     colibri_tokenizer *tok = NULL;
@@ -62,12 +68,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    colibri_grammar *gobj = NULL, *gsch = NULL;
+    colibri_grammar *gobj = NULL, *gsch = NULL, *gfile = NULL;
     if (colibri_grammar_from_json_schema(tok, NULL, &gobj, &err) ||
         colibri_grammar_from_json_schema(tok, SCHEMA, &gsch, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
+    if (gbnf_path) {
+        FILE *f = fopen(gbnf_path, "rb");
+        static char buf[1 << 20];
+        size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+        if (f) fclose(f);
+        if (!n || colibri_grammar_new(tok, buf, n, &gfile, &err)) {
+            fprintf(stderr, "%s: %s\n", gbnf_path, n ? err.msg : "cannot read");
+            return 1;
+        }
+    }
+    int n_modes = gfile ? 4 : 3;
     struct colibri_chat_msg msg = { "user", "Describe a bird as a JSON object." };
     char *text = NULL;
     size_t len = 0;
@@ -80,12 +97,12 @@ int main(int argc, char **argv)
     }
     int vocab = colibri_model_vocab(m), n_text = colibri_tokenizer_n_vocab(tok);
     float *logits = malloc((size_t)vocab * sizeof *logits);
-    const char *names[3] = { "none", "json_object", "json_schema" };
-    const colibri_grammar *gs[3] = { NULL, gobj, gsch };
-    double *rate = calloc((size_t)(3 * rounds), sizeof *rate), *samp = calloc((size_t)(3 * rounds), sizeof *samp);
-    int ntok[3] = { 0 };
+    const char *names[4] = { "none", "json_object", "json_schema", gbnf_path };
+    const colibri_grammar *gs[4] = { NULL, gobj, gsch, gfile };
+    double *rate = calloc((size_t)(4 * rounds), sizeof *rate), *samp = calloc((size_t)(4 * rounds), sizeof *samp);
+    int ntok[4] = { 0 };
     for (int r = 0; r < rounds; r++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < n_modes; k++) {
             struct colibri_sampler_opts so = colibri_sampler_default_opts();
             so.temperature = temp;
             so.seed = (uint64_t)r + 1;
@@ -120,7 +137,7 @@ int main(int argc, char **argv)
            "sampler share of a token | rate vs none |\n");
     printf("|---|---|---|---|---|---|\n");
     double base = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < n_modes; k++) {
         qsort(rate + k * rounds, (size_t)rounds, sizeof *rate, cmpd);
         qsort(samp + k * rounds, (size_t)rounds, sizeof *samp, cmpd);
         double med = rate[k * rounds + rounds / 2];
@@ -130,7 +147,7 @@ int main(int argc, char **argv)
                rate[k * rounds + rounds - 1], su * 1e6, 100.0 * su * med, med / base);
     }
     free(rate); free(samp); free(logits); free(prompt); free(text);
-    colibri_grammar_free(gobj); colibri_grammar_free(gsch);
+    colibri_grammar_free(gobj); colibri_grammar_free(gsch); colibri_grammar_free(gfile);
     colibri_session_free(s); colibri_model_free(m); colibri_tokenizer_free(tok);
     return 0;
 }

@@ -82,7 +82,10 @@ enum oai_tool_syntax {
  * think_open. 0 and *out (the caller's), or -1 with *e filled (400 naming the
  * tool whose schema colibri cannot compile). */
 int serve_oai_tool_grammar(const struct oai_model *m, const struct cJSON *tools, const char *only, int parallel,
-                     int think_open, colibri_grammar **out, struct oai_error *e);
+                           int think_open, colibri_grammar **out, struct oai_error *e);
+/* The same grammar's GBNF text (malloc'd, the caller's), uncompiled. */
+int serve_oai_tool_gbnf(const struct oai_model *m, const struct cJSON *tools, const char *only, int parallel,
+                        int think_open, char **out, struct oai_error *e);
 
 /* Streamed tool calls (oai_reply.c): how far the content of a reply,
  * s[0..n) (NUL-terminated), has come. Bytes [0, text_end) are text that

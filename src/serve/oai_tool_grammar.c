@@ -2,9 +2,11 @@
  * enforced by constrained decoding (contract in oai.h).
  *
  * The syntax is the one the model's own chat template writes assistant tool
- * calls in, found by rendering a probe conversation holding one call and
+ * calls in, found by rendering a probe conversation holding one call (and no
+ * tool list, so the name appears only where the call is rendered) and
  * looking for each syntax's markers; a template that renders no tool calls
- * gets DeepSeek-V3's (the family colibri serves). The grammar is the whole
+ * gets DeepSeek-V3's (the family colibri serves), one that renders them in
+ * another syntax is refused by name. The grammar is the whole
  * reply: the section of calls (one call when parallel_tool_calls is false),
  * each with a function name from the request's tools (or the named one) and
  * arguments matching that tool's `parameters` schema (the JSON-Schema
@@ -40,22 +42,36 @@ static const struct {
 
 static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char **unsupported)
 {
-    static const char PROBE_MSGS[] =
-        "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
-        "[{\"id\":\"call_0\",\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"arguments\":\"{}\"}}]}]";
-    static const char PROBE_TOOLS[] =
-        "[{\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"parameters\":{\"type\":\"object\"}}}]";
+    /* templates disagree on the shape of a call in the history: content null
+     * or "", arguments the OpenAI string or a mapping (as transformers'
+     * templates take them); the first probe that renders is read */
+    static const char *const PROBES[] = {
+        "null,\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "\"function\":{\"name\":\"probe_fn\",\"arguments\":\"{\\\"q\\\":1}\"}}]",
+        "\"\",\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "\"function\":{\"name\":\"probe_fn\",\"arguments\":\"{\\\"q\\\":1}\"}}]",
+        "\"\",\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "\"function\":{\"name\":\"probe_fn\",\"arguments\":{\"q\":1}}}]",
+    };
     *unsupported = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    struct colibri_err err = { 0 };
     enum oai_tool_syntax s = OAI_TOOLS_DEEPSEEK_V3;
-    if (colibri_chat_render_json(m->tok, PROBE_MSGS, PROBE_TOOLS, NULL, 0, &text, &len, &err)) return s;
+    char *text = NULL;
+    for (size_t k = 0; k < sizeof PROBES / sizeof *PROBES && !text; k++) {
+        char msgs[512];
+        snprintf(msgs, sizeof msgs, "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":%s}]",
+                 PROBES[k]);
+        size_t len = 0;
+        struct colibri_err err = { 0 };
+        if (colibri_chat_render_json(m->tok, msgs, NULL, NULL, 0, &text, &len, &err)) text = NULL;
+    }
+    if (!text) return s;    /* renders no call at all */
     if (strstr(text, "<arg_key>")) *unsupported = "GLM's <tool_call>NAME<arg_key>...";
+    else if (strstr(text, "<function=probe_fn>")) *unsupported = "Qwen3-Coder's <function=NAME>";
     else if (strstr(text, "function<｜tool▁sep｜>probe_fn")) s = OAI_TOOLS_DEEPSEEK_V3;
     else if (strstr(text, "probe_fn<｜tool▁sep｜>")) s = OAI_TOOLS_DEEPSEEK_V31;
     else if (strstr(text, "functions.probe_fn:")) s = OAI_TOOLS_KIMI;
-    else if (strstr(text, "<tool_call>")) s = OAI_TOOLS_HERMES;
+    else if (strstr(text, "<tool_call>\n{\"name\": \"probe_fn\"")) s = OAI_TOOLS_HERMES;
+    else if (strstr(text, "probe_fn")) *unsupported = "one colibri does not know";
     free(text);
     return s;
 }
@@ -66,8 +82,8 @@ static int fail(struct oai_error *e, const char *param, const char *fmt, const c
     return -1;
 }
 
-int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
-                     colibri_grammar **out, struct oai_error *e)
+int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
+                        char **out, struct oai_error *e)
 {
     *out = NULL;
     const char *unsupported;
@@ -113,9 +129,19 @@ int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const 
     sb_printf(&g, " ) %s\n%s", SYNTAX[syn].call_close, fns.s ? fns.s : "");
     sb_free(&fns);
     if (g.failed) { sb_free(&g); return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); }
+    *out = g.s;
+    return 0;
+}
+
+int serve_oai_tool_grammar(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
+                           colibri_grammar **out, struct oai_error *e)
+{
+    *out = NULL;
+    char *gbnf = NULL;
+    if (serve_oai_tool_gbnf(m, tools, only, parallel, think_open, &gbnf, e)) return -1;
     struct colibri_err err = { 0 };
-    int rc = colibri_grammar_new(m->tok, g.s, g.n, out, &err);
-    sb_free(&g);
+    int rc = colibri_grammar_new(m->tok, gbnf, strlen(gbnf), out, &err);
+    free(gbnf);
     if (rc == COLIBRI_ENOMEM) return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     if (rc) return fail(e, "tools", "the tool-call grammar does not compile: %s%s", err.msg, NULL);
     return 0;

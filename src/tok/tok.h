@@ -1,5 +1,6 @@
 /* tok/tok.h - a Hugging Face byte-level BPE tokenizer read from a model
- * directory (tokenizer.json, tokenizer_config.json, generation_config.json),
+ * directory (tokenizer.json or tiktoken.model, tokenizer_config.json,
+ * generation_config.json),
  * its chat template, and a streaming decoder.
  *
  * What is supported (anything else is refused at load, by name):
@@ -16,7 +17,9 @@
  *  - added tokens: split out before pre-tokenization, leftmost-longest,
  *    tokens with normalized=false first, then the others in the gaps;
  *    lstrip, rstrip and single_word honoured.
- * A directory with tiktoken.model and no tokenizer.json (Kimi K2) is refused.
+ * A directory with tiktoken.model and no tokenizer.json (Kimi K2) is read as
+ * a tiktoken BPE with Kimi K2's pre-tokenizer and special ids
+ * (tok_tiktoken.c).
  * Invalid UTF-8 in the input is replaced by U+FFFD (see tok_utf8.h).
  *
  * A struct tok is read-only after tok_load() and may be used by any number of

@@ -59,6 +59,13 @@ struct tok {
     const char *chat_template_from; /* the file it came from (a static name) */
 };
 
+/* tiktoken.model in dir into t (tok_tiktoken.c): ids, pieces, vocabulary,
+ * merges; *added (the caller's) the special tokens as tokenizer.json's
+ * added_tokens list. tok_tiktoken_pattern() is the pre-tokenizer regex. */
+struct cJSON;
+int tok_tiktoken_load(const char *dir, struct tok *t, struct cJSON **added, struct colibri_err *err);
+const char *tok_tiktoken_pattern(void);
+
 /* The stored bytes of an id, as a tok_key_fn for the vocabulary map. */
 const char *tok_key_of(const void *ctx, int32_t id, size_t *len);
 

@@ -1,6 +1,6 @@
-/* tok/tok_load.c - reads tokenizer.json (+ tokenizer_config.json and
- * generation_config.json) into a struct tok, refusing by name every feature
- * listed as unsupported in tok.h. */
+/* tok/tok_load.c - reads tokenizer.json, or a tiktoken.model
+ * (tok_tiktoken.c), + tokenizer_config.json and generation_config.json into a
+ * struct tok, refusing by name every feature listed as unsupported in tok.h. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +445,23 @@ static int check_component(const cJSON *root, const char *field, const char *con
     return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s type '%s' is not supported", path, field, ty);
 }
 
+static int load_tiktoken(const char *dir, struct tok **out, struct colibri_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
+    struct tok *t = calloc(1, sizeof *t);
+    if (!t) return base_err_set(err, COLIBRI_ENOMEM, "%s", path);
+    cJSON *added = NULL;
+    int rc = tok_tiktoken_load(dir, t, &added, err);
+    if (!rc) rc = add_step(t, tok_tiktoken_pattern(), 0, path, err);
+    if (!rc) rc = load_added(t, added, path, err);
+    cJSON_Delete(added);
+    if (!rc) rc = load_config(t, dir, err);
+    if (rc) { tok_free(t); return rc; }
+    *out = t;
+    return 0;
+}
+
 int tok_load(const char *dir, struct tok **out, struct colibri_err *err)
 {
     char path[4096];
@@ -455,9 +472,7 @@ int tok_load(const char *dir, struct tok **out, struct colibri_err *err)
     FILE *tj = tk ? fopen(path, "rb") : NULL;
     if (tk) fclose(tk);
     if (tj) fclose(tj);
-    if (tk && !tj)   /* Kimi K2 ships a tiktoken BPE, not a tokenizer.json */
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s/tiktoken.model: tiktoken tokenizers (Kimi K2) are not "
-                       "supported; colibri reads tokenizer.json", dir);
+    if (tk && !tj) return load_tiktoken(dir, out, err);   /* Kimi K2 ships a tiktoken BPE, not a tokenizer.json */
     cJSON *root = load_json(path, 1, err, &rc);
     if (!root) return rc;
     struct tok *t = calloc(1, sizeof *t);

@@ -887,7 +887,8 @@ def test_tool_calls_streamed():
     hermes = ("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Lima\"}}\n</tool_call>\n"
               "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>")
     broken = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{city: Paris\n```<｜tool▁call▁end｜>"
-    for text, n_calls in ((v3, 1), (v31, 1), (hermes, 2), (broken, 0), ("plain <tool", 0)):
+    thinking = "<think>Weather needs a call.</think>\n\n" + hermes
+    for text, n_calls in ((v3, 1), (v31, 1), (hermes, 2), (thinking, 2), (broken, 0), ("plain <tool", 0)):
         whole = forced_reply(text).choices[0]
         kw = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER_TOOL],
                   max_tokens=230, temperature=0, extra_body={"grammar": gbnf_literal(text)})

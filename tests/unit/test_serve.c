@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "sample/grammar.h"
 #include "serve/metrics.h"
 #include "serve/oai.h"
 #include "serve/sbuf.h"
@@ -298,11 +299,167 @@ static void test_tool_view_prefixes(void)
     }
 }
 
+/* tool_choice required / named: for each syntax, with the template that
+ * writes it, the grammar takes exactly the replies made of calls to the
+ * allowed functions with arguments valid for their schemas, and what it takes
+ * parses back into those calls. */
+static const char TOOLS_JSON[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"tz\":{\"type\":\"integer\"}},\"required\":[\"tz\"]}}}]";
+
+/* 1 when the grammar takes text whole (and then allows end of generation). */
+static int grammar_takes(const colibri_tokenizer *t, const colibri_grammar *g, const char *text)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct colibri_err err = { 0 };
+    if (colibri_tokenizer_encode(t, text, strlen(text), 0, &ids, &n, NULL, &err)) return -1;
+    struct grammar_state *st = NULL;
+    int ok = !sample_grammar_state_new(g->g, &st, &err);
+    for (size_t i = 0; ok && i < n; i++) ok = !sample_grammar_accept(st, ids[i]);
+    if (ok) ok = sample_grammar_allows(st, colibri_tokenizer_eos(t));
+    sample_grammar_state_free(st);
+    free(ids);
+    return ok;
+}
+
+/* The reply text of calls (name, args) in syntax s. */
+static void calls_text(enum oai_tool_syntax s, const char *const *names, const char *const *args, int n,
+                       const char *prefix, struct sbuf *b)
+{
+    b->n = 0;
+    sb_puts(b, prefix);
+    static const char *const OPEN[] = { "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜>",
+                                        "<|tool_calls_section_begin|>", "" };
+    static const char *const CLOSE[] = { "<｜tool▁calls▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_end|>", "" };
+    sb_puts(b, OPEN[s]);
+    for (int i = 0; i < n; i++) {
+        if (s == OAI_TOOLS_DEEPSEEK_V3)
+            sb_printf(b, "%s<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n%s\n```<｜tool▁call▁end｜>",
+                      i ? "\n" : "", names[i], args[i]);
+        else if (s == OAI_TOOLS_DEEPSEEK_V31)
+            sb_printf(b, "<｜tool▁call▁begin｜>%s<｜tool▁sep｜>%s<｜tool▁call▁end｜>", names[i], args[i]);
+        else if (s == OAI_TOOLS_KIMI)
+            sb_printf(b, "<|tool_call_begin|>functions.%s:%d<|tool_call_argument_begin|>%s<|tool_call_end|>", names[i],
+                      i, args[i]);
+        else
+            sb_printf(b, "%s<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", i ? "\n" : "", names[i],
+                      args[i]);
+    }
+    sb_puts(b, CLOSE[s]);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    struct sbuf b = { 0 };
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, k);
+    fclose(f);
+    return b.s;
+}
+
+static void test_tool_grammar_each_syntax(void)
+{
+    static const struct { const char *tmpl; enum oai_tool_syntax s; } CASES[] = {
+        { "tests/tok/chat/deepseek_v3.jinja", OAI_TOOLS_DEEPSEEK_V3 },
+        { "tests/tok/chat/deepseek_v3_1.jinja", OAI_TOOLS_DEEPSEEK_V31 },
+        { "tests/tok/chat/kimi_k2.jinja", OAI_TOOLS_KIMI },
+        { "tests/tok/chat/qwen3.jinja", OAI_TOOLS_HERMES },
+        { NULL, OAI_TOOLS_DEEPSEEK_V3 },      /* a template that renders no calls: DeepSeek-V3's */
+    };
+    static const char *const NAMES[] = { "get_weather", "get_time" };
+    static const char *const ARGS[] = { "{\"city\": \"Paris\", \"unit\": \"c\"}", "{\"tz\": -5}" };
+    static const char *const W_ONLY[] = { "get_weather" }, *const T_ONLY[] = { "get_time" };
+    static const char *const BAD_ARGS[] = { "{\"city\": 3, \"unit\": \"c\"}", "{\"city\": \"Paris\"}",
+                                            "{\"city\": \"Paris\", \"unit\": \"k\"}" };
+    cJSON *tools = cJSON_Parse(TOOLS_JSON);
+    struct sbuf b = { 0 };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        colibri_tokenizer *t = NULL;
+        struct colibri_err err = { 0 };
+        CHECK(!colibri_tokenizer_load("tests/tok/small", &t, &err), "%s", err.msg);
+        if (!t) continue;
+        const char *tname = CASES[c].tmpl ? CASES[c].tmpl : "no calls";
+        char *src = CASES[c].tmpl ? read_text(CASES[c].tmpl)
+                                  : strdup("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+        CHECK(src && !colibri_tokenizer_set_chat_template(t, src, strlen(src), tname, &err), "%s: %s", tname, err.msg);
+        free(src);
+        struct oai_model m = { .id = "tiny", .tok = t, .n_vocab = 3003, .n_ctx = 64 };
+        struct oai_error e = { 0 };
+        colibri_grammar *par = NULL, *one = NULL, *named = NULL, *think = NULL;
+        CHECK(!serve_oai_tool_grammar(&m, tools, NULL, 1, 0, &par, &e) &&
+              !serve_oai_tool_grammar(&m, tools, NULL, 0, 0, &one, &e) &&
+              !serve_oai_tool_grammar(&m, tools, "get_time", 0, 0, &named, &e) &&
+              !serve_oai_tool_grammar(&m, tools, NULL, 0, 1, &think, &e), "%s: %s", tname, e.msg);
+        if (par && one && named && think) {
+            enum oai_tool_syntax s = CASES[c].s;
+            calls_text(s, NAMES, ARGS, 2, "", &b);
+            CHECK(grammar_takes(t, par, b.s) == 1, "%s: two calls refused: %s", tname, b.s);
+            CHECK(grammar_takes(t, one, b.s) == 0, "%s: two calls taken by the one-call grammar", tname);
+            cJSON *calls = NULL;
+            char *content = NULL;
+            CHECK(oai_parse_tool_calls(b.s, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
+            for (int i = 0; i < 2 && calls; i++) {
+                const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+                CHECK(!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, NAMES[i]), "%s: call %d", tname, i);
+            }
+            cJSON_Delete(calls);
+            free(content);
+            calls_text(s, W_ONLY, ARGS, 1, "", &b);
+            CHECK(grammar_takes(t, one, b.s) == 1, "%s: one call refused: %s", tname, b.s);
+            CHECK(grammar_takes(t, named, b.s) == 0, "%s: get_weather taken when get_time is named", tname);
+            CHECK(grammar_takes(t, one, "Sure.") == 0, "%s: text instead of a call taken", tname);
+            calls_text(s, T_ONLY, ARGS + 1, 1, "", &b);
+            CHECK(grammar_takes(t, named, b.s) == 1, "%s: the named call refused: %s", tname, b.s);
+            for (int k = 0; k < 3; k++) {
+                calls_text(s, W_ONLY, BAD_ARGS + k, 1, "", &b);
+                CHECK(grammar_takes(t, par, b.s) == 0, "%s: invalid arguments taken: %s", tname, b.s);
+            }
+            calls_text(s, W_ONLY, ARGS, 1, "I should look it up.</think>\n\n", &b);
+            CHECK(grammar_takes(t, think, b.s) == 1, "%s: reasoning then a call refused: %s", tname, b.s);
+        }
+        colibri_grammar_free(par);
+        colibri_grammar_free(one);
+        colibri_grammar_free(named);
+        colibri_grammar_free(think);
+        colibri_tokenizer_free(t);
+    }
+    /* templates whose call syntax colibri cannot enforce are refused by name */
+    static const char *const REFUSED[][2] = { { "tests/tok/chat/glm_4_6.jinja", "GLM" },
+                                              { "tests/tok/chat/qwen3_coder.jinja", "Qwen3-Coder" } };
+    for (int r = 0; r < 2; r++) {
+        colibri_tokenizer *t = NULL;
+        struct colibri_err err = { 0 };
+        char *src = read_text(REFUSED[r][0]);
+        if (colibri_tokenizer_load("tests/tok/small", &t, &err) || !src ||
+            colibri_tokenizer_set_chat_template(t, src, strlen(src), REFUSED[r][0], &err)) {
+            CHECK(0, "%s: %s", REFUSED[r][0], err.msg);
+        } else {
+            struct oai_model m = { .id = "tiny", .tok = t, .n_vocab = 3003, .n_ctx = 64 };
+            struct oai_error e = { 0 };
+            colibri_grammar *g = NULL;
+            CHECK(serve_oai_tool_grammar(&m, tools, NULL, 1, 0, &g, &e) && e.status == 400 &&
+                  strstr(e.msg, REFUSED[r][1]), "%s: %d %s", REFUSED[r][0], e.status, e.msg);
+            colibri_grammar_free(g);
+        }
+        free(src);
+        colibri_tokenizer_free(t);
+    }
+    sb_free(&b);
+    cJSON_Delete(tools);
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
     RUN_TEST(test_tool_view_prefixes);
+    RUN_TEST(test_tool_grammar_each_syntax);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);

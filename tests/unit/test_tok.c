@@ -253,11 +253,18 @@ static void test_refusals(void)
     mkdir(kdir, 0700);
     char kpath[700];
     snprintf(kpath, sizeof kpath, "%s/tiktoken.model", kdir);
-    FILE *kf = fopen(kpath, "w");
-    fputs("IQ== 0\n", kf);
-    fclose(kf);
-    rc = colibri_tokenizer_load(kdir, &t, &err);
-    CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "tiktoken"), "tiktoken.model: %d %s", rc, err.msg);
+    /* a damaged tiktoken.model is refused naming the line */
+    static const char *const BAD_RANKS[][2] = { { "IQ== 0\nIQ== 1\n", ":2: the bytes of rank 1" },
+                                                { "IQ== 0\n@@@@ 1\n", ":2: expected" },
+                                                { "IQ== 0\nIg== 7\n", ":2: expected" },
+                                                { "IQ== 0\nIg== 0\n", ":2: rank 0 appears twice" } };
+    for (int b = 0; b < 4; b++) {
+        FILE *kf = fopen(kpath, "w");
+        fputs(BAD_RANKS[b][0], kf);
+        fclose(kf);
+        rc = colibri_tokenizer_load(kdir, &t, &err);
+        CHECK(rc == COLIBRI_EFORMAT && strstr(err.msg, BAD_RANKS[b][1]), "tiktoken.model %d: %d %s", b, rc, err.msg);
+    }
 
     rc = colibri_tokenizer_load(write_dir("wp", mini_json("WordPiece", BYTELEVEL, ""), NULL), &t, &err);
     CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "WordPiece"), "model type: %d %s", rc, err.msg);
@@ -679,6 +686,56 @@ static void find_deepseek(void)
     if (pclose(p) != 0) ds_dir[0] = 0;
 }
 
+/* Kimi K2's tokenizer form (tiktoken.model + its pattern and special ids) on
+ * cl100k_base's first 32768 ranks, against PyPI tiktoken
+ * (tools/make_tiktoken_golden.py): the same ids, and decoding gives the text. */
+static void test_tiktoken_golden(void)
+{
+    colibri_tokenizer *t = NULL;
+    struct colibri_err err = { 0 };
+    int rc = colibri_tokenizer_load("tests/tok/tiktoken", &t, &err);
+    CHECK(rc == 0, "tests/tok/tiktoken: %s", err.msg);
+    cJSON *doc = load_json("tests/tok/tiktoken/golden.json");
+    CHECK(doc != NULL, "tests/tok/tiktoken/golden.json");
+    if (rc || !doc) { colibri_tokenizer_free(t); cJSON_Delete(doc); return; }
+    int n_ranks = cJSON_GetObjectItem(doc, "n_ranks")->valueint;
+    CHECK(colibri_tokenizer_n_vocab(t) == n_ranks + 258, "n_vocab %d", colibri_tokenizer_n_vocab(t));
+    CHECK(colibri_tokenizer_bos(t) == n_ranks && colibri_tokenizer_eos(t) == n_ranks + 1, "bos %d eos %d",
+          colibri_tokenizer_bos(t), colibri_tokenizer_eos(t));
+    CHECK(colibri_tokenizer_token_id(t, "<|tool_call_begin|>") == n_ranks + 13, "a named special token");
+    const cJSON *c;
+    int idx = 0, n_cases = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases")) {
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        const cJSON *want = cJSON_GetObjectItem(c, "ids");
+        int32_t *ids = NULL;
+        size_t n = 0;
+        rc = colibri_tokenizer_encode(t, text, strlen(text), 0, &ids, &n, NULL, &err);
+        int same = rc == 0 && (int)n == cJSON_GetArraySize(want);
+        for (size_t i = 0; same && i < n; i++) same = ids[i] == cJSON_GetArrayItem(want, (int)i)->valueint;
+        if (!same) {
+            char *w = cJSON_PrintUnformatted(want);
+            fprintf(stderr, "  case %d %.40s: got", idx, text);
+            for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
+            fprintf(stderr, "\n    want %.400s\n", w);
+            free(w);
+        }
+        CHECK(same, "tiktoken case %d", idx);
+        char *dec = NULL;
+        size_t dlen = 0;
+        rc = colibri_tokenizer_decode(t, ids, n, 0, &dec, &dlen, &err);
+        CHECK(rc == 0 && dlen == strlen(text) && !memcmp(dec, text, dlen), "tiktoken case %d decodes to '%.*s'", idx,
+              (int)dlen, dec ? dec : "");
+        free(dec);
+        free(ids);
+        idx++;
+        n_cases++;
+    }
+    CHECK(n_cases >= 10, "%d cases", n_cases);
+    cJSON_Delete(doc);
+    colibri_tokenizer_free(t);
+}
+
 int main(void)
 {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/colibri_test_tok_%d", (int)getpid());
@@ -686,6 +743,7 @@ int main(void)
     find_deepseek();
     RUN_TEST(test_deepseek_golden);
     RUN_TEST(test_small_golden);
+    RUN_TEST(test_tiktoken_golden);
     RUN_TEST(test_deepseek_chat);
     RUN_TEST(test_refusals);
     RUN_TEST(test_empty_and_invalid);
