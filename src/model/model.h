@@ -22,6 +22,8 @@
 #include "model/expert_store.h"
 #include "model/mlp.h"
 
+struct moe_remote;
+
 struct attn_weights {
     struct qtensor q_a, q_b, q;    /* q_a/q_b with q_lora_rank, else q */
     float *q_a_norm;            /* [q_lora_rank] */
@@ -73,6 +75,9 @@ struct model {
     int lm_head_tied;           /* lm_head is embed (not freed twice) */
     struct layer_weights *layers;
     struct expert_store *experts;   /* routed experts of every MoE layer */
+    /* When set, who runs the routed experts instead of this process alone
+     * (the MPI ranks, src/mpi/); not owned by the model (moe.h). */
+    struct moe_remote *remote;
     int64_t n_params;
     int64_t bytes_by_dtype[ST_DTYPE_COUNT];
 };
