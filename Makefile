@@ -2,9 +2,16 @@
 # `make check` runs the same tests under AddressSanitizer + UBSan.
 # PORTABLE=1 builds for baseline x86-64 (the ISA kernels are still compiled with
 # their own flags and chosen at run time from CPUID).
+# MPI=1 builds expert parallelism over MPI (src/mpi/*_mpi.c, Open MPI's
+# libopenmpi-dev) into build/mpi by default; without it src/mpi/off.c
+# refuses --mpi by name.
 
 CC       ?= cc
 PORTABLE ?= 0
+MPI      ?= 0
+ifeq ($(MPI),1)
+  BUILD  ?= build/mpi
+endif
 BUILD    ?= build
 SAN      ?=
 
@@ -28,7 +35,17 @@ ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq \
               -mavx512vnni -mavx512bf16
 
 LIB_EXCLUDE ?=
-LIB_SRC_ALL := $(filter-out src/cli/% $(LIB_EXCLUDE),$(wildcard src/*/*.c))
+ifeq ($(MPI),1)
+  ifeq ($(shell command -v mpicc),)
+    $(error MPI=1: mpicc not found (apt-get install libopenmpi-dev openmpi-bin))
+  endif
+  MPI_EXCLUDE := src/mpi/off.c
+  CFLAGS  += $(shell mpicc --showme:compile)
+  LDLIBS  += $(shell mpicc --showme:link)
+else
+  MPI_EXCLUDE := $(wildcard src/mpi/*_mpi.c)
+endif
+LIB_SRC_ALL := $(filter-out src/cli/% $(LIB_EXCLUDE) $(MPI_EXCLUDE),$(wildcard src/*/*.c))
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC_ALL))
 else ifeq ($(ARCH),aarch64)

@@ -60,6 +60,8 @@ typedef struct colibri_model colibri_model;
  * process starts, so a program using the library should run with
  * OMP_WAIT_POLICY=passive in its environment (the colibri command re-executes
  * itself with it). The library never changes the variable itself. */
+typedef struct colibri_mpi colibri_mpi;
+
 struct colibri_model_opts {
     int n_threads;              /* 0 = OpenMP default */
     /* Weight formats, by name (colibri_weight_format_names lists them);
@@ -90,6 +92,12 @@ struct colibri_model_opts {
      * freed); NULL: $XDG_CACHE_HOME/colibri, else ~/.cache/colibri. "none":
      * no state file. Never the model's directory. */
     const char *state_dir;
+    /* Expert parallelism over MPI (colibri_mpi_start; NULL: this process
+     * alone). Every rank loads the same model with the same options: rank 0
+     * runs it and sends each MoE layer's rows to the ranks owning the routed
+     * experts they route to; the others serve those requests
+     * (colibri_mpi_serve_experts). Same output as without. */
+    colibri_mpi *mpi;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or
@@ -136,6 +144,49 @@ struct colibri_expert_stats {
     uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
 };
 void colibri_model_expert_stats(const colibri_model *m, struct colibri_expert_stats *out);
+
+/* ------------------------------------------- expert parallelism over MPI */
+
+/* Built with `make MPI=1`; otherwise each of these is COLIBRI_EUNSUPPORTED
+ * saying so. Launched with `mpirun -np N colibri ... --mpi`: rank 0 holds
+ * attention, the dense layers, the shared experts, sampling and the KV cache;
+ * each MoE layer's routed experts are dealt out over the ranks (rank 0 too
+ * unless no_rank0_experts), each rank with its own expert store and --ram
+ * budget. Per MoE layer rank 0 sends each owner one message (the distinct
+ * rows its experts need) before computing the shared experts, and sums the
+ * experts' returned rows in ascending expert order, exactly as one process
+ * does, so the output is the same bits. Not thread-safe unless stated. */
+struct colibri_mpi_opts {
+    /* Longest wait for a rank's answer to one MoE layer; past it the request
+     * fails with COLIBRI_EIO naming the rank, and so does every later one
+     * (0: 60 s). A model load waits at most 10 times as long. */
+    double timeout_s;
+    int no_rank0_experts;       /* 1: only ranks 1..N-1 own routed experts */
+};
+/* Starts MPI in this process (once). Release with colibri_mpi_end(). */
+int colibri_mpi_start(const struct colibri_mpi_opts *opts, colibri_mpi **out, struct colibri_err *err);
+int colibri_mpi_rank(const colibri_mpi *p);
+int colibri_mpi_size(const colibri_mpi *p);
+/* On a rank other than 0, after colibri_model_load with opts.mpi: runs rank
+ * 0's requests on m until rank 0 frees its model (0). A request it cannot
+ * run (an expert read failed) is answered with the error, and it serves on. */
+int colibri_mpi_serve_experts(colibri_mpi *p, colibri_model *m, struct colibri_err *err);
+/* What rank 0 exchanged with `rank` for model m (loaded with opts.mpi):
+ * layer requests, bytes each way (headers included) and the seconds rank 0
+ * waited for its answers after doing its own share. rank 0: its own share
+ * (no bytes). COLIBRI_EINVAL for a model without MPI or a rank out of range. */
+struct colibri_mpi_rank_stats {
+    uint64_t requests, bytes_sent, bytes_received, experts_run;
+    double wait_s;
+};
+int colibri_mpi_stats(const colibri_model *m, int rank, struct colibri_mpi_rank_stats *out);
+/* Ends MPI for this process and frees p (after every model using it is
+ * freed): 0 after MPI_Finalize; COLIBRI_EIO when a rank stopped answering
+ * or died, without finalizing (that would wait for it forever): the caller
+ * then ends the whole job with colibri_mpi_abort(). NULL: 0. */
+int colibri_mpi_end(colibri_mpi *p);
+/* MPI_Abort: ends every rank of the job with exit status code. Never returns. */
+_Noreturn void colibri_mpi_abort(int code);
 
 /* -------------------------------------------------------------- sessions */
 

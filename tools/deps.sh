@@ -6,9 +6,11 @@
 #   sh tools/deps.sh --fuzz   only clang, libFuzzer and clang's OpenMP, for `make fuzz`
 #   sh tools/deps.sh --browser  only Chromium, for the chat page's browser test
 #                             (tests/cli/serve_page.sh; skipped without it)
+#   sh tools/deps.sh --mpi    only Open MPI, for `make MPI=1` and its tests
 PKGS="build-essential libcjson-dev libpcre2-dev libxxhash-dev libmicrohttpd-dev"
 [ "${1:-}" = --fuzz ] && PKGS="clang libclang-rt-dev libomp-dev"
 [ "${1:-}" = --browser ] && PKGS="chromium"
+[ "${1:-}" = --mpi ] && PKGS="libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -28,6 +30,11 @@ if [ -n "$missing" ]; then
 fi
 if [ "${1:-}" = --fuzz ]; then   # the Debian packages are all it takes
     command -v clang >/dev/null 2>&1 || { echo "clang not found after installing it" >&2; exit 1; }
+    exit 0
+fi
+if [ "${1:-}" = --mpi ]; then
+    command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 ||
+        { echo "mpicc/mpirun not found after installing Open MPI" >&2; exit 1; }
     exit 0
 fi
 if [ "${1:-}" = --browser ]; then

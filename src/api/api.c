@@ -17,6 +17,7 @@
 #include "model/expert_store.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "mpi/ranks.h"
 #include "quant/format.h"
 #include "quant/qtensor.h"
 
@@ -129,12 +130,24 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     int rc = parse_formats(opts, &lo, err);
     if (rc) return rc;
     if (opts && opts->ram && (rc = parse_size(opts->ram, &lo.ram_bytes, err))) return rc;
+    colibri_mpi *mpi = opts ? opts->mpi : NULL;
+    /* a rank that only serves experts touches nothing else of the mapping
+     * and never runs the absorbed decode that the f32 kv_b copy is for */
+    if (mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;
     colibri_model *cm = calloc(1, sizeof *cm);
     if (!cm) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     rc = model_load(dir, &lo, &cm->m, err);
+    if (mpi) {
+        struct colibri_err le = rc && err ? *err : (struct colibri_err){ 0 };
+        int rm = colibri_api_mpi_attach(cm, mpi, rc, &le, err);
+        if (!rc && rm) model_free(&cm->m);
+        if (!rc) rc = rm;
+    }
     if (rc) { free(cm); return rc; }
     cm->n_threads = opts ? opts->n_threads : 0;
-    hotset_open(cm, opts ? opts->state_dir : NULL);
+    /* the learned hot set pins experts by global counts; under MPI a rank's
+     * store holds only its share, so it would pin experts other ranks own */
+    hotset_open(cm, mpi ? "none" : opts ? opts->state_dir : NULL);
     *out = cm;
     return 0;
 }
@@ -285,6 +298,7 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const s
 void colibri_model_free(colibri_model *cm)
 {
     if (!cm) return;
+    mpi_remote_free(cm->m.remote);
     hotset_save(cm);
     free(cm->hot_path);
     free(cm->hot_counts);

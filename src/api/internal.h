@@ -26,4 +26,10 @@ struct colibri_session {
     int32_t *tokens;            /* [n_ctx]; tokens[i] is the token cached at position i */
 };
 
+/* After this rank's load of cm (load_rc its result, load_err its message):
+ * the MPI handshake of mpi_hello (mpi/ranks.h); on rank 0 a success sets
+ * cm->m.remote. 0, or the error naming the rank that failed. */
+int colibri_api_mpi_attach(colibri_model *cm, colibri_mpi *p, int load_rc, const struct colibri_err *load_err,
+                   struct colibri_err *err);
+
 #endif

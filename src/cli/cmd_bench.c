@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "colibri.h"
 #include "colibri_dev.h"
@@ -141,6 +142,7 @@ int cmd_bench(int argc, char **argv)
     const char *dir = "models/colibri-tiny";
     int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
     struct colibri_model_opts mo = { 0 };
+    struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
     int kv_int8 = 0, attn = 0, peaks = 0;
     const char *depths = NULL, *output = NULL;
@@ -157,6 +159,7 @@ int cmd_bench(int argc, char **argv)
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_MPI(cm),
         { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
         { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },
         { "gen", 'n', OPT_INT, &n_gen, "tokens to decode one at a time (default 64)", 1, 1 << 20 },
@@ -212,9 +215,11 @@ int cmd_bench(int argc, char **argv)
     if (output && !depths) depth[nd++] = 0;
     colibri_model *m = NULL;
     mo.n_threads = threads;
+    int mpi_status;
+    if (cli_mpi_begin("bench", &cm, dir, &mo, &mpi_status)) return mpi_status;
     if (colibri_model_load(dir, &mo, &m, &err)) {
         fprintf(stderr, "colibri bench: %s\n", err.msg);
-        return 1;
+        return cli_mpi_end(&cm, 1);
     }
     if (nd) {
         struct colibri_session_opts dso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,
@@ -222,7 +227,7 @@ int cmd_bench(int argc, char **argv)
         rc = bench_depths(m, dir, depth, nd, n_prompt, n_gen, reps, dso, ao.cpu_time, json, &err);
         if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
         colibri_model_free(m);
-        return rc ? 1 : 0;
+        return cli_mpi_end(&cm, rc ? 1 : 0);
     }
     int V = colibri_model_vocab(m);
     int32_t *tok = malloc((size_t)(n_prompt + n_gen) * sizeof *tok);
@@ -235,6 +240,7 @@ int cmd_bench(int argc, char **argv)
     struct colibri_model_info mi;
     colibri_model_get_info(m, &mi);
     int streamed = !strcmp(mi.expert_store, "streamed");
+    struct cli_mpi_span dec_span = { 0 };
     for (int r = 0; r < reps && !rc; r++) {
         colibri_session *s = NULL;
         if ((rc = colibri_session_new(m, &so, &s, &err))) break;
@@ -244,9 +250,11 @@ int cmd_bench(int argc, char **argv)
         rc = colibri_session_prefill(s, tok, n_prompt, logits, 0, &err);
         double w1 = now(0), t1 = now(ao.cpu_time);
         colibri_model_expert_stats(m, &e1);
+        cli_mpi_span_begin(&dec_span, m, &cm);
         for (int i = 0; i < n_gen && !rc; i++) rc = colibri_session_decode(s, tok[n_prompt + i], logits, &err);
         double w2 = now(0), t2 = now(ao.cpu_time);
         colibri_model_expert_stats(m, &e2);
+        cli_mpi_span_end(&dec_span, m, &cm, n_gen);
         colibri_session_free(s);
         if (t1 - t0 < best_pre) best_pre = t1 - t0;
         if (t2 - t1 < best_dec) best_dec = t2 - t1;
@@ -278,6 +286,7 @@ int cmd_bench(int argc, char **argv)
                peak, stated / peak);
     }
     if (!rc) gen_print_expert_stats(stdout, m, (uint64_t)reps * (uint64_t)(n_prompt + n_gen), wall);   /* over every repetition */
+    if (!rc) cli_mpi_span_print(stdout, &dec_span, &cm, "decoded");
     if (!rc && bw) {
         struct colibri_model_info in;
         colibri_model_get_info(m, &in);
@@ -289,5 +298,5 @@ int cmd_bench(int argc, char **argv)
     free(tok);
     free(logits);
     colibri_model_free(m);
-    return rc ? 1 : 0;
+    return cli_mpi_end(&cm, rc ? 1 : 0);
 }

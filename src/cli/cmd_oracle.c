@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/commands.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "colibri.h"
 #include "colibri_dev.h"
@@ -9,6 +10,7 @@
 int cmd_oracle(int argc, char **argv)
 {
     struct colibri_model_opts mo = { 0 };
+    struct cli_mpi cm = CLI_MPI_INIT;
     int no_gate = 0;
     const char *kv = NULL, *kv_rope = NULL;
     const struct opt opts[] = {
@@ -16,6 +18,7 @@ int cmd_oracle(int argc, char **argv)
         { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (" OPTS_LIST_KV_ROPES "; default per tier)" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_MPI(cm),
         { "no-gate", 0, OPT_FLAG, &no_gate, "report only: exit 0 whatever the agreement (for quantized runs)" },
     };
     const struct opts_spec spec = {
@@ -34,7 +37,8 @@ int cmd_oracle(int argc, char **argv)
         opts_usage(&spec, stderr);
         return 2;
     }
-    int bad = 0;
+    int bad = 0, mpi_status;
+    if (cli_mpi_begin_dirs("oracle", &cm, pos, npos, &mo, &mpi_status)) return mpi_status;
     for (int i = 0; i < npos; i++) {
         struct colibri_err err = { 0 };
         struct colibri_oracle_result r;
@@ -48,5 +52,5 @@ int cmd_oracle(int argc, char **argv)
         fflush(stdout);
         if (!r.pass && !no_gate) bad = 1;
     }
-    return bad;
+    return cli_mpi_end(&cm, bad);
 }

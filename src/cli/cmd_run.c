@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "cli/textio.h"
 #include "colibri.h"
@@ -22,6 +23,7 @@ int cmd_run(int argc, char **argv)
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
+    struct cli_mpi cm = CLI_MPI_INIT;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "prompt", 'p', OPT_STR, &prompt, "the prompt text" },
@@ -44,6 +46,7 @@ int cmd_run(int argc, char **argv)
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_MPI(cm),
     };
     const struct opts_spec spec = {
         "colibri run [-m DIR] (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
@@ -66,11 +69,14 @@ int cmd_run(int argc, char **argv)
     }
     so.seed = (uint64_t)seed;
     if (system) chat = 1;
+    mo.n_threads = threads;
+    int mpi_status;
+    if (cli_mpi_begin("run", &cm, dir, &mo, &mpi_status)) return mpi_status;
 
     size_t len = 0;
     char *owned = NULL;
     if (file) {
-        if (!(owned = cli_read_text(file, &len))) { perror(file); return 1; }
+        if (!(owned = cli_read_text(file, &len))) { perror(file); return cli_mpi_end(&cm, 1); }
         prompt = owned;
     } else {
         len = strlen(prompt);
@@ -78,7 +84,7 @@ int cmd_run(int argc, char **argv)
     if (len == 0) {
         fprintf(stderr, "colibri run: the prompt is empty: nothing to continue\n");
         free(owned);
-        return 1;
+        return cli_mpi_end(&cm, 1);
     }
 
     struct colibri_err err = { 0 };
@@ -92,7 +98,6 @@ int cmd_run(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n_ids = 0, replaced = 0, rlen;
     int status = 1;
-    mo.n_threads = threads;
 
     if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err)) goto fail;
     const char *text = prompt;
@@ -149,6 +154,7 @@ int cmd_run(int argc, char **argv)
     if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
     gen_print_expert_stats(stderr, m, (uint64_t)(st.n_prefilled + st.n_generated), st.t_prefill + st.t_generate);
+    cli_mpi_print_stats(stderr, m, &cm);
     status = 0;
     goto done;
 fail:
@@ -163,5 +169,5 @@ done:
     free(ids);
     free(rendered);
     free(owned);
-    return status;
+    return cli_mpi_end(&cm, status);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "colibri.h"
 #include "serve/serve.h"
@@ -21,6 +22,7 @@ int cmd_serve(int argc, char **argv)
                              .max_conns = SERVE_MAX_CONNS, .max_conns_per_addr = SERVE_MAX_CONNS_PER_ADDR };
     const char *kv = NULL, *kv_dir = NULL, *api_key_file = NULL;
     int max_body_kib = 4096, drain = 30;
+    struct cli_mpi cm = CLI_MPI_INIT;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &so.model_dir, "model directory (config.json, safetensors, tokenizer.json); "
                                                 "default models/colibri-tiny" },
@@ -67,6 +69,7 @@ int cmd_serve(int argc, char **argv)
                                                   "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: off)" },
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },
+        OPTS_MPI(cm),
         { "step-delay-ms", 0, OPT_INT, &so.step_delay_ms, "sleep after each scheduler step (testing aid; default 0)",
           0, 10000 },
     };
@@ -109,6 +112,10 @@ int cmd_serve(int argc, char **argv)
     if (!so.api_key) so.api_key = opts_env_api_key();
     so.max_body = (size_t)max_body_kib * 1024;
     so.drain_s = drain;
+    struct colibri_model_opts mo = { .n_threads = so.n_threads, .ram = so.ram };
+    int mpi_status;
+    if (cli_mpi_begin("serve", &cm, so.model_dir, &mo, &mpi_status)) return mpi_status;
+    so.mpi = cm.p;
 
     /* Signals are taken synchronously by this thread (sigwait); every server
      * thread inherits the blocked mask, so none of them is interrupted. */
@@ -131,7 +138,7 @@ int cmd_serve(int argc, char **argv)
     serve *sv = NULL;
     if (serve_new(&so, &sv, &err)) {
         fprintf(stderr, "colibri serve: %s\n", err.msg);
-        return 1;
+        return cli_mpi_end(&cm, 1);
     }
     fprintf(stderr, "colibri serve: model '%s' from %s, %d slots, listening on http://%s%s%s:%d\n",
             serve_model_id(sv), so.model_dir, so.n_slots, strchr(so.host, ':') ? "[" : "", so.host,
@@ -145,5 +152,5 @@ int cmd_serve(int argc, char **argv)
     serve_shutdown(sv);
     serve_free(sv);
     fprintf(stderr, "colibri serve: stopped\n");
-    return 0;
+    return cli_mpi_end(&cm, 0);
 }

@@ -45,7 +45,8 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     int rc = check_alias(opts->alias, err);
     if (!rc) rc = serve_cors_parse(opts->cors, &sv->cors, err);
     if (rc) goto fail;
-    struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram, .state_dir = opts->state_dir };
+    struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram, .state_dir = opts->state_dir,
+                                     .mpi = opts->mpi };
     rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
     if (rc) goto fail;
     rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);

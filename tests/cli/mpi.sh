@@ -1,0 +1,95 @@
+#!/bin/sh
+# Expert parallelism over MPI (a colibri built with make MPI=1): under
+# `mpirun -np 3 --oversubscribe` on this machine the greedy text of the bundled
+# model and the oracle lines of every fixture are the single process's, byte
+# for byte, with rank 0 owning a share of the experts or not; misuse is
+# refused by name; a worker that stops answering or dies ends the job within
+# a bounded time, naming the rank. Without MPI the test says the MPI tests
+# were not run (exit 77: counted as skipped, never as passed).
+set -eu
+m=models/colibri-tiny
+out=$("$COLIBRI" run -m "$m" -p hi -n 1 --mpi 2>&1 || true)
+if echo "$out" | grep -q "built without MPI"; then
+    echo "$out" | grep -q "make MPI=1"
+    echo "MPI tests not run: this colibri was built without MPI (make MPI=1 test runs them)"
+    exit 77
+fi
+command -v mpirun >/dev/null || { echo "colibri is built with MPI but mpirun is missing (apt-get install openmpi-bin)"; exit 1; }
+# as root (CI containers) Open MPI needs both variables to run at all
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe"
+tmp=$(mktemp -d)
+pids=""
+cleanup() { for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# greedy text: three prompts, and one long prompt (a prefill batch of hundreds of rows)
+head -c 1500 README.md >"$tmp/long.txt"
+for i in 0 1 2 long; do
+    if [ "$i" = long ]; then set -- -f "$tmp/long.txt"
+    else set -- -p "$(python3 -c "import json; print(json.load(open('$m/eval.json'))['samples'][$i]['prompt'], end='')")"; fi
+    "$COLIBRI" run -m "$m" "$@" -n 48 --temp 0 -t 1 --no-display-prompt >"$tmp/one.txt" 2>/dev/null
+    $MPIRUN -np 3 "$COLIBRI" run -m "$m" "$@" -n 48 --temp 0 -t 1 --no-display-prompt --mpi >"$tmp/three.txt" \
+        2>"$tmp/three.err"
+    $MPIRUN -np 2 "$COLIBRI" run -m "$m" "$@" -n 48 --temp 0 -t 1 --no-display-prompt --mpi --mpi-rank0-experts 0 \
+        >"$tmp/two.txt" 2>"$tmp/two.err"
+    [ -s "$tmp/one.txt" ]
+    cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "prompt $i: -np 3 differs"; cat "$tmp/three.err"; exit 1; }
+    cmp "$tmp/one.txt" "$tmp/two.txt" || { echo "prompt $i: -np 2 without rank 0's share differs"; exit 1; }
+    # every rank ran experts, and rank 0 none when told so
+    for r in 0 1 2; do grep -Eq "^mpi: rank $r ran [1-9][0-9]* experts" "$tmp/three.err"; done
+    grep -q "^mpi: rank 0 ran 0 experts" "$tmp/two.err"
+    grep -Eq "^mpi: rank 1 ran [1-9][0-9]* experts in [1-9][0-9]* layer requests" "$tmp/two.err"
+    echo "ok   prompt $i: same text on 1, 3 and 2 (workers only) ranks"
+done
+
+# the oracle fixtures: the same lines (argmax, greedy tokens and logit deltas against HF)
+"$COLIBRI" oracle tests/oracle/*/ >"$tmp/one.txt"
+$MPIRUN -np 3 "$COLIBRI" oracle --mpi tests/oracle/*/ >"$tmp/three.txt"
+$MPIRUN -np 2 "$COLIBRI" oracle --mpi --mpi-rank0-experts 0 tests/oracle/*/ >"$tmp/two.txt"
+cmp "$tmp/one.txt" "$tmp/three.txt"
+cmp "$tmp/one.txt" "$tmp/two.txt"
+[ "$(wc -l <"$tmp/one.txt")" -eq "$(ls -d tests/oracle/*/ | wc -l)" ]
+echo "ok   oracle lines on 1, 3 and 2 ranks"
+
+# misuse, refused by name
+if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-rank0-experts 0 >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "rank 0 owns no routed experts" "$tmp/err"
+if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi-timeout 3 >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "need --mpi" "$tmp/err"
+
+# faults: rank 2 stopped (SIGSTOP) or killed during a decode benchmark
+fault() {   # fault SIGNAL MPIRUN-FLAGS...
+    sig=$1; shift
+    $MPIRUN -np 3 "$@" "$COLIBRI" bench -m "$m" -p 16 -n 1000 -r 50 -t 1 --mpi --mpi-timeout 2 \
+        >"$tmp/f.out" 2>"$tmp/f.err" &
+    mp=$!
+    sleep 3
+    w=""
+    for p in $(pgrep -P "$mp"); do
+        if tr '\0' '\n' <"/proc/$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=2; then w=$p; fi
+    done
+    [ -n "$w" ] || { echo "rank 2 of mpirun $mp not found"; kill "$mp"; exit 1; }
+    pids="$pids $w"
+    t0=$(date +%s)
+    kill -"$sig" "$w"
+    # bounded: the 2 s answer deadline (or 20 s for a load) plus the job's teardown
+    i=0
+    while kill -0 "$mp" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 600 ] || { echo "SIG$sig: mpirun still running 60 s after"; kill -9 "$mp"; exit 1; }
+        sleep 0.1
+    done
+    rc=0; wait "$mp" || rc=$?
+    echo "SIG$sig $*: job ended $(( $(date +%s) - t0 )) s after, mpirun exit $rc"
+}
+fault STOP
+[ "$rc" -ne 0 ]
+grep -q "rank 2 did not answer" "$tmp/f.err" || { cat "$tmp/f.err"; exit 1; }
+fault KILL
+[ "$rc" -ne 0 ]
+grep -q "rank 2" "$tmp/f.err" || { cat "$tmp/f.err"; exit 1; }
+# with recovery on, mpirun leaves the job running and rank 0 finds the dead rank itself
+fault KILL --enable-recovery
+grep -q "rank 2 did not answer" "$tmp/f.err" || { cat "$tmp/f.err"; exit 1; }
+echo "ok   faults: a stopped or killed rank ends the job, named"
