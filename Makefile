@@ -142,7 +142,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 # Every report fails the test that triggered it.
 CHECK_SAN := -fsanitize=address,undefined,float-cast-overflow \
              -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
-# Installing: the shared library (position-independent objects in build/pic,
+# Installing: the shared library (position-independent objects in build/pic, build/mpi-pic with MPI=1;
 # everything but the server, so linking it needs no libmicrohttpd), the static
 # archive, the headers, colibri.pc and the colibri command.
 #   make install PREFIX=/usr/local [DESTDIR=...]
@@ -154,17 +154,23 @@ SOVER   := 0
 CORE_OBJ := $(filter-out $(BUILD)/src/serve/%,$(LIB_OBJ))
 SO      := $(BUILD)/libcolibri.so.$(VERSION)
 LIBS_CORE := -lcjson -lpcre2-8 -lxxhash -lm -lpthread
+# an MPI build's library links Open MPI and keeps its objects apart
+PIC_BUILD := build/pic
+ifeq ($(MPI),1)
+  LIBS_CORE += $(shell mpicc --showme:link)
+  PIC_BUILD := build/mpi-pic
+endif
 
 $(SO): $(CORE_OBJ)
 	$(CC) -shared -fopenmp -Wl,-soname,libcolibri.so.$(SOVER) -o $@ $^ $(LIBS_CORE)
 
 shared:
-	$(MAKE) BUILD=build/pic EXTRA_CFLAGS=-fPIC build/pic/libcolibri.so.$(VERSION)
+	$(MAKE) BUILD=$(PIC_BUILD) EXTRA_CFLAGS=-fPIC $(PIC_BUILD)/libcolibri.so.$(VERSION)
 
 install: all shared
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/colibri.h include/colibri_dev.h $(DESTDIR)$(INCDIR)/
-	install -m 755 build/pic/libcolibri.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(PIC_BUILD)/libcolibri.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcolibri.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libcolibri.so.$(SOVER)
 	ln -sf libcolibri.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libcolibri.so
 	install -m 644 $(BUILD)/libcolibri.a $(DESTDIR)$(LIBDIR)/

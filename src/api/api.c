@@ -128,16 +128,16 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     if (opts && opts->n_threads > 0) omp_set_num_threads(opts->n_threads);
     struct model_load_opts lo;
     int rc = parse_formats(opts, &lo, err);
-    if (rc) return rc;
-    if (opts && opts->ram && (rc = parse_size(opts->ram, &lo.ram_bytes, err))) return rc;
+    if (!rc && opts && opts->ram) rc = parse_size(opts->ram, &lo.ram_bytes, err);
     colibri_mpi *mpi = opts ? opts->mpi : NULL;
     /* a rank that only serves experts touches nothing else of the mapping
      * and never runs the absorbed decode that the f32 kv_b copy is for */
-    if (mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;
-    colibri_model *cm = calloc(1, sizeof *cm);
-    if (!cm) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
-    rc = model_load(dir, &lo, &cm->m, err);
+    if (!rc && mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;
+    colibri_model *cm = NULL;
+    if (!rc && !(cm = calloc(1, sizeof *cm))) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!rc) rc = model_load(dir, &lo, &cm->m, err);
     if (mpi) {
+        /* every rank reports its load, failed or not, so that none waits for another */
         struct colibri_err le = rc && err ? *err : (struct colibri_err){ 0 };
         int rm = colibri_api_mpi_attach(cm, mpi, rc, &le, err);
         if (!rc && rm) model_free(&cm->m);

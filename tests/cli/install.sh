@@ -7,7 +7,7 @@
 set -eu
 command -v pkg-config >/dev/null || { echo "pkg-config missing (tools/deps.sh installs it)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES -u SAN -u OPT -u BUILD -u EXTRA_CFLAGS -u CC make -s install PREFIX="$tmp/usr" >"$tmp/make.log" 2>&1 ||
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES -u SAN -u OPT -u BUILD -u EXTRA_CFLAGS -u CC -u MPI make -s install PREFIX="$tmp/usr" >"$tmp/make.log" 2>&1 ||
     { tail -20 "$tmp/make.log"; exit 1; }
 lib=$tmp/usr/lib
 [ -x "$lib/libcolibri.so.0.2.0" ] && [ -L "$lib/libcolibri.so.0" ] && [ -L "$lib/libcolibri.so" ]

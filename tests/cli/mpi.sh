@@ -20,7 +20,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe"
 tmp=$(mktemp -d)
 pids=""
-cleanup() { for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in $pids; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # greedy text: three prompts, and one long prompt (a prefill batch of hundreds of rows)
@@ -57,6 +57,15 @@ if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-rank0-experts 0 >/dev/null 2>"$
 grep -q "rank 0 owns no routed experts" "$tmp/err"
 if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi-timeout 3 >/dev/null 2>"$tmp/err"; then exit 1; fi
 grep -q "need --mpi" "$tmp/err"
+# a failure on every rank before the load, or on rank 0 alone (a fixture has no tokenizer):
+# the job ends at once with the error, no rank waits for another
+t0=$(date +%s)
+if $MPIRUN -np 2 "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --ram bogus >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "ram: 'bogus' is not a positive size" "$tmp/err"
+if $MPIRUN -np 2 "$COLIBRI" run -m tests/oracle/deepseek_v3_tiny -p hi -n 1 --mpi >/dev/null 2>"$tmp/err"; then
+    exit 1; fi
+grep -q "tokenizer" "$tmp/err"
+[ $(( $(date +%s) - t0 )) -lt 30 ] || { echo "failed runs took $(( $(date +%s) - t0 )) s"; exit 1; }
 
 # faults: rank 2 stopped (SIGSTOP) or killed during a decode benchmark
 fault() {   # fault SIGNAL MPIRUN-FLAGS...
