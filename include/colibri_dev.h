@@ -88,6 +88,10 @@ struct colibri_oracle_result {
     double max_dlogit;          /* prefill vs HF, all sequences */
     double decode_dlogit;       /* absorbed decode vs expanded prefill */
     int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
+    /* XXH64 chained over every logits row colibri computed, in order (prefill
+     * rows, then decode rows, then the generation's): equal digests mean
+     * bit-identical logits (to compare runs that must agree exactly). */
+    uint64_t logits_digest;
 };
 /* mopts (may be NULL) loads the fixture with other weight formats; kv_tier and
  * kv_rope (may be NULL) run it on a quantized KV cache. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -50,6 +51,7 @@ static int check_sequence(colibri_model *cm, const struct colibri_session_opts *
     float *pre = malloc((size_t)S * V * sizeof *pre), *dec = malloc((size_t)V * sizeof *dec);
     if ((rc = colibri_session_new(cm, &so, &s, err))) goto out;
     if ((rc = colibri_session_prefill(s, tok, S, pre, 1, err))) goto out;
+    res->logits_digest = XXH64(pre, (size_t)S * V * sizeof *pre, res->logits_digest);
     for (int t = 0; t < S; t++) {
         const cJSON *mg = cJSON_GetArrayItem(margins, t);
         for (int v = 0; v < V; v++) {
@@ -66,6 +68,7 @@ static int check_sequence(colibri_model *cm, const struct colibri_session_opts *
     if ((rc = colibri_session_new(cm, &so, &s, err))) goto out;
     for (int t = 0; t < S; t++) {
         if ((rc = colibri_session_decode(s, tok[t], dec, err))) goto out;
+        res->logits_digest = XXH64(dec, (size_t)V * sizeof *dec, res->logits_digest);
         for (int v = 0; v < V; v++) {
             double d = fabs((double)dec[v] - (double)pre[(int64_t)t * V + v]);
             if (!(d <= res->decode_dlogit)) res->decode_dlogit = d;
@@ -90,6 +93,7 @@ static int check_generation(colibri_model *cm, const struct colibri_session_opts
     if ((rc = colibri_session_prefill(s, prompt, np, logits, 0, err))) goto out;
     res->gen_total = ng;
     for (int i = 0; i < ng; i++) {
+        res->logits_digest = XXH64(logits, (size_t)V * sizeof *logits, res->logits_digest);
         int32_t next = argmax(logits, V);
         if (next != want[i]) break;
         res->gen_agree++;

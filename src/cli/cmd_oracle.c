@@ -11,7 +11,7 @@ int cmd_oracle(int argc, char **argv)
 {
     struct colibri_model_opts mo = { 0 };
     struct cli_mpi cm = CLI_MPI_INIT;
-    int no_gate = 0;
+    int no_gate = 0, digest = 0;
     const char *kv = NULL, *kv_rope = NULL;
     const struct opt opts[] = {
         { "kv", 0, OPT_STR, &kv, "KV-cache tier (" OPTS_LIST_KV_TIERS "; default f32)" },
@@ -19,6 +19,8 @@ int cmd_oracle(int argc, char **argv)
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
         OPTS_MPI(cm),
+        { "digest", 0, OPT_FLAG, &digest, "end each line with digest=H: a hash of every logit computed (equal "
+                                          "digests: bit-identical logits)" },
         { "no-gate", 0, OPT_FLAG, &no_gate, "report only: exit 0 whatever the agreement (for quantized runs)" },
     };
     const struct opts_spec spec = {
@@ -47,8 +49,10 @@ int cmd_oracle(int argc, char **argv)
             bad = 1;
             continue;
         }
-        printf("%s tf=%d/%d gen=%d/%d max_dlogit=%.3g decode_dlogit=%.3g%s\n", r.name, r.tf_agree, r.tf_total,
-               r.gen_agree, r.gen_total, r.max_dlogit, r.decode_dlogit, r.pass || no_gate ? "" : "  FAIL");
+        printf("%s tf=%d/%d gen=%d/%d max_dlogit=%.3g decode_dlogit=%.3g", r.name, r.tf_agree, r.tf_total,
+               r.gen_agree, r.gen_total, r.max_dlogit, r.decode_dlogit);
+        if (digest) printf(" digest=%016llx", (unsigned long long)r.logits_digest);
+        printf("%s\n", r.pass || no_gate ? "" : "  FAIL");
         fflush(stdout);
         if (!r.pass && !no_gate) bad = 1;
     }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Expert parallelism over MPI (a colibri built with make MPI=1): under
 # `mpirun -np 3 --oversubscribe` on this machine the greedy text of the bundled
-# model and the oracle lines of every fixture are the single process's, byte
-# for byte, with rank 0 owning a share of the experts or not; misuse is
+# model and the oracle lines of every fixture (with a digest of every logit)
+# are the single process's, bit for bit, with rank 0 owning a share of the experts or not, and with every
+# rank streaming its experts under its own --ram; misuse is
 # refused by name; a worker that stops answering or dies ends the job within
 # a bounded time, naming the rank. Without MPI the test says the MPI tests
 # were not run (exit 77: counted as skipped, never as passed).
@@ -43,14 +44,25 @@ for i in 0 1 2 long; do
     echo "ok   prompt $i: same text on 1, 3 and 2 (workers only) ranks"
 done
 
+# each rank streams its own experts under its own --ram budget: the same text
+$MPIRUN -np 3 "$COLIBRI" run -m "$m" -p "It is a truth" -n 48 --temp 0 -t 1 --no-display-prompt --mpi --ram 18M \
+    >"$tmp/three.txt" 2>"$tmp/three.err"
+"$COLIBRI" run -m "$m" -p "It is a truth" -n 48 --temp 0 -t 1 --no-display-prompt >"$tmp/one.txt" 2>/dev/null
+cmp "$tmp/one.txt" "$tmp/three.txt"
+[ "$(grep -c "routed experts streamed" "$tmp/three.err")" -eq 3 ]
+grep -Eq "experts: streamed, .* [1-9][0-9.]* MiB read from disk" "$tmp/three.err"
+echo "ok   streamed experts on every rank (--ram 18M): same text"
+
 # the oracle fixtures: the same lines (argmax, greedy tokens and logit deltas against HF)
-"$COLIBRI" oracle tests/oracle/*/ >"$tmp/one.txt"
-$MPIRUN -np 3 "$COLIBRI" oracle --mpi tests/oracle/*/ >"$tmp/three.txt"
-$MPIRUN -np 2 "$COLIBRI" oracle --mpi --mpi-rank0-experts 0 tests/oracle/*/ >"$tmp/two.txt"
+# and the same digest of every logit computed: bit-identical logits
+"$COLIBRI" oracle --digest tests/oracle/*/ >"$tmp/one.txt"
+$MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi tests/oracle/*/ >"$tmp/three.txt"
+$MPIRUN -np 2 "$COLIBRI" oracle --digest --mpi --mpi-rank0-experts 0 tests/oracle/*/ >"$tmp/two.txt"
+grep -c "digest=[0-9a-f]\{16\}$" "$tmp/one.txt"
 cmp "$tmp/one.txt" "$tmp/three.txt"
 cmp "$tmp/one.txt" "$tmp/two.txt"
 [ "$(wc -l <"$tmp/one.txt")" -eq "$(ls -d tests/oracle/*/ | wc -l)" ]
-echo "ok   oracle lines on 1, 3 and 2 ranks"
+echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks"
 
 # misuse, refused by name
 if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-rank0-experts 0 >/dev/null 2>"$tmp/err"; then exit 1; fi
