@@ -112,10 +112,6 @@ int cmd_serve(int argc, char **argv)
     if (!so.api_key) so.api_key = opts_env_api_key();
     so.max_body = (size_t)max_body_kib * 1024;
     so.drain_s = drain;
-    struct colibri_model_opts mo = { .n_threads = so.n_threads, .ram = so.ram };
-    int mpi_status;
-    if (cli_mpi_begin("serve", &cm, so.model_dir, &mo, &mpi_status)) return mpi_status;
-    so.mpi = cm.p;
 
     /* Signals are taken synchronously by this thread (sigwait); every server
      * thread inherits the blocked mask, so none of them is interrupted. */
@@ -125,6 +121,13 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* under mpirun the other ranks inherit the blocked mask: a SIGTERM that
+     * mpirun forwards to them all leaves them serving until rank 0, draining,
+     * frees its model and tells them to stop */
+    struct colibri_model_opts mo = { .n_threads = so.n_threads, .ram = so.ram };
+    int mpi_status;
+    if (cli_mpi_begin("serve", &cm, so.model_dir, &mo, &mpi_status)) return mpi_status;
+    so.mpi = cm.p;
 
     /* room for the connections, where the hard limit allows */
     struct rlimit rl;

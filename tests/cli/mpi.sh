@@ -64,6 +64,33 @@ cmp "$tmp/one.txt" "$tmp/two.txt"
 [ "$(wc -l <"$tmp/one.txt")" -eq "$(ls -d tests/oracle/*/ | wc -l)" ]
 echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks"
 
+# serve: a completion through three ranks is the single process's; SIGTERM drains rank 0,
+# which stops the others (they keep serving until then)
+serve_text() {   # serve_text LOG ARGS...: starts a server, prints one greedy completion, stops it
+    log=$1; shift
+    "$@" serve -m "$m" --host 127.0.0.1 --port 0 -t 1 ${MPI_SERVE:-} >"$log" 2>&1 &
+    sp=$!
+    port=""; i=0
+    while [ -z "$port" ] && [ $i -lt 300 ]; do
+        sleep 0.1; i=$((i + 1))
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+    done
+    [ -n "$port" ] || { cat "$log"; kill "$sp"; exit 1; }
+    python3 -c "
+import json, urllib.request
+req = urllib.request.Request('http://127.0.0.1:$port/v1/completions', headers={'content-type': 'application/json'},
+    data=json.dumps({'prompt': 'It is a truth universally acknowledged, that', 'max_tokens': 24, 'temperature': 0}).encode())
+print(json.load(urllib.request.urlopen(req))['choices'][0]['text'])"
+    kill -TERM "$sp"
+    wait "$sp" || true
+}
+serve_text "$tmp/s1.log" "$COLIBRI" >"$tmp/one.txt"
+MPI_SERVE=--mpi serve_text "$tmp/s3.log" $MPIRUN -np 3 "$COLIBRI" >"$tmp/three.txt"
+[ -s "$tmp/one.txt" ]
+cmp "$tmp/one.txt" "$tmp/three.txt" || { cat "$tmp/s3.log"; exit 1; }
+grep -q "colibri serve: stopped" "$tmp/s3.log" || { cat "$tmp/s3.log"; exit 1; }
+echo "ok   serve: the same completion on 3 ranks, drained and stopped by SIGTERM"
+
 # misuse, refused by name
 if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-rank0-experts 0 >/dev/null 2>"$tmp/err"; then exit 1; fi
 grep -q "rank 0 owns no routed experts" "$tmp/err"
