@@ -109,21 +109,30 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
                          const char *kv_rope, struct colibri_oracle_result *res, struct colibri_err *err)
 {
     memset(res, 0, sizeof *res);
+    /* with MPI every rank loads each fixture's model, so rank 0 loads it
+     * first whatever the reference holds: the loads pair up rank by rank */
+    colibri_model *cm = NULL;
+    int rc;
+    if (mopts && mopts->mpi && (rc = colibri_model_load(dir, mopts, &cm, err))) return rc;
     const char *base = strrchr(dir, '/');
     snprintf(res->name, sizeof res->name, "%s", base && base[1] ? base + 1 : dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/reference.json", dir);
     size_t len;
     char *text = base_read_file_all(path, &len);
-    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
+    if (!text) {
+        colibri_model_free(cm);
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
+    }
     cJSON *ref = cJSON_ParseWithLength(text, len);
     free(text);
-    if (!ref) return base_err_set(err, COLIBRI_EFORMAT, "%s: not valid JSON", path);
+    if (!ref) {
+        colibri_model_free(cm);
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: not valid JSON", path);
+    }
 
-    colibri_model *cm = NULL;
     struct st_set st = { 0 };
     struct colibri_session_opts sopts = { .kv_tier = kv_tier, .kv_rope = kv_rope };
-    int rc;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ref, "name");
     if (cJSON_IsString(name)) snprintf(res->name, sizeof res->name, "%s", name->valuestring);
     const cJSON *tolj = cJSON_GetObjectItemCaseSensitive(ref, "margin_tolerance");
@@ -134,7 +143,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         rc = base_err_set(err, COLIBRI_EFORMAT, "%s: needs 'sequences' (array) and 'generation' (object)", path);
         goto out;
     }
-    if ((rc = colibri_model_load(dir, mopts, &cm, err))) goto out;
+    if (!cm && (rc = colibri_model_load(dir, mopts, &cm, err))) goto out;
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
     if ((rc = st_open_file(path, &st, err))) goto out;
     int V = colibri_model_vocab(cm), i = 0;

@@ -23,7 +23,8 @@ int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, i
     mo->mpi = cm->p;
     int rank = colibri_mpi_rank(cm->p);
     if (rank == 0) return 0;
-    for (int i = 0; i < n && !*status; i++) {
+    /* on through every model, as rank 0 goes on after a failed one */
+    for (int i = 0; i < n; i++) {
         colibri_model *m = NULL;
         if (colibri_model_load(dirs[i], mo, &m, &err) || colibri_mpi_serve_experts(cm->p, m, &err)) {
             fprintf(stderr, "colibri %s: rank %d: %s: %s\n", cmd, rank, dirs[i], err.msg);

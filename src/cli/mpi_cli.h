@@ -32,7 +32,8 @@ struct cli_mpi {
 int cli_mpi_begin(const char *cmd, struct cli_mpi *cm, const char *dir, struct colibri_model_opts *mo,
                   int *status);
 /* The same for a command that loads the models of dirs[0..n) one after
- * another (rank 0 must load each of them, in that order). */
+ * another, going on after one fails (rank 0 must try each of them, in that
+ * order). */
 int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, int n, struct colibri_model_opts *mo,
                        int *status);
 /* For rank 0, after every model is freed: ends MPI and returns status; a job

@@ -284,11 +284,15 @@ static int remote_finish(struct moe_remote *base, const struct model *m, const s
 
 static const struct moe_remote_ops REMOTE_OPS = { remote_start, remote_finish };
 
-/* Rank w's load report, waited for until deadline. */
-static int hello_from(struct colibri_mpi *p, int w, const struct model *m, double deadline, struct colibri_err *err)
+/* Rank w's load report, waited for until deadline; *serving tells whether
+ * it loaded (and is now in its serving loop). m NULL (rank 0's own load
+ * failed): only the report is taken. */
+static int hello_from(struct colibri_mpi *p, int w, const struct model *m, double deadline, int *serving,
+                      struct colibri_err *err)
 {
     unsigned char buf[MPI_WIRE_HEADER_BYTES + MPI_WIRE_MSG_MAX];
     MPI_Request req;
+    *serving = 0;
     int bytes = 0, rc = MPI_Irecv(buf, sizeof buf, MPI_BYTE, w, MPI_WIRE_TAG_REPLY, *(MPI_Comm *)p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(p, rc, w, "posting the receive of the load report of", err);
     if ((rc = mpi_wait_request(p, &req, w, deadline, "loading the model", &bytes, err))) return rc;
@@ -300,6 +304,8 @@ static int hello_from(struct colibri_mpi *p, int w, const struct model *m, doubl
     }
     if (h.seq) return base_err_set(err, COLIBRI_EIO, "MPI: rank %d could not load the model: %s", w,
                                    mpi_wire_text(buf, (size_t)bytes));
+    *serving = 1;
+    if (!m) return 0;
     const struct model_config *c = &m->cfg;
     if (h.layer != c->num_hidden_layers || h.hid != c->hidden_size || h.n_rows != c->n_routed_experts ||
         h.n_exp != m->experts->first_moe_layer)
@@ -310,13 +316,16 @@ static int hello_from(struct colibri_mpi *p, int w, const struct model *m, doubl
     return 0;
 }
 
-/* STOP to every rank in [1, n): they leave their serving loop. */
-static void send_stop(struct colibri_mpi *p, int n)
+/* STOP to every rank w in [1, size) with serving[w] (NULL: all): they leave
+ * their serving loop. A rank whose load failed is not in one, and a STOP
+ * would wait for its next model's loop. */
+static void send_stop(struct colibri_mpi *p, const int *serving)
 {
     unsigned char buf[MPI_WIRE_HEADER_BYTES];
     mpi_wire_put_header(buf, &(struct mpi_wire_header){ MPI_WIRE_STOP, 0, 0, 0, 0, 0 });
     double deadline = mpi_now() + p->timeout_s;
-    for (int w = 1; w < n && !p->faulted; w++) {
+    for (int w = 1; w < p->size && !p->faulted; w++) {
+        if (serving && !serving[w]) continue;
         MPI_Request req;
         struct colibri_err e = { 0 };
         if (MPI_Isend(buf, sizeof buf, MPI_BYTE, w, MPI_WIRE_TAG_WORK, *(MPI_Comm *)p->comm, &req) == MPI_SUCCESS)
@@ -334,24 +343,17 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
     if (p->rank > 0) return mpi_worker_hello(p, m, load_err, err);
     p->handshakes++;
     double deadline = mpi_now() + 10 * p->timeout_s;
-    int rc = 0;
+    int rc = 0, serving[p->size];
     struct colibri_err first = { 0 };
+    for (int w = 0; w < p->size; w++) serving[w] = 0;
     for (int w = 1; w < p->size && !p->faulted; w++) {
         struct colibri_err e = { 0 };
-        int rw = m ? hello_from(p, w, m, deadline, &e) : 0;
-        if (!m) {
-            /* still take the report, so the rank is at its serving loop when told to stop */
-            unsigned char buf[MPI_WIRE_HEADER_BYTES + MPI_WIRE_MSG_MAX];
-            MPI_Request req;
-            int bytes;
-            if (MPI_Irecv(buf, sizeof buf, MPI_BYTE, w, MPI_WIRE_TAG_REPLY, *(MPI_Comm *)p->comm, &req) ==
-                MPI_SUCCESS)
-                mpi_wait_request(p, &req, w, deadline, "loading the model", &bytes, &e);
-        }
+        int rw = hello_from(p, w, m, deadline, &serving[w], &e);
         if (rw && !rc) { rc = rw; first = e; }
     }
+    if (!m && !p->faulted) rc = 0;     /* rank 0's own failure is the caller's to report */
     if (rc || !m || p->faulted) {
-        send_stop(p, p->size);
+        send_stop(p, serving);
         if (rc && err) *err = first;
         return rc;
     }
@@ -360,7 +362,7 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
         !(r->local = calloc((size_t)m->cfg.n_routed_experts, sizeof *r->local))) {
         if (r) free(r->own);
         free(r);
-        send_stop(p, p->size);
+        send_stop(p, serving);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
     r->base.ops = &REMOTE_OPS;
@@ -377,7 +379,7 @@ void mpi_remote_free(struct moe_remote *base)
 {
     if (!base) return;
     struct remote *r = (struct remote *)base;
-    send_stop(r->p, r->p->size);
+    send_stop(r->p, NULL);
     for (int w = 0; w < r->p->size; w++) {
         struct owner *o = &r->own[w];
         /* a request to a rank that stopped answering may still be writing into its buffers */

@@ -62,6 +62,14 @@ grep -c "digest=[0-9a-f]\{16\}$" "$tmp/one.txt"
 cmp "$tmp/one.txt" "$tmp/three.txt"
 cmp "$tmp/one.txt" "$tmp/two.txt"
 [ "$(wc -l <"$tmp/one.txt")" -eq "$(ls -d tests/oracle/*/ | wc -l)" ]
+# a fixture that fails to load on every rank, or only its reference on rank 0, between two good ones
+mkdir "$tmp/noref"
+cp tests/oracle/deepseek_v3_tiny/config.json tests/oracle/deepseek_v3_tiny/model.safetensors "$tmp/noref/"
+if $MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi tests/oracle/kimi_k2_tiny "$tmp/missing" "$tmp/noref" \
+    tests/oracle/deepseek_v3_tiny >"$tmp/three.txt" 2>"$tmp/three.err"; then exit 1; fi
+grep -q "missing" "$tmp/three.err" && grep -q "noref/reference.json: cannot read" "$tmp/three.err"
+grep -q "^kimi_k2_tiny .* digest=$(sed -n 's/^kimi_k2_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
+grep -q "^deepseek_v3_tiny .* digest=$(sed -n 's/^deepseek_v3_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
 echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks"
 
 # serve: a completion through three ranks is the single process's; SIGTERM drains rank 0,
