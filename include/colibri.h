@@ -615,6 +615,12 @@ struct colibri_gen_opts {
      * COLIBRI_GEN_MAX_DRAFT; a model without an MTP layer refuses n_draft > 0
      * (COLIBRI_EUNSUPPORTED). */
     int n_draft;
+    /* With n_draft: measure as it goes and draft only while it pays.
+     * Generation alternates windows of forwards with and without drafts,
+     * measures the tokens per second of each (so the extra expert reads of
+     * a verify, with streamed experts, count as the time they take), keeps
+     * the faster for several windows, then measures again. */
+    int draft_auto;
     /* Benchmarks and tests (NULL otherwise): called with the n drafts for
      * positions pos.. before they are verified; may rewrite them (ids in the
      * vocabulary), e.g. to force an acceptance pattern. */
@@ -649,6 +655,7 @@ struct colibri_gen_stats {
      * forward. With n_draft: drafts made at draft position i (0-based) and
      * how many were kept. */
     int n_forwards;
+    int n_forwards_drafted;         /* of which verified drafts */
     int n_drafted[COLIBRI_GEN_MAX_DRAFT];
     int n_accepted[COLIBRI_GEN_MAX_DRAFT];
 };

@@ -56,6 +56,10 @@ struct colibri_gen {
     float *vlogits;             /* [(COLIBRI_GEN_MAX_DRAFT + 1) * n_vocab], allocated with the first draft */
     int32_t drafts[COLIBRI_GEN_MAX_DRAFT];
     int n_rows, row, v_pos;     /* n_rows 0: sample from `logits` */
+    struct gen_auto {           /* opts.draft_auto: see auto_drafts() */
+        int state, chosen, forwards, holds_left, tok0;
+        double t0, rate[2];
+    } au;
     char carry[4];
     int n_carry;
     struct gbuf text, tail, scratch;
@@ -294,6 +298,7 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
     g->n_carry = 0;
     g->n_pending = 0;
     g->n_rows = 0;
+    memset(&g->au, 0, sizeof g->au);
     g->text.n = g->tail.n = 0;
     memset(&g->st, 0, sizeof g->st);
     g->st.n_prompt = n_prompt;
@@ -425,12 +430,48 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
     return 0;
 }
 
+/* opts.draft_auto, a window of AUTO_WINDOW forwards at a time: one window
+ * drafting, one not, each measured in generated tokens per second; the
+ * faster is kept for AUTO_HOLD windows, then both are measured again. The
+ * cost of finding out is at most one window in AUTO_HOLD + 2 of the slower
+ * way. Returns 1 to draft on this forward. */
+#define AUTO_WINDOW 16
+#define AUTO_HOLD 8
+enum { AUTO_PROBE_ON, AUTO_PROBE_OFF, AUTO_HOLD_STATE };
+
+static int auto_drafts(colibri_gen *g)
+{
+    struct gen_auto *a = &g->au;
+    double t = now_s();
+    if (a->forwards == AUTO_WINDOW) {
+        double dt = t - a->t0, rate = dt > 0 ? (g->st.n_generated - a->tok0) / dt : 0;
+        if (a->state == AUTO_PROBE_ON) {
+            a->rate[1] = rate;
+            a->state = AUTO_PROBE_OFF;
+        } else if (a->state == AUTO_PROBE_OFF) {
+            a->rate[0] = rate;
+            a->chosen = a->rate[1] > a->rate[0];
+            a->state = AUTO_HOLD_STATE;
+            a->holds_left = AUTO_HOLD;
+        } else if (--a->holds_left == 0) {
+            a->state = AUTO_PROBE_ON;
+        }
+        a->forwards = 0;
+    }
+    if (a->forwards++ == 0) {
+        a->t0 = t;
+        a->tok0 = g->st.n_generated;
+    }
+    return a->state == AUTO_PROBE_ON ? 1 : a->state == AUTO_PROBE_OFF ? 0 : a->chosen;
+}
+
 /* The decode step with drafts: draft after the pending token, verify both in
  * one forward, sample from its rows next (4). */
 static int decode_drafted(colibri_gen *g, struct colibri_err *err)
 {
     int32_t x = g->pend[0];
     int P = colibri_session_pos(g->sess), k = g->o.n_draft;
+    if (g->o.draft_auto && !auto_drafts(g)) k = 0;   /* a plain decode that keeps the hidden state */
     int left = g->o.n_predict - g->st.n_generated;   /* tokens still to generate after x */
     if (k > left - 1) k = left - 1;                  /* the last of them is the sampler's own */
     int nd = k > 0 ? colibri_spec_draft(g->sess, x, k, g->n_text, g->drafts, err) : 0;
@@ -445,6 +486,7 @@ static int decode_drafted(colibri_gen *g, struct colibri_err *err)
     int rc = colibri_spec_verify(g->sess, x, g->drafts, nd, g->vlogits, err);
     if (rc) return fail(g, rc);
     for (int j = 0; j < nd; j++) g->st.n_drafted[j]++;
+    g->st.n_forwards_drafted += nd > 0;
     g->n_rows = nd + 1;
     g->row = 0;
     g->v_pos = P;
