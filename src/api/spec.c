@@ -17,6 +17,7 @@
 
 #include "api/internal.h"
 #include "base/err.h"
+#include "colibri_dev.h"
 #include "model/mtp.h"
 #include "model/norm.h"
 
@@ -200,6 +201,16 @@ int colibri_spec_verify(colibri_session *s, int32_t x, const int32_t *drafts, in
     s->pos += k + 1;
     sp->h_pos = P;
     sp->n_h = k + 1;
+    return 0;
+}
+
+int colibri_session_verify(colibri_session *s, const int32_t *tokens, int n, float *logits, struct colibri_err *err)
+{
+    struct fwd_out out = { .logits = logits, .all_logits = 1 };
+    int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_ABSORBED, &out, err);
+    if (rc) return rc;
+    memcpy(s->tokens + s->pos, tokens, (size_t)n * sizeof *tokens);
+    s->pos += n;
     return 0;
 }
 

@@ -205,6 +205,112 @@ static void test_lossless_streamed_experts(void)
     colibri_model_free(m);
 }
 
+/* The token distribution with drafts is the model's own, by a statistical
+ * test with seeds the runs without drafts do not use (the identity checks
+ * above use the same seed on both sides). Plain sampling (T 1, no top-k,
+ * top-p or min-p); drafts forced to the greedy continuation, so that the
+ * first drafted position keeps its draft with probability p(draft) and draws
+ * otherwise. Per arm N = 1500 runs; the token at generated position 1 (the
+ * first after a verify) is compared (a) by a two-sample chi-square over the
+ * ids with at least 10 draws in both arms together, the rest pooled, at alpha
+ * 1e-3 (critical value by the Wilson-Hilferty approximation), and (b) by a
+ * two-proportion z-test on how often it is the draft, at alpha 1e-3 (|z| <
+ * 3.29), since a verification fault shows there first.
+ * Power: here p(draft) is about 0.3 (T 0.25). A fault that moves it by 0.1
+ * (0.3 -> 0.4) gives z = 0.1 / sqrt(0.35 * 0.65 * 2 / 1500) = 5.7 on average:
+ * found by (b) with probability about 0.99. A verifier that keeps every draft
+ * moves it to 1 (z > 30); one that draws again after a rejection, keeping the
+ * draft if that draw is it, moved it 0.33 -> 0.42 when put in by hand (N 500:
+ * z 3.1, chi2 39 > 34.7; N 1500: z 5.9, chi2 101 > 75). (a) is the omnibus check of
+ * the other ids. */
+#define N_STAT 1500
+
+static double chi2_crit(int df, double z)   /* z: the normal quantile of 1 - alpha */
+{
+    double a = 2.0 / (9.0 * df);
+    return df * pow(1 - a + z * sqrt(a), 3);
+}
+
+static double two_sample_chi2(const int *a, const int *b, int n_bins, int *df)
+{
+    double na = 0, nb = 0, chi = 0;
+    for (int i = 0; i < n_bins; i++) { na += a[i]; nb += b[i]; }
+    int k = 0, pa = 0, pb = 0;
+    for (int i = 0; i <= n_bins; i++) {
+        int x, y;
+        if (i < n_bins && a[i] + b[i] < 10) { pa += a[i]; pb += b[i]; continue; }
+        if (i < n_bins) { x = a[i]; y = b[i]; } else { x = pa; y = pb; }
+        if (x + y == 0) continue;
+        double ea = (x + y) * na / (na + nb), eb = (x + y) * nb / (na + nb);
+        chi += (x - ea) * (x - ea) / ea + (y - eb) * (y - eb) / eb;
+        k++;
+    }
+    *df = k - 1;
+    return chi;
+}
+
+static void test_sampled_distribution(void)
+{
+    colibri_model *m = load(NULL);
+    if (!m) return;
+    int32_t p[16];
+    int n = prompt(p);
+    static struct run greedy;
+    generate(m, NULL, p, n, 0.0f, 0, NULL, &greedy);
+    struct forcing f = { &greedy, n, 0 };
+    static int count[2][2][512];
+    int kept = 0, drafted = 0;
+    for (int arm = 0; arm < 2; arm++)
+        for (int i = 0; i < N_STAT; i++) {
+            struct colibri_err err = { 0 };
+            struct colibri_session_opts so = { .n_ctx = 64 };
+            colibri_session *s = NULL;
+            colibri_gen *g = NULL;
+            colibri_sampler *smp = NULL;
+            struct colibri_sampler_opts sopt = colibri_sampler_default_opts();
+            sopt.temperature = 0.25f;   /* this random model's distribution is flat at 1 */
+            sopt.top_k = 0;
+            sopt.top_p = 1.0f;
+            sopt.min_p = 0.0f;
+            sopt.seed = (uint64_t)(arm * N_STAT + i + 1);
+            sopt.logit_bias = no_eog;
+            sopt.n_logit_bias = n_no_eog;
+            int rc = colibri_session_new(m, &so, &s, &err) || colibri_sampler_new(&sopt, 512, &smp, &err) ||
+                     colibri_gen_new(m, s, tok, &g, &err);
+            struct colibri_gen_opts o = { .sampler = smp, .n_predict = 3, .n_draft = arm ? 2 : 0,
+                                          .draft_hook = arm ? force_drafts : NULL, .draft_user = &f };
+            /* the drafts follow the greedy text, whatever was sampled before */
+            if (!rc) rc = colibri_gen_run(g, p, n, &o, NULL, NULL, &err);
+            struct colibri_gen_stats st;
+            colibri_gen_get_stats(g, &st);
+            kept += st.n_accepted[0];
+            drafted += st.n_drafted[0];
+            const int32_t *ct = colibri_session_tokens(s);
+            int pos = colibri_session_pos(s);
+            CHECK(rc == 0 && pos == n + 2, "run %d: %s (pos %d)", i, err.msg, pos);
+            if (!rc && pos == n + 2) {
+                count[arm][0][ct[n + 1]]++;   /* generated position 1 is cached at n + 1 */
+            }
+            colibri_gen_free(g);
+            colibri_sampler_free(smp);
+            colibri_session_free(s);
+        }
+    int df;
+    double chi = two_sample_chi2(count[0][0], count[1][0], 512, &df), crit = chi2_crit(df, 3.0902);
+    printf("  position 1: chi2 %.1f, df %d, critical %.1f at alpha 1e-3; first drafts kept %d of %d\n", chi, df, crit,
+           kept, drafted);
+    CHECK(df >= 2 && chi < crit, "the sampled distribution with drafts differs: chi2 %.1f > %.1f (df %d)", chi, crit,
+          df);
+    int32_t d = greedy.toks[1];
+    double pa = count[0][0][d] / (double)N_STAT, pb = count[1][0][d] / (double)N_STAT, pp = 0.5 * (pa + pb);
+    double z = pp > 0 && pp < 1 ? (pb - pa) / sqrt(pp * (1 - pp) * 2.0 / N_STAT) : 0;
+    printf("  the draft at position 1: %.3f of runs without drafts, %.3f with, z %.2f\n", pa, pb, z);
+    CHECK(fabs(z) < 3.29, "the draft's frequency at position 1 differs: %.3f vs %.3f (z %.2f)", pa, pb, z);
+    CHECK(kept > N_STAT / 20 && kept < drafted, "first drafts kept %d of %d: the test does not reach both paths", kept,
+          drafted);
+    colibri_model_free(m);
+}
+
 /* n_draft on a model without an MTP layer, and out of range, are refused. */
 static void test_refusals(void)
 {
@@ -242,6 +348,7 @@ int main(void)
     RUN_TEST(test_lossless_greedy_every_tier);
     RUN_TEST(test_lossless_sampled);
     RUN_TEST(test_lossless_streamed_experts);
+    RUN_TEST(test_sampled_distribution);
     RUN_TEST(test_refusals);
     colibri_tokenizer_free(tok);
     return CHECK_SUMMARY();
