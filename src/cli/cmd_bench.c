@@ -151,7 +151,10 @@ static double median(double *x, int n)
 /* --verify K: the verify step of speculative decoding (the pending token and
  * K drafts in one absorbed forward) against a single decode, interleaved step
  * by step at the same depth in two sessions (the verifying one is cut back
- * to one new token each step, as when every draft is rejected). What a
+ * to one new token each step, as when every draft is rejected; its tokens
+ * and its drafts are random streams of their own, never fed twice, so that
+ * with streamed experts no row finds the experts another row read for it).
+ * What a
  * forced acceptance pattern gives follows: with every draft kept a verify
  * yields K + 1 tokens, so the speed-up is at most (K + 1) x decode / verify,
  * less the MTP layer's K draft forwards (not in this figure). With streamed
@@ -160,18 +163,20 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
                         struct colibri_err *err)
 {
     int V = colibri_model_vocab(m), rc = 0;
-    int32_t *tok = malloc((size_t)(n_prompt + n_gen + K + 1) * sizeof *tok);
+    int n_tok = n_prompt + n_gen + K + 1;
+    int32_t *tok = malloc((size_t)(2 * n_tok + n_gen * K) * sizeof *tok), *tok_b = tok ? tok + n_tok : NULL;
+    int32_t *drafts = tok ? tok + 2 * n_tok : NULL, vin[4];
     float *logits = malloc((size_t)(K + 1) * V * sizeof *logits);
     double *td = malloc((size_t)n_gen * sizeof *td), *tv = malloc((size_t)n_gen * sizeof *tv);
     colibri_session *a = NULL, *b = NULL;
     if (!tok || !logits || !td || !tv) rc = COLIBRI_ENOMEM;
     srand(1);
-    for (int i = 0; !rc && i < n_prompt + n_gen + K + 1; i++) tok[i] = rand() % V;
+    for (int i = 0; !rc && i < 2 * n_tok + n_gen * K; i++) tok[i] = rand() % V;
     so.n_ctx = n_prompt + n_gen + K + 1;
     if (!rc) rc = colibri_session_new(m, &so, &a, err);
     if (!rc) rc = colibri_session_new(m, &so, &b, err);
     if (!rc) rc = colibri_session_prefill(a, tok, n_prompt, NULL, 0, err);
-    if (!rc) rc = colibri_session_prefill(b, tok, n_prompt, NULL, 0, err);
+    if (!rc) rc = colibri_session_prefill(b, tok_b, n_prompt, NULL, 0, err);
     uint64_t read_d = 0, read_v = 0;
     for (int i = 0; i < n_gen && !rc; i++) {
         struct colibri_expert_stats e0, e1, e2;
@@ -180,7 +185,9 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
         rc = colibri_session_decode(a, tok[n_prompt + i], logits, err);
         double t1 = now(cpu);
         colibri_model_expert_stats(m, &e1);
-        if (!rc) rc = colibri_session_verify(b, tok + n_prompt + i, K + 1, logits, err);
+        vin[0] = tok_b[n_prompt + i];
+        memcpy(vin + 1, drafts + (int64_t)i * K, (size_t)K * sizeof *vin);
+        if (!rc) rc = colibri_session_verify(b, vin, K + 1, logits, err);
         double t2 = now(cpu);
         colibri_model_expert_stats(m, &e2);
         if (!rc) rc = colibri_session_truncate(b, n_prompt + i + 1, err);
