@@ -622,7 +622,16 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     }
     if (c->num_hidden_layers >= 8) base_progress_end(&pr);
     for (int i = 0; i < n_mtp; i++)
-        if ((rc = load_mtp(&L, i, err))) goto fail;
+        if ((rc = load_mtp(&L, i, err))) {
+            /* the MTP layer only drafts: a checkpoint whose MTP layer is
+             * incomplete or malformed still runs, without it */
+            base_log_msg("warn", "%s; the MTP layer is left out (no speculative decoding)", err->msg);
+            struct model_load_opts again = m->fmt;
+            again.skip_mtp = 1;
+            free(L.used);
+            model_free(m);
+            return model_load(dir, &again, m, err);
+        }
     rc = refuse_unused(&L, err);
     free(L.used);
     L.used = NULL;
