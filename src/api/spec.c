@@ -61,7 +61,9 @@ int colibri_spec_enable(colibri_session *s, struct colibri_err *err)
     struct session_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return base_err_set(err, COLIBRI_ENOMEM, "MTP state: out of memory");
     int hid = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    int rc = model_mtp_state_init(&sp->ms, m, s->st.n_ctx, s->st.kv->tier, s->st.kv->rope, KV_INT8_OFF, &s->st.cc, err);
+    /* the MTP layer comes after the last main layer: its rows take that layer's layout */
+    const struct kv_layer *last = &s->st.kv->layer[s->st.kv->n_layers - 1];
+    int rc = model_mtp_state_init(&sp->ms, m, s->st.n_ctx, last->tier, last->rope, KV_INT8_OFF, &s->st.cc, err);
     if (rc) { free(sp); return rc; }
     sp->h_cap = COLIBRI_GEN_MAX_DRAFT + 1;
     sp->hid = malloc((size_t)sp->h_cap * hid * sizeof *sp->hid);
