@@ -46,6 +46,13 @@ int colibri_trace_routing(colibri_model *m, const int32_t *tokens, int n, const 
 
 /* ------------------------------------------------------------ benchmarks */
 
+/* The forward a speculative decode verifies its drafts with: tokens[0..n)
+ * after the session's cached tokens in one absorbed forward (each row the
+ * bits colibri_session_decode would give), logits (NULL, or n x vocab
+ * floats) for every row; the session then holds all n. For benchmarks of
+ * the verify step against single decodes (colibri bench --verify). */
+int colibri_session_verify(colibri_session *s, const int32_t *tokens, int n, float *logits, struct colibri_err *err);
+
 /* Decode attention alone, per KV tier against f32 in the same run: one
  * absorbed-MLA attention call (one token, one layer) over T cached rows of
  * r latent + dr RoPE values, H heads. Writes a markdown table (time per token

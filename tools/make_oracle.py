@@ -110,6 +110,7 @@ FIXTURES = {
                                          moe_intermediate_size=96)),
     "deepseek_v2_tiny": dict(builder="oracle_v2"),       # DeepseekV2ForCausalLM, tools/oracle_v2.py
     "deepseek_v2_lite_tiny": dict(builder="oracle_v2"),
+    "deepseek_v3_mtp": dict(builder="oracle_mtp", seed=5000, kind="mtp", dims=variant(num_hidden_layers=2)),
 }
 
 

@@ -352,6 +352,10 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     info->copy_bytes = b.copies;
     info->resident_bytes = b.resident;
     info->expert_store = cm->m.experts->ops->name;
+    info->n_mtp_layers = cm->m.n_mtp;
+    info->n_mtp_declared = c->num_nextn_predict_layers;
+    info->mtp_bytes = b.mtp;
+    info->mtp_active_bytes = b.mtp_token_read;
 }
 
 int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *opts, colibri_session **out,
@@ -392,6 +396,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
 void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
+    colibri_spec_free(s->spec);
     fwd_state_free(&s->st);
     free(s->tokens);
     free(s);
@@ -432,7 +437,7 @@ int colibri_session_common_prefix(const colibri_session *s, const int32_t *token
 
 int64_t colibri_session_kv_token_bytes(const colibri_session *s) { return (int64_t)kv_cache_token_bytes(s->st.kv); }
 
-int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes(&s->st); }
+int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes(&s->st) + colibri_spec_bytes(s->spec); }
 
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {

@@ -13,12 +13,19 @@
  *  (2) Text goes detokenizer -> stop matcher -> UTF-8 carry -> the caller;
  *      the carry holds at most the 3 leading bytes of an unfinished
  *      character, and is emptied only by the last step.
- *  (3) st.n_cached + st.n_prefilled == n_done <= n_prompt. */
+ *  (3) st.n_cached + st.n_prefilled == n_done <= n_prompt.
+ *  (4) With drafts (opts.n_draft): after a verify, the session holds the fed
+ *      token at v_pos and the drafts after it; in SAMPLE, row `row` of
+ *      vlogits is the model's output after position v_pos + row. A sampled
+ *      token equal to the draft for the next position is already cached and
+ *      sampling goes on with the next row; any other token (or the end of the
+ *      generation) keeps row + 1 positions from v_pos (colibri_spec_keep). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "api/internal.h"
 #include "base/err.h"
 #include "colibri.h"
 #include "tok/tok_utf8.h"
@@ -42,8 +49,17 @@ struct colibri_gen {
     int n_prompt, cap_prompt;
     int n_done;                 /* prompt tokens in the cache */
 
-    int32_t tok_buf[1];         /* the step's tokens; pending while in FEED */
+    int32_t tok_buf[COLIBRI_GEN_MAX_DRAFT + 1];    /* the step's tokens */
+    int32_t pend[1];            /* the token to feed, while in FEED */
     int n_pending;
+    /* drafts: (4) */
+    float *vlogits;             /* [(COLIBRI_GEN_MAX_DRAFT + 1) * n_vocab], allocated with the first draft */
+    int32_t drafts[COLIBRI_GEN_MAX_DRAFT];
+    int n_rows, row, v_pos;     /* n_rows 0: sample from `logits` */
+    struct gen_auto {           /* opts.draft_auto: see auto_drafts() */
+        int state, chosen, forwards, holds_left, tok0;
+        double t0, rate[2];
+    } au;
     char carry[4];
     int n_carry;
     struct gbuf text, tail, scratch;
@@ -137,6 +153,7 @@ void colibri_gen_free(colibri_gen *g)
     colibri_detok_free(g->dt);
     colibri_stop_free(g->stop);
     free(g->logits);
+    free(g->vlogits);
     free(g->prompt);
     free(g->text.p);
     free(g->tail.p);
@@ -240,6 +257,16 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
                        "generated", opts->n_predict);
     if (opts->n_stops && !opts->stops)
         return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_start: opts.stops is NULL with n_stops %zu", opts->n_stops);
+    if (opts->n_draft < 0 || opts->n_draft > COLIBRI_GEN_MAX_DRAFT)
+        return base_err_set(err, COLIBRI_EINVAL, "--draft %d: drafts per step are 0 (off) to %d", opts->n_draft,
+                       COLIBRI_GEN_MAX_DRAFT);
+    if (opts->n_draft) {
+        int rc = colibri_spec_enable(g->sess, err);
+        if (rc) return rc;
+        if (!g->vlogits &&
+            !(g->vlogits = malloc((size_t)(COLIBRI_GEN_MAX_DRAFT + 1) * g->n_vocab * sizeof *g->vlogits)))
+            return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_start: logits for %d drafts", COLIBRI_GEN_MAX_DRAFT);
+    }
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= g->n_vocab)
             return base_err_set(err, COLIBRI_ERANGE, "the prompt's token %d is id %d, outside the model's vocabulary "
@@ -270,6 +297,8 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
     colibri_detok_flush(g->dt, &p, &n);     /* drops what an earlier generation left */
     g->n_carry = 0;
     g->n_pending = 0;
+    g->n_rows = 0;
+    memset(&g->au, 0, sizeof g->au);
     g->text.n = g->tail.n = 0;
     memset(&g->st, 0, sizeof g->st);
     g->st.n_prompt = n_prompt;
@@ -296,7 +325,8 @@ int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
     if (max_tokens > 0 && n > max_tokens) n = max_tokens;
     int last = g->n_done + n == g->n_prompt;
     double t0 = now_s();
-    int rc = colibri_session_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, 0, err);
+    int rc = g->o.n_draft ? colibri_spec_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, err)
+                          : colibri_session_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, 0, err);
     double t1 = now_s();
     g->st.t_prefill += t1 - t0;
     if (rc) return fail(g, rc);
@@ -321,33 +351,55 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
         rc = finish(g, COLIBRI_GEN_END_CANCELLED, err);
         goto out;
     }
-    for (int v = g->n_text; v < g->n_vocab; v++) g->logits[v] = -INFINITY;
-    int32_t t = colibri_sampler_sample(g->o.sampler, g->logits, err);
-    if (t < 0) { rc = fail(g, t); goto out; }
-    colibri_sampler_accept(g->o.sampler, t);
-    g->tok_buf[0] = t;
-    g->st.n_generated++;
-    n_tok = 1;
-    if (colibri_tokenizer_is_eog(g->tok, t)) {
-        rc = finish(g, COLIBRI_GEN_END_EOS, err);
-        goto out;
-    }
-    if ((rc = colibri_detok_push(g->dt, t, &piece, &n_piece, err))) { rc = fail(g, rc); goto out; }
-    int hit = colibri_stop_feed(g->stop, piece, n_piece, &safe, &n_safe, err);
-    if (hit < 0) { rc = fail(g, hit); goto out; }
-    if (release(g, safe, n_safe, 0, &g->text)) {
-        rc = fail(g, base_err_set(err, COLIBRI_ENOMEM, "generation: out of memory for the text"));
-        goto out;
-    }
-    if (hit) rc = finish(g, COLIBRI_GEN_END_STOP, err);
-    else if (g->st.n_generated >= g->o.n_predict) rc = finish(g, COLIBRI_GEN_END_LIMIT, err);
-    else if (colibri_session_pos(g->sess) >= colibri_session_n_ctx(g->sess))
-        rc = finish(g, COLIBRI_GEN_END_CONTEXT, err);
-    else {
-        g->n_pending = 1;
-        g->phase = COLIBRI_GEN_PHASE_FEED;
+    for (;;) {
+        float *lg = g->n_rows ? g->vlogits + (int64_t)g->row * g->n_vocab : g->logits;
+        for (int v = g->n_text; v < g->n_vocab; v++) lg[v] = -INFINITY;
+        int32_t t = colibri_sampler_sample(g->o.sampler, lg, err);
+        if (t < 0) { rc = fail(g, t); goto out; }
+        colibri_sampler_accept(g->o.sampler, t);
+        g->tok_buf[n_tok++] = t;
+        g->st.n_generated++;
+        /* the draft for the next position is the token drawn: it is cached */
+        int kept = g->n_rows && g->row < g->n_rows - 1 && t == g->drafts[g->row];
+        if (kept) g->st.n_accepted[g->row]++;
+        if (colibri_tokenizer_is_eog(g->tok, t)) {
+            rc = finish(g, COLIBRI_GEN_END_EOS, err);
+            goto out;
+        }
+        if ((rc = colibri_detok_push(g->dt, t, &piece, &n_piece, err))) { rc = fail(g, rc); goto out; }
+        int hit = colibri_stop_feed(g->stop, piece, n_piece, &safe, &n_safe, err);
+        if (hit < 0) { rc = fail(g, hit); goto out; }
+        if (release(g, safe, n_safe, 0, &g->text)) {
+            rc = fail(g, base_err_set(err, COLIBRI_ENOMEM, "generation: out of memory for the text"));
+            goto out;
+        }
+        if (hit) rc = finish(g, COLIBRI_GEN_END_STOP, err);
+        else if (g->st.n_generated >= g->o.n_predict) rc = finish(g, COLIBRI_GEN_END_LIMIT, err);
+        else if (kept) {
+            g->row++;
+            continue;
+        } else {
+            if (g->n_rows) {
+                colibri_spec_keep(g->sess, g->v_pos, g->row + 1);
+                g->n_rows = 0;
+            }
+            if (colibri_session_pos(g->sess) >= colibri_session_n_ctx(g->sess))
+                rc = finish(g, COLIBRI_GEN_END_CONTEXT, err);
+            else {
+                g->pend[0] = t;
+                g->n_pending = 1;
+                g->phase = COLIBRI_GEN_PHASE_FEED;
+            }
+        }
+        break;
     }
 out:
+    /* the generation ended (or failed) within a verify's rows: what was fed
+     * up to the last token sampled stays, that token is not fed (4) */
+    if (g->n_rows) {
+        colibri_spec_keep(g->sess, g->v_pos, g->row + 1);
+        g->n_rows = 0;
+    }
     if (rc) g->text.n = g->tail.n = 0;
     step->n_tokens = n_tok;
     step->tokens = g->tok_buf;
@@ -362,7 +414,7 @@ out:
 int colibri_gen_pending(const colibri_gen *g, const int32_t **tokens)
 {
     int n = g && g->phase == COLIBRI_GEN_PHASE_FEED ? g->n_pending : 0;
-    if (tokens) *tokens = n ? g->tok_buf : NULL;
+    if (tokens) *tokens = n ? g->pend : NULL;
     return n;
 }
 
@@ -374,14 +426,79 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
         return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_fed: %d tokens fed, %d pending", n, g->n_pending);
     g->n_pending = 0;
     g->phase = COLIBRI_GEN_PHASE_SAMPLE;
+    g->st.n_forwards++;
     return 0;
+}
+
+/* opts.draft_auto, a window of AUTO_WINDOW forwards at a time: one window
+ * drafting, one not, each measured in generated tokens per second; the
+ * faster is kept for AUTO_HOLD windows, then both are measured again. The
+ * cost of finding out is at most one window in AUTO_HOLD + 2 of the slower
+ * way. Returns 1 to draft on this forward. */
+#define AUTO_WINDOW 16
+#define AUTO_HOLD 8
+enum { AUTO_PROBE_ON, AUTO_PROBE_OFF, AUTO_HOLD_STATE };
+
+static int auto_drafts(colibri_gen *g)
+{
+    struct gen_auto *a = &g->au;
+    double t = now_s();
+    if (a->forwards == AUTO_WINDOW) {
+        double dt = t - a->t0, rate = dt > 0 ? (g->st.n_generated - a->tok0) / dt : 0;
+        if (a->state == AUTO_PROBE_ON) {
+            a->rate[1] = rate;
+            a->state = AUTO_PROBE_OFF;
+        } else if (a->state == AUTO_PROBE_OFF) {
+            a->rate[0] = rate;
+            a->chosen = a->rate[1] > a->rate[0];
+            a->state = AUTO_HOLD_STATE;
+            a->holds_left = AUTO_HOLD;
+        } else if (--a->holds_left == 0) {
+            a->state = AUTO_PROBE_ON;
+        }
+        a->forwards = 0;
+    }
+    if (a->forwards++ == 0) {
+        a->t0 = t;
+        a->tok0 = g->st.n_generated;
+    }
+    return a->state == AUTO_PROBE_ON ? 1 : a->state == AUTO_PROBE_OFF ? 0 : a->chosen;
+}
+
+/* The decode step with drafts: draft after the pending token, verify both in
+ * one forward, sample from its rows next (4). */
+static int decode_drafted(colibri_gen *g, struct colibri_err *err)
+{
+    int32_t x = g->pend[0];
+    int P = colibri_session_pos(g->sess), k = g->o.n_draft;
+    if (g->o.draft_auto && !auto_drafts(g)) k = 0;   /* a plain decode that keeps the hidden state */
+    int left = g->o.n_predict - g->st.n_generated;   /* tokens still to generate after x */
+    if (k > left - 1) k = left - 1;                  /* the last of them is the sampler's own */
+    int nd = k > 0 ? colibri_spec_draft(g->sess, x, k, g->n_text, g->drafts, err) : 0;
+    if (nd < 0) return fail(g, nd);
+    if (nd && g->o.draft_hook) {
+        g->o.draft_hook(g->o.draft_user, P + 1, g->drafts, nd);
+        for (int j = 0; j < nd; j++)
+            if (g->drafts[j] < 0 || g->drafts[j] >= g->n_vocab)
+                return fail(g, base_err_set(err, COLIBRI_ERANGE, "draft hook: draft %d is id %d, outside the "
+                                       "vocabulary (0..%d)", j, g->drafts[j], g->n_vocab - 1));
+    }
+    int rc = colibri_spec_verify(g->sess, x, g->drafts, nd, g->vlogits, err);
+    if (rc) return fail(g, rc);
+    for (int j = 0; j < nd; j++) g->st.n_drafted[j]++;
+    g->st.n_forwards_drafted += nd > 0;
+    g->n_rows = nd + 1;
+    g->row = 0;
+    g->v_pos = P;
+    return colibri_gen_fed(g, g->n_pending, err);
 }
 
 int colibri_gen_decode(colibri_gen *g, struct colibri_err *err)
 {
     if (!g) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_decode: no generator");
     if (g->phase != COLIBRI_GEN_PHASE_FEED) return wrong_phase(g, "colibri_gen_decode", err);
-    int rc = colibri_session_decode(g->sess, g->tok_buf[0], g->logits, err);
+    if (g->o.n_draft) return decode_drafted(g, err);
+    int rc = colibri_session_decode(g->sess, g->pend[0], g->logits, err);
     if (rc) return fail(g, rc);
     return colibri_gen_fed(g, g->n_pending, err);
 }

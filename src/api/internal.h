@@ -24,6 +24,7 @@ struct colibri_session {
     struct fwd_state st;        /* the KV cache lives here */
     int pos;                    /* tokens cached: positions [0, pos) */
     int32_t *tokens;            /* [n_ctx]; tokens[i] is the token cached at position i */
+    struct session_spec *spec;  /* MTP drafting state (api/spec.c), NULL until a generation asks for it */
 };
 
 /* After this rank's load of cm (load_rc its result, load_err its message):
@@ -31,5 +32,31 @@ struct colibri_session {
  * cm->m.remote. 0, or the error naming the rank that failed. */
 int colibri_api_mpi_attach(colibri_model *cm, colibri_mpi *p, int load_rc, const struct colibri_err *load_err,
                    struct colibri_err *err);
+/* ---- speculative decoding with the model's MTP layer (api/spec.c) ----
+ * The session keeps the MTP layer's cache beside its own: MTP row t holds the
+ * pair (final hidden state at t, token at t+1), so rows [0, pos - 1) can be
+ * filled as the main model runs, and the main model's final-normed hidden
+ * states not yet paired are kept (at most COLIBRI_GEN_MAX_DRAFT + 1, or the
+ * last of a prefill). Rows the session never computed (a prefix restored
+ * from a KV file, tokens fed through colibri_batch_decode) stay stale: the
+ * drafts after them are worse, the output is the same. */
+struct session_spec;
+/* Makes s ready to draft (the MTP state in the session's KV tier). 0,
+ * COLIBRI_EUNSUPPORTED when the model has no MTP layer, or an error. */
+int  colibri_spec_enable(colibri_session *s, struct colibri_err *err);
+void colibri_spec_free(struct session_spec *sp);
+int64_t colibri_spec_bytes(const struct session_spec *sp);
+/* colibri_session_prefill for the generator, filling the MTP rows as it goes. */
+int  colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, struct colibri_err *err);
+/* Up to k drafts for positions pos+1.. given x, the token for position pos
+ * (not yet cached): greedy over ids [0, n_text). Returns how many (0 when
+ * the hidden state before x is not known), or a negative code. */
+int  colibri_spec_draft(colibri_session *s, int32_t x, int k, int n_text, int32_t *drafts, struct colibri_err *err);
+/* Feeds x and the k drafts in one absorbed forward: logits[(k + 1) * vocab],
+ * row j the model's output after x, drafts[0..j). The session then holds all
+ * k + 1; colibri_spec_keep says how many of them stay. */
+int  colibri_spec_verify(colibri_session *s, int32_t x, const int32_t *drafts, int k, float *logits, struct colibri_err *err);
+/* After colibri_spec_verify(pos0 = the position x went to): keeps n of the verified tokens. */
+void colibri_spec_keep(colibri_session *s, int pos0, int n);
 
 #endif

@@ -137,6 +137,88 @@ static int bench_depths(colibri_model *m, const char *dir, const int *depth, int
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* --verify K: the verify step of speculative decoding (the pending token and
+ * K drafts in one absorbed forward) against a single decode, interleaved step
+ * by step at the same depth in two sessions (the verifying one is cut back
+ * to one new token each step, as when every draft is rejected; its tokens
+ * and its drafts are random streams of their own, never fed twice, so that
+ * with streamed experts no row finds the experts another row read for it).
+ * What a
+ * forced acceptance pattern gives follows: with every draft kept a verify
+ * yields K + 1 tokens, so the speed-up is at most (K + 1) x decode / verify,
+ * less the MTP layer's K draft forwards (not in this figure). With streamed
+ * experts the verify also reads the experts its extra rows route to. */
+static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct colibri_session_opts so, int cpu,
+                        struct colibri_err *err)
+{
+    int V = colibri_model_vocab(m), rc = 0;
+    int n_tok = n_prompt + n_gen + K + 1;
+    int32_t *tok = malloc((size_t)(2 * n_tok + n_gen * K) * sizeof *tok), *tok_b = tok ? tok + n_tok : NULL;
+    int32_t *drafts = tok ? tok + 2 * n_tok : NULL, vin[4];
+    float *logits = malloc((size_t)(K + 1) * V * sizeof *logits);
+    double *td = malloc((size_t)n_gen * sizeof *td), *tv = malloc((size_t)n_gen * sizeof *tv);
+    colibri_session *a = NULL, *b = NULL;
+    if (!tok || !logits || !td || !tv) rc = COLIBRI_ENOMEM;
+    srand(1);
+    for (int i = 0; !rc && i < 2 * n_tok + n_gen * K; i++) tok[i] = rand() % V;
+    so.n_ctx = n_prompt + n_gen + K + 1;
+    if (!rc) rc = colibri_session_new(m, &so, &a, err);
+    if (!rc) rc = colibri_session_new(m, &so, &b, err);
+    if (!rc) rc = colibri_session_prefill(a, tok, n_prompt, NULL, 0, err);
+    if (!rc) rc = colibri_session_prefill(b, tok_b, n_prompt, NULL, 0, err);
+    uint64_t read_d = 0, read_v = 0;
+    for (int i = 0; i < n_gen && !rc; i++) {
+        struct colibri_expert_stats e0, e1, e2;
+        colibri_model_expert_stats(m, &e0);
+        double t0 = now(cpu);
+        rc = colibri_session_decode(a, tok[n_prompt + i], logits, err);
+        double t1 = now(cpu);
+        colibri_model_expert_stats(m, &e1);
+        vin[0] = tok_b[n_prompt + i];
+        memcpy(vin + 1, drafts + (int64_t)i * K, (size_t)K * sizeof *vin);
+        if (!rc) rc = colibri_session_verify(b, vin, K + 1, logits, err);
+        double t2 = now(cpu);
+        colibri_model_expert_stats(m, &e2);
+        if (!rc) rc = colibri_session_truncate(b, n_prompt + i + 1, err);
+        td[i] = t1 - t0;
+        tv[i] = t2 - t1;
+        read_d += e1.bytes_read - e0.bytes_read;
+        read_v += e2.bytes_read - e1.bytes_read;
+    }
+    if (!rc) {
+        struct colibri_model_info in;
+        colibri_model_get_info(m, &in);
+        double d = median(td, n_gen), v = median(tv, n_gen);
+        printf("verify %d+1 vs decode (%s store, %s time, depth %d..%d, %d steps interleaved): decode %.2f ms "
+               "[%.2f, %.2f], verify %.2f ms [%.2f, %.2f] (medians [min, max]), verify/decode %.2fx; expert reads "
+               "%.1f vs %.1f MiB per step; with every draft kept: at most %.2fx decode tok/s before the MTP "
+               "layer's drafts\n", K, in.expert_store, cpu ? "cpu" : "wall", n_prompt, n_prompt + n_gen, n_gen,
+               1e3 * d, 1e3 * td[0], 1e3 * td[n_gen - 1], 1e3 * v, 1e3 * tv[0], 1e3 * tv[n_gen - 1], v / d,
+               read_v / 1048576.0 / n_gen, read_d / 1048576.0 / n_gen, (K + 1) * d / v);
+    } else if (rc == COLIBRI_ENOMEM && !err->msg[0]) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+    }
+    colibri_session_free(a);
+    colibri_session_free(b);
+    free(tok);
+    free(logits);
+    free(td);
+    free(tv);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
@@ -144,7 +226,7 @@ int cmd_bench(int argc, char **argv)
     struct colibri_model_opts mo = { 0 };
     struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
-    int kv_int8 = 0, attn = 0, peaks = 0;
+    int kv_int8 = 0, attn = 0, peaks = 0, verify = 0;
     const char *depths = NULL, *output = NULL;
     struct colibri_attn_bench_opts ao = { 0 };
     float attn_min_time = 0.4f;
@@ -169,6 +251,8 @@ int cmd_bench(int argc, char **argv)
         { "depth", 'd', OPT_STR, &depths, "comma-separated depths: tokens cached before each prefill and decode "
                                           "(llama-bench's -d); prints a table over them" },
         { "output", 'o', OPT_STR, &output, "md (a table, the default with -d) or json (one object per depth)" },
+        { "verify", 0, OPT_INT, &verify, "time the speculative verify forward of 1 + K tokens against single "
+                                         "decodes, interleaved (K = 1..3; -p tokens first, -n steps)", 1, 3 },
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
@@ -220,6 +304,14 @@ int cmd_bench(int argc, char **argv)
     if (colibri_model_load(dir, &mo, &m, &err)) {
         fprintf(stderr, "colibri bench: %s\n", err.msg);
         return cli_mpi_end(&cm, 1);
+    }
+    if (verify) {
+        struct colibri_session_opts vso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,
+                                            .kv_int8 = kv_int8 };
+        rc = bench_verify(m, verify, n_prompt, n_gen, vso, ao.cpu_time, &err);
+        if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
+        colibri_model_free(m);
+        return rc ? 1 : 0;
     }
     if (nd) {
         struct colibri_session_opts dso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,

@@ -93,7 +93,8 @@ int cmd_chat(int argc, char **argv)
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     const char *chat_template = NULL;
     int kv_int8 = 0;
-    int n_predict = 512, n_ctx = 0, threads = 0, seed = 0;
+    int n_predict = 512, n_ctx = 0, threads = 0, seed = 0, n_draft = 0, draft = 0, draft_auto = 0;
+    const char *mtp_mode = NULL;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
     const struct opt opts[] = {
@@ -102,6 +103,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_CHAT_TEMPLATE(chat_template),
         { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most; -1 = until the end of text or a full context (default 512)", -1, 1 << 24 },
         OPTS_SAMPLER(so),
+        OPTS_MTP(mtp_mode, n_draft),
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0)", 0, 2147483647 },
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
@@ -145,6 +147,12 @@ int cmd_chat(int argc, char **argv)
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err) ||
         colibri_gen_new(m, s, tok, &gen, &err))
         goto fail;
+    struct colibri_model_info info;
+    colibri_model_get_info(m, &info);
+    if (opts_mtp(mtp_mode, n_draft, info.n_mtp_layers, &draft, &draft_auto)) {
+        status = 2;
+        goto done;
+    }
     if (kv_path) {
         struct colibri_kv_info ki;
         if (colibri_kv_file_open(s, kv_path, &kvf, &ki, &err)) {
@@ -203,7 +211,7 @@ int cmd_chat(int argc, char **argv)
                     replaced == 1 ? "" : "s");
         /* One sampler for the whole chat: its RNG goes on from turn to turn. */
         struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .prompt_in_history = 1,
-                                       .cancel = chat_cancel };
+                                       .cancel = chat_cancel, .n_draft = draft, .draft_auto = draft_auto };
         struct gen_print pr = { .out = stdout, .keep = 1 };
         chat_interrupted = 0;
         chat_generating = 1;

@@ -54,6 +54,13 @@ int cmd_info(int argc, char **argv)
     if (in.q_lora_rank) printf("              q_lora_rank %d\n", in.q_lora_rank);
     printf("experts:      %d routed (top-%d) + %d shared\n", in.n_routed_experts, in.n_experts_per_tok,
            in.n_shared_experts);
+    if (in.n_mtp_layers)
+        printf("mtp:          %d layer%s (model.layers.%d onwards), %.1f MiB, %.2f MiB read per draft; --mtp on|auto\n",
+               in.n_mtp_layers, in.n_mtp_layers == 1 ? "" : "s", in.n_layers, in.mtp_bytes / 1048576.0,
+               in.mtp_active_bytes / 1048576.0);
+    else if (in.n_mtp_declared)
+        printf("mtp:          %d layer%s declared (num_nextn_predict_layers), none in the checkpoint\n", in.n_mtp_declared,
+               in.n_mtp_declared == 1 ? "" : "s");
     printf("parameters:   %lld (%.2f M)\n", (long long)in.n_params, in.n_params / 1e6);
     char h1[32], h2[32];
     printf("stored:      ");

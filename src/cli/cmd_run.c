@@ -19,7 +19,8 @@ int cmd_run(int argc, char **argv)
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
     const char *chat_template = NULL;
     const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
-    int kv_int8 = 0;
+    int kv_int8 = 0, n_draft = 0;
+    const char *mtp_mode = NULL;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
@@ -30,6 +31,7 @@ int cmd_run(int argc, char **argv)
         { "file", 'f', OPT_STR, &file, "read the prompt from a file ('-' = stdin)" },
         { "n-predict", 'n', OPT_INT, &n_predict, "tokens to generate at most; -1 = until the end of text or a full context (default 128)", -1, 1 << 24 },
         OPTS_SAMPLER(so),
+        OPTS_MTP(mtp_mode, n_draft),
         { "presence-penalty", 0, OPT_FLOAT, &so.presence_penalty, "presence penalty (default 0)", -100, 100 },
         { "seed", 's', OPT_INT, &seed, "sampler seed (default 0): same seed, same text", 0, 2147483647 },
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
@@ -117,6 +119,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "colibri run: warning: %zu invalid UTF-8 sequence%s in the prompt replaced by U+FFFD\n",
                 replaced, replaced == 1 ? "" : "s");
     if (colibri_model_load(dir, &mo, &m, &err)) goto fail;
+    struct colibri_model_info info;
+    colibri_model_get_info(m, &info);
+    int draft = 0, draft_auto = 0;
+    if (opts_mtp(mtp_mode, n_draft, info.n_mtp_layers, &draft, &draft_auto)) {
+        status = 2;
+        goto done;
+    }
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
                                        .kv_int8 = kv_int8 };
@@ -134,7 +143,8 @@ int cmd_run(int argc, char **argv)
         goto fail;
 
     struct colibri_gen_opts go = { .sampler = smp, .n_predict = n_predict, .stops = &stop_str,
-                                   .n_stops = stop_str ? 1 : 0, .prompt_in_history = 1 };
+                                   .n_stops = stop_str ? 1 : 0, .prompt_in_history = 1, .n_draft = draft,
+                                   .draft_auto = draft_auto };
     struct gen_print pr = { .out = stdout };
     if (!chat && !hide_prompt && (show_prompt || isatty(1))) {
         fputs(text, stdout);

@@ -30,6 +30,14 @@ void gen_print_stats(FILE *f, const struct colibri_gen_stats *st)
     fprintf(f, "prefill %d tok (%d cached) in %.3f s (%.1f tok/s), decode %d tok in %.3f s (%.1f tok/s), "
             "stopped by %s\n", st->n_prefilled, st->n_cached, st->t_prefill, pre, st->n_generated, st->t_generate,
             dec, colibri_gen_end_name(st->end));
+    if (!st->n_forwards_drafted) return;
+    /* the first token comes from the prefill's logits */
+    fprintf(f, "mtp: %.2f tokens per decode forward (%d forwards, %d with drafts); drafts kept by position:",
+            st->n_forwards ? (double)(st->n_generated - 1) / st->n_forwards : 0.0, st->n_forwards,
+            st->n_forwards_drafted);
+    for (int i = 0; i < COLIBRI_GEN_MAX_DRAFT && st->n_drafted[i]; i++)
+        fprintf(f, " %d/%d (%.0f%%)", st->n_accepted[i], st->n_drafted[i], 100.0 * st->n_accepted[i] / st->n_drafted[i]);
+    fputc('\n', f);
 }
 
 void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const struct colibri_expert_stats *b,

@@ -191,3 +191,19 @@ int opts_env_omp_policy_chosen(void)
 {
     return getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL;
 }
+
+int opts_mtp(const char *mode, int n_draft, int n_mtp_layers, int *n_draft_out, int *auto_out)
+{
+    *n_draft_out = 0;
+    *auto_out = 0;
+    if (!mode || !strcmp(mode, "off")) return 0;
+    int on = !strcmp(mode, "on"), au = !strcmp(mode, "auto");
+    if (!on && !au) {
+        fprintf(stderr, "colibri: --mtp: '%s' is not on, off or auto\n", mode);
+        return -1;
+    }
+    if (au && n_mtp_layers <= 0) return 0;
+    *n_draft_out = n_draft > 0 ? n_draft : 2;
+    *auto_out = au;
+    return 0;
+}

@@ -35,6 +35,12 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
 
 void opts_usage(const struct opts_spec *spec, FILE *f);
 
+/* --mtp MODE and --draft N (OPTS_MTP) for a model with n_mtp_layers MTP
+ * layers: *n_draft_out and *auto_out for colibri_gen_opts. auto on a model
+ * without an MTP layer is off; on is refused by the library by name. 0, or
+ * -1 after printing an error naming the option. */
+int opts_mtp(const char *mode, int n_draft, int n_mtp_layers, int *n_draft_out, int *auto_out);
+
 /* Parses the comma-separated integers of option --name ("1024,8192") into
  * out[0..max): each must parse completely and lie in [min, max_value].
  * Returns the count (>= 1), or -1 after printing an error naming the option
@@ -78,6 +84,13 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "top-p", 0, OPT_FLOAT, &(so).top_p, "nucleus mass; 1 = off (default 0.95)", 0, 1 },                        \
     { "min-p", 0, OPT_FLOAT, &(so).min_p, "drop p < min_p * p_max; 0 = off (default 0.05)", 0, 1 },              \
     { "repeat-penalty", 0, OPT_FLOAT, &(so).repeat_penalty, "repetition penalty; 1 = off (default 1)", 0.01, 100 }
+
+/* Speculative decoding with the model's MTP layer; opts_mtp() turns the two
+ * into colibri_gen_opts' n_draft and draft_auto. */
+#define OPTS_MTP(mode, n_draft)                                                                                  \
+    { "mtp", 0, OPT_STR, &(mode), "speculative decoding with the model's own MTP layer: on, off, or auto (drafts "  \
+      "only while they pay, measured as it goes); the output is the same (default off)" },                      \
+    { "draft", 0, OPT_INT, &(n_draft), "tokens drafted per step with --mtp on|auto (default 2)", 1, 3 }
 
 #define OPTS_CHAT_TEMPLATE(path)                                                                                 \
     { "chat-template", 0, OPT_STR, &(path), "Jinja chat template file to use instead of the model's own "           \

@@ -79,31 +79,44 @@ static int check_group(const struct model *m, const struct fwd_group *g, const i
     return 0;
 }
 
+int model_layer_forward(const struct model *m, const struct fwd_group *sub, int n_sub, int li, float *x, int n,
+                        enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    const struct layer_weights *lw = &m->layers[li];
+    int hid = c->hidden_size, rc;
+    float *h = b->h, *y = b->y;
+    model_rmsnorm(h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
+    if ((rc = mla_forward(m, sub, n_sub, li, h, n, mode, y, b, err))) return rc;
+    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+    if (li + 1 < c->num_hidden_layers) model_moe_predict(m, li + 1, x, n, b);
+    model_rmsnorm(h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
+    if (lw->is_moe) rc = moe_forward(m, li, h, n, y, b, err);
+    else model_mlp_forward(&lw->dense, h, n, y, b->mlp_g, b->mlp_u);
+    if (rc) return rc;
+    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+    return 0;
+}
+
 /* One slice of rows that fits the run buffers b: groups sub[0..n_sub) tile
  * rows [0, n) of tokens. Emitted rows (all, or the sub-groups flagged in
- * emit) get their logits and hidden state written contiguously at out. */
+ * emit) get their logits and hidden state written contiguously at out;
+ * with all_hidden every row's hidden state is written. */
 static int forward_slice(const struct model *m, const struct fwd_group *sub, const int *emit, int n_sub,
                          const int32_t *tokens, int n, enum fwd_mode mode, struct run_bufs *b, float *logits,
-                         float *hidden, int all_logits, struct colibri_err *err)
+                         float *hidden, int all_logits, int all_hidden, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     int hid = c->hidden_size, rc = 0;
     float *x = b->x, *h = b->h, *y = b->y;
     for (int s = 0; s < n; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
 
-    for (int li = 0; li < c->num_hidden_layers && !rc; li++) {
-        const struct layer_weights *lw = &m->layers[li];
-        model_rmsnorm(h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
-        if ((rc = mla_forward(m, sub, n_sub, li, h, n, mode, y, b, err))) break;
-        for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
-        if (li + 1 < c->num_hidden_layers) model_moe_predict(m, li + 1, x, n, b);
-        model_rmsnorm(h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
-        if (lw->is_moe) rc = moe_forward(m, li, h, n, y, b, err);
-        else model_mlp_forward(&lw->dense, h, n, y, b->mlp_g, b->mlp_u);
-        if (rc) break;
-        for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
-    }
+    for (int li = 0; li < c->num_hidden_layers && !rc; li++) rc = model_layer_forward(m, sub, n_sub, li, x, n, mode, b, err);
     if (rc || (!logits && !hidden)) return rc;
+    if (hidden && all_hidden) {
+        memcpy(hidden, x, (size_t)n * hid * sizeof *hidden);
+        hidden = NULL;
+    }
     int k = n;
     const float *rows = x;
     if (!all_logits) {   /* the emitted rows, gathered in order */
@@ -137,7 +150,7 @@ int model_forward_groups(const struct model *m, const struct fwd_group *grp, int
         n += grp[g].n;
     }
     struct run_bufs *b = &grp[0].st->bufs;
-    int all = out && out->all_logits;
+    int all = out && out->all_logits, all_hidden = out && out->all_hidden;
     float *logits = out ? out->logits : NULL, *hidden = out ? out->hidden : NULL;
     /* slices of at most b->cap rows; a group longer than that is split, and
      * only the part holding its last row emits that row */
@@ -158,8 +171,9 @@ int model_forward_groups(const struct model *m, const struct fwd_group *grp, int
             if (done == grp[g].n) { g++; done = 0; }
         }
         int64_t at = all ? row_start : emitted;
+        int64_t hat = all_hidden ? row_start : at;
         rc = forward_slice(m, sub, emit, n_sub, tokens + row_start, rows, mode, b,
-                           logits ? logits + at * V : NULL, hidden ? hidden + at * hid : NULL, all, err);
+                           logits ? logits + at * V : NULL, hidden ? hidden + hat * hid : NULL, all, all_hidden, err);
         emitted += n_emit;
     }
     return rc;

@@ -34,6 +34,10 @@ struct fwd_state {
      * with it a prompt's logits depend on how much of it was cached, and
      * prefix reuse must give exactly what a cold prefill gives. */
     int absorbed_prefill;
+    /* The cache layer of model layer li is li - kv_layer0: 0 for a model's
+     * own state, num_hidden_layers for a state that caches only the MTP
+     * layers (model/mtp.h). */
+    int kv_layer0;
 };
 
 /* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the
@@ -62,6 +66,7 @@ struct fwd_out {
     float *logits;
     float *hidden;
     int all_logits;
+    int all_hidden;             /* hidden for every row, whichever rows emit logits */
 };
 
 /* Rows [row0, row0 + n) of a batch, fed to state st at positions pos0... */
@@ -79,6 +84,12 @@ struct fwd_group {
  * quant/kernels.h). */
 int model_forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
                          enum fwd_mode mode, const struct fwd_out *out, struct colibri_err *err);
+
+/* One decoder layer li over x[n][hidden] in place (x += MLA(norm x), then
+ * x += MLP or MoE(norm x)), the rows belonging to groups sub[0..n_sub) as in
+ * model_forward_groups (n <= b->cap, nothing checked). */
+int model_layer_forward(const struct model *m, const struct fwd_group *sub, int n_sub, int li, float *x, int n,
+                        enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err);
 
 /* One group: S tokens at positions pos0..pos0+S-1 (earlier positions must
  * already be cached). */

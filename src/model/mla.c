@@ -169,21 +169,21 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
     model_linear(&w->kv_a, h, n, a);
     for (int g = 0; g < n_grp && !rc; g++) {
         struct fwd_state *st = grp[g].st;
-        int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0;
+        int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0, kl = li - st->kv_layer0;
         float *qg = q + (int64_t)row0 * H * dqk, *og = o + (int64_t)row0 * H * dv;
         for (int s = 0; s < S && !rc; s++) {
             int pos = pos0 + s;
             float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
             model_rmsnorm(lat, lat, w->kv_a_norm, 1, r, c->latent_norm_eps);
             model_rope_apply(rope, dr, pos, c);
-            rc = kv_cache_write(st->kv, li, pos, lat, rope, err);
+            rc = kv_cache_write(st->kv, kl, pos, lat, rope, err);
             for (int hh = 0; hh < H; hh++) model_rope_apply(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, pos, c);
         }
         if (rc) break;
         if (mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
-            rc = attend_absorbed(c, w, st, li, qg, S, pos0, og, b, err);
+            rc = attend_absorbed(c, w, st, kl, qg, S, pos0, og, b, err);
         else
-            rc = attend_expanded(c, w, st, li, qg, S, pos0, og, b, err);
+            rc = attend_expanded(c, w, st, kl, qg, S, pos0, og, b, err);
     }
     if (!rc) model_linear(&w->o, o, n, out);
     return rc;

@@ -54,6 +54,18 @@ struct layer_weights {
     struct moe_weights moe;
 };
 
+/* A multi-token-prediction layer's own weights (DeepSeek-V3's
+ * model.layers.L.*, HF's MtpLayer): its decoder block is a struct
+ * layer_weights at model.layers[L + i], its routed experts are in the model's
+ * expert store at layer L + i. The checkpoint's shared_head.head and
+ * embed_tokens copies are checked for shape and not loaded: HF's MtpModel
+ * uses the main model's lm_head and embedding. */
+struct mtp_weights {
+    float *enorm, *hnorm;       /* [hidden] */
+    struct qtensor eh_proj;     /* [hidden, 2 hidden]: cat(enorm(embedding), hnorm(hidden)) */
+    float *head_norm;           /* shared_head.norm [hidden] (HF: post_norm) */
+};
+
 /* Target formats per role: a quant_fmt id, or MODEL_FMT_AS_STORED. */
 #define MODEL_FMT_AS_STORED (-1)
 struct model_load_opts {
@@ -63,6 +75,7 @@ struct model_load_opts {
     int kv_b_f32;               /* keep an f32 copy of kv_b for the absorbed decode */
     int lazy_load;              /* leave borrowed weights mapped on demand */
     int64_t ram_bytes;          /* weights budget (0: none); routed experts are streamed to stay under it */
+    int skip_mtp;               /* leave the MTP layers of the checkpoint unloaded */
 };
 
 struct model {
@@ -73,7 +86,9 @@ struct model {
     float *final_norm;          /* [hidden] */
     struct qtensor lm_head;
     int lm_head_tied;           /* lm_head is embed (not freed twice) */
-    struct layer_weights *layers;
+    struct layer_weights *layers;   /* num_hidden_layers, then n_mtp MTP decoder blocks */
+    int n_mtp;                  /* MTP layers loaded (0: none in the checkpoint) */
+    struct mtp_weights *mtp;    /* [n_mtp] */
     struct expert_store *experts;   /* routed experts of every MoE layer */
     /* When set, who runs the routed experts instead of this process alone
      * (the MPI ranks, src/mpi/); not owned by the model (moe.h). */
@@ -95,7 +110,9 @@ struct model_bytes {
     int64_t copies;             /* made at load for speed: the f32 kv_b copies */
     int64_t small;              /* norms, biases, RoPE tables */
     int64_t resident;           /* dense + experts + copies + small */
-    int64_t token_read;         /* weight bytes one decoded token reads */
+    int64_t token_read;         /* weight bytes one decoded token reads (main model) */
+    int64_t mtp;                /* the MTP layers' weights (dense + routed experts; in dense/experts too) */
+    int64_t mtp_token_read;     /* weight bytes one MTP draft reads */
 };
 void model_bytes(const struct model *m, struct model_bytes *out);
 

@@ -375,7 +375,7 @@ static void prefault(const struct model *m)
     }
     touch_borrowed(&m->embed, &sum, &done, prp);
     if (!m->lm_head_tied) touch_borrowed(&m->lm_head, &sum, &done, prp);
-    for (int li = 0; li < c->num_hidden_layers; li++) {
+    for (int li = 0; li < c->num_hidden_layers + m->n_mtp; li++) {
         const struct layer_weights *lw = &m->layers[li];
         const struct attn_weights *a = &lw->attn;
         const struct qtensor *at[] = { &a->q_a, &a->q_b, &a->q, &a->kv_a, &a->kv_b, &a->o };
@@ -386,6 +386,7 @@ static void prefault(const struct model *m)
             for (int e = 0; e < c->n_routed_experts; e++)
                 touch_mlp(expert_store_resident_slot(m->experts, li, e), &sum, &done, prp);
     }
+    for (int i = 0; i < m->n_mtp; i++) touch_borrowed(&m->mtp[i].eh_proj, &sum, &done, prp);
     if (prp) base_progress_end(prp);
     volatile uint64_t sink = sum;   /* keeps the reads */
     (void)sink;
@@ -502,6 +503,78 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
     return 0;
 }
 
+/* MTP layers to load: those the config declares (num_nextn_predict_layers)
+ * that the checkpoint has tensors for, model.layers.L.* onwards. A config
+ * that declares them for a checkpoint without them (converters often drop
+ * the layer) loads the main model only, said once. */
+static int mtp_layers_present(const struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    if (m->fmt.skip_mtp || c->num_nextn_predict_layers <= 0) return 0;
+    int n = 0;
+    for (; n < c->num_nextn_predict_layers; n++) {
+        char p[64];
+        int len = snprintf(p, sizeof p, "model.layers.%d.", c->num_hidden_layers + n), found = 0;
+        for (int i = 0; i < m->st.n_tensors && !found; i++) found = !strncmp(m->st.tensors[i].name, p, (size_t)len);
+        if (!found) break;
+    }
+    if (n < c->num_nextn_predict_layers)
+        base_log_msg("info", "config.json declares %d MTP layer(s) (num_nextn_predict_layers); the checkpoint has "
+                "tensors for %d (model.layers.%d.* onwards): speculative decoding %s", c->num_nextn_predict_layers, n,
+                c->num_hidden_layers + n, n ? "drafts with those" : "is unavailable");
+    return n;
+}
+
+/* Bits per weight of a loaded Linear (the format's storage bits). */
+static int qtensor_bits(const struct qtensor *w) { return w->rows ? quant_fmt_traits(w->fmt)->bits : 32; }
+
+/* MTP layer i: its decoder block (a MoE block whatever first_k_dense_replace
+ * says, as HF's get_mtp_config sets it), enorm, hnorm, eh_proj,
+ * shared_head.norm; shared_head.head and embed_tokens when present must have
+ * the main model's shapes. Drafts from a layer quantized below 8 bits are
+ * rarely accepted, so that is said by tensor name. */
+static int load_mtp(struct loader *L, int i, struct colibri_err *err)
+{
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    int li = c->num_hidden_layers + i, hid = c->hidden_size, rc;
+    struct mtp_weights *w = &m->mtp[i];
+    char name[256];
+    const struct st_tensor *t;
+    if (!c->n_routed_experts || !c->num_experts_per_tok)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: MTP layer %d is a MoE block but the config has no routed experts "
+                       "(n_routed_experts %d, num_experts_per_tok %d)", L->dir, li, c->n_routed_experts,
+                       c->num_experts_per_tok);
+    if ((rc = load_layer(L, li, err))) return rc;
+#define NAME(fmt) (snprintf(name, sizeof name, "model.layers.%d." fmt, li), name)
+    if ((rc = load(L, NAME("enorm.weight"), hid, 0, &w->enorm, err)) ||
+        (rc = load(L, NAME("hnorm.weight"), hid, 0, &w->hnorm, err)) ||
+        (rc = load_mat(L, NAME("eh_proj.weight"), hid, 2 * hid, ROLE_DENSE, &w->eh_proj, err)) ||
+        (rc = load(L, NAME("shared_head.norm.weight"), hid, 0, &w->head_norm, err)))
+        return rc;
+    if (loader_find(L, NAME("shared_head.head.weight")) &&
+        (rc = find_shaped(L, name, c->vocab_size, hid, &t, err)))
+        return rc;
+    if (loader_find(L, NAME("embed_tokens.weight")) && (rc = find_shaped(L, name, c->vocab_size, hid, &t, err)))
+        return rc;
+    const struct layer_weights *lw = &m->layers[li];
+    const struct attn_weights *a = &lw->attn;
+    const struct mlp_weights *e0 = expert_store_resident_slot(m->experts, li, 0);
+    const struct { const char *what; const struct qtensor *q; } ws[] = {
+        { "eh_proj", &w->eh_proj }, { "self_attn.q_a_proj", &a->q_a }, { "self_attn.q_b_proj", &a->q_b },
+        { "self_attn.q_proj", &a->q }, { "self_attn.kv_a_proj_with_mqa", &a->kv_a },
+        { "self_attn.kv_b_proj", &a->kv_b }, { "self_attn.o_proj", &a->o },
+        { "mlp.shared_experts.gate_proj", &lw->moe.shared.gate }, { "mlp.experts.0.gate_proj", &e0->gate },
+    };
+    for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+        if (qtensor_bits(ws[k].q) < 8)
+            base_log_msg("warn", "MTP layer %d: model.layers.%d.%s.weight is %s (%d bits per weight): drafts from an "
+                    "MTP layer below 8 bits are rarely accepted; keep it at 8 bits or more", li, li, ws[k].what,
+                    quant_fmt_traits(ws[k].q->fmt)->name, qtensor_bits(ws[k].q));
+#undef NAME
+    return 0;
+}
+
 int model_load(const char *dir, const struct model_load_opts *opts, struct model *m, struct colibri_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -530,12 +603,16 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         m->lm_head = m->embed;
         m->lm_head_tied = 1;
     }
-    if (!(m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers))) {
+    int n_mtp = mtp_layers_present(m);
+    if (!(m->layers = calloc((size_t)(c->num_hidden_layers + n_mtp), sizeof *m->layers)) ||
+        (n_mtp && !(m->mtp = calloc((size_t)n_mtp, sizeof *m->mtp)))) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
         goto fail;
     }
+    m->n_mtp = n_mtp;
     int first_moe = c->first_k_dense_replace < c->num_hidden_layers ? c->first_k_dense_replace : c->num_hidden_layers;
-    if ((rc = expert_store_resident_new(c->num_hidden_layers, first_moe, c->n_routed_experts, &m->experts, err)))
+    if ((rc = expert_store_resident_new(c->num_hidden_layers + n_mtp, first_moe, c->n_routed_experts, &m->experts,
+                                        err)))
         goto fail;
     struct progress pr;
     base_progress_start(&pr, "loading", (uint64_t)c->num_hidden_layers);
@@ -544,6 +621,17 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         if (c->num_hidden_layers >= 8) base_progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) base_progress_end(&pr);
+    for (int i = 0; i < n_mtp; i++)
+        if ((rc = load_mtp(&L, i, err))) {
+            /* the MTP layer only drafts: a checkpoint whose MTP layer is
+             * incomplete or malformed still runs, without it */
+            base_log_msg("warn", "%s; the MTP layer is left out (no speculative decoding)", err->msg);
+            struct model_load_opts again = m->fmt;
+            again.skip_mtp = 1;
+            free(L.used);
+            model_free(m);
+            return model_load(dir, &again, m, err);
+        }
     rc = refuse_unused(&L, err);
     free(L.used);
     L.used = NULL;
@@ -567,7 +655,7 @@ static void free_mlp(struct mlp_weights *x)
 void model_free(struct model *m)
 {
     if (m->layers) {
-        for (int li = 0; li < m->cfg.num_hidden_layers; li++) {
+        for (int li = 0; li < m->cfg.num_hidden_layers + m->n_mtp; li++) {
             struct layer_weights *lw = &m->layers[li];
             struct attn_weights *a = &lw->attn;
             free(lw->attn_norm); free(lw->mlp_norm);
@@ -583,6 +671,13 @@ void model_free(struct model *m)
         }
         free(m->layers);
     }
+    for (int i = 0; m->mtp && i < m->n_mtp; i++) {
+        free(m->mtp[i].enorm);
+        free(m->mtp[i].hnorm);
+        free(m->mtp[i].head_norm);
+        quant_qtensor_free(&m->mtp[i].eh_proj);
+    }
+    free(m->mtp);
     expert_store_free(m->experts);
     if (!m->lm_head_tied) quant_qtensor_free(&m->lm_head);
     quant_qtensor_free(&m->embed);
@@ -600,7 +695,8 @@ void model_bytes(const struct model *m, struct model_bytes *out)
     b.dense = emb + (m->lm_head_tied ? 0 : head);
     b.token_read = head + emb / c->vocab_size;
     b.small = 4 * (int64_t)hid + 4 * (int64_t)(c->qk_rope_head_dim / 2);
-    for (int li = 0; li < c->num_hidden_layers; li++) {
+    int64_t mtp_read = 0, mtp_expert_read = 0;
+    for (int li = 0; li < c->num_hidden_layers + m->n_mtp; li++) {
         const struct layer_weights *lw = &m->layers[li];
         const struct attn_weights *a = &lw->attn;
         int64_t kvb = model_qtensor_bytes(&a->kv_b);
@@ -610,17 +706,33 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         b.dense += at;
         b.copies += copy;
         /* the decode reads kv_b once per token, from the copy when there is one */
-        b.token_read += at - (copy ? kvb : 0) + copy;
+        int64_t *read = li < c->num_hidden_layers ? &b.token_read : &mtp_read;
+        *read += at - (copy ? kvb : 0) + copy;
+        if (li >= c->num_hidden_layers) b.mtp += at;
         b.small += 4 * (2 * (int64_t)hid + c->kv_lora_rank + (c->q_lora_rank ? c->q_lora_rank : 0));
         int64_t mlp = lw->is_moe ? model_qtensor_bytes(&lw->moe.router) + model_mlp_bytes(&lw->moe.shared)
                                  : model_mlp_bytes(&lw->dense);
         if (lw->is_moe) b.small += 4 * (int64_t)c->n_routed_experts;
         b.dense += mlp;
-        b.token_read += mlp;
+        *read += mlp;
+        if (li >= c->num_hidden_layers) b.mtp += mlp;
+    }
+    for (int i = 0; i < m->n_mtp; i++) {
+        int64_t eh = model_qtensor_bytes(&m->mtp[i].eh_proj);
+        b.dense += eh;
+        b.mtp += eh;
+        mtp_read += eh;
+        b.small += 4 * 3 * (int64_t)hid;
+        int64_t layer = 0, E = m->experts->n_experts;
+        for (int e = 0; e < E; e++) layer += m->experts->ops->expert_bytes(m->experts, c->num_hidden_layers + i, e);
+        b.mtp += layer;
+        if (E) mtp_expert_read += layer / E * c->num_experts_per_tok;
     }
     b.experts = m->experts->ops->resident_bytes(m->experts);
     b.experts_total = expert_store_total_bytes(m->experts);
-    b.token_read += expert_store_token_bytes(m->experts, c->num_experts_per_tok);
+    /* the store's per-token figure covers every MoE layer, the MTP ones included */
+    b.token_read += expert_store_token_bytes(m->experts, c->num_experts_per_tok) - mtp_expert_read;
+    if (m->n_mtp) b.mtp_token_read = mtp_read + mtp_expert_read + head + emb / c->vocab_size;
     b.resident = b.dense + b.experts + b.copies + b.small;
     *out = b;
 }
