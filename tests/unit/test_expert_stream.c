@@ -290,8 +290,53 @@ static void test_trace_replay(void)
     model_trace_free(&t);
 }
 
+/* Reads per expert: the fp8 fixture as transformers wrote it stores weights
+ * and scales apart (several ranges); colibri convert puts each expert in one
+ * extent of one shard, even with shards cut every 256 KiB, and the streamed
+ * converted copy computes what the resident original does. */
+static void test_convert_expert_major(void)
+{
+    const char *src = "tests/oracle/deepseek_v3_fp8";
+    struct model a, b;
+    if (load(src, 0, &a)) return;
+    int V = a.cfg.vocab_size, first = a.cfg.first_k_dense_replace, L = a.cfg.num_hidden_layers;
+    int E = a.cfg.n_routed_experts;
+    size_t nl = (size_t)9 * V;
+    float *la = malloc(nl * sizeof *la), *lb = malloc(nl * sizeof *lb);
+    char dir[] = "/tmp/colibri-xm-XXXXXX", out[300], cmd[400];
+    int64_t ram = budget(&a, 4);
+    if (!la || !lb || run(&a, la) || !mkdtemp(dir)) goto done;
+    if (!load(src, ram, &b)) {
+        int split = 0;
+        for (int l = first; l < L; l++)
+            for (int e = 0; e < E; e++) split += model_expert_stream_ranges(b.experts, l, e) > 1;
+        CHECK(split > 0, "the fixture as shipped keeps weights and scales apart (%d experts in several ranges)", split);
+        model_free(&b);
+    }
+    snprintf(out, sizeof out, "%s/c", dir);
+    struct colibri_err err = { 0 };
+    struct colibri_convert_report rep;
+    CHECK(colibri_convert(src, out, NULL, 256 << 10, 0, &rep, &err) == 0 && rep.shards > 2, "%s (%d shards)", err.msg,
+          rep.shards);
+    if (!load(out, ram, &b)) {
+        int whole = 0;
+        for (int l = first; l < L; l++)
+            for (int e = 0; e < E; e++) whole += model_expert_stream_ranges(b.experts, l, e) == 1;
+        CHECK(whole == (L - first) * E, "%d of %d experts in one range", whole, (L - first) * E);
+        CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "converted, streamed: logits differ");
+        model_free(&b);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "clean up");
+done:
+    free(la);
+    free(lb);
+    model_free(&a);
+}
+
 int main(void)
 {
+    RUN_TEST(test_convert_expert_major);
     RUN_TEST(test_trace_replay);
     RUN_TEST(test_reader_pool);
     RUN_TEST(test_hotset_file);
