@@ -51,7 +51,12 @@ static void *reader(void *arg)
         while (done < j->size) {
             ssize_t n = pread(j->fds[f], buf + done, j->size - done, off + (off_t)done);
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) { fprintf(stderr, "diskread: %s\n", n ? strerror(errno) : "short read"); j->failed = 1; free(buf); return NULL; }
+            if (n <= 0) {
+                fprintf(stderr, "diskread: %s\n", n ? strerror(errno) : "short read");
+                j->failed = 1;
+                free(buf);
+                return NULL;
+            }
             done += (size_t)n;
         }
     }

@@ -9,6 +9,8 @@ COLIBRI=${COLIBRI:-$BUILD/colibri}
 export COLIBRI BUILD
 passed=0; failed=0; skipped=0; failed_names=""
 log=$(mktemp -d)
+# state files (a streamed store's hot set) go to the run's own directory, not ~/.cache
+XDG_CACHE_HOME="$log/cache"; export XDG_CACHE_HOME
 
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue

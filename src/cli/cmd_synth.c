@@ -12,7 +12,8 @@ int cmd_synth(int argc, char **argv)
     const char *preset = "v2-lite";
     int layers = 0, seed = 1;
     const struct opt opts[] = {
-        { "preset", 'p', OPT_STR, &preset, "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
+        { "preset", 'p', OPT_STR, &preset,
+          "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
         { "layers", 'l', OPT_INT, &layers, "number of layers (default: the preset's)", 0, 1000 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (default bf16)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },

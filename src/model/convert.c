@@ -318,6 +318,18 @@ out:
     return rc;
 }
 
+/* 1 when both tensors belong to one routed expert ("...mlp.experts.E."):
+ * a shard is never cut between them, so that every expert is one extent of
+ * one file (name order already keeps its tensors together) and a streamed
+ * store reads it in one piece (docs/FORMATS.md). */
+static int same_expert(const char *a, const char *b)
+{
+    const char *ea = strstr(a, ".experts."), *eb = strstr(b, ".experts.");
+    if (!ea || !eb || ea - a != eb - b) return 0;
+    const char *da = strchr(ea + 9, '.'), *db = strchr(eb + 9, '.');
+    return da && db && da - a == db - b && !strncmp(a, b, (size_t)(da - a));
+}
+
 /* A finished shard from an earlier run with the same plan is kept. */
 static int shard_is_done(const char *path, const char *want_plan)
 {
@@ -469,7 +481,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
     int shard = 0;
     for (int i = 0; i < n; i++) {
         uint64_t b = items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
-        if (cur && cur + b > limit) { shard++; cur = 0; }
+        if (cur && cur + b > limit && !same_expert(items[i - 1].src->name, items[i].src->name)) { shard++; cur = 0; }
         items[i].shard = shard;
         cur += b;
         total += b;

@@ -39,8 +39,6 @@ int model_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *e
     else if (xdg && *xdg) snprintf(out, n, "%s/colibri", xdg);
     else if (home && *home) snprintf(out, n, "%s/.cache/colibri", home);
     else return base_err_set(err, COLIBRI_EIO, "no state directory: set --state-dir, XDG_CACHE_HOME or HOME");
-    if (mkdirs(out))
-        return base_err_set(err, COLIBRI_EIO, "state directory %s: cannot create: %s", out, strerror(errno));
     return 0;
 }
 
@@ -99,6 +97,16 @@ int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, cons
     put32(b + 20, (uint32_t)E);
     for (size_t i = 0; i < (size_t)L * (size_t)E; i++) put32(b + HOT_HEAD + 4 * i, counts[i]);
     put64(b + n - 8, XXH64(b, n - 8, 0));
+    snprintf(tmp, sizeof tmp, "%s", path);
+    char *slash = strrchr(tmp, '/');
+    if (slash && slash != tmp) {
+        *slash = 0;
+        if (mkdirs(tmp)) {
+            int e = errno;
+            free(b);
+            return base_err_set(err, COLIBRI_EIO, "state directory %s: cannot create: %s", tmp, strerror(e));
+        }
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
     if (fd < 0) {

@@ -26,8 +26,8 @@
 #include "colibri.h"
 
 /* The directory for state files: dir when given, else
- * $XDG_CACHE_HOME/colibri, else $HOME/.cache/colibri; created (with its
- * parents) when missing. 0, or COLIBRI_EIO naming the directory. */
+ * $XDG_CACHE_HOME/colibri, else $HOME/.cache/colibri (not created here:
+ * model_hotset_save creates it). 0, or COLIBRI_EIO when none is known. */
 int model_hotset_dir(const char *dir, char *out, size_t n, struct colibri_err *err);
 /* out = DIR/experts-<fingerprint as 16 hex digits>.hot */
 void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t n);
@@ -37,6 +37,7 @@ void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t 
  * untouched on failure. */
 int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
                        struct colibri_err *err);
+/* Creates the file's directory (with its parents) when missing. */
 int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
                        struct colibri_err *err);
 

@@ -142,6 +142,10 @@ int model_expert_stream_uses(struct expert_store *s, uint32_t *out);
  * half the slots, only counts > 0); a pinned slot is evicted only when no
  * other is evictable. Returns how many are pinned (0 for other stores). */
 int model_expert_stream_pin(struct expert_store *s, const uint32_t *counts);
+/* The reads (ranges) one expert of a streamed store takes: 1 when its
+ * tensors are one extent of one file (colibri's containers); 0 for other
+ * stores or an expert outside the store. */
+int model_expert_stream_ranges(const struct expert_store *s, int layer, int expert);
 /* 1 when a streamed store reads with O_DIRECT (its first file), else 0. */
 int model_expert_stream_direct(const struct expert_store *s);
 

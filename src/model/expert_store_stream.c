@@ -539,3 +539,12 @@ int model_expert_stream_pin(struct expert_store *b, const uint32_t *counts)
     pthread_mutex_unlock(&s->mu);
     return got;
 }
+
+int model_expert_stream_ranges(const struct expert_store *b, int layer, int expert)
+{
+    if (b->ops != &STREAM_OPS || layer < b->first_moe_layer || layer >= b->n_layers || expert < 0 ||
+        expert >= b->n_experts)
+        return 0;
+    const struct stream_store *s = (const struct stream_store *)b;
+    return s->ex[(layer - b->first_moe_layer) * b->n_experts + expert].n_ranges;
+}

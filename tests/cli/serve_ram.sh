@@ -1,7 +1,9 @@
 #!/bin/sh
 # colibri serve --ram: a server whose routed experts are streamed answers
-# greedy completions with the same text as a resident one, and a budget below
-# the minimum is refused at start naming it. Loopback only, bounded in time.
+# greedy completions with the same text as a resident one and reports its
+# reads in /metrics; a checkpoint changed on disk fails the request naming the
+# file while the server keeps serving; a budget below the minimum is refused
+# at start naming it. Loopback only, bounded in time.
 set -u
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d); pids=""
@@ -43,6 +45,27 @@ echo "$mb" | grep -Eq '^colibri_expert_read_bytes_total [1-9][0-9]*$' || fail "/
 echo "$mb" | grep -Eq '^colibri_expert_io_wait_seconds_total [0-9.]+$' || fail "/metrics has no I/O wait"
 ma=$(metrics "$pa") || fail "resident /metrics"
 echo "$ma" | grep -q colibri_expert_ && fail "a resident store reports expert reads"
+# a copy of the model whose file changes under the server
+mkdir "$tmp/m"; cp models/colibri-tiny/*.json models/colibri-tiny/model.safetensors "$tmp/m/"
+start changed -m "$tmp/m" --ram 17M || fail "server on the copy did not start"; pc=$port
+complete "$pc" >/dev/null || fail "request before the change"
+touch -d 2001-01-01 "$tmp/m/model.safetensors"
+r=$("$PY" - "$pc" <<'PYEOF'
+import json, sys, urllib.request, urllib.error
+body = json.dumps({"prompt": "Quite another prompt, so that new experts are read", "max_tokens": 8,
+                   "temperature": 0}).encode()
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1], body,
+                             {"Content-Type": "application/json"})
+try:
+    urllib.request.urlopen(req, timeout=60)
+    print("200")
+except urllib.error.HTTPError as e:
+    print(e.code, json.load(e)["error"]["message"])
+PYEOF
+) || fail "request after the change"
+echo "$r" | grep -q "^500 .*model.safetensors changed on disk" || fail "changed file not reported: $r"
+h=$("$PY" -c 'import sys, urllib.request; print(urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=10).status)' "$pc") || fail "no /health after the error"
+[ "$h" = 200 ] || fail "/health $h after the error"
 out=$("$COLIBRI" serve --port 0 --ram 15M 2>&1) && fail "--ram 15M accepted"
 echo "$out" | grep -q "at least" || fail "no minimum stated: $out"
 echo "ok: '$a'"

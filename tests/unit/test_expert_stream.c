@@ -40,7 +40,7 @@ static void test_hotset_file(void)
     snprintf(path, sizeof path, "%s/a/b", root);
     CHECK(model_hotset_dir(path, dir, sizeof dir, &err) == 0 && !strcmp(dir, path), "%s", err.msg);
     struct stat st;
-    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "the state directory is created with its parents");
+    CHECK(stat(dir, &st) != 0, "resolving the state directory creates nothing");
     enum { L = 3, E = 5 };
     uint32_t c[L * E], back[L * E];
     for (int i = 0; i < L * E; i++) c[i] = (uint32_t)(i * 7919u % 13u) + (i == 4 ? 0xfffffff0u : 0);
@@ -49,6 +49,7 @@ static void test_hotset_file(void)
     CHECK(model_hotset_load(path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
           err.msg);
     CHECK(model_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "saving creates the state directory with its parents");
     CHECK(count_entries(dir) == 1, "no temporary file left beside it");
     memset(back, 0, sizeof back);
     CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
@@ -75,8 +76,8 @@ static void test_hotset_file(void)
     CHECK(truncate(path, 20) == 0, "truncate");
     CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "bytes"), "truncated: %s", err.msg);
-    snprintf(path, sizeof path, "%s/missing/x.hot", root);
-    CHECK(model_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "missing"),
+    snprintf(path, sizeof path, "%s/a/b/experts-0123456789abcdef.hot/x.hot", root);   /* a file as directory */
+    CHECK(model_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "experts-0123456789abcdef.hot"),
           "an unwritable path is refused by name: %s", err.msg);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0, "clean up");
@@ -290,8 +291,53 @@ static void test_trace_replay(void)
     model_trace_free(&t);
 }
 
+/* Reads per expert: the fp8 fixture as transformers wrote it stores weights
+ * and scales apart (several ranges); colibri convert puts each expert in one
+ * extent of one shard, even with shards cut every 256 KiB, and the streamed
+ * converted copy computes what the resident original does. */
+static void test_convert_expert_major(void)
+{
+    const char *src = "tests/oracle/deepseek_v3_fp8";
+    struct model a, b;
+    if (load(src, 0, &a)) return;
+    int V = a.cfg.vocab_size, first = a.cfg.first_k_dense_replace, L = a.cfg.num_hidden_layers;
+    int E = a.cfg.n_routed_experts;
+    size_t nl = (size_t)9 * V;
+    float *la = malloc(nl * sizeof *la), *lb = malloc(nl * sizeof *lb);
+    char dir[] = "/tmp/colibri-xm-XXXXXX", out[300], cmd[400];
+    int64_t ram = budget(&a, 4);
+    if (!la || !lb || run(&a, la) || !mkdtemp(dir)) goto done;
+    if (!load(src, ram, &b)) {
+        int split = 0;
+        for (int l = first; l < L; l++)
+            for (int e = 0; e < E; e++) split += model_expert_stream_ranges(b.experts, l, e) > 1;
+        CHECK(split > 0, "the fixture as shipped keeps weights and scales apart (%d experts in several ranges)", split);
+        model_free(&b);
+    }
+    snprintf(out, sizeof out, "%s/c", dir);
+    struct colibri_err err = { 0 };
+    struct colibri_convert_report rep;
+    CHECK(colibri_convert(src, out, NULL, 256 << 10, 0, &rep, &err) == 0 && rep.shards > 2, "%s (%d shards)", err.msg,
+          rep.shards);
+    if (!load(out, ram, &b)) {
+        int whole = 0;
+        for (int l = first; l < L; l++)
+            for (int e = 0; e < E; e++) whole += model_expert_stream_ranges(b.experts, l, e) == 1;
+        CHECK(whole == (L - first) * E, "%d of %d experts in one range", whole, (L - first) * E);
+        CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "converted, streamed: logits differ");
+        model_free(&b);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "clean up");
+done:
+    free(la);
+    free(lb);
+    model_free(&a);
+}
+
 int main(void)
 {
+    RUN_TEST(test_convert_expert_major);
     RUN_TEST(test_trace_replay);
     RUN_TEST(test_reader_pool);
     RUN_TEST(test_hotset_file);
