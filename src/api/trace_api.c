@@ -59,7 +59,8 @@ int colibri_trace_routing(colibri_model *cm, const int32_t *tokens, int n, const
     struct model *m = &cm->m;
     const struct model_config *c = &m->cfg;
     struct expert_store *es = m->experts;
-    int L = es->n_layers - es->first_moe_layer;
+    /* The main model's MoE layers: an MTP layer (stored after them) is not run here. */
+    int L = c->num_hidden_layers - es->first_moe_layer;
     if (L < 1) return base_err_set(err, COLIBRI_EINVAL, "trace: the model has no MoE layer");
     if (n < 4) return base_err_set(err, COLIBRI_EINVAL, "trace: %d tokens; at least 4 are needed", n);
     if (n > c->max_position_embeddings) n = c->max_position_embeddings;

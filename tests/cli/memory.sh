@@ -9,11 +9,11 @@ info=$("$COLIBRI" info)
 echo "$info"
 copy=$(echo "$info" | sed -n 's/^memory: .* f32 copies \([0-9.]*\) (kv_b for the decode; --no-kv-b-f32 drops it)$/\1/p')
 [ -n "$copy" ] && awk -v c="$copy" 'BEGIN { exit !(c > 0) }'
-echo "$info" | grep -Eq '^memory: +[0-9.]+ MiB resident: weights 44\.0, of which routed experts 30\.0 \(resident store\)'
+echo "$info" | grep -Eq '^memory: +[0-9.]+ MiB resident: weights 51\.1, of which routed experts 36\.0 \(resident store\)'
 "$COLIBRI" info --no-kv-b-f32 | grep -Eq '^memory: +[0-9.]+ MiB resident: .* \(resident store\), f32 copies 0\.0$'
 s=$("$COLIBRI" info --ram 20M 2>/dev/null | grep '^memory:')
 echo "$s"
-echo "$s" | grep -Eq 'routed experts [0-9.]+ \(streamed store, a cache for 30\.0 MiB on disk\)'
+echo "$s" | grep -Eq 'routed experts [0-9.]+ \(streamed store, a cache for 36\.0 MiB on disk\)'
 b=$("$COLIBRI" bench -p 16 -n 4 -r 1)
 echo "$b"
 echo "$b" | grep -Eq '^memory: model [0-9.]+ MiB .* session [0-9.]+ MiB; stated [0-9.]+ MiB, peak RSS [0-9.]+ MiB \(stated/peak [0-9.]+\)$'

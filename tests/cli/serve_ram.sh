@@ -33,8 +33,8 @@ print(json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"])
 PYEOF
 }
 start resident || fail "resident server did not start"; pa=$port
-start streamed --ram 17M || fail "streamed server did not start"; pb=$port
-grep -q "routed experts streamed" "$tmp/streamed.log" || fail "--ram 17M did not stream"
+start streamed --ram 18.3M || fail "streamed server did not start"; pb=$port
+grep -q "routed experts streamed" "$tmp/streamed.log" || fail "--ram 18.3M did not stream"
 a=$(complete "$pa") || fail "resident request"
 b=$(complete "$pb") || fail "streamed request"
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "streamed text differs: '$a' vs '$b'"
@@ -47,7 +47,7 @@ ma=$(metrics "$pa") || fail "resident /metrics"
 echo "$ma" | grep -q colibri_expert_ && fail "a resident store reports expert reads"
 # a copy of the model whose file changes under the server
 mkdir "$tmp/m"; cp models/colibri-tiny/*.json models/colibri-tiny/model.safetensors "$tmp/m/"
-start changed -m "$tmp/m" --ram 17M || fail "server on the copy did not start"; pc=$port
+start changed -m "$tmp/m" --ram 18.3M || fail "server on the copy did not start"; pc=$port
 complete "$pc" >/dev/null || fail "request before the change"
 touch -d 2001-01-01 "$tmp/m/model.safetensors"
 r=$("$PY" - "$pc" <<'PYEOF'

@@ -136,7 +136,7 @@ static void test_pinned_and_tmpfs(void)
     if (!la || !lb || run(&a, la)) goto done;
     int64_t ram = budget(&a, 4);
     if (load(TINY, ram, &b)) goto done;
-    int slots = expert_store_stream_slots(b.experts), n = (b.cfg.num_hidden_layers - b.cfg.first_k_dense_replace) *
+    int slots = expert_store_stream_slots(b.experts), n = (b.cfg.num_hidden_layers + b.n_mtp - b.cfg.first_k_dense_replace) *
                                                              b.cfg.n_routed_experts;
     CHECK(slots >= 4 && slots < n, "%d slots of %d experts", slots, n);
     uint32_t *counts = calloc((size_t)n, sizeof *counts), *uses = calloc((size_t)n, sizeof *uses);

@@ -115,7 +115,7 @@ static void test_kv_b_copy_is_bit_identical(void)
     model_bytes(&a, &ba);
     model_bytes(&b, &bb);
     int64_t copy = 0;
-    for (int l = 0; l < b.cfg.num_hidden_layers; l++) copy += (int64_t)b.layers[l].attn.kv_b.rows * b.layers[l].attn.kv_b.cols * 4;
+    for (int l = 0; l < b.cfg.num_hidden_layers + b.n_mtp; l++) copy += (int64_t)b.layers[l].attn.kv_b.rows * b.layers[l].attn.kv_b.cols * 4;
     CHECK(ba.copies == 0 && bb.copies == copy && bb.resident == ba.resident + copy, "copies %lld vs %lld",
           (long long)bb.copies, (long long)copy);
     int V = a.cfg.vocab_size;
