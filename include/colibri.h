@@ -117,7 +117,7 @@ struct colibri_model_info {
     int64_t n_params;           /* every tensor's element count, summed */
     int64_t bytes_by_dtype[16]; /* indexed by safetensors dtype, see names */
     const char *dtype_names[16];
-    int64_t kv_bytes_per_token; /* latent + rope, f32, all layers */
+    int64_t kv_bytes_per_token; /* latent + rope (+ DSA index key), f32, all layers */
     int64_t weight_bytes;       /* every weight as loaded (data + scales) */
     int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
                                    shared MLPs, top-k average routed experts, routers, lm_head,
@@ -212,6 +212,11 @@ struct colibri_session_opts {
      * (16-bit) query. Faster, not exact: measure its cost with colibri eval
      * --decode (entries TIER+int8 / TIER+int16). Ignored by other tiers. */
     int kv_int8;
+    /* DeepSeek Sparse Attention models: the tier of the index keys the
+     * cache rows carry, "f32" (NULL; exact) or "fp8" (e4m3 with one f32 scale
+     * per row, 132 B per token per layer at index_head_dim 128; its cost is
+     * in bench/dsa-results.md). Ignored by other models. */
+    const char *kv_index;
 };
 
 int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *opts,

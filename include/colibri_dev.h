@@ -69,6 +69,11 @@ struct colibri_attn_bench_opts {
     double min_time;
     int with_int8;              /* also time the opt-in integer consumers */
     int cpu_time;               /* process CPU time instead of wall clock */
+    /* > 0: dense against DeepSeek Sparse Attention with this top-k instead
+     * (heads[0] heads; the indexer at DeepSeek-V3.2 dims: 64 heads x 128,
+     * projections from 1536 and 7168 values), every tier, f32 and fp8 index
+     * keys; see kv/attn_bench_dsa.h */
+    int dsa_topk;
 };
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err);

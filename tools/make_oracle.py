@@ -111,6 +111,9 @@ FIXTURES = {
     "deepseek_v2_tiny": dict(builder="oracle_v2"),       # DeepseekV2ForCausalLM, tools/oracle_v2.py
     "deepseek_v2_lite_tiny": dict(builder="oracle_v2"),
     "deepseek_v3_mtp": dict(builder="oracle_mtp", seed=5000, kind="mtp", dims=variant(num_hidden_layers=2)),
+    "deepseek_v32_tiny": dict(builder="oracle_dsa"),     # DeepSeek-V3.2 / GLM-5 DSA, tools/oracle_dsa.py
+    "deepseek_v32_dense_tiny": dict(builder="oracle_dsa"),
+    "glm5_tiny": dict(builder="oracle_dsa"),
 }
 
 

@@ -342,7 +342,8 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
         info->bytes_by_dtype[i] = cm->m.bytes_by_dtype[i];
         info->dtype_names[i] = st_dtype_name((enum st_dtype)i);
     }
-    info->kv_bytes_per_token = (int64_t)c->num_hidden_layers * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+    info->kv_bytes_per_token = (int64_t)c->num_hidden_layers *
+                               (c->kv_lora_rank + c->qk_rope_head_dim + (c->dsa_kind ? c->index_head_dim : 0)) * 4;
     struct model_bytes b;
     model_bytes(&cm->m, &b);
     info->weight_bytes = b.dense + b.experts_total;
@@ -369,6 +370,10 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         kv_rope_names(names, sizeof names, " ");
         return base_err_set(err, COLIBRI_EINVAL, "--kv-rope: unknown RoPE precision '%s' (%s)", opts->kv_rope, names);
     }
+    int index_tier = KV_TIER_F32;
+    if (opts && opts->kv_index && (index_tier = kv_tier_from_name(opts->kv_index)) != KV_TIER_F32 &&
+        index_tier != KV_TIER_FP8)
+        return base_err_set(err, COLIBRI_EINVAL, "--kv-index: '%s' is not f32 or fp8", opts->kv_index);
     int int8 = opts ? opts->kv_int8 : 0;
     if (int8 < 0 || int8 > 2)
         return base_err_set(err, COLIBRI_EINVAL, "--kv-int8: %d is not 0 (exact), 1 (int8 query) or 2 (16-bit query)", int8);
@@ -380,6 +385,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     colibri_session *s = rc ? NULL : calloc(1, sizeof *s);
     if (!rc && !s) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     struct compute_ctx cc = base_compute_ctx_make(cm->n_threads);
+    if (!rc) rc = model_indexer_kv_layers(&cm->m.cfg, (enum kv_tier)index_tier, layers, err);
     if (!rc) rc = model_fwd_state_init_layers(&s->st, &cm->m, n_ctx, 0, layers, int8, &cc, err);
     free(layers);
     if (rc) { free(s); return rc; }

@@ -4,6 +4,7 @@
 #include "colibri.h"
 #include "colibri_dev.h"
 #include "kv/attn_bench.h"
+#include "kv/attn_bench_dsa.h"
 
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err)
@@ -26,6 +27,11 @@ int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *ta
     } else {
         memcpy(o.heads, opts->heads,
                sizeof(int) * (size_t)(o.n_heads < KV_ATTN_BENCH_MAX_HEADS ? o.n_heads : KV_ATTN_BENCH_MAX_HEADS));
+    }
+    if (opts->dsa_topk > 0) {
+        const struct kv_attn_bench_dsa_opts d = { .topk = opts->dsa_topk, .n_heads = 64, .head_dim = 128,
+                                                  .q_lora = 1536, .hidden = 7168 };
+        return kv_attn_bench_dsa(&o, &d, table, progress, err);
     }
     return kv_attn_bench(&o, table, progress, err);
 }

@@ -237,6 +237,9 @@ int cmd_bench(int argc, char **argv)
         { "attn-tiers", 0, OPT_STR, &ao.tiers, "--attn tiers (default all; f32 always first)" },
         { "attn-min-time", 0, OPT_FLOAT, &attn_min_time, "--attn seconds per tier per cell (default 0.4)", 0.01, 600 },
         { "attn-int8", 0, OPT_FLAG, &ao.with_int8, "--attn: also time the opt-in integer consumers" },
+        { "attn-dsa", 0, OPT_INT, &ao.dsa_topk, "--attn: dense vs DeepSeek Sparse Attention with this top-k (e.g. 2048), "
+                                                "indexer included, f32 and fp8 index keys, first --attn-heads count",
+          1, 1 << 20 },
         { "cpu-time", 0, OPT_FLAG, &ao.cpu_time, "time by process CPU time, not wall time (for shared machines; with -t 1 it is the compute time)" },
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
@@ -256,7 +259,7 @@ int cmd_bench(int argc, char **argv)
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
-        "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--cpu-time]",
+        "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--attn-dsa K] [--cpu-time]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
                                     "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).\n"
                                     "--attn times decode attention alone per KV tier against f32 in the same run "

@@ -91,6 +91,7 @@ static const char CHAT_HELP[] =
 int cmd_chat(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
+    const char *kv_index = NULL;
     const char *chat_template = NULL;
     int kv_int8 = 0;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0, n_draft = 0, draft = 0, draft_auto = 0;
@@ -108,6 +109,7 @@ int cmd_chat(int argc, char **argv)
         { "ctx", 'c', OPT_INT, &n_ctx, "context length; 0 = the model's maximum", 0, 1 << 24 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
+        OPTS_KV_INDEX(kv_index),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
@@ -140,7 +142,7 @@ int cmd_chat(int argc, char **argv)
     mo.n_threads = threads;
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
-                                       .kv_int8 = kv_int8 };
+                                       .kv_int8 = kv_int8, .kv_index = kv_index };
 
     if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err) ||
         colibri_tokenizer_chat_check(tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||

@@ -18,7 +18,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
     const char *chat_template = NULL;
-    const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
+    const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL, *kv_index = NULL;
     int kv_int8 = 0, n_draft = 0;
     const char *mtp_mode = NULL;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
@@ -45,6 +45,7 @@ int cmd_run(int argc, char **argv)
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
+        OPTS_KV_INDEX(kv_index),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
@@ -128,7 +129,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
-                                       .kv_int8 = kv_int8 };
+                                       .kv_int8 = kv_int8, .kv_index = kv_index };
     if (colibri_session_new(m, &sopt, &s, &err)) goto fail;
     if (kv_path) {
         struct colibri_kv_info ki;

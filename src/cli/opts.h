@@ -78,6 +78,10 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "kv-int8", 0, OPT_INT, &(int8), "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact " \
                                       "(default), 1 int8 query, 2 16-bit query", 0, 2 }
 
+#define OPTS_KV_INDEX(idx)                                                                                       \
+    { "kv-index", 0, OPT_STR, &(idx), "DSA models: tier of the cached index keys, f32 (default, exact) or fp8 "        \
+                                      "(one scale per row)" }
+
 #define OPTS_SAMPLER(so)                                                                                         \
     { "temp", 0, OPT_FLOAT, &(so).temperature, "temperature; 0 = greedy (default 0.8)", 0, 100 },               \
     { "top-k", 0, OPT_INT, &(so).top_k, "keep the k most likely tokens; 0 = off (default 40)", 0, 1 << 24 },     \

@@ -465,43 +465,48 @@ static enum kv_file_match layout_match(const struct kv_file_hdr *f, const struct
         for (uint32_t i = 0; i < f->layer[l].n_parts && i < w->layer[l].n_parts; i++)
             same_codecs &= f->layer[l].part[i].codec == w->layer[l].part[i].codec;
     if (!same_codecs && upgradable(f, w)) return KV_FILE_UPGRADE;
-    for (uint32_t l = 0; l < f->n_layers; l++) {
-        const struct kv_file_layer *a = &f->layer[l], *b = &w->layer[l];
-        for (uint32_t i = 0; i < a->n_parts || i < b->n_parts; i++) {
-            const struct kv_file_part *p = &a->part[i], *q = &b->part[i];
-            if (i >= a->n_parts || i >= b->n_parts || p->kind != q->kind || p->dim != q->dim) {
-                char fa[48] = "nothing", wa[48] = "nothing";
-                if (i < a->n_parts) snprintf(fa, sizeof fa, "%s of %u values", part_name(p->kind), p->dim);
-                if (i < b->n_parts) snprintf(wa, sizeof wa, "%s of %u values", part_name(q->kind), q->dim);
-                snprintf(why, why_n,
-                         "layer %u part %u: the file's rows hold %s there, this model's %s; run the model that wrote "
-                         "it to reuse it",
-                         l, i, fa, wa);
-                return KV_FILE_OTHER;
-            }
-            const char *pn = part_name(p->kind);
-            if (p->codec != q->codec) {
-                int rope = p->kind == KV_PART_ROPE;
-                snprintf(why, why_n, "layer %u %s part: saved as %s, this session has %s; saved with %s; run with %s "
-                         "to reuse it",
-                         l, pn, rope ? kv_rope_name(rope_of_codec(p->codec)) : kv_tier_name((enum kv_tier)p->codec),
-                         rope ? kv_rope_name(rope_of_codec(q->codec)) : kv_tier_name((enum kv_tier)q->codec), saved,
-                         saved);
-                return KV_FILE_OTHER;
-            }
-            const struct { const char *name; uint64_t a, b; } codec[] = {
-                { "bits", p->bits, q->bits }, { "seed", p->seed, q->seed }, { "bytes", p->bytes, q->bytes },
-                { "check", both_v2 ? p->check : 0, both_v2 ? q->check : 0 },
-            };
-            for (size_t k = 0; k < sizeof codec / sizeof codec[0]; k++)
-                if (codec[k].a != codec[k].b) {
+    /* what the rows hold (parts, kinds, widths) in every layer first, then how they are coded */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t l = 0; l < f->n_layers; l++) {
+            const struct kv_file_layer *a = &f->layer[l], *b = &w->layer[l];
+            for (uint32_t i = 0; i < a->n_parts || i < b->n_parts; i++) {
+                const struct kv_file_part *p = &a->part[i], *q = &b->part[i];
+                int differ = i >= a->n_parts || i >= b->n_parts || p->kind != q->kind || p->dim != q->dim;
+                if (!pass && !differ) continue;
+                if (differ) {
+                    char fa[48] = "nothing", wa[48] = "nothing";
+                    if (i < a->n_parts) snprintf(fa, sizeof fa, "%s of %u values", part_name(p->kind), p->dim);
+                    if (i < b->n_parts) snprintf(wa, sizeof wa, "%s of %u values", part_name(q->kind), q->dim);
                     snprintf(why, why_n,
-                             "layer %u %s part: %s: the file has %#llx, this build %#llx: its %s rows come from another "
-                             "codec version and cannot be reused; delete it to start a new one",
-                             l, pn, codec[k].name, (unsigned long long)codec[k].a, (unsigned long long)codec[k].b,
-                             kv_tier_name((enum kv_tier)p->codec));
+                             "layer %u part %u: the file's rows hold %s there, this model's %s; run the model that wrote "
+                             "it to reuse it",
+                             l, i, fa, wa);
                     return KV_FILE_OTHER;
                 }
+                const char *pn = part_name(p->kind);
+                if (p->codec != q->codec) {
+                    int rope = p->kind == KV_PART_ROPE;
+                    snprintf(why, why_n, "layer %u %s part: saved as %s, this session has %s; saved with %s; run with %s "
+                             "to reuse it",
+                             l, pn, rope ? kv_rope_name(rope_of_codec(p->codec)) : kv_tier_name((enum kv_tier)p->codec),
+                             rope ? kv_rope_name(rope_of_codec(q->codec)) : kv_tier_name((enum kv_tier)q->codec), saved,
+                             saved);
+                    return KV_FILE_OTHER;
+                }
+                const struct { const char *name; uint64_t a, b; } codec[] = {
+                    { "bits", p->bits, q->bits }, { "seed", p->seed, q->seed }, { "bytes", p->bytes, q->bytes },
+                    { "check", both_v2 ? p->check : 0, both_v2 ? q->check : 0 },
+                };
+                for (size_t k = 0; k < sizeof codec / sizeof codec[0]; k++)
+                    if (codec[k].a != codec[k].b) {
+                        snprintf(why, why_n,
+                                 "layer %u %s part: %s: the file has %#llx, this build %#llx: its %s rows come from another "
+                                 "codec version and cannot be reused; delete it to start a new one",
+                                 l, pn, codec[k].name, (unsigned long long)codec[k].a, (unsigned long long)codec[k].b,
+                                 kv_tier_name((enum kv_tier)p->codec));
+                        return KV_FILE_OTHER;
+                    }
+            }
         }
     }
     if (f->record_bytes != w->record_bytes) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/indexer.h"
 #include "model/linear.h"
 #include "model/mla.h"
 #include "model/moe.h"
@@ -24,6 +25,20 @@ int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int m
     return rc;
 }
 
+int fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
+                         enum kv_rope_prec rope, int int8_mode, enum kv_tier index_tier, const struct compute_ctx *cc,
+                         struct colibri_err *err)
+{
+    int L = m->cfg.num_hidden_layers;
+    struct kv_layer_spec *spec = calloc((size_t)(L > 0 ? L : 1), sizeof *spec);
+    if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
+    for (int l = 0; l < L; l++) spec[l].tier = tier, spec[l].rope = rope;
+    int rc = model_indexer_kv_layers(&m->cfg, index_tier, spec, err);
+    if (!rc) rc = model_fwd_state_init_layers(st, m, n_ctx, max_batch, spec, int8_mode, cc, err);
+    free(spec);
+    return rc;
+}
+
 int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch,
                           const struct kv_layer_spec *layers, int int8_mode, const struct compute_ctx *cc,
                           struct colibri_err *err)
@@ -36,8 +51,15 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
     if (max_batch > FWD_MAX_BATCH) max_batch = FWD_MAX_BATCH;
     if (max_batch > n_ctx) max_batch = n_ctx;
-    int rc = kv_cache_new_layers(layers, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
+    /* a DSA model's layers with an indexer carry its keys (f32 unless the spec names a tier) */
+    struct kv_layer_spec *spec = calloc((size_t)(c->num_hidden_layers > 0 ? c->num_hidden_layers : 1), sizeof *spec);
+    if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
+    memcpy(spec, layers, (size_t)c->num_hidden_layers * sizeof *spec);
+    int rc = model_indexer_kv_layers(c, KV_TIER_F32, spec, err);
+    if (!rc)
+        rc = kv_cache_new_layers(spec, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                                  err);
+    free(spec);
     if (!rc) rc = kv_scratch_new(cc->n_threads, &st->scratch, err);
     if (!rc) {
         kv_scratch_set_int8(st->scratch, int8_mode);

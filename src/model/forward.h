@@ -48,10 +48,19 @@ struct fwd_state {
 int  fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                     enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err);
 /* The same with layer l's cache row laid out as layers[l] (the model's
- * num_hidden_layers entries; kv/layout.h parses a user's spelling). */
+ * num_hidden_layers entries; kv/layout.h parses a user's spelling). A DSA
+ * model's layers with an indexer get an f32 index-key part when their spec
+ * has none. */
 int  model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch,
                            const struct kv_layer_spec *layers, int int8_mode, const struct compute_ctx *cc,
                            struct colibri_err *err);
+/* A uniform layout (tier, rope) whose layers with a DSA indexer carry its
+ * keys in index_tier (KV_TIER_F32, the exact one, or KV_TIER_FP8: one e4m3
+ * per value and an f32 scale per row; others are refused); index_tier is
+ * ignored for a model without DSA. */
+int  fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
+                          enum kv_rope_prec rope, int int8_mode, enum kv_tier index_tier,
+                          const struct compute_ctx *cc, struct colibri_err *err);
 void fwd_state_free(struct fwd_state *st);
 /* Bytes the state holds: cache (at full capacity), scratch, run buffers. */
 int64_t fwd_state_bytes(const struct fwd_state *st);

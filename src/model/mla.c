@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/indexer.h"
 #include "model/linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -33,11 +34,18 @@ static void softmax_inplace(float *x, int n)
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+/* A group's DSA selection: row s attends pos[s * stride + j], j < n[s]. */
+struct mla_sel {
+    const int32_t *pos;
+    const int *n;
+    int stride;
+};
+
 /* Expanded MLA over the group's rows [0, pos0 + S): K and V are rebuilt for
  * every cached position from the latent as the cache holds it. */
 static int attend_expanded(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
-                           int li, const float *q, int S, int pos0, float *o, struct run_bufs *b,
-                           struct colibri_err *err)
+                           int li, const float *q, int S, int pos0, const struct mla_sel *sel, float *o,
+                           struct run_bufs *b, struct colibri_err *err)
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, T = pos0 + S, nt = b->n_threads, rc;
@@ -90,16 +98,21 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
 #pragma omp for schedule(dynamic, 1)
         for (int sh = 0; sh < S * H; sh++) {
             int s = sh / H, h = sh % H, tn = pos0 + s + 1;
+            /* DSA: only the selected positions (all <= the row's own) */
+            const int32_t *ts = sel ? sel->pos + (int64_t)s * sel->stride : NULL;
+            if (ts) tn = sel->n[s];
             const float *qn = q + (int64_t)s * H * dqk + h * dqk, *qp = qn + dn;
-            for (int t = 0; t < tn; t++)
-                p[t] = (model_dot_f32(qn, kvx + (int64_t)t * H * dkv + h * dkv, dn) +
+            for (int j = 0; j < tn; j++) {
+                int t = ts ? ts[j] : j;
+                p[j] = (model_dot_f32(qn, kvx + (int64_t)t * H * dkv + h * dkv, dn) +
                         model_dot_f32(qp, rope + t * rope_stride, dr)) * c->softmax_scale;
+            }
             softmax_inplace(p, tn);
             float *oh = o + (int64_t)s * H * dv + h * dv;
             memset(oh, 0, (size_t)dv * sizeof *oh);
-            for (int t = 0; t < tn; t++) {
-                const float *v = kvx + (int64_t)t * H * dkv + h * dkv + dn;
-                for (int k = 0; k < dv; k++) oh[k] += p[t] * v[k];
+            for (int j = 0; j < tn; j++) {
+                const float *v = kvx + (int64_t)(ts ? ts[j] : j) * H * dkv + h * dkv + dn;
+                for (int k = 0; k < dv; k++) oh[k] += p[j] * v[k];
             }
         }
     }
@@ -122,8 +135,8 @@ static const float *kv_b_rows(const struct attn_weights *w, int row0, int n, flo
  * attention door: the absorbed queries of all heads go in, Σ p c per head
  * comes out, W_UV is applied per head. One token at a time. */
 static int attend_absorbed(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
-                           int li, const float *q, int S, int pos0, float *o, struct run_bufs *b,
-                           struct colibri_err *err)
+                           int li, const float *q, int S, int pos0, const struct mla_sel *sel, float *o,
+                           struct run_bufs *b, struct colibri_err *err)
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0, nt = b->n_threads;
@@ -139,7 +152,12 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
                 for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[(int64_t)i * r + j];
             memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
         }
-        rc = kv_attend(st->kv, li, pos0 + s + 1, H, qa, qp, c->softmax_scale, ol, st->scratch, err);
+        /* DSA reads the selected rows only; a selection of every row is kv_attend itself */
+        if (sel && sel->n[s] < pos0 + s + 1)
+            rc = kv_attend_select(st->kv, li, sel->pos + (int64_t)s * sel->stride, sel->n[s], H, qa, qp,
+                                  c->softmax_scale, ol, st->scratch, err);
+        else
+            rc = kv_attend(st->kv, li, pos0 + s + 1, H, qa, qp, c->softmax_scale, ol, st->scratch, err);
         if (rc) break;
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int h = 0; h < H; h++) {
@@ -167,10 +185,19 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
         model_linear(&w->q, h, n, q);
     }
     model_linear(&w->kv_a, h, n, a);
+    struct indexer_bufs *ib = b->dsa;
+    if (ib) model_indexer_project(&w->indexer, h, b->q_a, n, ib);
     for (int g = 0; g < n_grp && !rc; g++) {
         struct fwd_state *st = grp[g].st;
         int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0, kl = li - st->kv_layer0;
         float *qg = q + (int64_t)row0 * H * dqk, *og = o + (int64_t)row0 * H * dv;
+        struct mla_sel sel = { 0 }, *selp = NULL;
+        /* the MTP layer (li >= num_hidden_layers) has no indexer in transformers' reference: dense */
+        if (ib && li < c->num_hidden_layers) {
+            if ((rc = model_indexer_select(c, &w->indexer, kl, st->kv, row0, S, pos0, ib, b->n_threads, err))) break;
+            sel = (struct mla_sel){ ib->sel + (int64_t)row0 * ib->k_max, ib->n_sel + row0, ib->k_max };
+            selp = &sel;
+        }
         for (int s = 0; s < S && !rc; s++) {
             int pos = pos0 + s;
             float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
@@ -181,9 +208,9 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
         }
         if (rc) break;
         if (mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
-            rc = attend_absorbed(c, w, st, kl, qg, S, pos0, og, b, err);
+            rc = attend_absorbed(c, w, st, kl, qg, S, pos0, selp, og, b, err);
         else
-            rc = attend_expanded(c, w, st, kl, qg, S, pos0, og, b, err);
+            rc = attend_expanded(c, w, st, kl, qg, S, pos0, selp, og, b, err);
     }
     if (!rc) model_linear(&w->o, o, n, out);
     return rc;

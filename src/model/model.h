@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/expert_store.h"
+#include "model/indexer.h"
 #include "model/mlp.h"
 
 struct moe_remote;
@@ -37,6 +38,7 @@ struct attn_weights {
      * same f32 values, so the output is the same either way. */
     float *kv_b_f32;
     struct qtensor o;              /* [hidden, H*dv] */
+    struct indexer_weights indexer; /* DSA lightning indexer (present = 0 without one) */
 };
 
 struct moe_weights {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/indexer.h"
 
 static void *take(struct run_bufs *b, size_t n, size_t size, int *ok)
 {
@@ -52,6 +53,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     b->moe_list = take(b, (size_t)E, sizeof(int), &ok);
     b->moe_pred = take(b, (size_t)E, 1, &ok);
     b->moe_pred_layer = -1;
+    if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
@@ -67,6 +69,7 @@ void run_bufs_free(struct run_bufs *b)
                     b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->exp_kv, b->exp_lat,
                     b->exp_rows, b->exp_p, b->exp_kvb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    model_indexer_bufs_free(b->dsa);
     memset(b, 0, sizeof *b);
 }
 

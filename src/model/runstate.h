@@ -18,6 +18,8 @@
 #include "colibri.h"
 #include "model/config.h"
 
+struct indexer_bufs;
+
 struct run_bufs {
     int cap;                    /* rows a forward may carry */
     int n_threads;              /* per-thread parts are sized for this many */
@@ -47,6 +49,7 @@ struct run_bufs {
     float *exp_rows; size_t exp_rows_cap;   /* [T][r + dr] decoded cache rows */
     float *exp_p;    size_t exp_p_cap;      /* [n_threads][T] softmax rows */
     float *exp_kvb;  size_t exp_kvb_cap;    /* kv_b in f32 when there is no copy (see mla.c) */
+    struct indexer_bufs *dsa;   /* DSA indexer activations and selection (NULL without DSA) */
     size_t bytes;               /* allocated so far */
 };
 

@@ -257,6 +257,17 @@ static int load_fused_experts(struct loader *L, const char *prefix, int li, stru
     return rc;
 }
 
+static int indexer_mat(void *ctx, const char *name, int rows, int cols, int keep_f32, struct qtensor *w,
+                       struct colibri_err *err)
+{
+    return load_mat(ctx, name, rows, cols, keep_f32 ? ROLE_F32 : ROLE_DENSE, w, err);
+}
+
+static int indexer_vec(void *ctx, const char *name, int n, float **out, struct colibri_err *err)
+{
+    return load(ctx, name, n, 0, out, err);
+}
+
 static int load_layer(struct loader *L, int li, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
@@ -285,6 +296,8 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
                        c->kv_lora_rank, ROLE_DENSE, &a->kv_b, err)))
         return rc;
     if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
+    const struct indexer_tensor_io io = { L, indexer_mat, indexer_vec };
+    if ((rc = model_indexer_load(&a->indexer, c, li, &io, err))) return rc;
     if (a->kv_b.fmt != QUANT_F32 && L->m->fmt.kv_b_f32) {
         a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
         if (!a->kv_b_f32) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
@@ -378,8 +391,9 @@ static void prefault(const struct model *m)
     for (int li = 0; li < c->num_hidden_layers + m->n_mtp; li++) {
         const struct layer_weights *lw = &m->layers[li];
         const struct attn_weights *a = &lw->attn;
-        const struct qtensor *at[] = { &a->q_a, &a->q_b, &a->q, &a->kv_a, &a->kv_b, &a->o };
-        for (int i = 0; i < 6; i++) touch_borrowed(at[i], &sum, &done, prp);
+        const struct qtensor *at[] = { &a->q_a, &a->q_b, &a->q, &a->kv_a, &a->kv_b, &a->o, &a->indexer.wq_b,
+                                       &a->indexer.wk, &a->indexer.weights_proj };
+        for (int i = 0; i < 9; i++) touch_borrowed(at[i], &sum, &done, prp);
         touch_mlp(&lw->dense, &sum, &done, prp);
         touch_mlp(&lw->moe.shared, &sum, &done, prp);
         if (lw->is_moe)
@@ -433,16 +447,6 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     base_log_msg("info", "routed experts streamed: a cache of %d experts (%.1f MiB) under a budget of %.1f MiB%s; "
             "%.1f MiB of experts on disk", expert_store_stream_slots(s), s->ops->resident_bytes(s) / 1048576.0,
             ram / 1048576.0, automatic ? " (70% of this machine's memory)" : "", b.experts_total / 1048576.0);
-    return 0;
-}
-
-/* Behaviour the config selects that this build does not implement: refused
- * at load, by name. */
-static int refuse_unimplemented(const struct model_config *c, struct colibri_err *err)
-{
-    if (c->dsa_kind != MODEL_DSA_NONE)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: the DSA lightning indexer is not implemented in this build",
-                            c->model_type);
     return 0;
 }
 
@@ -581,7 +585,6 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
-    if ((rc = refuse_unimplemented(&m->cfg, err))) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
     if ((rc = st_open_dir(dir, &m->st, err))) return rc;
     if (!(L.used = calloc((size_t)m->st.n_tensors + 1, 1))) {
@@ -664,6 +667,7 @@ void model_free(struct model *m)
             quant_qtensor_free(&a->kv_a); free(a->kv_a_norm);
             quant_qtensor_free(&a->kv_b); quant_qtensor_free(&a->o);
             free(a->kv_b_f32);
+            model_indexer_free(&a->indexer);
             free_mlp(&lw->dense);
             quant_qtensor_free(&lw->moe.router);
             free(lw->moe.score_bias);
@@ -701,7 +705,8 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         const struct attn_weights *a = &lw->attn;
         int64_t kvb = model_qtensor_bytes(&a->kv_b);
         int64_t at = model_qtensor_bytes(&a->q_a) + model_qtensor_bytes(&a->q_b) + model_qtensor_bytes(&a->q) +
-                     model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o);
+                     model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o) +
+                     model_indexer_bytes(&a->indexer, &b.small);
         int64_t copy = a->kv_b_f32 ? (int64_t)a->kv_b.rows * a->kv_b.cols * 4 : 0;
         b.dense += at;
         b.copies += copy;

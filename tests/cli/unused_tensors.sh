@@ -3,8 +3,8 @@
 # does not describe (an indexer under a V3 model_type, a correction bias under
 # deepseek_v2, a layer past num_hidden_layers) fails the load naming it. The
 # MTP layers (num_hidden_layers .. + num_nextn_predict_layers - 1) are accepted
-# and logged once. A DSA model_type is refused by name until its indexer
-# exists. Checkpoints are the oracle fixture with tensors added (pure Python).
+# and logged once. A DSA model_type without its indexer tensors is refused
+# naming the missing indexer tensor. Checkpoints are the oracle fixture with tensors added (pure Python).
 set -u
 src=tests/oracle/deepseek_v3_tiny
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -67,8 +67,8 @@ mk v2label
 cfg v2label 's/"deepseek_v3"/"deepseek_v2"/; s/"norm_topk_prob": *true/"norm_topk_prob": false/'
 refused v2label "mlp.gate.e_score_correction_bias' is not used by model_type deepseek_v2"
 
-# a V3 checkpoint labelled with a DSA model_type has no indexer: refused naming it
-# (today by the load's DSA refusal, once the indexer exists by its missing tensors)
+# a V3 checkpoint labelled with a DSA model_type has no indexer: refused naming
+# its missing tensor
 mk v32label
 cfg v32label 's/"deepseek_v3"/"deepseek_v32"/'
 refused v32label "indexer"
