@@ -1,22 +1,31 @@
-/* libFuzzer harness: KV files, read through an in-memory kv_io. First input
- * byte:
- *   bit 0  "reseal": before reading, recompute the header checksum, both count
- *          slots' checksums and every whole record's checksum from the
- *          (mutated) bytes, so mutations get past the checksums and reach the
- *          field checks and the record paths; clear: read the bytes as they are
+/* libFuzzer harness: KV files of both versions, read through an in-memory
+ * kv_io. First input byte (tests/fuzz/fuzz_kv_input.h has the bits):
+ *   bit 0  "reseal": before reading, recompute the part table's checksum
+ *          (version 2), the header checksum, both count slots' checksums and
+ *          every whole record's checksum from the (mutated) bytes, so
+ *          mutations get past the checksums and reach the field checks and
+ *          the record paths; clear: read the bytes as they are
  *   bit 1  also open the file as a writer would (kv_file_open: validate,
  *          restore into a cache, trim) and save it back, with a cache of the
- *          tier in bits 2..5 (mod the tier count) and the geometry and
- *          identity of tests/kv/golden_f32.ckv, so an f32 file is upgraded
- *          (decoded and re-encoded) into the other tiers
- * Always: kv_file_hdr_decode and kv_file_verify (header, count slots, record
- * walk). Layout: docs/FORMATS.md "KV files". */
+ *          geometry and identity of tests/kv/golden_f32.ckv whose layout
+ *          bits 2..5 pick: a uniform tier (mod the tier count), or with
+ *          bit 6 a per-layer layout of fuzz_kv_layouts (mod their count), so
+ *          all-f32 files are upgraded (decoded and re-encoded) into the
+ *          other layouts and the rest restored or refused
+ *   bit 7  "packed": the file is the input without the zero gap that puts a
+ *          version-2 file's records at 8192, so those fit in -max_len=8192
+ * Always: kv_file_hdr_decode and kv_file_verify (header, part table, count
+ * slots, record walk). Layout: docs/FORMATS.md "KV files". Version-2 seeds:
+ * tests/unit/test_fuzz_kv_seeds.c. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "fuzz_kv_input.h"
 #include "kv/cache.h"
+#include "kv/layout.h"
 #include "kv/persist.h"
 
 /* One in-memory file; writes grow it. Paths ending in ".tmp" (a rewrite's
@@ -95,22 +104,49 @@ static void wr64(uint8_t *p, uint64_t v)
 static void reseal(uint8_t *f, size_t n)
 {
     if (n < KV_FILE_HDR_BYTES) return;
+    /* version 2: the part table's checksum is inside the header's */
+    uint32_t table = rd32(f + 192);
+    if (f[10] >= 2 && n >= KV_FILE_RECORDS && table <= n - KV_FILE_RECORDS)
+        wr64(f + 200, XXH64(f + KV_FILE_RECORDS, table, 0));
     wr64(f + 248, XXH64(f, 248, 0));
     uint64_t salt = rd64(f + 24);
     const size_t slots[2] = { KV_FILE_SLOT_A, KV_FILE_SLOT_B };
     for (int s = 0; s < 2; s++)
         if (slots[s] + KV_FILE_SLOT_BYTES <= n) wr64(f + slots[s] + 24, XXH64(f + slots[s], 24, salt));
     uint32_t rec = rd32(f + 180);
-    if (rec <= KV_FILE_REC_EXTRA - 8 || rec > n) return;
-    for (size_t off = KV_FILE_RECORDS; off + rec <= n; off += rec) wr64(f + off + rec - 8, XXH64(f + off, rec - 8, salt));
+    uint64_t start = rd64(f + 16);
+    if (rec <= KV_FILE_REC_EXTRA - 8 || rec > n || start > n) return;
+    for (size_t off = start; off + rec <= n; off += rec) wr64(f + off + rec - 8, XXH64(f + off, rec - 8, salt));
 }
 
-/* Opens f as a writer with a cache of tier t, then saves what it restored. */
-static void open_and_save(struct mem *m, const struct kv_io *io, enum kv_tier t)
+/* A cache of the golden's geometry laid out as fuzz_kv_layouts[i]. */
+static int layers_cache(size_t i, struct kv_cache **c, struct colibri_err *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", fuzz_kv_layouts[i % FUZZ_KV_N_LAYOUTS]);
+    char *plus = strstr(name, "+key");
+    if (plus) *plus = 0;
+    struct kv_layer_spec spec[2];
+    int rc = kv_layout_parse(name, KV_ROPE_DEFAULT, 2, spec, err);
+    if (rc) return rc;
+    if (plus) {
+        spec[1].n_extra = 1;
+        spec[1].extra[0] = (struct kv_part_spec){ KV_PART_INDEX_KEY, FUZZ_KV_KEY,
+                                                  spec[1].tier == KV_TIER_F32 ? KV_TIER_F32 : KV_TIER_FP8 };
+    }
+    return kv_cache_new_layers(spec, 2, 32, 16, 8, c, err);
+}
+
+/* Opens f as a writer with a cache of the layout `mode` picks, then saves
+ * what it restored. */
+static void open_and_save(struct mem *m, const struct kv_io *io, uint8_t mode)
 {
     struct kv_cache *c = NULL;
     struct colibri_err err = { 0 };
-    if (kv_cache_new(t, KV_ROPE_DEFAULT, 2, 32, 16, 8, &c, &err)) return;
+    unsigned pick = (mode >> FUZZ_KV_CACHE_SHIFT) & FUZZ_KV_CACHE_MASK;
+    int rc = mode & FUZZ_KV_LAYERS ? layers_cache(pick, &c, &err)
+                                   : kv_cache_new((enum kv_tier)(pick % KV_TIER_COUNT), KV_ROPE_DEFAULT, 2, 32, 16, 8, &c, &err);
+    if (rc) abort(); /* the harness's own layouts must build */
     struct kv_file_hdr want;
     /* the identity tests/unit/persist_fixture.h gives the golden file */
     if (kv_file_hdr_for(c, 0x6d6f64656c31ull, "experts=stored dense=stored embed=stored", 0x73616c7431ull, &want,
@@ -136,10 +172,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     size_t n = size - 1;
-    struct mem m = { malloc(n ? n : 1), n, n ? n : 1 };
+    const uint8_t *in = data + 1;
+    size_t gap = (data[0] & FUZZ_KV_PACKED) && n > FUZZ_KV_GAP_AT ? FUZZ_KV_GAP : 0;
+    struct mem m = { calloc(1, n + gap ? n + gap : 1), n + gap, n + gap ? n + gap : 1 };
     if (!m.p) return 0;
-    memcpy(m.p, data + 1, n);
-    if (data[0] & 1) reseal(m.p, n);
+    if (gap) {
+        memcpy(m.p, in, FUZZ_KV_GAP_AT);
+        memcpy(m.p + FUZZ_KV_GAP_AT + gap, in + FUZZ_KV_GAP_AT, n - FUZZ_KV_GAP_AT);
+        n += gap;
+    } else if (n) {
+        memcpy(m.p, in, n);
+    }
+    if (data[0] & FUZZ_KV_RESEAL) reseal(m.p, n);
     const struct kv_io io = { m_open, m_close, m_read, m_write, m_sync, m_truncate, m_size, m_rename, &m };
     struct colibri_err err = { 0 };
     if (n >= KV_FILE_HDR_BYTES) {
@@ -152,11 +196,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* what the walk reports must fit the file */
         if (v.valid > v.published) abort();
         if (v.first_bad >= 0 && (uint64_t)v.first_bad != v.valid) abort();
-        if (v.valid && KV_FILE_RECORDS + v.valid * (uint64_t)v.hdr.record_bytes > n) abort();
+        if (v.valid && v.hdr.records_offset + v.valid * (uint64_t)v.hdr.record_bytes > n) abort();
     } else if (!err.msg[0]) {
         abort();
     }
-    if (data[0] & 2) open_and_save(&m, &io, (enum kv_tier)((data[0] >> 2) % KV_TIER_COUNT));
+    if (data[0] & FUZZ_KV_WRITER) open_and_save(&m, &io, data[0]);
     free(m.p);
     return 0;
 }

@@ -191,7 +191,7 @@ static inline void fx_make_file(const char *path, enum kv_tier t, int n, int epo
 }
 
 /* 1 if the cache's rows and tokens [0, n) equal epoch e's. */
-static int fx_cache_is(const struct kv_cache *c, const int32_t *tokens, int n, int epoch)
+static inline int fx_cache_is(const struct kv_cache *c, const int32_t *tokens, int n, int epoch)
 {
     struct kv_cache *ref = fx_cache_like(c, n > 0 ? n : 1);
     int32_t *rt = malloc((size_t)(n > 0 ? n : 1) * sizeof *rt);
