@@ -208,9 +208,11 @@ int tok_wordcache_get(const struct tok_wordcache *c, const char *w, size_t len,
     return -1;
 }
 
+/* Also allocates when nothing is there yet, so that after a put both arrays
+ * exist and a cached word of no bytes or no ids points into one. */
 static int grow_bytes(void **p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return 0;
+    if (need <= *cap && *p) return 0;
     size_t ncap = *cap ? *cap : 4096;
     while (ncap < need) ncap *= 2;
     void *np = realloc(*p, ncap * elem);
@@ -231,8 +233,8 @@ int tok_wordcache_put(struct tok_wordcache *c, const char *w, size_t len,
     uint64_t h = tok_hash(w, len);
     size_t j = h & (c->cap - 1);
     while (c->slots[j].key_len != UINT32_MAX) j = (j + 1) & (c->cap - 1);
-    memcpy(c->keys + c->keys_len, w, len);
-    memcpy(c->ids + c->ids_len, ids, n * sizeof(int32_t));
+    if (len) memcpy(c->keys + c->keys_len, w, len);
+    if (n) memcpy(c->ids + c->ids_len, ids, n * sizeof(int32_t)); /* ids may be NULL when n is 0 */
     c->slots[j] = (struct tok_wc_slot){ .hash = h, .key_off = (uint32_t)c->keys_len,
                                         .key_len = (uint32_t)len,
                                         .ids_off = (uint32_t)c->ids_len, .n_ids = (uint32_t)n };
