@@ -114,6 +114,10 @@ static int load_ranks(struct tok *t, const char *path, char *data, size_t len, s
     for (int c = 0; c < 256; c++) {
         char ch = (char)c;
         t->byte_id[c] = tok_strmap_get(&t->vocab, &ch, 1, tok_key_of, t);
+        /* Every text must encode: a byte without a rank would be dropped from it. */
+        if (t->byte_id[c] < 0)
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: no rank for the single byte 0x%02x; a byte-level vocabulary "
+                                "needs all 256", path, c);
     }
     t->unk_id = -1;
     t->ignore_merges = 1;

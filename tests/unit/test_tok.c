@@ -265,6 +265,13 @@ static void test_refusals(void)
         rc = colibri_tokenizer_load(kdir, &t, &err);
         CHECK(rc == COLIBRI_EFORMAT && strstr(err.msg, BAD_RANKS[b][1]), "tiktoken.model %d: %d %s", b, rc, err.msg);
     }
+    /* well-formed ranks without every single byte: text with a missing byte could not be encoded */
+    FILE *kf = fopen(kpath, "w");
+    fputs("IQ== 0\nIg== 1\n", kf);
+    fclose(kf);
+    rc = colibri_tokenizer_load(kdir, &t, &err);
+    CHECK(rc == COLIBRI_EFORMAT && strstr(err.msg, "no rank for the single byte 0x00"), "missing bytes: %d %s", rc,
+          err.msg);
 
     rc = colibri_tokenizer_load(write_dir("wp", mini_json("WordPiece", BYTELEVEL, ""), NULL), &t, &err);
     CHECK(rc == COLIBRI_EUNSUPPORTED && strstr(err.msg, "WordPiece"), "model type: %d %s", rc, err.msg);
