@@ -18,16 +18,14 @@
 #define MAXC KV_ATTN_BENCH_MAX_CTX
 #define MAXH KV_ATTN_BENCH_MAX_HEADS
 
-/* Process CPU seconds: with one thread this leaves out the time the thread
- * spends preempted, which on a shared machine dominates wall-clock minima. */
-static double cpu_sec(void)
+double kv_attn_bench_cpu_sec(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float gauss(uint64_t *rng)
+float kv_attn_bench_gauss(uint64_t *rng)
 {
     double u[2];
     for (int k = 0; k < 2; k++) {
@@ -37,7 +35,7 @@ static float gauss(uint64_t *rng)
     return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
 }
 
-static void cpu_model(char *buf, size_t n)
+void kv_attn_bench_cpu_model(char *buf, size_t n)
 {
     snprintf(buf, n, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -95,12 +93,12 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
     uint64_t rng = 88172645463325252ull;
 
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    kv_attn_bench_cpu_model(cpu, sizeof cpu);
     float *ql = malloc(sizeof(float) * maxH * r), *qr = malloc(sizeof(float) * maxH * (dr + 1));
     float *out = malloc(sizeof(float) * maxH * r), *lat = malloc(sizeof(float) * r);
     float *pe = malloc(sizeof(float) * (dr + 1));
-    for (int i = 0; i < maxH * r; i++) ql[i] = gauss(&rng);
-    for (int i = 0; i < maxH * dr; i++) qr[i] = gauss(&rng);
+    for (int i = 0; i < maxH * r; i++) ql[i] = kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < maxH * dr; i++) qr[i] = kv_attn_bench_gauss(&rng);
     enum { MAXV = 3 * KV_TIER_COUNT };
     double ms[MAXV][MAXH][MAXC];
     size_t rowb[MAXV];
@@ -130,8 +128,8 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
             vtier[nv] = ti, vint8[nv] = k, rowb[nv++] = kv_cache_row_bytes(caches[ti], 0);
         }
         for (int p = 0; p < maxT; p++) {
-            for (int i = 0; i < r; i++) lat[i] = gauss(&rng);
-            for (int i = 0; i < dr; i++) pe[i] = gauss(&rng);
+            for (int i = 0; i < r; i++) lat[i] = kv_attn_bench_gauss(&rng);
+            for (int i = 0; i < dr; i++) pe[i] = kv_attn_bench_gauss(&rng);
             kv_cache_write(caches[ti], 0, p, lat, pe, NULL);
         }
     }
@@ -149,9 +147,9 @@ int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progres
             int rounds = 0;
             while (rounds < 3 || base_now_sec() - t0 < o->min_time * nv) {
                 for (int v = 0; v < nv; v++) {
-                    double a = o->cpu_time ? cpu_sec() : base_now_sec();
+                    double a = o->cpu_time ? kv_attn_bench_cpu_sec() : base_now_sec();
                     kv_attend(caches[vtier[v]], 0, T, H, ql, qr, scale, out, scs[mode_of_variant[vint8[v]]], NULL);
-                    double d = (o->cpu_time ? cpu_sec() : base_now_sec()) - a;
+                    double d = (o->cpu_time ? kv_attn_bench_cpu_sec() : base_now_sec()) - a;
                     if (d < best[v]) best[v] = d;
                 }
                 rounds++;

@@ -30,4 +30,13 @@ struct kv_attn_bench_opts {
  * `progress` (may be NULL). 0, or COLIBRI_EINVAL naming a bad option. */
 int kv_attn_bench(const struct kv_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err);
 
+/* What the attention benchmarks share (this file and attn_bench_dsa.c). */
+/* Process CPU seconds: with one thread this leaves out the time the thread
+ * spends preempted, which on a shared machine dominates wall-clock minima. */
+double kv_attn_bench_cpu_sec(void);
+/* A standard normal draw from a xorshift state. */
+float kv_attn_bench_gauss(uint64_t *rng);
+/* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
+void kv_attn_bench_cpu_model(char *buf, size_t n);
+
 #endif

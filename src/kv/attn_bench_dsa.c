@@ -18,43 +18,6 @@
 
 #define NVAR 3   /* dense, DSA with f32 keys, DSA with fp8 keys */
 
-static double cpu_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float gauss(uint64_t *rng)
-{
-    double u[2];
-    for (int k = 0; k < 2; k++) {
-        *rng ^= *rng << 13; *rng ^= *rng >> 7; *rng ^= *rng << 17;
-        u[k] = ((*rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
-
-static void cpu_model(char *buf, size_t n)
-{
-    snprintf(buf, n, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p++;
-                while (*p == ' ') p++;
-                p[strcspn(p, "\n")] = 0;
-                snprintf(buf, n, "%s", p);
-            }
-            break;
-        }
-    fclose(f);
-}
-
 /* y[rows] = W[rows][cols] x, f32, rows split over threads. */
 static void matvec(const float *W, int rows, int cols, const float *x, float *y, int nt)
 {
@@ -124,7 +87,7 @@ int kv_attn_bench_dsa(const struct kv_attn_bench_opts *o, const struct kv_attn_b
     else threads = omp_get_max_threads();
     uint64_t rng = 88172645463325252ull;
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    kv_attn_bench_cpu_model(cpu, sizeof cpu);
 
     struct dsa_work d = { .nI = dd->n_heads, .dI = dd->head_dim, .K = dd->topk, .ql = dd->q_lora, .hid = dd->hidden,
                           .nt = threads };
@@ -149,12 +112,12 @@ int kv_attn_bench_dsa(const struct kv_attn_bench_opts *o, const struct kv_attn_b
         goto done;
     }
     if ((rc = kv_index_sel_init(&d.sel, maxT, err)) || (rc = kv_scratch_new(threads, &sc, err))) goto done;
-    for (size_t i = 0; i < (size_t)prow * wide; i++) d.W[i] = 0.01f * gauss(&rng);
-    for (int i = 0; i < wide; i++) d.x[i] = gauss(&rng);
-    for (int i = 0; i < d.nI * d.dI; i++) d.q[i] = gauss(&rng);
-    for (int i = 0; i < d.nI; i++) d.w[i] = gauss(&rng);
-    for (int i = 0; i < H * r; i++) ql[i] = gauss(&rng);
-    for (int i = 0; i < H * dr; i++) qr[i] = gauss(&rng);
+    for (size_t i = 0; i < (size_t)prow * wide; i++) d.W[i] = 0.01f * kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < wide; i++) d.x[i] = kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < d.nI * d.dI; i++) d.q[i] = kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < d.nI; i++) d.w[i] = kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < H * r; i++) ql[i] = kv_attn_bench_gauss(&rng);
+    for (int i = 0; i < H * dr; i++) qr[i] = kv_attn_bench_gauss(&rng);
     if (progress)
         fprintf(progress, "attn bench (DSA top-%d, %d x %d index heads): %s, %d threads, r=%d dr=%d H=%d\n", d.K, d.nI,
                 d.dI, cpu, threads, r, dr, H);
@@ -168,11 +131,11 @@ int kv_attn_bench_dsa(const struct kv_attn_bench_opts *o, const struct kv_attn_b
             }
             rowb[ti][v] = kv_cache_row_bytes(caches[ti][v], 0);
             for (int p = 0; p < maxT; p++) {
-                for (int i = 0; i < r; i++) lat[i] = gauss(&rng);
-                for (int i = 0; i < dr; i++) pe[i] = gauss(&rng);
+                for (int i = 0; i < r; i++) lat[i] = kv_attn_bench_gauss(&rng);
+                for (int i = 0; i < dr; i++) pe[i] = kv_attn_bench_gauss(&rng);
                 kv_cache_write(caches[ti][v], 0, p, lat, pe, NULL);
                 if (v) {
-                    for (int i = 0; i < d.dI; i++) key[i] = gauss(&rng);
+                    for (int i = 0; i < d.dI; i++) key[i] = kv_attn_bench_gauss(&rng);
                     kv_cache_write_part(caches[ti][v], 0, p, KV_PART_INDEX_KEY, key, NULL);
                 }
             }
@@ -191,10 +154,10 @@ int kv_attn_bench_dsa(const struct kv_attn_bench_opts *o, const struct kv_attn_b
             int rounds = 0;
             while (!rc && (rounds < 3 || base_now_sec() - t0 < o->min_time * NVAR)) {
                 for (int v = 0; v < NVAR && !rc; v++) {
-                    double a = o->cpu_time ? cpu_sec() : base_now_sec();
+                    double a = o->cpu_time ? kv_attn_bench_cpu_sec() : base_now_sec();
                     rc = v ? dsa_step(&d, caches[ti][v], T, H, ql, qr, scale, out, sc, err)
                            : kv_attend(caches[ti][v], 0, T, H, ql, qr, scale, out, sc, err);
-                    double e = (o->cpu_time ? cpu_sec() : base_now_sec()) - a;
+                    double e = (o->cpu_time ? kv_attn_bench_cpu_sec() : base_now_sec()) - a;
                     if (e < best[v]) best[v] = e;
                 }
                 rounds++;
