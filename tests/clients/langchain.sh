@@ -18,6 +18,7 @@ fail() { echo "langchain.sh: $*"; tail -n 20 "$tmp/serve.log" 2>/dev/null; exit 
 
 "$PY" -c 'import langchain_openai, langchain_core, openai, pydantic' 2>/dev/null ||
     fail "$PY lacks the packages of tests/clients/requirements.txt"
+: >"$tmp/serve.log"   # exists before the background shell opens it, for the first sed
 "$COLIBRI" serve -m models/colibri-tiny --host 127.0.0.1 --port 0 --threads 1 --slots 1 \
     --chat-template tests/tok/chat/deepseek_v3.jinja >"$tmp/serve.log" 2>&1 &
 pid=$!
