@@ -55,19 +55,6 @@ struct remote {
     size_t rows_cap, res0_cap, inter;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, struct colibri_err *err)
-{
-    void **ptr = pp;
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need) c *= 2;
-    void *np = realloc(*ptr, c);
-    if (!np) return base_err_set(err, COLIBRI_ENOMEM, "MPI: out of memory for a %zu-byte buffer", c);
-    *ptr = np;
-    *cap = c;
-    return 0;
-}
-
 /* Row scratch for a batch of n rows. */
 static int grow_rows(struct remote *r, int n, struct colibri_err *err)
 {
@@ -122,7 +109,7 @@ static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *
     for (int t = 0; t < n; t++)
         if (!r->row_of[t]) r->row_of[t] = n_rows++ + 1;   /* slot + 1 */
     size_t bytes = mpi_wire_work_bytes(hid, n_rows, o->n_exp, o->n_res);
-    if (grow(&o->send, &o->send_cap, bytes, err)) return 0;
+    if (mpi_buf_grow(&o->send, &o->send_cap, bytes, err)) return 0;
     mpi_wire_put_header(o->send, &(struct mpi_wire_header){ MPI_WIRE_WORK, r->seq, rb->layer, hid, n_rows, o->n_exp });
     int32_t *pairs = (int32_t *)(o->send + MPI_WIRE_HEADER_BYTES), *refs = pairs + 2 * o->n_exp;
     int np = 0;
@@ -178,7 +165,7 @@ static int remote_start(struct moe_remote *base, const struct model *m, const st
         if (!bytes) { rc = COLIBRI_ENOMEM; goto fail; }
         size_t want = mpi_wire_result_bytes(r->hid, o->n_res);
         if (want < MPI_WIRE_HEADER_BYTES + MPI_WIRE_MSG_MAX) want = MPI_WIRE_HEADER_BYTES + MPI_WIRE_MSG_MAX;
-        if ((rc = grow(&o->recv, &o->recv_cap, want, err))) goto fail;
+        if ((rc = mpi_buf_grow(&o->recv, &o->recv_cap, want, err))) goto fail;
         if (want > (size_t)1 << 31 || bytes > (size_t)1 << 31) {
             rc = base_err_set(err, COLIBRI_EINVAL, "MPI: layer %d's message for rank %d is %zu bytes, over MPI's "
                               "int count: forward fewer rows at a time", rb->layer, w, want > bytes ? want : bytes);
@@ -211,7 +198,7 @@ static int run_local(struct remote *r, const struct model *m, const struct moe_r
 {
     struct owner *o = &r->own[0];
     size_t need = (size_t)o->n_res * r->hid * sizeof(float);
-    int rc = grow(&r->res0, &r->res0_cap, need ? need : 1, err);
+    int rc = mpi_buf_grow(&r->res0, &r->res0_cap, need ? need : 1, err);
     if (rc) return rc;
     int64_t off = 0;
     for (int j = 0; j < rb->n_used; j++) {

@@ -1,5 +1,6 @@
 #include "mpi/wire.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -113,4 +114,17 @@ const char *mpi_wire_text(const unsigned char *buf, size_t len)
 {
     if (len <= MPI_WIRE_HEADER_BYTES || buf[len - 1]) return "";
     return (const char *)buf + MPI_WIRE_HEADER_BYTES;
+}
+
+int mpi_buf_grow(void *pp, size_t *cap, size_t need, struct colibri_err *err)
+{
+    void **ptr = pp;
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *np = realloc(*ptr, c);
+    if (!np) return base_err_set(err, COLIBRI_ENOMEM, "MPI: out of memory for a %zu-byte buffer", c);
+    *ptr = np;
+    *cap = c;
+    return 0;
 }

@@ -90,4 +90,8 @@ size_t mpi_wire_put_text(unsigned char *buf, const struct mpi_wire_header *h, co
 /* The text of a message of len bytes (NUL-terminated within it), or "" . */
 const char *mpi_wire_text(const unsigned char *buf, size_t len);
 
+/* Grows the buffer *(void **)pp to at least `need` bytes (doubling from
+ * 256), keeping its contents; the message and row buffers of both sides. */
+int mpi_buf_grow(void *pp, size_t *cap, size_t need, struct colibri_err *err);
+
 #endif

@@ -32,19 +32,6 @@ struct worker {
     size_t rows_cap;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, struct colibri_err *err)
-{
-    void **ptr = pp;
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need) c *= 2;
-    void *np = realloc(*ptr, c);
-    if (!np) return base_err_set(err, COLIBRI_ENOMEM, "MPI worker: out of memory for a %zu-byte buffer", c);
-    *ptr = np;
-    *cap = c;
-    return 0;
-}
-
 static int grow_rows(struct worker *wk, const struct model *m, int n, struct colibri_err *err)
 {
     if ((size_t)n <= wk->rows_cap) return 0;
@@ -80,7 +67,7 @@ static size_t run_work(struct colibri_mpi *p, struct worker *wk, const struct mo
         }
     }
     size_t bytes = mpi_wire_result_bytes(hid, w.n_refs);
-    if (grow(&wk->reply, &wk->reply_cap, bytes, err) || grow_rows(wk, m, w.h.n_rows, err)) return 0;
+    if (mpi_buf_grow(&wk->reply, &wk->reply_cap, bytes, err) || grow_rows(wk, m, w.h.n_rows, err)) return 0;
     int experts[w.h.n_exp > 0 ? w.h.n_exp : 1];
     for (int j = 0; j < w.h.n_exp; j++) experts[j] = w.pairs[2 * j];
     expert_store_prefetch(m->experts, layer, experts, w.h.n_exp);
@@ -114,7 +101,7 @@ static int next_message(struct colibri_mpi *p, struct worker *wk, size_t *len, s
         if (rc != MPI_SUCCESS) return mpi_fail(p, rc, 0, "waiting for a request from", err);
         if (flag) {
             MPI_Get_count(&st, MPI_BYTE, &n);
-            if ((rc = grow(&wk->msg, &wk->msg_cap, n > 0 ? (size_t)n : 1, err))) return rc;
+            if ((rc = mpi_buf_grow(&wk->msg, &wk->msg_cap, n > 0 ? (size_t)n : 1, err))) return rc;
             if ((rc = MPI_Recv(wk->msg, n, MPI_BYTE, 0, MPI_WIRE_TAG_WORK, comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
                 return mpi_fail(p, rc, 0, "receiving a request from", err);
             *len = (size_t)n;
