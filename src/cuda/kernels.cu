@@ -1,0 +1,139 @@
+/* cuda/kernels.cu - the weight product and the elementwise kernels of the
+ * decode path: matvec/matmul for every stored format, RMSNorm, RoPE, SwiGLU.
+ * The arithmetic is cuda/cu_common.h's (shared with the CPU replay in
+ * tests/unit/test_cuda_host.c); these kernels only map it onto threads.
+ * Plain and checkable rather than clever: one warp per output row, a
+ * shuffle sum, no shared memory in the product. */
+#include <cuda_runtime.h>
+
+#include "cuda/cu_launch.h"
+
+#define MV_WARPS 8   /* rows per block of the product */
+
+template <int FMT>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+k_matmul(const __grid_constant__ struct cu_wmat W, const float *__restrict__ X, int n, float *__restrict__ Y, int vec)
+{
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
+    if (r >= W.rows) return;   /* warp-uniform: the whole warp leaves */
+    const uint8_t *row = W.data + (long long)r * W.row_bytes;
+    const int nch = vec ? cu_w_nchunks(&W) : 0;
+    for (int j0 = 0; j0 < n; j0 += CU_NB) {
+        const int nj = n - j0 < CU_NB ? n - j0 : CU_NB;
+        const float *Xj = X + (long long)j0 * W.cols;
+        float acc[CU_NB] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        if (vec) {
+            for (int k = lane; k < nch; k += 32) {
+                union { uint4 v; uint8_t b[16]; } u;
+                u.v = __ldg((const uint4 *)(row + 16LL * k));
+                cu_matvec_chunk(&W, FMT, r, k, u.b, Xj, W.cols, nj, acc);
+            }
+        } else {
+            cu_matvec_lane_elem(&W, FMT, r, lane, Xj, W.cols, nj, acc);
+        }
+        for (int j = 0; j < CU_NB; j++)
+            for (int off = 16; off >= 1; off >>= 1) acc[j] += __shfl_xor_sync(0xFFFFFFFFu, acc[j], off);
+        if (lane == 0)
+            for (int j = 0; j < nj; j++) Y[(long long)(j0 + j) * W.rows + r] = acc[j];
+    }
+}
+
+extern "C" int cu_launch_matmul(const struct cu_wmat *W, const float *X, int n, float *Y, void *stream)
+{
+    if (W->rows <= 0 || W->cols <= 0 || n <= 0) return (int)cudaErrorInvalidValue;
+    const int vec = cu_wmat_vec_ok(W) && ((uintptr_t)W->data % 16) == 0;
+    dim3 grid((unsigned)((W->rows + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (W->fmt) {
+    case CU_F32: k_matmul<CU_F32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_BF16: k_matmul<CU_BF16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_F16: k_matmul<CU_F16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_Q8: k_matmul<CU_Q8><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_Q4: k_matmul<CU_Q4><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_Q4G32: k_matmul<CU_Q4G32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_Q4G64: k_matmul<CU_Q4G64><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_Q4G128: k_matmul<CU_Q4G128><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case CU_FP8B: k_matmul<CU_FP8B><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    return (int)cudaGetLastError();
+}
+
+/* The sum of v over the block (blockDim.x a multiple of 32, <= 1024); every
+ * thread gets it. red holds 32 floats. */
+__device__ static float block_sum(float v, float *red)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? red[lane] : 0.0f;
+    for (int off = 16; off >= 1; off >>= 1) t += __shfl_xor_sync(0xFFFFFFFFu, t, off);
+    __syncthreads();   /* red may be reused by the caller */
+    return t;
+}
+
+#define NORM_THREADS 256
+
+__global__ void __launch_bounds__(NORM_THREADS)
+k_rmsnorm(float *y, const float *x, const float *__restrict__ w, int d, float eps)
+{
+    __shared__ float red[32];
+    const float *xr = x + (long long)blockIdx.x * d;
+    float *yr = y + (long long)blockIdx.x * d;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    /* each thread rewrites only the elements it read: y may be x */
+    for (int i = threadIdx.x; i < d; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv);
+}
+
+extern "C" int cu_launch_rmsnorm(float *y, const float *x, const float *weight, int n, int d, float eps,
+                                 void *stream)
+{
+    if (n <= 0 || d <= 0) return (int)cudaErrorInvalidValue;
+    k_rmsnorm<<<n, NORM_THREADS, 0, (cudaStream_t)stream>>>(y, x, weight, d, eps);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_rope(float *x, int n_vec, int half, long long ld, const int32_t *__restrict__ pos,
+                       const float *__restrict__ inv_freq, float factor)
+{
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)n_vec * half) return;
+    const int v = (int)(idx / half), i = (int)(idx % half);
+    float *xv = x + v * ld;
+    /* in double, as model_rope_apply computes cos and sin */
+    const float angle = (float)pos[v] * inv_freq[i];
+    const float cs = (float)cos((double)angle) * factor, sn = (float)sin((double)angle) * factor;
+    const float x0 = xv[2 * i], x1 = xv[2 * i + 1];
+    xv[2 * i] = x0 * cs - x1 * sn;
+    xv[2 * i + 1] = x1 * cs + x0 * sn;
+}
+
+extern "C" int cu_launch_rope(float *x, int n_vec, int dr, long long ld, const int32_t *pos,
+                              const float *inv_freq, float factor, void *stream)
+{
+    if (n_vec <= 0 || dr <= 0 || dr % 2) return (int)cudaErrorInvalidValue;
+    const long long work = (long long)n_vec * (dr / 2);
+    k_rope<<<(unsigned)((work + 255) / 256), 256, 0, (cudaStream_t)stream>>>(x, n_vec, dr / 2, ld, pos,
+                                                                          inv_freq, factor);
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_swiglu(float *g, const float *__restrict__ u, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float a = g[i];
+    g[i] = a / (1.0f + expf(-a)) * u[i];
+}
+
+extern "C" int cu_launch_swiglu(float *g, const float *u, long long n, void *stream)
+{
+    if (n <= 0) return (int)cudaErrorInvalidValue;
+    k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(g, u, n);
+    return (int)cudaGetLastError();
+}
