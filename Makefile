@@ -212,7 +212,7 @@ ifeq ($(CUDA),1)
   CUDA_C_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cuda/*.c))
   CUDA_LIB    := $(BUILD)/libcolibri_cuda.a
   CORE_SRC    := $(filter-out src/kv/persist% src/kv/fileio.c src/kv/attn_bench%,\
-                   $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC)))
+                   $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC))) src/model/norm.c src/model/rope.c
   CORE_LIB    := $(BUILD)/libcolibri_core.a
   CUDA_BINS   := $(BUILD)/tests/cuda/test_cuda $(BUILD)/bench/cuda_bench
 all: $(CUDA_BINS)
@@ -227,7 +227,7 @@ $(CUDA_LIB): $(CUDA_CU_OBJ) $(CUDA_C_OBJ)
 $(CORE_LIB): $(CORE_SRC:%.c=$(BUILD)/%.o)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/tests/cuda/test_cuda: tests/cuda/test_cuda.c tests/unit/tolcheck.h $(CUDA_LIB) $(CORE_LIB)
+$(BUILD)/tests/cuda/test_cuda: tests/cuda/test_cuda.c tests/unit/cuda_check.h $(CUDA_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Itests/unit -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
 $(BUILD)/bench/cuda_bench: bench/cuda_bench.c $(CUDA_LIB) $(CORE_LIB)

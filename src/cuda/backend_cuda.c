@@ -139,6 +139,12 @@ static int alloc_copy(struct backend_dev *d, void **dst, const void *src, size_t
     return backend_upload(d, *dst, src, bytes, err);
 }
 
+int backend_copy(struct backend_dev *d, void *ddst, const void *dsrc, size_t bytes, struct colibri_err *err)
+{
+    int rc = (int)cudaMemcpyAsync(ddst, dsrc, bytes, cudaMemcpyDeviceToDevice, d->stream);
+    return rc ? cuda_fail(err, rc, "device to device copy") : 0;
+}
+
 int backend_wmat_upload(struct backend_dev *d, const struct qtensor *W, struct backend_wmat **out,
                         struct colibri_err *err)
 {

@@ -53,6 +53,8 @@ int backend_upload(struct backend_dev *d, void *dst, const void *src, size_t byt
 /* Waits for the queued work, then copies. */
 int backend_download(struct backend_dev *d, void *dst, const void *dsrc, size_t bytes, struct colibri_err *err);
 int backend_sync(struct backend_dev *d, struct colibri_err *err);
+/* Device to device, queued. */
+int backend_copy(struct backend_dev *d, void *ddst, const void *dsrc, size_t bytes, struct colibri_err *err);
 
 /* Copies W (data and scales, as stored) to the device. */
 int backend_wmat_upload(struct backend_dev *d, const struct qtensor *W, struct backend_wmat **out,

@@ -260,9 +260,9 @@ static void test_attend_replay(void)
     struct cc_rng g = { 0x5eedull };
     /* (r, dr, T, H, chunks): partial tiles, one row per chunk, heads past a group */
     static const int cases[][5] = { { 512, 64, 100, 3, 3 }, { 64, 16, 37, 17, 5 }, { 256, 32, 16, 2, 1 },
-                                    { 128, 32, 200, 4, 200 } };
+                                    { 128, 32, 200, 4, 200 }, { 128, 0, 70, 5, 2 } };
     for (int ti = 0; ti < CC_N_KV_TIERS; ti++)
-        for (int ci = 0; ci < 4; ci++) {
+        for (int ci = 0; ci < 5; ci++) {
             int t = cc_kv_tiers[ti], r = cases[ci][0], dr = cases[ci][1], T = cases[ci][2], H = cases[ci][3];
             struct kv_cache *c = cc_cache(&g, t, r, dr, T);
             CHECK(c != NULL, "cache");
@@ -273,7 +273,7 @@ static void test_attend_replay(void)
             cu_kv_part_of(&lay->pe, kv_cache_layer_part(c, 0, KV_PART_ROPE)->offset, lay->pe.rot.sign, &L.pe, NULL);
             L.row_bytes = (long long)lay->row_bytes;
             L.rows = lay->data;
-            float *ql = cc_vec(&g, (size_t)H * r, 1.0f), *qp = cc_vec(&g, (size_t)H * dr, 1.0f);
+            float *ql = cc_vec(&g, (size_t)H * r, 1.0f), *qp = cc_vec(&g, (size_t)H * (dr ? dr : 1), 1.0f);
             float *out = malloc((size_t)H * r * sizeof *out), *ref = malloc((size_t)H * r * sizeof *ref);
             double *mag = malloc((size_t)H * r * sizeof *mag);
             float scale = 1.0f / sqrtf((float)(r + dr)) * 2.0f;
