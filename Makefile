@@ -6,9 +6,10 @@
 # libopenmpi-dev) into build/mpi by default; without it src/mpi/off.c
 # refuses --mpi by name.
 # CUDA=1 also builds the CUDA backend (src/cuda: the kernels with nvcc, the host
-# glue with $(CC)) into build/cuda by default, with `make test-cuda` and the
-# GPU benchmark; without it nothing under src/cuda is compiled and the build is
-# the CPU one, object for object.
+# glue with $(CC)) into $(BUILD)/cuda, with `make test-cuda` and the GPU
+# benchmark; the CPU objects and ./colibri are the CPU build's, shared with it
+# (the forward pass does not call the backend yet). Without it nothing under
+# src/cuda is compiled and the build is the CPU one, object for object.
 
 CC       ?= cc
 PORTABLE ?= 0
@@ -16,9 +17,6 @@ MPI      ?= 0
 CUDA     ?= 0
 ifeq ($(MPI),1)
   BUILD  ?= build/mpi
-endif
-ifeq ($(CUDA),1)
-  BUILD  ?= build/cuda
 endif
 BUILD    ?= build
 SAN      ?=
@@ -194,8 +192,9 @@ install: all shared
 # The CUDA backend (CUDA=1). The kernels are built for Hopper (sm_90: the
 # H100/H200) plus its PTX, which newer GPUs compile at load; CUDA_ARCH names
 # others. The test and the benchmark link only base/, quant/ and kv/ (the
-# core archive) besides the backend, so a machine without colibri's other
-# dependencies (cJSON, PCRE2, libmicrohttpd) can build and run them:
+# core archive, of the CPU build's objects) besides the backend, so a machine
+# without colibri's other dependencies (cJSON, PCRE2, libmicrohttpd) can build
+# and run them:
 # `make CUDA=1 cuda-tests bench-cuda`. `make test-cuda` runs the test: it
 # exits 77 (and make fails) saying the tests were NOT run when there is no GPU.
 ifeq ($(CUDA),1)
@@ -208,35 +207,40 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) -Iinclude -Isrc -Werror all-warnings \
                -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -Xptxas -warn-spills
   CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
-  CUDA_CU_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard src/cuda/*.cu))
-  CUDA_C_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cuda/*.c))
-  CUDA_LIB    := $(BUILD)/libcolibri_cuda.a
+  CUDA_BUILD  := $(BUILD)/cuda
+  CUDA_CU_OBJ := $(patsubst %.cu,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.cu))
+  CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.c))
+  CUDA_LIB    := $(CUDA_BUILD)/libcolibri_cuda.a
   CORE_SRC    := $(filter-out src/kv/persist% src/kv/fileio.c src/kv/attn_bench%,\
                    $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC))) src/model/norm.c src/model/rope.c
-  CORE_LIB    := $(BUILD)/libcolibri_core.a
-  CUDA_BINS   := $(BUILD)/tests/cuda/test_cuda $(BUILD)/bench/cuda_bench
-all: $(CUDA_BINS)
+  CORE_LIB    := $(CUDA_BUILD)/libcolibri_core.a
+  CUDA_TEST   := $(CUDA_BUILD)/tests/test_cuda
+  CUDA_BENCH  := $(CUDA_BUILD)/bench/cuda_bench
+all: $(CUDA_TEST) $(CUDA_BENCH)
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h)
+$(CUDA_BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(CUDA_C_OBJ): CFLAGS += -I$(CUDA_HOME)/include
+$(CUDA_BUILD)/src/cuda/%.o: src/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
 $(CUDA_LIB): $(CUDA_CU_OBJ) $(CUDA_C_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(CORE_LIB): $(CORE_SRC:%.c=$(BUILD)/%.o)
+	@mkdir -p $(dir $@)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/tests/cuda/test_cuda: tests/cuda/test_cuda.c tests/unit/cuda_check.h $(CUDA_LIB) $(CORE_LIB)
+$(CUDA_TEST): tests/cuda/test_cuda.c tests/unit/cuda_check.h tests/unit/check.h $(CUDA_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Itests/unit -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
-$(BUILD)/bench/cuda_bench: bench/cuda_bench.c $(CUDA_LIB) $(CORE_LIB)
+$(CUDA_BENCH): bench/cuda_bench.c $(CUDA_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
-cuda-tests: $(BUILD)/tests/cuda/test_cuda
-bench-cuda: $(BUILD)/bench/cuda_bench
-test-cuda: $(BUILD)/tests/cuda/test_cuda
-	@$(BUILD)/tests/cuda/test_cuda
+cuda-tests: $(CUDA_TEST)
+bench-cuda: $(CUDA_BENCH)
+test-cuda: $(CUDA_TEST)
+	@$(CUDA_TEST)
 -include $(CUDA_C_OBJ:.o=.d)
 else
 cuda-tests bench-cuda test-cuda:
