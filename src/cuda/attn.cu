@@ -44,7 +44,7 @@ extern "C" size_t cu_attn_ws_bytes(int H, int r, int dr, int n_chunks)
 
 /* In-place Walsh-Hadamard transform of v[0..n) in blocks of blk, shared
  * memory, all threads of the block (kv_fwht's stages in its order). */
-__device__ static void block_fwht(float *v, int n, int blk)
+static __device__ void block_fwht(float *v, int n, int blk)
 {
     for (int h = 1; h < blk; h <<= 1) {
         for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
@@ -60,7 +60,7 @@ __device__ static void block_fwht(float *v, int n, int blk)
 
 /* qr[h] = [R_lat q_lat[h], R_pe q_rope[h]]: y = H D x / sqrt(blk) per block
  * (kv_rot_apply). One block per head; buf holds max(r, dr) floats. */
-__global__ void __launch_bounds__(ATTN_THREADS)
+static __global__ void __launch_bounds__(ATTN_THREADS)
 k_attn_query(const __grid_constant__ struct cu_kv_layer L, const float *__restrict__ q_lat, const float *__restrict__ q_rope,
              float *__restrict__ qr)
 {
@@ -85,7 +85,7 @@ k_attn_query(const __grid_constant__ struct cu_kv_layer L, const float *__restri
     }
 }
 
-__global__ void __launch_bounds__(ATTN_THREADS)
+static __global__ void __launch_bounds__(ATTN_THREADS)
 k_attn_partial(const __grid_constant__ struct cu_kv_layer L, int T, int H, const float *__restrict__ qr, float scale, int n_chunks,
                float *__restrict__ part_m, float *__restrict__ part_l, float *__restrict__ part_acc)
 {
@@ -150,7 +150,7 @@ k_attn_partial(const __grid_constant__ struct cu_kv_layer L, int T, int H, const
 
 /* out[h] = R_lat^T (sum_c w_c acc_c / sum_c w_c l_c): one block per head,
  * buf holds r floats. */
-__global__ void __launch_bounds__(ATTN_THREADS)
+static __global__ void __launch_bounds__(ATTN_THREADS)
 k_attn_merge(const __grid_constant__ struct cu_kv_layer L, int H, int n_chunks, const float *__restrict__ part_m,
              const float *__restrict__ part_l, const float *__restrict__ part_acc, float *__restrict__ out)
 {

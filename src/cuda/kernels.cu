@@ -11,7 +11,7 @@
 #define MV_WARPS 8   /* rows per block of the product */
 
 template <int FMT>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+static __global__ void __launch_bounds__(MV_WARPS * 32)
 k_matmul(const __grid_constant__ struct cu_wmat W, const float *__restrict__ X, int n, float *__restrict__ Y, int vec)
 {
     const int lane = threadIdx.x & 31;
@@ -62,7 +62,7 @@ extern "C" int cu_launch_matmul(const struct cu_wmat *W, const float *X, int n, 
 
 /* The sum of v over the block (blockDim.x a multiple of 32, <= 1024); every
  * thread gets it. red holds 32 floats. */
-__device__ static float block_sum(float v, float *red)
+static __device__ float block_sum(float v, float *red)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
@@ -76,7 +76,7 @@ __device__ static float block_sum(float v, float *red)
 
 #define NORM_THREADS 256
 
-__global__ void __launch_bounds__(NORM_THREADS)
+static __global__ void __launch_bounds__(NORM_THREADS)
 k_rmsnorm(float *y, const float *x, const float *__restrict__ w, int d, float eps)
 {
     __shared__ float red[32];
@@ -98,7 +98,7 @@ extern "C" int cu_launch_rmsnorm(float *y, const float *x, const float *weight, 
     return (int)cudaGetLastError();
 }
 
-__global__ void k_rope(float *x, int n_vec, int half, long long ld, const int32_t *__restrict__ pos,
+static __global__ void k_rope(float *x, int n_vec, int half, long long ld, const int32_t *__restrict__ pos,
                        const float *__restrict__ inv_freq, float factor)
 {
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -123,7 +123,7 @@ extern "C" int cu_launch_rope(float *x, int n_vec, int dr, long long ld, const i
     return (int)cudaGetLastError();
 }
 
-__global__ void k_swiglu(float *g, const float *__restrict__ u, long long n)
+static __global__ void k_swiglu(float *g, const float *__restrict__ u, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
