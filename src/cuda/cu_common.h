@@ -8,8 +8,8 @@
  *
  * Layouts are the CPU's, byte for byte: quant/format.h for weights, kv/codec.h
  * for KV rows. Every multi-byte value is read byte by byte (little-endian), so
- * no access depends on the alignment of a row; the 16-byte chunk reader of the
- * weight matvec is only used when every row starts on a 16-byte boundary
+ * no access depends on the alignment of a row, except the weight product's
+ * vector path, taken only where rows and activations line up
  * (cu_wmat_vec_ok).
  *
  * No allocation, no state: pure functions of their arguments. */
@@ -34,8 +34,6 @@ enum { CU_F32 = 0, CU_BF16 = 1, CU_F16 = 2, CU_Q8 = 3, CU_Q4 = 4, CU_Q4G32 = 5, 
 enum { CU_KV_F32 = 0, CU_KV_BF16 = 1, CU_KV_FP8 = 2, CU_KV_INT8R = 3, CU_KV_Q4_0 = 4, CU_KV_TQ4 = 5,
        CU_KV_TQ3 = 6, CU_KV_TQ2 = 7 };
 
-/* Elements a 16-byte chunk of a weight row holds at most (q4: 16 low + 16 high). */
-#define CU_CHUNK_MAX 32
 /* Activations one warp multiplies with each row per pass over it. */
 #define CU_NB 4
 /* Attention: heads per block (each decoded row is read once per group of
@@ -150,69 +148,94 @@ CU_HD float cu_w_elem(const struct cu_wmat *W, int fmt, int r, int c)
     }
 }
 
-/* 1 when every row of W starts 16-byte aligned (given an aligned base), so
- * the matvec reads whole 16-byte chunks (cu_w_chunk). */
-CU_HD int cu_wmat_vec_ok(const struct cu_wmat *W) { return W->row_bytes % 16 == 0; }
+/* The vector path of the product reads a row as 4-byte words, word k by
+ * lane k % 32 (so a warp's load is 128 contiguous bytes), and the activations
+ * as float4 / float2 runs that line up with the word's columns. It needs rows
+ * of whole words and activation rows of whole float4s (cols % 4 == 0; the
+ * launcher also checks the base addresses); cu_matvec_lane_elem covers the
+ * rest. */
+CU_HD int cu_wmat_vec_ok(const struct cu_wmat *W) { return W->row_bytes % 4 == 0 && W->cols % 4 == 0; }
 
-/* Chunk k (16 bytes at k*16) of row r, decoded and scaled into w[]: the first
- * n_lo elements are columns c_lo.., the next n_hi columns c_hi.. (int4's high
- * nibbles; 0 otherwise). Columns past cols (int4 padding) are decoded too;
- * the caller skips them. bytes[] holds the chunk's 16 bytes. */
-CU_HD void cu_w_chunk(const struct cu_wmat *W, int fmt, int r, int k, const uint8_t *bytes, float *w,
-                      int *c_lo, int *n_lo, int *c_hi, int *n_hi)
+/* Words per row on the vector path. */
+CU_HD int cu_w_nchunks(const struct cu_wmat *W) { return (int)(W->row_bytes / 4); }
+
+/* Word k (bytes 4k..4k+3 of row r, little-endian in `bits`), decoded and
+ * scaled into w[]: w[0..n_lo) are columns c_lo.., w[4..4+n_hi) columns c_hi..
+ * (int4's high nibbles; n_hi = 0 otherwise). A run is wholly inside or wholly
+ * past cols (cols % 4 == 0 and runs start at multiples of their length);
+ * runs past cols (int4 padding) get scale 0 and the caller skips them. */
+CU_HD void cu_w_chunk(const struct cu_wmat *W, int fmt, int r, int k, uint32_t bits, float *w, int *c_lo,
+                      int *n_lo, int *c_hi, int *n_hi)
 {
     *c_hi = 0;
     *n_hi = 0;
     switch (fmt) {
     case CU_F32:
-        *c_lo = 4 * k;
-        *n_lo = 4;
-        for (int e = 0; e < 4; e++) w[e] = cu_ld_f32(bytes + 4 * e);
+        *c_lo = k;
+        *n_lo = 1;
+        w[0] = cu_bits_f32(bits);
         return;
     case CU_BF16: case CU_F16:
-        *c_lo = 8 * k;
-        *n_lo = 8;
-        for (int e = 0; e < 8; e++)
-            w[e] = fmt == CU_BF16 ? cu_bf16(cu_ld_u16(bytes + 2 * e)) : cu_f16(cu_ld_u16(bytes + 2 * e));
+        *c_lo = 2 * k;
+        *n_lo = 2;
+        w[0] = fmt == CU_BF16 ? cu_bf16(bits & 0xFFFFu) : cu_f16(bits & 0xFFFFu);
+        w[1] = fmt == CU_BF16 ? cu_bf16(bits >> 16) : cu_f16(bits >> 16);
         return;
     case CU_Q8: case CU_FP8B: {
-        /* 16 columns inside one 128-column scale block */
-        *c_lo = 16 * k;
-        *n_lo = 16;
-        float s = cu_w_scale(W, fmt, r, 16 * k);
-        for (int e = 0; e < 16; e++)
-            w[e] = (fmt == CU_Q8 ? (float)(int8_t)bytes[e] : cu_fp8(bytes[e])) * s;
+        /* 4 columns inside one scale block (4 divides 128) */
+        *c_lo = 4 * k;
+        *n_lo = 4;
+        float s = cu_w_scale(W, fmt, r, 4 * k);
+        for (int e = 0; e < 4; e++) {
+            uint32_t b = (bits >> (8 * e)) & 0xFFu;
+            w[e] = (fmt == CU_Q8 ? (float)(int8_t)(uint8_t)b : cu_fp8(b)) * s;
+        }
         return;
     }
     default: {
-        /* int4: chunk k is bytes 16*(k%4).. of 128-block k/4: columns
+        /* int4: word k is bytes 4*(k%16).. of 128-block k/16, so columns
          * blk*128 + jb + e (low nibbles) and blk*128 + 64 + jb + e (high);
-         * 16 columns never straddle a group (G >= 32, and 16 | G) */
-        int c0 = (k / 4) * 128 + (k % 4) * 16, c1 = c0 + 64;
+         * 4 columns never straddle a group (G >= 32) */
+        int c0 = (k / 16) * 128 + (k % 16) * 4, c1 = c0 + 64;
         *c_lo = c0;
-        *n_lo = 16;
+        *n_lo = 4;
         *c_hi = c1;
-        *n_hi = 16;
+        *n_hi = 4;
         float s0 = c0 < W->cols ? cu_w_scale(W, fmt, r, c0) : 0.0f;
         float s1 = c1 < W->cols ? cu_w_scale(W, fmt, r, c1) : 0.0f;
-        for (int e = 0; e < 16; e++) {
-            w[e] = (float)((int)(bytes[e] & 0xFu) - 8) * s0;
-            w[16 + e] = (float)((int)(bytes[e] >> 4) - 8) * s1;
+        for (int e = 0; e < 4; e++) {
+            uint32_t b = (bits >> (8 * e)) & 0xFFu;
+            w[e] = (float)((int)(b & 0xFu) - 8) * s0;
+            w[4 + e] = (float)((int)(b >> 4) - 8) * s1;
         }
         return;
     }
     }
 }
 
-/* Chunks per row on the vector path. */
-CU_HD int cu_w_nchunks(const struct cu_wmat *W) { return (int)(W->row_bytes / 16); }
+/* n (1, 2 or 4) activations at p into v[]: one float / float2 / float4 load
+ * on the device (p is aligned to n floats: see cu_wmat_vec_ok). */
+CU_HD void cu_x_run(const float *p, int n, float *v)
+{
+#if defined(__CUDA_ARCH__)
+    if (n == 4) {
+        float4 t = __ldg((const float4 *)p);
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else if (n == 2) {
+        float2 t = __ldg((const float2 *)p);
+        v[0] = t.x, v[1] = t.y;
+    } else {
+        v[0] = __ldg(p);
+    }
+#else
+    for (int e = 0; e < n; e++) v[e] = p[e];
+#endif
+}
 
-/* What lane `lane` of the warp that owns row r adds up for nj <= CU_NB
- * activations X + j*ldx (j < nj): acc[j] over the lane's chunks (vector path)
- * or its columns c = lane, lane+32, .. (element path). The kernel sums acc
- * over the 32 lanes with cu_warp_tree; the CPU replay calls this for every
- * lane. bytes_of(k) is how the chunk's bytes are fetched (a 16-byte load on
- * the device). */
+/* What lane `lane` of the warp that owns row r adds up, on the element path,
+ * for nj <= CU_NB activations X + j*ldx (j < nj): acc[j] over columns
+ * c = lane, lane+32, ... The kernel sums acc over the 32 lanes in
+ * cu_warp_tree's order; the CPU replay calls this for every lane. */
 CU_HD void cu_matvec_lane_elem(const struct cu_wmat *W, int fmt, int r, int lane, const float *X, long long ldx,
                                int nj, float *acc)
 {
@@ -223,21 +246,26 @@ CU_HD void cu_matvec_lane_elem(const struct cu_wmat *W, int fmt, int r, int lane
     }
 }
 
-/* The vector path's work on one chunk whose bytes are at `bytes`. */
-CU_HD void cu_matvec_chunk(const struct cu_wmat *W, int fmt, int r, int k, const uint8_t *bytes, const float *X,
+/* The vector path's work on word k of row r (its bytes in `bits`): a lane
+ * calls it for k = lane, lane+32, ... in that order. */
+CU_HD void cu_matvec_chunk(const struct cu_wmat *W, int fmt, int r, int k, uint32_t bits, const float *X,
                            long long ldx, int nj, float *acc)
 {
-    float w[CU_CHUNK_MAX];
+    float w[8], x[4];
     int c_lo, n_lo, c_hi, n_hi;
-    cu_w_chunk(W, fmt, r, k, bytes, w, &c_lo, &n_lo, &c_hi, &n_hi);
+    cu_w_chunk(W, fmt, r, k, bits, w, &c_lo, &n_lo, &c_hi, &n_hi);
     for (int j = 0; j < CU_NB; j++) {
         if (j >= nj) continue;
-        const float *x = X + j * ldx;
+        const float *xj = X + j * ldx;
         float a = 0.0f;
-        for (int e = 0; e < n_lo; e++)
-            if (c_lo + e < W->cols) a += w[e] * x[c_lo + e];
-        for (int e = 0; e < n_hi; e++)
-            if (c_hi + e < W->cols) a += w[16 + e] * x[c_hi + e];
+        if (c_lo < W->cols) {
+            cu_x_run(xj + c_lo, n_lo, x);
+            for (int e = 0; e < n_lo; e++) a += w[e] * x[e];
+        }
+        if (n_hi && c_hi < W->cols) {
+            cu_x_run(xj + c_hi, n_hi, x);
+            for (int e = 0; e < n_hi; e++) a += w[4 + e] * x[e];
+        }
         acc[j] += a;
     }
 }

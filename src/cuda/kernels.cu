@@ -2,13 +2,14 @@
  * decode path: matvec/matmul for every stored format, RMSNorm, RoPE, SwiGLU.
  * The arithmetic is cuda/cu_common.h's (shared with the CPU replay in
  * tests/unit/test_cuda_host.c); these kernels only map it onto threads.
- * Plain and checkable rather than clever: one warp per output row, a
- * shuffle sum, no shared memory in the product. */
+ * Plain and checkable rather than clever: one warp per output row reading
+ * it as coalesced 4-byte words, a shuffle sum, no shared memory. */
 #include <cuda_runtime.h>
 
 #include "cuda/cu_launch.h"
 
-#define MV_WARPS 8   /* rows per block of the product */
+#define MV_WARPS 8    /* rows per block of the product */
+#define MV_UNROLL 8   /* 4-byte words loaded by a lane before it uses them */
 
 template <int FMT>
 static __global__ void __launch_bounds__(MV_WARPS * 32)
@@ -17,17 +18,21 @@ k_matmul(const __grid_constant__ struct cu_wmat W, const float *__restrict__ X, 
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
     if (r >= W.rows) return;   /* warp-uniform: the whole warp leaves */
-    const uint8_t *row = W.data + (long long)r * W.row_bytes;
+    const uint32_t *row32 = (const uint32_t *)(W.data + (long long)r * W.row_bytes);
     const int nch = vec ? cu_w_nchunks(&W) : 0;
     for (int j0 = 0; j0 < n; j0 += CU_NB) {
         const int nj = n - j0 < CU_NB ? n - j0 : CU_NB;
         const float *Xj = X + (long long)j0 * W.cols;
         float acc[CU_NB] = { 0.0f, 0.0f, 0.0f, 0.0f };
         if (vec) {
-            for (int k = lane; k < nch; k += 32) {
-                union { uint4 v; uint8_t b[16]; } u;
-                u.v = __ldg((const uint4 *)(row + 16LL * k));
-                cu_matvec_chunk(&W, FMT, r, k, u.b, Xj, W.cols, nj, acc);
+            /* MV_UNROLL words in flight per lane; each lane still takes its
+             * words in the order k = lane, lane + 32, ... */
+            for (int k0 = lane; k0 < nch; k0 += 32 * MV_UNROLL) {
+                uint32_t bits[MV_UNROLL];
+                for (int q = 0; q < MV_UNROLL; q++)
+                    bits[q] = k0 + 32 * q < nch ? __ldg(row32 + k0 + 32 * q) : 0u;
+                for (int q = 0; q < MV_UNROLL; q++)
+                    if (k0 + 32 * q < nch) cu_matvec_chunk(&W, FMT, r, k0 + 32 * q, bits[q], Xj, W.cols, nj, acc);
             }
         } else {
             cu_matvec_lane_elem(&W, FMT, r, lane, Xj, W.cols, nj, acc);
@@ -42,7 +47,8 @@ k_matmul(const __grid_constant__ struct cu_wmat W, const float *__restrict__ X, 
 extern "C" int cu_launch_matmul(const struct cu_wmat *W, const float *X, int n, float *Y, void *stream)
 {
     if (W->rows <= 0 || W->cols <= 0 || n <= 0) return (int)cudaErrorInvalidValue;
-    const int vec = cu_wmat_vec_ok(W) && ((uintptr_t)W->data % 16) == 0;
+    /* the vector path's loads: words of W, float4 / float2 runs of X */
+    const int vec = cu_wmat_vec_ok(W) && (uintptr_t)W->data % 4 == 0 && (uintptr_t)X % 16 == 0;
     dim3 grid((unsigned)((W->rows + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
     cudaStream_t s = (cudaStream_t)stream;
     switch (W->fmt) {

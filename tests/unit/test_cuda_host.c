@@ -71,7 +71,8 @@ static void test_weight_elements(void)
             }
 }
 
-/* The kernel's product replayed: warp = row, lanes as k_matmul splits them. */
+/* The kernel's product replayed: warp = row, lanes as k_matmul splits them
+ * (a lane's words k = lane, lane + 32, ..., or its columns). */
 static void replay_matmul(const struct cu_wmat *W, const float *X, int n, float *Y, int vec)
 {
     for (int r = 0; r < W->rows; r++)
@@ -83,8 +84,8 @@ static void replay_matmul(const struct cu_wmat *W, const float *X, int n, float 
                 const float *Xj = X + (size_t)j0 * W->cols;
                 if (vec)
                     for (int k = lane; k < cu_w_nchunks(W); k += 32)
-                        cu_matvec_chunk(W, W->fmt, r, k, W->data + (size_t)r * W->row_bytes + 16 * (size_t)k, Xj,
-                                        W->cols, nj, acc);
+                        cu_matvec_chunk(W, W->fmt, r, k, cu_ld_u32(W->data + (size_t)r * W->row_bytes + 4 * (size_t)k),
+                                        Xj, W->cols, nj, acc);
                 else
                     cu_matvec_lane_elem(W, W->fmt, r, lane, Xj, W->cols, nj, acc);
                 for (int j = 0; j < CU_NB; j++) lanes[j][lane] = acc[j];
@@ -115,13 +116,14 @@ static void test_matvec_replay(void)
                     double *mag = malloc((size_t)n * rows * sizeof *mag);
                     CHECK(cc_ref_product(&W, X, n, ref, mag) == 0, "reference");
                     for (int vec = 0; vec < 2; vec++) {
-                        /* the chunk path only where the launcher takes it */
-                        if (vec && !(cu_wmat_vec_ok(&d) && (uintptr_t)d.data % 16 == 0)) continue;
+                        /* the word path only where the launcher takes it */
+                        if (vec && !(cu_wmat_vec_ok(&d) && (uintptr_t)d.data % 4 == 0 && (uintptr_t)X % 16 == 0))
+                            continue;
                         vec_cases += vec;
                         replay_matmul(&d, X, n, Y, vec);
                         char what[96];
                         snprintf(what, sizeof what, "%s [%d,%d] n=%d%s %s", quant_fmt_name(f), rows, cols, n,
-                                 raw ? " raw" : "", vec ? "chunks" : "elements");
+                                 raw ? " raw" : "", vec ? "words" : "elements");
                         int bad = cc_tol_check(Y, ref, mag, (size_t)n * rows, CC_TOL_MATVEC, what, NULL);
                         CHECK(bad == 0, "%s: %d outputs out of tolerance", what, bad);
                     }
@@ -134,7 +136,7 @@ static void test_matvec_replay(void)
                 free(mem);
                 free(smem);
             }
-    CHECK(vec_cases > 50, "only %d cases took the chunk path", vec_cases);
+    CHECK(vec_cases > 50, "only %d cases took the word path", vec_cases);
 }
 
 static void test_kv_elements(void)
