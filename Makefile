@@ -191,7 +191,8 @@ install: all shared
 
 # The CUDA backend (CUDA=1). The kernels are built for Hopper (sm_90: the
 # H100/H200) plus its PTX, which newer GPUs compile at load; CUDA_ARCH names
-# others. The test and the benchmark link only base/, quant/ and kv/ (the
+# others. NVCC, CUDA_HOME (its headers) and CUDA_LIBDIR (libcudart_static.a)
+# default to nvcc on PATH, its parent directory and that one's lib64. The test and the benchmark link only base/, quant/ and kv/ (the
 # core archive, of the CPU build's objects) besides the backend, so a machine
 # without colibri's other dependencies (cJSON, PCRE2, libmicrohttpd) can build
 # and run them:
@@ -203,10 +204,11 @@ ifeq ($(CUDA),1)
     $(error CUDA=1: nvcc not found (set NVCC=/path/to/nvcc or put it on PATH))
   endif
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC)))
+  CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
   NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) -Iinclude -Isrc -Werror all-warnings \
                -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -Xptxas -warn-spills
-  CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
+  CUDA_LDLIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
   CUDA_BUILD  := $(BUILD)/cuda
   CUDA_CU_OBJ := $(patsubst %.cu,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.cu))
   CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.c))

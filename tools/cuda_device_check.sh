@@ -40,9 +40,16 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$NVCC" ] || { note "FAIL: no nvcc (looked on PATH and /usr/local/cuda/bin)"; exit 1; }
 note "nvcc: $("$NVCC" --version | tail -n 1)"
 
-# 1. build
+# 1. build (the static CUDA runtime is looked for beside nvcc)
+CHOME=$(dirname "$(dirname "$NVCC")")
+CLIB=
+for d in "$CHOME/lib64" "$CHOME/lib" "$CHOME/targets/x86_64-linux/lib" "$CHOME/targets/sbsa-linux/lib"; do
+    [ -f "$d/libcudart_static.a" ] && { CLIB=$d; break; }
+done
+[ -n "$CLIB" ] || note "warning: no libcudart_static.a under $CHOME (the link may fail)"
+CLIB=${CLIB:-$CHOME/lib64}
 JOBS=$(nproc 2>/dev/null || echo 4)
-rc=$(run 240 "$DIR/build.log" make -j"$JOBS" CUDA=1 NVCC="$NVCC" cuda-tests bench-cuda)
+rc=$(run 240 "$DIR/build.log" make -j"$JOBS" CUDA=1 NVCC="$NVCC" CUDA_HOME="$CHOME" CUDA_LIBDIR="$CLIB" cuda-tests bench-cuda)
 if [ "$rc" -ne 0 ]; then
     note "FAIL: build (status $rc, $(elapsed) s); last lines of build.log:"
     tail -n 15 "$DIR/build.log" | tee -a "$S"
