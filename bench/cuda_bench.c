@@ -6,6 +6,8 @@
  *  - weights: one decode product (n = 1, and n = 4) per stored format at
  *    DeepSeek-V3 shapes, bytes of the matrix (data + scales) per second and
  *    that as a fraction of the copy's rate (issue 19's target: >= 0.70);
+ *  - kv_b's two per-head products of the absorbed decode (bf16, fp8b,
+ *    q4g64), bytes of kv_b per second;
  *  - attention: kv_attend's contract on the GPU per KV tier at 32k and 128k
  *    positions (128 heads, r = 512, dr = 64), time and cache bytes per
  *    second, and the time against bf16's at the same length (the target:
@@ -169,6 +171,54 @@ static int bench_matvec(struct bench *b, int quick)
     return 0;
 }
 
+/* kv_b's two products of the absorbed decode at DeepSeek-V3's widths (128
+ * heads, dn = dv = 128, dr = 64, r = 512): one token, both products. */
+static int bench_absorb(struct bench *b)
+{
+    static const int fmts[] = { QUANT_BF16, QUANT_FP8B, QUANT_Q4G64 };
+    const int H = 128, dn = 128, dv = 128, dr = 64, r = 512;
+    emit(b, "\n## kv_b: absorbed query (W_UK^T q) and output (W_UV o), one token\n\n| format | bytes | us | GB/s | "
+            "/ copy |\n|---|---|---|---|---|\n");
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        struct qtensor W;
+        void *mem = NULL;
+        float *smem = NULL;
+        struct colibri_err err = { 0 };
+        if (make_matrix(b, fmts[fi], H * (dn + dv), r, &W, &mem, &smem)) return 1;
+        struct backend_wmat *dw = NULL;
+        if (backend_wmat_upload(b->dev, &W, &dw, &err)) return die("kv_b", &err);
+        float *dq = backend_alloc(b->dev, (size_t)H * (dn + dr) * 4, &err);
+        float *dqa = backend_alloc(b->dev, (size_t)H * r * 4, &err), *dqpe = backend_alloc(b->dev, (size_t)H * dr * 4, &err);
+        float *dout = backend_alloc(b->dev, (size_t)H * dv * 4, &err);
+        if (!dq || !dqa || !dqpe || !dout) return die("absorb buffers", &err);
+        /* the buffers' contents do not change the time; zeros are finite */
+        float *z = calloc((size_t)H * r, sizeof *z);
+        backend_upload(b->dev, dq, z, (size_t)H * (dn + dr) * 4, &err);
+        backend_upload(b->dev, dqa, z, (size_t)H * r * 4, &err);
+        free(z);
+        for (int i = 0; i < 3; i++) {
+            backend_absorb_q(b->dev, dw, H, dn, dv, dr, dq, dqa, dqpe, &err);
+            backend_absorb_out(b->dev, dw, H, dn, dv, dqa, dout, &err);
+        }
+        if (backend_sync(b->dev, &err)) return die("absorb", &err);
+        double t0 = now_s();
+        for (int i = 0; i < b->reps; i++) {
+            backend_absorb_q(b->dev, dw, H, dn, dv, dr, dq, dqa, dqpe, &err);
+            backend_absorb_out(b->dev, dw, H, dn, dv, dqa, dout, &err);
+        }
+        if (backend_sync(b->dev, &err)) return die("absorb", &err);
+        double dt = (now_s() - t0) / b->reps, gbs = (double)backend_wmat_bytes(dw) / dt / 1e9;
+        emit(b, "| %s | %.1f MB | %.1f | %.0f | %.2f |\n", quant_fmt_name(fmts[fi]), (double)backend_wmat_bytes(dw) / 1e6,
+             dt * 1e6, gbs, gbs / b->copy_gbs);
+        backend_free(b->dev, dq), backend_free(b->dev, dqa), backend_free(b->dev, dqpe), backend_free(b->dev, dout);
+        backend_wmat_free(b->dev, dw);
+        quant_qtensor_free(&W);
+        free(mem);
+        free(smem);
+    }
+    return 0;
+}
+
 /* A one-layer cache of T rows: 1024 random rows encoded, then repeated. */
 static struct kv_cache *make_cache(struct bench *b, int tier, int r, int dr, int T)
 {
@@ -262,6 +312,7 @@ int main(int argc, char **argv)
          quick ? "; --quick" : "");
     int rc = bench_copy(&b);
     if (!rc) rc = bench_matvec(&b, quick);
+    if (!rc) rc = bench_absorb(&b);
     if (!rc) rc = bench_attend(&b, quick);
     backend_close(b.dev);
     if (b.out) fclose(b.out);

@@ -185,6 +185,33 @@ int backend_matmul(struct backend_dev *d, const struct backend_wmat *W, const fl
     return rc ? cuda_fail(err, rc, "matmul launch") : 0;
 }
 
+static int absorb_shape(const struct backend_wmat *kv_b, int H, int dn, int dv, int dr, struct colibri_err *err)
+{
+    if (H < 1 || dn < 1 || dv < 1 || dr < 0 || (long long)kv_b->w.rows != (long long)H * (dn + dv))
+        return base_err_set(err, COLIBRI_EINVAL, "cuda absorb: kv_b has %d rows, %d heads x (%d + %d) given",
+                            kv_b->w.rows, H, dn, dv);
+    return 0;
+}
+
+int backend_absorb_q(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv, int dr,
+                     const float *dq, float *dqa, float *dqpe, struct colibri_err *err)
+{
+    int rc = absorb_shape(kv_b, H, dn, dv, dr, err);
+    if (rc) return rc;
+    if (dr && !dqpe) return base_err_set(err, COLIBRI_EINVAL, "cuda absorb: no RoPE query buffer");
+    rc = cu_launch_absorb_q(&kv_b->w, H, dn, dv, dr, dq, dqa, dqpe, d->stream);
+    return rc ? cuda_fail(err, rc, "absorbed query launch") : 0;
+}
+
+int backend_absorb_out(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv,
+                       const float *dlat, float *dout, struct colibri_err *err)
+{
+    int rc = absorb_shape(kv_b, H, dn, dv, 0, err);
+    if (rc) return rc;
+    rc = cu_launch_absorb_out(&kv_b->w, H, dn, dv, dlat, dout, d->stream);
+    return rc ? cuda_fail(err, rc, "absorbed output launch") : 0;
+}
+
 int backend_rmsnorm(struct backend_dev *d, float *dy, const float *dx, const float *dweight, int n, int dim,
                     float eps, struct colibri_err *err)
 {

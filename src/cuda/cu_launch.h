@@ -21,6 +21,15 @@ extern "C" {
  * CU_NB activations per pass over the row (quant/kernels.h's product). */
 int cu_launch_matmul(const struct cu_wmat *W, const float *X, int n, float *Y, void *stream);
 
+/* The absorbed MLA decode's per-head products with kv_b [H*(dn+dv), r]
+ * (model/mla.c attend_absorbed): qa[h][j] = sum_{i<dn} kv_b[h*(dn+dv)+i][j]
+ * q[h*(dn+dr)+i] with qpe[h][e] = q[h*(dn+dr)+dn+e] (qpe may be NULL when
+ * dr == 0); out[h*dv+k] = kv_b[h*(dn+dv)+dn+k] . lat[h*r ..]. */
+int cu_launch_absorb_q(const struct cu_wmat *W, int H, int dn, int dv, int dr, const float *q, float *qa,
+                       float *qpe, void *stream);
+int cu_launch_absorb_out(const struct cu_wmat *W, int H, int dn, int dv, const float *lat, float *out,
+                         void *stream);
+
 /* model_rmsnorm: n rows of width d; y may equal x. */
 int cu_launch_rmsnorm(float *y, const float *x, const float *weight, int n, int d, float eps, void *stream);
 

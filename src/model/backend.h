@@ -1,8 +1,9 @@
 /* model/backend.h - the device seam of the decode path: what a compute device
  * (today CUDA, src/cuda/backend_cuda.c, built by `make CUDA=1`) implements so
  * that the model's operations can run on it: weights resident in their stored
- * formats and their products, RMSNorm, RoPE, SwiGLU, absorbed-MLA decode
- * attention over a KV layer read in its codes, and device buffers.
+ * formats and their products (kv_b's per-head ones of the absorbed attention
+ * too), RMSNorm, RoPE, SwiGLU, absorbed-MLA decode attention over a KV layer
+ * read in its codes, and device buffers.
  *
  * Contract:
  *  - The CPU path (quant/, model/, kv/) is the reference: every operation
@@ -64,6 +65,16 @@ size_t backend_wmat_bytes(const struct backend_wmat *w);
 /* dY[j * rows + r] = W row r . dX[j * cols ..] for j < n: quant_matmul. */
 int backend_matmul(struct backend_dev *d, const struct backend_wmat *W, const float *dX, int n, float *dY,
                    struct colibri_err *err);
+
+/* The absorbed MLA decode's products with kv_b ([H*(dn+dv), r] on the device,
+ * any stored format), as model/mla.c's attend_absorbed computes them for one
+ * token: dqa[h][j] = sum_{i<dn} kv_b[h*(dn+dv)+i][j] * dq[h*(dn+dr)+i]
+ * (W_UK^T q_nope) and dqpe[h][e] = dq[h*(dn+dr)+dn+e]; then, after
+ * backend_attend, dout[h*dv+k] = kv_b[h*(dn+dv)+dn+k] . dlat[h*r ..] (W_UV). */
+int backend_absorb_q(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv, int dr,
+                     const float *dq, float *dqa, float *dqpe, struct colibri_err *err);
+int backend_absorb_out(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv,
+                       const float *dlat, float *dout, struct colibri_err *err);
 
 /* model_rmsnorm: n rows of width dim; dy may equal dx; dweight[dim]. */
 int backend_rmsnorm(struct backend_dev *d, float *dy, const float *dx, const float *dweight, int n, int dim,

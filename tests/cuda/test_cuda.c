@@ -2,7 +2,8 @@
  * kernel on a GPU, within the tolerances of tests/unit/cuda_check.h (relative
  * to the sum of the absolute terms): the weight product in every format over
  * odd shapes, partial groups and blocks, nibble extremes, all-zero rows and
- * batches across CU_NB; RMSNorm, RoPE, SwiGLU; attention in every tier the GPU
+ * batches across CU_NB; kv_b's two per-head products of the absorbed
+ * attention (W_UK^T q, W_UV o); RMSNorm, RoPE, SwiGLU; attention in every tier the GPU
  * reads, at widths of DeepSeek-V3 and odd ones, over context lengths that
  * leave partial tiles and ranges.
  *
@@ -90,6 +91,55 @@ static void test_matmul(void)
                 free(smem);
             }
     printf("     matmul: largest error %.3g of the tolerance (%g x sum|terms|)\n", worst_all, CC_TOL_MATVEC);
+}
+
+/* kv_b's products of the absorbed decode against model/mla.c's loops. */
+static void test_absorb(void)
+{
+    struct cc_rng g = { 0xab50ull };
+    /* (H, dn, dv, dr, r): DeepSeek-V3 (128 heads); odd widths, r % 4 != 0 */
+    static const int cases[][5] = { { 128, 128, 128, 64, 512 }, { 3, 16, 24, 8, 64 }, { 2, 5, 7, 0, 37 } };
+    for (size_t fi = 0; fi < sizeof FMTS / sizeof FMTS[0]; fi++)
+        for (int ci = small ? 1 : 0; ci < 3; ci++) {
+            int f = FMTS[fi], H = cases[ci][0], dn = cases[ci][1], dv = cases[ci][2], dr = cases[ci][3], r = cases[ci][4];
+            struct qtensor W;
+            void *mem;
+            float *smem;
+            cc_tensor(&g, f, H * (dn + dv), r, ci == 1, &W, &mem, &smem);
+            float *q = cc_vec(&g, (size_t)H * (dn + dr), 2.0f), *lat = cc_vec(&g, (size_t)H * r, 2.0f);
+            float *qa = malloc((size_t)H * r * 4), *qa_ref = malloc((size_t)H * r * 4);
+            float *qpe = malloc((size_t)H * (dr + 1) * 4), *qpe_ref = malloc((size_t)H * (dr + 1) * 4);
+            float *out = malloc((size_t)H * dv * 4), *out_ref = malloc((size_t)H * dv * 4);
+            double *mq = malloc((size_t)H * r * sizeof *mq), *mo = malloc((size_t)H * dv * sizeof *mo);
+            cc_ref_absorb(&W, H, dn, dv, dr, q, qa_ref, qpe_ref, mq, lat, out_ref, mo);
+            struct backend_wmat *dw = NULL;
+            struct colibri_err err = { 0 };
+            CHECK(backend_wmat_upload(dev, &W, &dw, &err) == 0, "upload: %s", err.msg);
+            float *dq = up(q, (size_t)H * (dn + dr) * 4), *dlat = up(lat, (size_t)H * r * 4);
+            float *dqa = up(NULL, (size_t)H * r * 4), *dqpe = dr ? up(NULL, (size_t)H * dr * 4) : NULL;
+            float *dout = up(NULL, (size_t)H * dv * 4);
+            char what[80];
+            snprintf(what, sizeof what, "absorb %s H=%d dn=%d dv=%d r=%d", quant_fmt_name(f), H, dn, dv, r);
+            if (dw) {
+                CHECK(backend_absorb_q(dev, dw, H, dn, dv, dr, dq, dqa, dqpe, &err) == 0, "%s: %s", what, err.msg);
+                CHECK(backend_absorb_out(dev, dw, H, dn, dv, dlat, dout, &err) == 0, "%s: %s", what, err.msg);
+                if (!down(qa, dqa, (size_t)H * r * 4))
+                    CHECK(cc_tol_check(qa, qa_ref, mq, (size_t)H * r, CC_TOL_MATVEC, what, NULL) == 0, "%s: W_UK", what);
+                if (dr && !down(qpe, dqpe, (size_t)H * dr * 4))
+                    CHECK(memcmp(qpe, qpe_ref, (size_t)H * dr * 4) == 0, "%s: RoPE query copied", what);
+                if (!down(out, dout, (size_t)H * dv * 4))
+                    CHECK(cc_tol_check(out, out_ref, mo, (size_t)H * dv, CC_TOL_MATVEC, what, NULL) == 0, "%s: W_UV", what);
+                CHECK(backend_absorb_out(dev, dw, H + 1, dn, dv, dlat, dout, &err) == COLIBRI_EINVAL,
+                      "a head count that does not match kv_b's rows is refused");
+            }
+            backend_wmat_free(dev, dw);
+            backend_free(dev, dq), backend_free(dev, dlat), backend_free(dev, dqa), backend_free(dev, dqpe);
+            backend_free(dev, dout);
+            free(q), free(lat), free(qa), free(qa_ref), free(qpe), free(qpe_ref), free(out), free(out_ref), free(mq), free(mo);
+            quant_qtensor_free(&W);
+            free(mem);
+            free(smem);
+        }
 }
 
 static void test_elementwise(void)
@@ -243,6 +293,7 @@ int main(int argc, char **argv)
     }
     printf("device: %s%s\n", backend_name(dev), small ? " (--small: small cases only)" : "");
     RUN_TEST(test_matmul);
+    RUN_TEST(test_absorb);
     RUN_TEST(test_elementwise);
     RUN_TEST(test_attend);
     RUN_TEST(test_refusals);

@@ -138,6 +138,43 @@ static inline int cc_tol_check(const float *got, const float *ref, const double 
     return bad;
 }
 
+/* The absorbed decode's kv_b products as model/mla.c's attend_absorbed
+ * computes them (kv_b rows dequantized to f32, f32 sums in its order), with
+ * sum|terms| per output in double: qa[H][r] (+ qpe[H][dr], copied) from
+ * q[H][dn+dr]; out[H][dv] from lat[H][r]. */
+static inline void cc_ref_absorb(const struct qtensor *kvb, int H, int dn, int dv, int dr, const float *q,
+                                 float *qa, float *qpe, double *mag_qa, const float *lat, float *out, double *mag_out)
+{
+    const int r = kvb->cols, dkv = dn + dv;
+    float *w = malloc((size_t)dkv * r * sizeof *w);
+    for (int h = 0; h < H; h++) {
+        quant_dequant_rows(kvb, h * dkv, dkv, w);
+        const float *qn = q + (size_t)h * (dn + dr);
+        for (int j = 0; j < r; j++) {
+            float a = 0.0f;
+            double m = 0;
+            for (int i = 0; i < dn; i++) {
+                a += qn[i] * w[(size_t)i * r + j];
+                m += fabs((double)qn[i] * w[(size_t)i * r + j]);
+            }
+            qa[(size_t)h * r + j] = a;
+            mag_qa[(size_t)h * r + j] = m;
+        }
+        for (int e = 0; e < dr; e++) qpe[(size_t)h * dr + e] = qn[dn + e];
+        for (int k = 0; k < dv; k++) {
+            float a = 0.0f;
+            double m = 0;
+            for (int j = 0; j < r; j++) {
+                a += w[(size_t)(dn + k) * r + j] * lat[(size_t)h * r + j];
+                m += fabs((double)w[(size_t)(dn + k) * r + j] * lat[(size_t)h * r + j]);
+            }
+            out[(size_t)h * dv + k] = a;
+            mag_out[(size_t)h * dv + k] = m;
+        }
+    }
+    free(w);
+}
+
 /* Tiers the GPU attention reads, and the widths each is tested at. */
 static const int cc_kv_tiers[] = { KV_TIER_F32, KV_TIER_BF16, KV_TIER_FP8, KV_TIER_INT8R, KV_TIER_Q4_0,
                                    KV_TIER_TQ4, KV_TIER_TQ3, KV_TIER_TQ2 };

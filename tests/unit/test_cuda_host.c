@@ -139,6 +139,64 @@ static void test_matvec_replay(void)
     CHECK(vec_cases > 50, "only %d cases took the word path", vec_cases);
 }
 
+/* k_absorb_q and k_absorb_out replayed against model/mla.c's loops. */
+static void test_absorb_replay(void)
+{
+    struct cc_rng g = { 0xab5ull };
+    /* (H, dn, dv, dr, r): DeepSeek-V3's head widths at 4 heads; odd ones with
+     * r % 4 != 0 (the element path) */
+    static const int cases[][5] = { { 4, 128, 128, 64, 512 }, { 3, 16, 24, 8, 64 }, { 2, 5, 7, 0, 37 } };
+    for (int fi = 0; fi < NFMTS; fi++)
+        for (int ci = 0; ci < 3; ci++) {
+            int f = FMTS[fi], H = cases[ci][0], dn = cases[ci][1], dv = cases[ci][2], dr = cases[ci][3], r = cases[ci][4];
+            struct qtensor W;
+            void *mem;
+            float *smem;
+            cc_tensor(&g, f, H * (dn + dv), r, ci == 1, &W, &mem, &smem);
+            struct cu_wmat d = cu_wmat_of(&W, W.data, W.scales);
+            float *q = cc_vec(&g, (size_t)H * (dn + dr), 2.0f), *lat = cc_vec(&g, (size_t)H * r, 2.0f);
+            float *qa = malloc((size_t)H * r * sizeof *qa), *qa_ref = malloc((size_t)H * r * sizeof *qa);
+            float *qpe = malloc((size_t)H * (dr + 1) * sizeof *qpe), *qpe_ref = malloc((size_t)H * (dr + 1) * sizeof *qpe);
+            float *out = malloc((size_t)H * dv * sizeof *out), *out_ref = malloc((size_t)H * dv * sizeof *out);
+            double *mq = malloc((size_t)H * r * sizeof *mq), *mo = malloc((size_t)H * dv * sizeof *mo);
+            cc_ref_absorb(&W, H, dn, dv, dr, q, qa_ref, qpe_ref, mq, lat, out_ref, mo);
+            for (int h = 0; h < H; h++) {
+                for (int j = 0; j < r; j++) {   /* k_absorb_q's thread (h, j) */
+                    float a = 0.0f;
+                    for (int i = 0; i < dn; i++) a += q[(size_t)h * (dn + dr) + i] * cu_w_elem(&d, f, h * (dn + dv) + i, j);
+                    qa[(size_t)h * r + j] = a;
+                }
+                for (int e = 0; e < dr; e++) qpe[(size_t)h * dr + e] = q[(size_t)h * (dn + dr) + dn + e];
+                /* k_absorb_out's warps: rows h*(dn+dv) + dn + k, activation lat + h*r */
+                int vec = cu_wmat_vec_ok(&d) && (uintptr_t)d.data % 4 == 0 && (uintptr_t)lat % 16 == 0;
+                for (int k = 0; k < dv; k++) {
+                    float lanes[32];
+                    for (int lane = 0; lane < 32; lane++) {
+                        float acc[CU_NB] = { 0 };
+                        int row = h * (dn + dv) + dn + k;
+                        if (vec)
+                            for (int c = lane; c < cu_w_nchunks(&d); c += 32)
+                                cu_matvec_chunk(&d, f, row, c, cu_ld_u32(d.data + (size_t)row * d.row_bytes + 4 * (size_t)c),
+                                                lat + (size_t)h * r, r, 1, acc);
+                        else
+                            cu_matvec_lane_elem(&d, f, row, lane, lat + (size_t)h * r, r, 1, acc);
+                        lanes[lane] = acc[0];
+                    }
+                    out[(size_t)h * dv + k] = cu_warp_tree(lanes);
+                }
+            }
+            char what[80];
+            snprintf(what, sizeof what, "absorb %s H=%d dn=%d dv=%d r=%d", quant_fmt_name(f), H, dn, dv, r);
+            CHECK(cc_tol_check(qa, qa_ref, mq, (size_t)H * r, CC_TOL_MATVEC, what, NULL) == 0, "%s: W_UK", what);
+            CHECK(cc_tol_check(out, out_ref, mo, (size_t)H * dv, CC_TOL_MATVEC, what, NULL) == 0, "%s: W_UV", what);
+            CHECK(dr == 0 || memcmp(qpe, qpe_ref, (size_t)H * dr * sizeof *qpe) == 0, "%s: RoPE query copied", what);
+            free(q), free(lat), free(qa), free(qa_ref), free(qpe), free(qpe_ref), free(out), free(out_ref), free(mq), free(mo);
+            quant_qtensor_free(&W);
+            free(mem);
+            free(smem);
+        }
+}
+
 static void test_kv_elements(void)
 {
     struct cc_rng g = { 0xabcdefull };
@@ -347,6 +405,7 @@ int main(void)
     RUN_TEST(test_fp8_f16_bf16_decoders);
     RUN_TEST(test_weight_elements);
     RUN_TEST(test_matvec_replay);
+    RUN_TEST(test_absorb_replay);
     RUN_TEST(test_kv_elements);
     RUN_TEST(test_attend_replay);
     RUN_TEST(test_descriptors);
