@@ -25,6 +25,7 @@ struct oai_model {
     int n_ctx_model;            /* the model's context (max_position_embeddings) */
     long created;
     int reasoning_deepseek;     /* split <think>...</think> off into reasoning_content (--reasoning-format) */
+    int n_slots, max_queue;     /* the scheduler's: a request's n choices take n slots (and queue places) */
 };
 
 /* An error response: HTTP status and the OpenAI error object's fields. */
@@ -120,17 +121,23 @@ int oai_error_set(struct oai_error *e, int status, const char *type, const char 
 /* {"error": {...}} for e. */
 char *oai_error_json(const struct oai_error *e);
 
-/* The non-streaming response of a finished job (caller holds j->mu). It and
- * the stream's finish chunk carry llama-server's "timings" object. */
+/* The non-streaming response of a finished job (caller holds j->mu), a
+ * group's with a choice per choice job and the usage summed. It (n = 1) and
+ * the stream's finish chunks carry llama-server's "timings" object. */
 char *oai_response(const struct oai_model *m, const struct job *j);
 
-/* Streaming: appends "data: {...}\n\n" chunks. oai_stream_start adds the
- * chat role chunk (nothing for completions); oai_stream_events one chunk per
- * event in [from, to); oai_stream_end the finish chunk, the usage chunk when
- * asked for, and "data: [DONE]" (caller holds j->mu for the last two). */
+/* Streaming: appends "data: {...}\n\n" chunks, each for choice j->index.
+ * oai_stream_start adds the chat role chunk (nothing for completions);
+ * oai_stream_events one chunk per event in [from, to); serve_oai_stream_finish
+ * what was held back and the finish chunk; oai_stream_end the finish chunk
+ * (not for a group: each choice sends its own with serve_oai_stream_finish), the
+ * usage chunk when asked for, and "data: [DONE]" (caller holds j->mu for the
+ * last three; a group's choices have all ended). OpenAI interleaves the
+ * choices' chunks, each naming its index; so do a group's streams. */
 void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j);
 void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars);
+void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j);
 void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j);
 /* An error after the stream has started: a data chunk holding {"error":...}, then [DONE]. */
 void oai_stream_error(struct sbuf *out, const struct oai_error *e);

@@ -107,14 +107,23 @@ static cJSON *logprobs_json(const struct oai_model *m, const struct job *j, int 
 
 /* ------------------------------------------------------------ responses */
 
+/* Usage as OpenAI counts it: the prompt once, the completion tokens of
+ * every choice; cached tokens are choice 0's (the later choices copy the
+ * prompt it computed). A group's choices have all ended when this runs. */
 static void add_usage(cJSON *o, const struct job *j)
 {
+    int n_gen = j->n_gen, n_cached = j->n_cached;
+    if (j->n_choices) {
+        n_gen = 0;
+        for (int i = 0; i < j->n_choices; i++) n_gen += j->choice[i]->n_gen;
+        n_cached = j->choice[0]->n_cached;
+    }
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    cJSON_AddNumberToObject(u, "completion_tokens", n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + n_gen);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+    cJSON_AddNumberToObject(d, "cached_tokens", n_cached);
 }
 
 /* llama-server's "timings": the prompt from a slot taking the request to
@@ -153,15 +162,15 @@ static const char *finish_reason(const struct job *j)
     return j->finish == JOB_FIN_LENGTH ? "length" : "stop";
 }
 
-char *oai_response(const struct oai_model *m, const struct job *j)
+/* The choice object of a finished job (index j->index). */
+static cJSON *choice_json(const struct oai_model *m, const struct job *j)
 {
     int chat = j->kind == JOB_CHAT;
-    cJSON *o = envelope(m, j, chat ? "chat.completion" : "text_completion");
     struct sbuf text = { 0 };
     sb_puts(&text, "");
     for (int i = 0; i < j->n_ev; i++) sb_append(&text, j->ev[i].text, j->ev[i].len);
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", j->index);
     cJSON *calls = NULL;
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
@@ -190,10 +199,18 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     if (j->p.logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, 0, j->n_ev, &chars));
     else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", calls && j->finish == JOB_FIN_STOP ? "tool_calls" : finish_reason(j));
-    cJSON_AddItemToArray(choices, c);
-    add_usage(o, j);
-    add_timings(o, j);
     sb_free(&text);
+    return c;
+}
+
+char *oai_response(const struct oai_model *m, const struct job *j)
+{
+    cJSON *o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    if (!j->n_choices) cJSON_AddItemToArray(choices, choice_json(m, j));
+    for (int i = 0; i < j->n_choices; i++) cJSON_AddItemToArray(choices, choice_json(m, j->choice[i]));
+    add_usage(o, j);
+    if (!j->n_choices) add_timings(o, j);     /* per choice: each one's finish chunk when streamed */
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -218,7 +235,7 @@ static cJSON *chunk(const struct oai_model *m, const struct job *j, cJSON **choi
     cJSON *o = envelope(m, j, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     *choice = cJSON_CreateObject();
-    cJSON_AddNumberToObject(*choice, "index", 0);
+    cJSON_AddNumberToObject(*choice, "index", j->index);
     cJSON_AddItemToArray(choices, *choice);
     if (j->p.include_usage) cJSON_AddNullToObject(o, "usage");
     return o;
@@ -444,7 +461,7 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
     }
 }
 
-void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j)
 {
     if (j->p.parse_tools) stream_tools_range(out, m, j, j->n_ev, j->n_ev, 1);    /* what was held back */
     else if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1, 1);
@@ -455,8 +472,13 @@ void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct jo
     cJSON_AddStringToObject(c, "finish_reason", stream_finish_reason(m, j));
     add_timings(o, j);
     emit(out, o);
+}
+
+void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+{
+    if (!j->n_choices) serve_oai_stream_finish(out, m, j);
     if (j->p.include_usage) {
-        o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+        cJSON *o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
         cJSON_AddArrayToObject(o, "choices");
         add_usage(o, j);
         emit(out, o);

@@ -391,8 +391,8 @@ def test_error_missing_messages():
     check(st == 400 and body["error"]["param"] == "prompt", f"{st} {body}")
 
 
-def test_error_n_greater_than_one():
-    expect(openai.BadRequestError, lambda: complete("hi", n=2), 400, "n")
+def test_error_n_beyond_the_slots():
+    expect(openai.BadRequestError, lambda: complete("hi", n=5), 400, "n", ("4 slots",))
 
 
 def test_error_unknown_model():
@@ -618,7 +618,7 @@ def test_sampling_refusals():
     for name, val in (("typical_p", 0.5), ("mirostat", 2), ("dry_multiplier", 0.8)):
         expect(openai.BadRequestError, lambda: complete("hi", extra_body={name: val}), 400, name, ("not supported",))
     complete("hi", max_tokens=1, extra_body={"typical_p": 1, "mirostat": 0})   # neutral values pass
-    expect(openai.BadRequestError, lambda: chat("hi", n=3), 400, "n")
+    expect(openai.BadRequestError, lambda: chat("hi", n=9), 400, "n")
 
 
 # ------------------------------------------------------------------ structured output
