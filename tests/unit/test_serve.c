@@ -454,12 +454,97 @@ static void test_tool_grammar_each_syntax(void)
     cJSON_Delete(tools);
 }
 
+/* Templates that iterate tool-call arguments as a mapping (GLM-4.6,
+ * GLM-4.7-Flash, Qwen3-Coder) get OpenAI's string arguments parsed: the
+ * server's prompt for a conversation with string arguments is byte for byte
+ * what transformers renders for the same conversation with dict arguments
+ * (the goldens' dict_args cases; these templates use no bos/eos token). */
+static void test_tool_args_as_objects(void)
+{
+    static const char *const TEMPLATES[] = { "glm_4_6", "glm_4_7_flash", "qwen3_coder" };
+    static const char *const CASES[] = { "tool_round", "tool_pending" };
+    for (int t = 0; t < 3; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/tok/chat/%s.jinja", TEMPLATES[t]);
+        char *src = read_text(path);
+        snprintf(path, sizeof path, "tests/tok/chat/%s.json", TEMPLATES[t]);
+        char *gold_text = read_text(path);
+        cJSON *gold = gold_text ? cJSON_Parse(gold_text) : NULL;
+        colibri_tokenizer *tk = NULL;
+        struct colibri_err err = { 0 };
+        if (!src || !gold || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+            colibri_tokenizer_set_chat_template(tk, src, strlen(src), path, &err)) {
+            CHECK(0, "%s: %s", TEMPLATES[t], err.msg);
+            goto next;
+        }
+        struct oai_model m = { .id = "tiny", .tok = tk, .n_vocab = 3003, .n_ctx = 4096 };
+        for (int c = 0; c < 2; c++) {
+            char str_name[64], dict_name[64];
+            snprintf(str_name, sizeof str_name, "%s_str_args", CASES[c]);
+            snprintf(dict_name, sizeof dict_name, "%s_dict_args", CASES[c]);
+            const cJSON *str_ctx = NULL, *want = NULL, *k;
+            cJSON_ArrayForEach(k, cJSON_GetObjectItem(gold, "cases")) {
+                const char *nm = cJSON_GetObjectItem(k, "name")->valuestring;
+                if (!strcmp(nm, str_name)) str_ctx = cJSON_GetObjectItem(k, "context");
+                if (!strcmp(nm, dict_name)) want = cJSON_GetObjectItem(k, "expected");
+            }
+            if (!str_ctx || !cJSON_IsString(want)) { CHECK(0, "%s: no %s / %s golden", TEMPLATES[t], str_name, dict_name); continue; }
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItem(str_ctx, "add_generation_prompt")), "%s: golden without a generation prompt", str_name);
+            cJSON *body = cJSON_CreateObject();
+            cJSON_AddItemToObject(body, "messages", cJSON_Duplicate(cJSON_GetObjectItem(str_ctx, "messages"), 1));
+            cJSON_AddItemToObject(body, "tools", cJSON_Duplicate(cJSON_GetObjectItem(str_ctx, "tools"), 1));
+            cJSON_AddNumberToObject(body, "max_tokens", 1);
+            char *bs = cJSON_PrintUnformatted(body);
+            struct oai_error e = { 0 };
+            struct job *j = oai_parse(&m, JOB_CHAT, bs, strlen(bs), &e);
+            CHECK(j, "%s/%s: %s", TEMPLATES[t], str_name, e.msg);
+            char *txt = NULL;
+            size_t n = 0;
+            if (j && !colibri_tokenizer_decode(tk, j->prompt, (size_t)j->n_prompt, 0, &txt, &n, &err))
+                CHECK(n == strlen(want->valuestring) && !memcmp(txt, want->valuestring, n),
+                      "%s/%s: the prompt differs from transformers' dict-arguments rendering:\n%.*s\n---\n%s",
+                      TEMPLATES[t], str_name, (int)n, txt, want->valuestring);
+            free(txt);
+            job_release(j);
+            /* an arguments string that is not JSON: 400 naming the message and the call */
+            cJSON *msgs = cJSON_GetObjectItem(body, "messages"), *mm;
+            int bad_i = 0;
+            cJSON_ArrayForEach(mm, msgs) {
+                cJSON *calls = cJSON_GetObjectItem(mm, "tool_calls");
+                if (calls) {
+                    cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, cJSON_GetArraySize(calls) - 1), "function");
+                    cJSON_ReplaceItemInObject(fn, "arguments", cJSON_CreateString("{\"city\": Par"));
+                    break;
+                }
+                bad_i++;
+            }
+            free(bs);
+            bs = cJSON_PrintUnformatted(body);
+            j = oai_parse(&m, JOB_CHAT, bs, strlen(bs), &e);
+            char where[96];
+            snprintf(where, sizeof where, "'messages[%d].tool_calls[%d].function.arguments' is not valid JSON", bad_i,
+                     c == 0 ? 1 : 0);
+            CHECK(!j && e.status == 400 && strstr(e.msg, where), "%s/%s bad arguments: %d %s", TEMPLATES[t], str_name,
+                  e.status, e.msg);
+            job_release(j);
+            free(bs);
+            cJSON_Delete(body);
+        }
+    next:
+        colibri_tokenizer_free(tk);
+        cJSON_Delete(gold);
+        free(gold_text);
+        free(src);
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
     RUN_TEST(test_tool_view_prefixes);
     RUN_TEST(test_tool_grammar_each_syntax);
+    RUN_TEST(test_tool_args_as_objects);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);
