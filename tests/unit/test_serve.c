@@ -369,6 +369,7 @@ static void test_tool_grammar_each_syntax(void)
         { "tests/tok/chat/deepseek_v3.jinja", OAI_TOOLS_DEEPSEEK_V3 },
         { "tests/tok/chat/deepseek_v3_1.jinja", OAI_TOOLS_DEEPSEEK_V31 },
         { "tests/tok/chat/kimi_k2.jinja", OAI_TOOLS_KIMI },
+        { "tests/tok/chat/kimi_k2_thinking_moonshotai.jinja", OAI_TOOLS_KIMI },
         { "tests/tok/chat/qwen3.jinja", OAI_TOOLS_HERMES },
         { NULL, OAI_TOOLS_DEEPSEEK_V3 },      /* a template that renders no calls: DeepSeek-V3's */
     };
