@@ -57,6 +57,7 @@ struct job_params {
     int n_logit_bias;
     colibri_grammar *grammar;   /* structured output (oai_format.c); owned, NULL = none */
     int parse_tools;            /* chat with tools: look for tool calls in the reply */
+    int tools_required;         /* tool_choice required or named: a grammar makes the reply calls */
     int think_open;             /* the chat prompt ends inside <think>: the reply starts with reasoning */
 };
 

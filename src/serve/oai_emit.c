@@ -389,6 +389,15 @@ static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const 
     }
 }
 
+/* Which calls are sent while the reply is being generated. Under a
+ * tool_choice that requires a call the grammar makes the reply calls, so
+ * they stream as they come: id, type and name once the name is complete,
+ * then pieces of the arguments. Otherwise (tool_choice auto) a call might
+ * turn out malformed, and a stream cannot take back what it sent: the calls
+ * are held until the reply is complete, then sent whole (each an id, type
+ * and name chunk, then its arguments) if the reply parses as calls, or as
+ * content if it does not, so that a streamed reply always reassembles to
+ * the non-streamed one. The text before the calls streams either way. */
 static void stream_tools_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                                int final)
 {
@@ -400,12 +409,14 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
     if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
     if (serve_oai_tool_view(cb.s, cb.n, final, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
     if (vb.text_end > va.text_end) send_delta(out, m, j, "content", cb.s + va.text_end, vb.text_end - va.text_end);
-    send_tool_deltas(out, m, j, &va, &vb);
     cJSON *calls = NULL;
     char *content = NULL;
+    int parses = final && oai_parse_tool_calls(cb.s, &calls, &content) > 0;
+    if (j->p.tools_required) send_tool_deltas(out, m, j, &va, &vb);
+    else if (parses) send_tool_deltas(out, m, j, &(struct oai_tool_view){ 0 }, &vb);   /* held until now */
     /* a reply whose calls do not parse is content, as in the whole response:
      * what was not sent as text goes out as text now */
-    if (final && vb.text_end < cb.n && oai_parse_tool_calls(cb.s, &calls, &content) <= 0)
+    if (final && !parses && vb.text_end < cb.n)
         send_delta(out, m, j, "content", cb.s + vb.text_end, cb.n - vb.text_end);
     cJSON_Delete(calls);
     free(content);

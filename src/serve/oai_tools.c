@@ -238,6 +238,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         return -1;
     }
     p->parse_tools = use_tools;
+    p->tools_required = require;
     /* thinking templates (R1, V3.1 with thinking) open the reasoning in the prompt itself */
     const char *end = *text + *len;
     while (end > *text && (end[-1] == '\n' || end[-1] == ' ')) end--;
