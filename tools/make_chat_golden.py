@@ -23,6 +23,9 @@ Template sources (all offline, from PyPI packages):
                     pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36
                     tar xzf llama_cpp_python-0.3.36.tar.gz
 
+  glm_4_5           llama.cpp's GLM-4.5 template (its own edit: string arguments render as
+                    raw_arguments), not in that sdist: github.com/ggml-org/llama.cpp at commit
+                    623f3dd04b05999ffcb598a88d4f79fa9c3af849, models/templates/glm_4_5.jinja
   kimi_k2_thinking_moonshotai  llama.cpp's copy of Moonshot's own Kimi-K2-Thinking template,
                     not in that sdist: github.com/ggml-org/llama.cpp at commit
                     0c3c896ea80643608b4e961eec7e1efcd844e109,
@@ -63,6 +66,7 @@ TEMPLATES = {
     "kimi_k2_instruct": ("Kimi-K2-Instruct.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_thinking": ("Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_thinking_moonshotai": ("moonshotai-Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
+    "glm_4_5": ("glm_4_5.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "glm_4_6": ("GLM-4.6.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "glm_4_7_flash": ("GLM-4.7-Flash.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "qwen3": ("Qwen-Qwen3-0.6B.jinja", "", "<|im_end|>", [{}, {"enable_thinking": False}]),
@@ -76,7 +80,9 @@ TEMPLATES = {
 
 # Templates from elsewhere than the sdist (name: source line of the golden).
 SOURCES = {"kimi_k2_thinking_moonshotai": "github.com/ggml-org/llama.cpp@0c3c896ea80643608b4e961eec7e1efcd844e109 "
-                                          "models/templates/moonshotai-Kimi-K2-Thinking.jinja"}
+                                          "models/templates/moonshotai-Kimi-K2-Thinking.jinja",
+           "glm_4_5": "github.com/ggml-org/llama.cpp@623f3dd04b05999ffcb598a88d4f79fa9c3af849 "
+                      "models/templates/glm_4_5.jinja"}
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",

@@ -78,8 +78,8 @@ static void golden_file(const char *name)
 
 static const char *const GOLDEN[] = {
     "deepseek_v3", "deepseek_v3_1", "deepseek_r1", "deepseek_r1_qwen", "kimi_k2", "glm_4_6", "glm_4_7_flash",
-    "qwen3", "qwen3_coder", "qwq", "smollm3", "gpt_oss", "granite_3_3", "mistral_nemo", "kimi_k2_thinking_moonshotai",
-    NULL };
+    "qwen3", "qwen3_coder", "qwq", "smollm3", "gpt_oss", "granite_3_3", "mistral_nemo",
+    "kimi_k2_thinking_moonshotai", "glm_4_5", NULL };
 
 static void test_goldens(void)
 {
