@@ -63,7 +63,8 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
  * with *e filled. oai_parse_tool_calls finds tool calls in a reply: their
  * count (then *calls is an OpenAI tool_calls array and *content the text
  * before them, both the caller's), or 0 when there are none or they do not
- * parse. */
+ * parse. A call's id is call_<index>, or Kimi's own functions.NAME:IDX (as
+ * vLLM gives it), which Kimi's templates write back into the history. */
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e);
 int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
@@ -97,7 +98,7 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const struct cJSON *tools, co
  * oai_parse_tool_calls gives; Hermes calls appear only when complete (their
  * arguments are re-serialized). final: the reply is complete, nothing is held
  * back. 0, or COLIBRI_ENOMEM; free with serve_oai_tool_view_free(). */
-struct oai_tool_view_call { char *name, *args; size_t args_len; };
+struct oai_tool_view_call { char *name, *args; size_t args_len; char *id; /* NULL: call_<index> */ };
 struct oai_tool_view { size_t text_end; int n; struct oai_tool_view_call *call; };
 int  serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v);
 void serve_oai_tool_view_free(struct oai_tool_view *v);

@@ -373,7 +373,7 @@ static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const 
             if (piece == 0) {           /* as OpenAI streams: id, type and name first, then the arguments */
                 char id[32];
                 snprintf(id, sizeof id, "call_%d", i);
-                cJSON_AddStringToObject(tc, "id", id);
+                cJSON_AddStringToObject(tc, "id", cb->id ? cb->id : id);
                 cJSON_AddStringToObject(tc, "type", "function");
                 fn = cJSON_AddObjectToObject(tc, "function");
                 cJSON_AddStringToObject(fn, "name", cb->name);

@@ -36,7 +36,9 @@ int oai_split_reasoning(const char *text, int think_open, char **reasoning, char
 
 /* ------------------------------------------------------------ reply parsing */
 
-struct call { char *name, *args; };
+/* id: the call's own id where the syntax writes one (Kimi's
+ * functions.NAME:IDX, which its templates render back), else NULL. */
+struct call { char *name, *args, *id; };
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -63,7 +65,7 @@ static int valid_json_object(const char *s)
 /* One call between begin and end markers, or 0 if it does not parse. */
 static int parse_one(const char *fmt, const char *a, const char *b, struct call *c)
 {
-    c->name = c->args = NULL;
+    c->name = c->args = c->id = NULL;
     if (!strcmp(fmt, "deepseek")) {
         static const char SEP[] = "<｜tool▁sep｜>";
         const char *sep = strstr(a, SEP);
@@ -89,6 +91,7 @@ static int parse_one(const char *fmt, const char *a, const char *b, struct call 
         if (!dot || !colon || colon < dot) return 0;
         c->name = trim_dup(dot + 1, colon);
         c->args = trim_dup(arg + strlen(ARG), b);
+        c->id = trim_dup(a, arg);
     } else {                                                /* hermes: {"name": ..., "arguments": {...}} */
         char *body = trim_dup(a, b);
         cJSON *j = body ? cJSON_Parse(body) : NULL;
@@ -103,7 +106,8 @@ static int parse_one(const char *fmt, const char *a, const char *b, struct call 
     if (!c->name || !c->args || !c->name[0] || !valid_json_object(c->args)) {
         free(c->name);
         free(c->args);
-        c->name = c->args = NULL;
+        free(c->id);
+        c->name = c->args = c->id = NULL;
         return 0;
     }
     return 1;
@@ -147,7 +151,7 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **cont
             cJSON *tc = cJSON_CreateObject(), *fn = cJSON_CreateObject();
             char id[32];
             snprintf(id, sizeof id, "call_%d", n);
-            cJSON_AddStringToObject(tc, "id", id);
+            cJSON_AddStringToObject(tc, "id", c.id ? c.id : id);
             cJSON_AddStringToObject(tc, "type", "function");
             cJSON_AddStringToObject(fn, "name", c.name);
             cJSON_AddStringToObject(fn, "arguments", c.args);
@@ -155,6 +159,7 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **cont
             cJSON_AddItemToArray(arr, tc);
             free(c.name);
             free(c.args);
+            free(c.id);
             n++;
             p = b + strlen(SYNTAX[s].end);
         }
@@ -198,6 +203,7 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
 {
     const char *name0 = NULL, *name1 = NULL, *arg0 = NULL, *end_marker = NULL;
     size_t rest = (size_t)(lim - a);
+    c->id = NULL;
     if (!strcmp(fmt, "deepseek")) {
         static const char V3[] = "function<｜tool▁sep｜>", SEP[] = "<｜tool▁sep｜>";
         size_t v3 = strlen(V3);
@@ -225,6 +231,7 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
         name1 = colon;
         arg0 = arg + strlen(ARG);
         end_marker = "<|tool_call_end|>";
+        if (!(c->id = trim_dup(a, arg))) return 0;
     } else {
         return 0;
     }
@@ -235,7 +242,8 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
     if (!c->name || !c->args || !c->name[0]) {
         free(c->name);
         free(c->args);
-        c->name = c->args = NULL;
+        free(c->id);
+        c->name = c->args = c->id = NULL;
         return 0;
     }
     return 1;
@@ -244,9 +252,9 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
 static int view_push(struct oai_tool_view *v, struct call *c)
 {
     struct oai_tool_view_call *nc = realloc(v->call, (size_t)(v->n + 1) * sizeof *nc);
-    if (!nc) { free(c->name); free(c->args); return COLIBRI_ENOMEM; }
+    if (!nc) { free(c->name); free(c->args); free(c->id); return COLIBRI_ENOMEM; }
     v->call = nc;
-    v->call[v->n++] = (struct oai_tool_view_call){ c->name, c->args, strlen(c->args) };
+    v->call[v->n++] = (struct oai_tool_view_call){ c->name, c->args, strlen(c->args), c->id };
     return 0;
 }
 
@@ -280,7 +288,7 @@ int serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view
 
 void serve_oai_tool_view_free(struct oai_tool_view *v)
 {
-    for (int i = 0; i < v->n; i++) { free(v->call[i].name); free(v->call[i].args); }
+    for (int i = 0; i < v->n; i++) { free(v->call[i].name); free(v->call[i].args); free(v->call[i].id); }
     free(v->call);
     *v = (struct oai_tool_view){ 0 };
 }

@@ -539,6 +539,65 @@ static void test_tool_args_as_objects(void)
     }
 }
 
+/* Kimi's calls keep the model's own id (functions.NAME:IDX), whole and
+ * streamed, so that a conversation sent back renders the call as the model
+ * wrote it under Moonshot's Kimi-K2-Thinking template, which writes ids. */
+static void test_kimi_call_ids_round_trip(void)
+{
+    const char *reply = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                        "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>";
+    cJSON *calls = NULL;
+    char *content = NULL;
+    CHECK(oai_parse_tool_calls(reply, &calls, &content) == 1, "the Kimi call does not parse");
+    const cJSON *id = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id");
+    CHECK(cJSON_IsString(id) && !strcmp(id->valuestring, "functions.get_weather:0"), "id %s",
+          cJSON_IsString(id) ? id->valuestring : "?");
+    struct oai_tool_view v;
+    for (size_t cut = 60; cut <= strlen(reply); cut += 20) {   /* partial views name the same id */
+        CHECK(!serve_oai_tool_view(reply, cut, cut == strlen(reply), &v), "view");
+        CHECK(v.n == 0 || (v.call[0].id && !strcmp(v.call[0].id, "functions.get_weather:0")), "view id at %zu", cut);
+        serve_oai_tool_view_free(&v);
+    }
+    char *src = read_text("tests/tok/chat/kimi_k2_thinking_moonshotai.jinja");
+    colibri_tokenizer *tk = NULL;
+    struct colibri_err err = { 0 };
+    if (!src || !calls || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+        colibri_tokenizer_set_chat_template(tk, src, strlen(src), "kimi_k2_thinking_moonshotai", &err)) {
+        CHECK(0, "setup: %s", err.msg);
+    } else {
+        cJSON *body = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(body, "messages"), *m;
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", "Weather in Paris?");
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", "");
+        cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(calls, 1));
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "tool");
+        cJSON_AddStringToObject(m, "tool_call_id", id->valuestring);
+        cJSON_AddStringToObject(m, "content", "18C");
+        char *bs = cJSON_PrintUnformatted(body);
+        struct oai_model mo = { .id = "tiny", .tok = tk, .n_vocab = 3003, .n_ctx = 4096 };
+        struct oai_error e = { 0 };
+        struct job *j = oai_parse(&mo, JOB_CHAT, bs, strlen(bs), &e);
+        char *txt = NULL;
+        size_t n = 0;
+        CHECK(j && !colibri_tokenizer_decode(tk, j->prompt, (size_t)j->n_prompt, 0, &txt, &n, &err), "%s", e.msg);
+        CHECK(txt && strstr(txt, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                                 "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>") &&
+              strstr(txt, "## Return of functions.get_weather:0"), "rendered history: %s", txt ? txt : "");
+        free(txt);
+        job_release(j);
+        free(bs);
+        cJSON_Delete(body);
+    }
+    colibri_tokenizer_free(tk);
+    free(src);
+    cJSON_Delete(calls);
+    free(content);
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
@@ -546,6 +605,7 @@ int main(void)
     RUN_TEST(test_tool_view_prefixes);
     RUN_TEST(test_tool_grammar_each_syntax);
     RUN_TEST(test_tool_args_as_objects);
+    RUN_TEST(test_kimi_call_ids_round_trip);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);
