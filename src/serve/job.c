@@ -69,6 +69,7 @@ void job_release(struct job *j)
     for (int i = 0; i < j->n_ev; i++) free(j->ev[i].text);
     for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
     free(j->p.logit_bias);
+    free(j->p.tools_json);
     colibri_grammar_free(j->p.grammar);
     free(j->ev);
     free(j->prompt);
@@ -137,6 +138,7 @@ int serve_job_add_choice(struct job *g)
     c->p.n_stop = 0;
     c->p.logit_bias = NULL;
     c->p.grammar = NULL;
+    c->p.tools_json = NULL;
     memcpy(c->id, g->id, sizeof c->id);
     c->created = g->created;
     c->t_submit = g->t_submit;
@@ -147,6 +149,7 @@ int serve_job_add_choice(struct job *g)
     if (c->prompt) memcpy(c->prompt, g->prompt, (size_t)g->n_prompt * sizeof *c->prompt);
     int ok = c->prompt != NULL;
     for (int i = 0; ok && i < g->p.n_stop; i++) ok = (c->p.stop[c->p.n_stop++] = strdup(g->p.stop[i])) != NULL;
+    if (ok && g->p.tools_json) ok = (c->p.tools_json = strdup(g->p.tools_json)) != NULL;
     if (ok && g->p.n_logit_bias) {
         size_t bytes = (size_t)g->p.n_logit_bias * sizeof *c->p.logit_bias;
         ok = (c->p.logit_bias = malloc(bytes)) != NULL;

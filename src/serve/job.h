@@ -58,6 +58,7 @@ struct job_params {
     colibri_grammar *grammar;   /* structured output (oai_format.c); owned, NULL = none */
     int parse_tools;            /* chat with tools: look for tool calls in the reply */
     int tools_required;         /* tool_choice required or named: a grammar makes the reply calls */
+    char *tools_json;           /* the request's tools (owned, NULL without), for typing parsed arguments */
     int think_open;             /* the chat prompt ends inside <think>: the reply starts with reasoning */
 };
 

@@ -64,10 +64,14 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
  * count (then *calls is an OpenAI tool_calls array and *content the text
  * before them, both the caller's), or 0 when there are none or they do not
  * parse. A call's id is call_<index>, or Kimi's own functions.NAME:IDX (as
- * vLLM gives it), which Kimi's templates write back into the history. */
+ * vLLM gives it), which Kimi's templates write back into the history.
+ * GLM's and Qwen3-Coder's calls write each argument as text (strings as they
+ * are, other values as JSON): tools_json, the request's tools (or NULL),
+ * keeps the parameters its schema types "string" as text; any other value
+ * that parses as JSON takes that value. */
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e);
-int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
+int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls, char **content);
 /* Tool-call syntaxes (oai_tool_grammar.c), one of which the model's chat
  * template writes assistant tool calls in. */
 enum oai_tool_syntax {
@@ -95,12 +99,13 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const struct cJSON *tools, co
  * section, and blanks before one); call[0..n) the calls whose name is
  * complete, each with the part of its arguments that is final, a prefix of
  * what later views give. A complete call is exactly what
- * oai_parse_tool_calls gives; Hermes calls appear only when complete (their
- * arguments are re-serialized). final: the reply is complete, nothing is held
+ * oai_parse_tool_calls gives (tools_json as there); Hermes, GLM and
+ * Qwen3-Coder calls appear only when complete (their arguments are
+ * re-serialized). final: the reply is complete, nothing is held
  * back. 0, or COLIBRI_ENOMEM; free with serve_oai_tool_view_free(). */
 struct oai_tool_view_call { char *name, *args; size_t args_len; char *id; /* NULL: call_<index> */ };
 struct oai_tool_view { size_t text_end; int n; struct oai_tool_view_call *call; };
-int  serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v);
+int  serve_oai_tool_view(const char *s, size_t n, int final, const char *tools_json, struct oai_tool_view *v);
 void serve_oai_tool_view_free(struct oai_tool_view *v);
 
 /* DeepSeek's reasoning format: a reply that starts with <think> (or whose

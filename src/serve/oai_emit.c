@@ -181,7 +181,7 @@ static cJSON *choice_json(const struct oai_model *m, const struct job *j)
             cJSON_AddStringToObject(msg, "reasoning_content", reasoning);
             body = answer;
         }
-        if (j->p.parse_tools && oai_parse_tool_calls(body, &calls, &content) > 0) {
+        if (j->p.parse_tools && oai_parse_tool_calls(body, j->p.tools_json, &calls, &content) > 0) {
             if (content && content[0]) cJSON_AddStringToObject(msg, "content", content);
             else cJSON_AddNullToObject(msg, "content");
             cJSON_AddItemToObject(msg, "tool_calls", calls);
@@ -406,12 +406,12 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
     content_so_far(m, j, from, 0, &ca);
     content_so_far(m, j, to, final, &cb);
     struct oai_tool_view va, vb;
-    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
-    if (serve_oai_tool_view(cb.s, cb.n, final, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
+    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, j->p.tools_json, &va)) { out->failed = 1; goto out; }
+    if (serve_oai_tool_view(cb.s, cb.n, final, j->p.tools_json, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
     if (vb.text_end > va.text_end) send_delta(out, m, j, "content", cb.s + va.text_end, vb.text_end - va.text_end);
     cJSON *calls = NULL;
     char *content = NULL;
-    int parses = final && oai_parse_tool_calls(cb.s, &calls, &content) > 0;
+    int parses = final && oai_parse_tool_calls(cb.s, j->p.tools_json, &calls, &content) > 0;
     if (j->p.tools_required) send_tool_deltas(out, m, j, &va, &vb);
     else if (parses) send_tool_deltas(out, m, j, &(struct oai_tool_view){ 0 }, &vb);   /* held until now */
     /* a reply whose calls do not parse is content, as in the whole response:
@@ -435,7 +435,7 @@ static const char *stream_finish_reason(const struct oai_model *m, const struct 
     content_so_far(m, j, j->n_ev, 1, &c);
     cJSON *calls = NULL;
     char *content = NULL;
-    int n = c.failed ? 0 : oai_parse_tool_calls(c.s, &calls, &content);
+    int n = c.failed ? 0 : oai_parse_tool_calls(c.s, j->p.tools_json, &calls, &content);
     cJSON_Delete(calls);
     free(content);
     sb_free(&c);

@@ -230,7 +230,8 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         } else r = r2;
     }
     cJSON_Delete(arr);
-    free(tj);
+    if (r) free(tj);
+    else p->tools_json = tj;    /* the reply's GLM / Qwen3-Coder arguments are typed by it */
     if (r) {
         oai_error_set(e, r == COLIBRI_ENOMEM ? 500 : 400, r == COLIBRI_ENOMEM ? "server_error" : BAD, NULL,
                       use_tools && r == COLIBRI_EUNSUPPORTED ? "tools" : "messages", "the chat template failed: %s",

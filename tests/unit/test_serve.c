@@ -265,7 +265,7 @@ static void test_tool_view_prefixes(void)
             char *pre = strndup(s, k);
             struct oai_tool_view v;
             int fin = k == n;
-            CHECK(pre && !serve_oai_tool_view(pre, k, fin, &v), "reply %zu: view failed", r);
+            CHECK(pre && !serve_oai_tool_view(pre, k, fin, NULL, &v), "reply %zu: view failed", r);
             CHECK(v.text_end >= prev.text_end && v.text_end <= k, "reply %zu at %zu: text_end %zu after %zu", r, k,
                   v.text_end, prev.text_end);
             CHECK(v.n >= prev.n, "reply %zu at %zu: %d calls after %d", r, k, v.n, prev.n);
@@ -282,7 +282,7 @@ static void test_tool_view_prefixes(void)
         }
         struct cJSON *calls = NULL;
         char *content = NULL;
-        int nc = oai_parse_tool_calls(s, &calls, &content);
+        int nc = oai_parse_tool_calls(s, NULL, &calls, &content);
         CHECK(nc == N_CALLS[r] && prev.n == nc, "reply %zu: %d calls parsed, %d in the view", r, nc, prev.n);
         for (int i = 0; i < nc && i < prev.n; i++) {
             const struct cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
@@ -404,7 +404,7 @@ static void test_tool_grammar_each_syntax(void)
             CHECK(grammar_takes(t, one, b.s) == 0, "%s: two calls taken by the one-call grammar", tname);
             cJSON *calls = NULL;
             char *content = NULL;
-            CHECK(oai_parse_tool_calls(b.s, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
+            CHECK(oai_parse_tool_calls(b.s, NULL, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
             for (int i = 0; i < 2 && calls; i++) {
                 const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
                 CHECK(!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, NAMES[i]), "%s: call %d", tname, i);
@@ -539,6 +539,102 @@ static void test_tool_args_as_objects(void)
     }
 }
 
+/* GLM's and Qwen3-Coder's calls parse back into the calls they were
+ * rendered from: the assistant's calls in transformers' renderings (the
+ * goldens' dict_args cases) give the same names and arguments, typed by the
+ * request's tools (a string stays a string, top_k an integer). */
+static void test_xml_calls_parse_back(void)
+{
+    static const struct { const char *name, *start, *stop; } T[] = {
+        { "glm_4_5", "<tool_call>", "<|observation|>" }, { "glm_4_6", "<tool_call>", "<|observation|>" },
+        { "glm_4_7_flash", "<tool_call>", "<|observation|>" },
+        { "qwen3_coder", "<tool_call>\n<function=", "<|im_end|>" },
+    };
+    static const char *const CASES[] = { "tool_round_dict_args", "tool_pending_dict_args" };
+    for (size_t t = 0; t < sizeof T / sizeof *T; t++) {
+        char path[128];
+        snprintf(path, sizeof path, "tests/tok/chat/%s.json", T[t].name);
+        char *text = read_text(path);
+        cJSON *gold = text ? cJSON_Parse(text) : NULL, *k;
+        int seen = 0;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItem(gold, "cases")) {
+            const char *cname = cJSON_GetObjectItem(k, "name")->valuestring;
+            if (strcmp(cname, CASES[0]) && strcmp(cname, CASES[1])) continue;
+            const cJSON *ctx = cJSON_GetObjectItem(k, "context"), *m, *want = NULL;
+            cJSON_ArrayForEach(m, cJSON_GetObjectItem(ctx, "messages"))
+                if (cJSON_GetObjectItem(m, "tool_calls")) want = cJSON_GetObjectItem(m, "tool_calls");
+            const char *exp = cJSON_GetObjectItem(k, "expected")->valuestring;
+            /* the assistant's calls: after the system prompt's own example of the format */
+            const char *call = strstr(exp, "<|user|>") ? strstr(strstr(exp, "<|user|>"), T[t].start)
+                                                       : strstr(strstr(exp, "<|im_start|>assistant"), T[t].start);
+            const char *stop = call ? strstr(call, T[t].stop) : NULL;
+            if (!want || !call || !stop) { CHECK(0, "%s/%s: no calls in the golden", T[t].name, cname); continue; }
+            char *seg = strndup(call, (size_t)(stop - call));
+            char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItem(ctx, "tools"));
+            cJSON *calls = NULL;
+            char *content = NULL;
+            int n = oai_parse_tool_calls(seg, tools, &calls, &content);
+            CHECK(n == cJSON_GetArraySize(want), "%s/%s: %d calls from %s", T[t].name, cname, n, seg);
+            for (int i = 0; i < n && i < cJSON_GetArraySize(want); i++) {
+                const cJSON *gf = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+                const cJSON *wf = cJSON_GetObjectItem(cJSON_GetArrayItem(want, i), "function");
+                cJSON *args = cJSON_Parse(cJSON_GetObjectItem(gf, "arguments")->valuestring);
+                CHECK(!strcmp(cJSON_GetObjectItem(gf, "name")->valuestring, cJSON_GetObjectItem(wf, "name")->valuestring) &&
+                      cJSON_Compare(args, cJSON_GetObjectItem(wf, "arguments"), 1),
+                      "%s/%s call %d: %s %s", T[t].name, cname, i, cJSON_GetObjectItem(gf, "name")->valuestring,
+                      cJSON_GetObjectItem(gf, "arguments")->valuestring);
+                cJSON_Delete(args);
+            }
+            /* streamed views of it only ever show whole calls, the same ones */
+            struct oai_tool_view v;
+            for (size_t cut = 1; cut <= strlen(seg); cut++) {
+                int fin = cut == strlen(seg);
+                if (serve_oai_tool_view(seg, cut, fin, tools, &v)) { CHECK(0, "view"); break; }
+                for (int i = 0; i < v.n && i < n; i++) {
+                    const cJSON *gf = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+                    CHECK(!strcmp(v.call[i].args, cJSON_GetObjectItem(gf, "arguments")->valuestring),
+                          "%s/%s: view at %zu: %s", T[t].name, cname, cut, v.call[i].args);
+                }
+                CHECK(!fin || v.n == n, "%s/%s: final view has %d calls", T[t].name, cname, v.n);
+                serve_oai_tool_view_free(&v);
+            }
+            /* without the schema a value that looks like JSON takes that type; with it, a string stays one */
+            if (!strcmp(T[t].name, "glm_4_6") && !strcmp(cname, CASES[1])) {
+                const char *glm = "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>42</arg_value>\n</tool_call>";
+                cJSON *c2 = NULL;
+                char *ct2 = NULL;
+                CHECK(oai_parse_tool_calls(glm, tools, &c2, &ct2) == 1 &&
+                      !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(c2, 0), "function"), "arguments")->valuestring,
+                              "{\"query\":\"42\"}"), "string typed by the schema");
+                cJSON_Delete(c2);
+                free(ct2);
+                CHECK(oai_parse_tool_calls(glm, NULL, &c2, &ct2) == 1 &&
+                      !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(c2, 0), "function"), "arguments")->valuestring,
+                              "{\"query\":42}"), "no schema: JSON value");
+                cJSON_Delete(c2);
+                free(ct2);
+                static const char *const BAD[] = { "<tool_call>search<arg_key>q</arg_key>x</tool_call>",
+                                                   "<tool_call>search<arg_key>q</arg_key><arg_value>1</tool_call>",
+                                                   "<tool_call>\n<function=search>\n<parameter=q>\n1\n</parameter>\n</tool_call>",
+                                                   "<tool_call>se arch<arg_key>q</arg_key><arg_value>1</arg_value>junk</tool_call>" };
+                for (int b = 0; b < 4; b++) {
+                    CHECK(oai_parse_tool_calls(BAD[b], tools, &c2, &ct2) == 0, "malformed call parsed: %s", BAD[b]);
+                    cJSON_Delete(c2);
+                    free(ct2);
+                }
+            }
+            seen++;
+            cJSON_Delete(calls);
+            free(content);
+            free(tools);
+            free(seg);
+        }
+        CHECK(seen == 2, "%s: %d cases", T[t].name, seen);
+        cJSON_Delete(gold);
+        free(text);
+    }
+}
+
 /* Kimi's calls keep the model's own id (functions.NAME:IDX), whole and
  * streamed, so that a conversation sent back renders the call as the model
  * wrote it under Moonshot's Kimi-K2-Thinking template, which writes ids. */
@@ -548,13 +644,13 @@ static void test_kimi_call_ids_round_trip(void)
                         "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>";
     cJSON *calls = NULL;
     char *content = NULL;
-    CHECK(oai_parse_tool_calls(reply, &calls, &content) == 1, "the Kimi call does not parse");
+    CHECK(oai_parse_tool_calls(reply, NULL, &calls, &content) == 1, "the Kimi call does not parse");
     const cJSON *id = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id");
     CHECK(cJSON_IsString(id) && !strcmp(id->valuestring, "functions.get_weather:0"), "id %s",
           cJSON_IsString(id) ? id->valuestring : "?");
     struct oai_tool_view v;
     for (size_t cut = 60; cut <= strlen(reply); cut += 20) {   /* partial views name the same id */
-        CHECK(!serve_oai_tool_view(reply, cut, cut == strlen(reply), &v), "view");
+        CHECK(!serve_oai_tool_view(reply, cut, cut == strlen(reply), NULL, &v), "view");
         CHECK(v.n == 0 || (v.call[0].id && !strcmp(v.call[0].id, "functions.get_weather:0")), "view id at %zu", cut);
         serve_oai_tool_view_free(&v);
     }
@@ -606,6 +702,7 @@ int main(void)
     RUN_TEST(test_tool_grammar_each_syntax);
     RUN_TEST(test_tool_args_as_objects);
     RUN_TEST(test_kimi_call_ids_round_trip);
+    RUN_TEST(test_xml_calls_parse_back);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);
