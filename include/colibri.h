@@ -98,6 +98,14 @@ struct colibri_model_opts {
      * experts they route to; the others serve those requests
      * (colibri_mpi_serve_experts). Same output as without. */
     colibri_mpi *mpi;
+    /* Opt-in: products with bf16 weights round their activations to bf16 and
+     * run on VDPBF16PS (AVX-512 BF16): faster prefill, slightly different
+     * numbers (each activation rounded to 8 significant bits; measured in
+     * bench/gemm-results-2.md). Weights in other formats are unaffected. A
+     * CPU without AVX-512 BF16, a model with no bf16 weight or routed bf16
+     * experts streamed from disk (--ram) is COLIBRI_EUNSUPPORTED naming the
+     * option. */
+    int bf16_act;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or

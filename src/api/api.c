@@ -18,6 +18,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "mpi/ranks.h"
+#include "quant/bf16act.h"
 #include "quant/format.h"
 #include "quant/qtensor.h"
 
@@ -121,6 +122,22 @@ static int parse_size(const char *s, int64_t *out, struct colibri_err *err)
     return 0;
 }
 
+/* The opt-in bf16-activation products: refused by name where they cannot
+ * apply (the model is freed then). */
+static int mark_bf16_act(colibri_model *cm, struct colibri_err *err)
+{
+    int rc = 0, n = 0;
+    if (!quant_bf16act_available())
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--bf16-act: needs AVX-512 BF16 (VDPBF16PS), which this CPU lacks");
+    else if ((n = model_mark_bf16_act(&cm->m)) < 0)
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--bf16-act: not with routed experts streamed from disk (--ram)");
+    else if (n == 0)
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--bf16-act: the model has no bf16 weights (it applies to bf16 "
+                                                     "weights only; see --experts/--dense/--embed)");
+    if (rc) model_free(&cm->m);
+    return rc;
+}
+
 int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
                        struct colibri_err *err)
 {
@@ -136,6 +153,7 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     colibri_model *cm = NULL;
     if (!rc && !(cm = calloc(1, sizeof *cm))) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     if (!rc) rc = model_load(dir, &lo, &cm->m, err);
+    if (!rc && opts && opts->bf16_act) rc = mark_bf16_act(cm, err);
     if (mpi) {
         /* every rank reports its load, failed or not, so that none waits for another */
         struct colibri_err le = rc && err ? *err : (struct colibri_err){ 0 };

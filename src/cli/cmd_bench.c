@@ -244,6 +244,7 @@ int cmd_bench(int argc, char **argv)
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_BF16_ACT(mo.bf16_act),
         OPTS_MPI(cm),
         { "model", 'm', OPT_STR, &dir, "model directory; default models/colibri-tiny" },
         { "prompt", 'p', OPT_INT, &n_prompt, "prompt tokens to prefill (default 128)", 1, 1 << 20 },

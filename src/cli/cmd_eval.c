@@ -16,7 +16,8 @@
  * reference run of the same window, as llama-perplexity's
  * --kl-divergence-base is used. --base same takes the reference with the
  * weight formats given instead, which isolates the KV tier or, with --decode,
- * the decode path from the weights' own error. */
+ * the decode path from the weights' own error. --bf16-act counts as a weight
+ * configuration: its lines are against the default (f32-activation) products. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,12 +148,13 @@ static void score_window(struct eval_run *r, int is_ref, const float *ref, const
 /* "q4g64/q8/stored" for --experts q4g64 --dense q8, "stored" for none. */
 static void weights_name(const struct colibri_model_opts *mo, char *buf, size_t n)
 {
+    const char *act = mo->bf16_act ? "+bf16act" : "";
     if (!mo->experts_fmt && !mo->dense_fmt && !mo->embed_fmt) {
-        snprintf(buf, n, "stored");
+        snprintf(buf, n, "stored%s", act);
         return;
     }
-    snprintf(buf, n, "%s/%s/%s", mo->experts_fmt ? mo->experts_fmt : "stored",
-             mo->dense_fmt ? mo->dense_fmt : "stored", mo->embed_fmt ? mo->embed_fmt : "stored");
+    snprintf(buf, n, "%s/%s/%s%s", mo->experts_fmt ? mo->experts_fmt : "stored",
+             mo->dense_fmt ? mo->dense_fmt : "stored", mo->embed_fmt ? mo->embed_fmt : "stored", act);
 }
 
 int cmd_eval(int argc, char **argv)
@@ -179,15 +181,16 @@ int cmd_eval(int argc, char **argv)
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_BF16_ACT(mo.bf16_act),
     };
     const struct opts_spec spec = {
-        "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--experts F --dense F --embed F] [--decode]\n"
+        "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--experts F --dense F --embed F] [--bf16-act] [--decode]\n"
         "       [--base stored|same] [--ctx N] [--max-windows N]",
         "Teacher-forces FILE in windows of N tokens ([BOS] + N-1 tokens, all N scored, as tools/hf_ppl.py)\n"
         "and prints the reference (stored weights, f32 cache, prefill), then one line per KV tier with the\n"
         "weight formats given:\n"
         "  weights=W kv=NAME mode=M bytes_per_token=B top1=A kl_mean=K kl_p99=P max_dlogit=D ppl=X dppl=+Y%\n"
-        "W: experts/dense/embed formats (stored: as in the checkpoint); M: prefill or decode; B: cache bytes\n"
+        "W: experts/dense/embed formats (stored: as in the checkpoint; +bf16act: --bf16-act); M: prefill or decode; B: cache bytes\n"
         "per token over all layers; A: top-1 agreement with the reference; K, P: mean and 99th percentile of\n"
         "KL(reference || line) in nats; D: largest |logit difference|; X: perplexity; Y: its change vs the\n"
         "reference. Two models are loaded when the reference weights differ from the line's.",
@@ -204,7 +207,7 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "colibri eval: --base: '%s' is neither stored nor same\n", base);
         return 2;
     }
-    int reweighted = mo.experts_fmt || mo.dense_fmt || mo.embed_fmt;
+    int reweighted = mo.experts_fmt || mo.dense_fmt || mo.embed_fmt || mo.bf16_act;
     if (base_same && !reweighted && !decode) {
         fprintf(stderr, "colibri eval: --base same compares the stored weights with themselves; give a weight "
                         "format (--experts, --dense, --embed) or --decode\n");

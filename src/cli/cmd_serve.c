@@ -67,6 +67,7 @@ int cmd_serve(int argc, char **argv)
                                       "from disk (same output)" },
         { "state-dir", 0, OPT_STR, &so.state_dir, "where streamed experts keep the routing counts of their hot set "
                                                   "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: off)" },
+        OPTS_BF16_ACT(so.bf16_act),
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },
         OPTS_MPI(cm),
@@ -124,7 +125,7 @@ int cmd_serve(int argc, char **argv)
     /* under mpirun the other ranks inherit the blocked mask: a SIGTERM that
      * mpirun forwards to them all leaves them serving until rank 0, draining,
      * frees its model and tells them to stop */
-    struct colibri_model_opts mo = { .n_threads = so.n_threads, .ram = so.ram };
+    struct colibri_model_opts mo = { .n_threads = so.n_threads, .ram = so.ram, .bf16_act = so.bf16_act };
     int mpi_status;
     if (cli_mpi_begin("serve", &cm, so.model_dir, &mo, &mpi_status)) return mpi_status;
     so.mpi = cm.p;

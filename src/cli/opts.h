@@ -70,6 +70,11 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "state-dir", 0, OPT_STR, &(mo).state_dir, "where streamed experts keep the routing counts of their hot set "  \
       "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: no state file)" }
 
+/* The opt-in bf16-activation products (colibri_model_opts.bf16_act). */
+#define OPTS_BF16_ACT_HELP "bf16 weights multiply activations rounded to bf16 on VDPBF16PS (AVX-512 BF16): "   \
+                           "faster prefill, slightly different numbers; other formats unaffected (default off)"
+#define OPTS_BF16_ACT(flag) { "bf16-act", 0, OPT_FLAG, &(flag), OPTS_BF16_ACT_HELP }
+
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: " OPTS_LIST_KV_TIERS " (default f32; "                          \
                                  "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1); per layer: TIER@LAYERS:SETTING..., "  \

@@ -4,7 +4,9 @@
  * model_linear() uses quant_matvec for one row and quant_matmul for a batch;
  * both read each weight row once per call and parallelize over output rows,
  * and a batched row gets exactly the bits of the one-row product
- * (quant/kernels.h). */
+ * (quant/kernels.h). A tensor marked act_bf16 (the opt-in
+ * colibri_model_opts.bf16_act) goes through quant_matmul_bf16act instead,
+ * for one row and for a batch alike, so the same holds there. */
 #ifndef COLIBRI_MODEL_LINEAR_H
 #define COLIBRI_MODEL_LINEAR_H
 

@@ -118,6 +118,13 @@ struct model_bytes {
 };
 void model_bytes(const struct model *m, struct model_bytes *out);
 
+/* The opt-in bf16-activation products (colibri_model_opts.bf16_act): marks
+ * every bf16 weight the forward pass multiplies with (qtensor.act_bf16), the
+ * resident routed experts included. Returns how many it marked, or -1 when
+ * the routed experts are streamed (their tensors are made per read, so they
+ * cannot carry the mark; nothing is marked then). Call before any forward. */
+int model_mark_bf16_act(struct model *m);
+
 /* Tensor t viewed as [rows, cols], widened to a new malloc'd f32 array (F32,
  * BF16, F16, and F8_E4M3 with its `<name>_scale_inv` 128x128 block scales). */
 int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,

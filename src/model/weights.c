@@ -741,3 +741,41 @@ void model_bytes(const struct model *m, struct model_bytes *out)
     b.resident = b.dense + b.experts + b.copies + b.small;
     *out = b;
 }
+
+static int mark_bf16(struct qtensor *w)
+{
+    if (w->fmt != QUANT_BF16 || !w->data) return 0;
+    w->act_bf16 = 1;
+    return 1;
+}
+
+static int mark_bf16_mlp(struct mlp_weights *w)
+{
+    return mark_bf16(&w->gate) + mark_bf16(&w->up) + mark_bf16(&w->down);
+}
+
+int model_mark_bf16_act(struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    struct expert_store *e = m->experts;
+    if (e && expert_store_stream_slots(e)) return -1;
+    int n = mark_bf16(&m->lm_head);
+    for (int li = 0; li < c->num_hidden_layers + m->n_mtp; li++) {
+        struct layer_weights *lw = &m->layers[li];
+        struct attn_weights *a = &lw->attn;
+        n += mark_bf16(&a->q_a) + mark_bf16(&a->q_b) + mark_bf16(&a->q) + mark_bf16(&a->kv_a) +
+             mark_bf16(&a->kv_b) + mark_bf16(&a->o) + mark_bf16(&a->indexer.wq_b) + mark_bf16(&a->indexer.wk) +
+             mark_bf16(&a->indexer.weights_proj);
+        if (!lw->is_moe) {
+            n += mark_bf16_mlp(&lw->dense);
+            continue;
+        }
+        n += mark_bf16(&lw->moe.router) + mark_bf16_mlp(&lw->moe.shared);
+        for (int x = 0; e && x < e->n_experts; x++) {
+            struct mlp_weights *w = expert_store_resident_slot(e, li, x);
+            if (w) n += mark_bf16_mlp(w);
+        }
+    }
+    for (int i = 0; i < m->n_mtp; i++) n += mark_bf16(&m->mtp[i].eh_proj);
+    return n;
+}

@@ -13,7 +13,7 @@
  * prefill reads the weights once per QUANT_NB activations from cache and
  * once per batch from memory. Prefill (nj > 1) also tiles rows: float
  * formats 3 or 4 rows x nj over 1024-column blocks (activation slices stay
- * in L1), int8 formats with one scale per row 2 rows x nj. Matvec keeps one
+ * in L1), int8 formats 2 rows x nj. Matvec keeps one
  * row per pass for the int8 formats (multi-row passes streamed slower) and
  * 4 rows for the float formats (sharing each f32 activation load). No tile
  * changes the operations of any one output (kernels.h invariant).
@@ -305,7 +305,6 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
     for (int k = 0; k < nb; k++) {
         __m512i ulo[4], uhi[4];
         __m512 wlo[4], whi[4];
-        __m128 w4[4];
         int c = 128 * k, n = cols - c;
         __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
         __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
@@ -325,9 +324,9 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
                 }
             }
             if (G) {
-                w4[i] = chunk_scales(s[i], k, ng, G);
-                wlo[i] = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(w4[i]));
-                whi[i] = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(w4[i]));
+                __m128 w4 = chunk_scales(s[i], k, ng, G);
+                wlo[i] = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(w4));
+                whi[i] = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(w4));
             }
         }
         UNROLL
@@ -336,7 +335,6 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
             __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
             __m512 xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
             __m512 xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
-            __m128 xsum4 = G ? _mm_loadu_ps(xsum[j] + 4 * k) : _mm_setzero_ps();
             UNROLL
             for (int i = 0; i < R; i++) {
                 __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[i], _mm512_loadu_si512(qj));
@@ -345,8 +343,17 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
                 __m512 fhi = G ? _mm512_mul_ps(whi[i], xhi) : xhi;
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), flo, acc[i][j]);
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), fhi, acc[i][j]);
-                if (G) corr[i][j] = _mm_fmadd_ps(w4[i], xsum4, corr[i][j]);
             }
+        }
+    }
+    /* The offset correction of the group formats: its own pass, in the order
+     * of the blocks, so the main loop holds fewer registers. */
+    for (int k = 0; G && k < nb; k++) {
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m128 w4 = chunk_scales(s[i], k, ng, G);
+            UNROLL
+            for (int j = 0; j < NJ; j++) corr[i][j] = _mm_fmadd_ps(w4, _mm_loadu_ps(xsum[j] + 4 * k), corr[i][j]);
         }
     }
     UNROLL
@@ -367,12 +374,13 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
 
 /* matvec: one row at a time (2- and 4-row tiles are faster in cache but
  * streamed from memory at half the rate here). Prefill: 2 rows x NJ
- * activations for one scale per row; with group scales the 2-row tile runs
- * out of registers and one row x NJ is faster. */
+ * activations, group formats included since their offset correction runs in
+ * its own pass after the main loop (with it inside, the 2-row tile ran out
+ * of registers and was slower than one row). */
 INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                         int j0, int NJ, float *Y, int INT4, int G)
 {
-    if (NJ > 1 && !G)
+    if (NJ > 1)
         for (; r0 + 2 <= r1; r0 += 2) tile_int(W, r0, 2, a, j0, NJ, Y, INT4, G);
     for (; r0 < r1; r0++) tile_int(W, r0, 1, a, j0, NJ, Y, INT4, G);
 }

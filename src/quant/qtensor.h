@@ -46,6 +46,11 @@ struct qtensor {
     const void *data;       /* rows * quant_fmt_row_bytes(fmt, cols) bytes */
     const float *scales;    /* quant_fmt_scale_count(fmt, rows, cols); NULL if none */
     int owned;              /* 1: data and scales are freed by quant_qtensor_free */
+    /* 1: the model's products with this (bf16) tensor round the activations
+     * to bf16 and run on VDPBF16PS (quant/bf16act.h; model_linear reads it).
+     * Set by the loader under the opt-in colibri_model_opts.bf16_act; 0 from
+     * every constructor here. quant_matvec / quant_matmul ignore it. */
+    int act_bf16;
 };
 
 /* Kernel levels. Only the levels built for this machine's architecture and

@@ -46,7 +46,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     if (!rc) rc = serve_cors_parse(opts->cors, &sv->cors, err);
     if (rc) goto fail;
     struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram, .state_dir = opts->state_dir,
-                                     .mpi = opts->mpi };
+                                     .mpi = opts->mpi, .bf16_act = opts->bf16_act };
     rc = colibri_model_load(opts->model_dir, &mo, &sv->model, err);
     if (rc) goto fail;
     rc = colibri_tokenizer_load(opts->model_dir, &sv->tok, err);

@@ -61,6 +61,7 @@ struct serve_opts {
     int n_threads;              /* 0 = OpenMP default */
     const char *ram;            /* weights budget (colibri_model_opts.ram), or NULL */
     const char *state_dir;      /* colibri_model_opts.state_dir, or NULL */
+    int bf16_act;               /* colibri_model_opts.bf16_act */
     colibri_mpi *mpi;           /* expert parallelism (colibri_model_opts.mpi), or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
     double drain_s;             /* shutdown: wait this long for in-flight work */

@@ -3,6 +3,7 @@
  * level available here against an independent double-precision reference
  * (dequantize with to_f32, dot in double), over odd shapes and batches. */
 #include "check.h"
+#include "model/linear.h"
 #include "quant/bf16act.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
@@ -493,6 +494,41 @@ static void test_act_prep(void)
 
 /* convert == from_f32 of the dequantized source, bit for bit, across slab
  * edges (rows not a multiple of 128) and from every source format. */
+/* model_linear with a tensor marked act_bf16 (the opt-in --bf16-act): the
+ * bf16-activation product bit for bit, for one row and for a batch (so a
+ * batched row equals the row alone); unmarked, the default product bit for
+ * bit. */
+static void test_model_linear_bf16act(void)
+{
+    if (!quant_bf16act_available()) {
+        printf("     model_linear bf16act NOT tested: this CPU lacks AVX-512 BF16\n");
+        return;
+    }
+    const int rows = 45, cols = 300, n = 7;
+    float *wf = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 2.0f);
+    float *Y = malloc((size_t)n * rows * sizeof *Y), *want = malloc((size_t)n * rows * sizeof *want);
+    float *y1 = malloc((size_t)rows * sizeof *y1);
+    struct qtensor W;
+    CHECK(quant_qtensor_from_f32(QUANT_BF16, rows, cols, wf, &W, NULL) == 0 && W.act_bf16 == 0, "bf16, unmarked");
+    model_linear(&W, X, n, Y);
+    quant_matmul(&W, X, n, want);
+    CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) == 0, "unmarked: the default product");
+    W.act_bf16 = 1;
+    model_linear(&W, X, n, Y);
+    CHECK(quant_matmul_bf16act(&W, X, n, want, NULL) == 0, "bf16act product");
+    CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) == 0, "marked: the bf16-activation product");
+    int differ = 0;
+    for (int j = 0; j < n; j++) {
+        model_linear(&W, X + (size_t)j * cols, 1, y1);
+        differ += memcmp(y1, Y + (size_t)j * rows, (size_t)rows * sizeof *y1) != 0;
+    }
+    CHECK(differ == 0, "marked: %d of %d batched rows differ from the row alone", differ, n);
+    quant_matmul(&W, X, n, want);
+    CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) != 0, "marked: not the default product");
+    quant_qtensor_free(&W);
+    free(wf); free(X); free(Y); free(want); free(y1);
+}
+
 static void test_convert(void)
 {
     int rows = 300, cols = 130;
@@ -559,6 +595,7 @@ int main(void)
     RUN_TEST(test_entry_points_and_nesting);
     RUN_TEST(test_tiles_batch_invariant);
     RUN_TEST(test_bf16act);
+    RUN_TEST(test_model_linear_bf16act);
     RUN_TEST(test_convert);
     RUN_TEST(test_batch_slices);
     return CHECK_SUMMARY();
