@@ -63,6 +63,8 @@ struct serve_opts {
     const char *state_dir;      /* colibri_model_opts.state_dir, or NULL */
     colibri_mpi *mpi;           /* expert parallelism (colibri_model_opts.mpi), or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
+    const char *mtp;            /* speculative decoding with the model's MTP layer: NULL/"off", "on" or "auto" */
+    int n_draft;                /* drafts per step with mtp on|auto (0: 2) */
     double drain_s;             /* shutdown: wait this long for in-flight work */
 };
 
