@@ -33,6 +33,7 @@
 #include "tok/tok_utf8.h"
 
 #define AUTO_OFF_N 8             /* opts.draft_auto: see auto_drafts() */
+#define AUTO_PROBE 4
 
 /* A growable byte buffer, always NUL-terminated once allocated. */
 struct gbuf { char *p; size_t n, cap; };
@@ -66,9 +67,9 @@ struct colibri_gen {
         int tok_prev, k_prev;   /* tokens generated then; its drafts */
         double off[AUTO_OFF_N]; /* the latest plain forwards' times, a ring */
         int n_off;
-        double p_t;             /* the probe's time, tokens and forwards so far */
+        double p_t[AUTO_PROBE]; /* the block's forward times, tokens and forwards so far */
         int p_tok, p_n;
-        double best;            /* this round's best rate so far (tokens/s) and its drafts */
+        double best, off_rate;  /* this probe's best rate so far (tokens/s) and its drafts; the plain rate */
         int best_k;
     } au;
     char carry[4];
@@ -442,51 +443,59 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
 }
 
 /* opts.draft_auto. Drafting pays when a verify's tokens outrun its cost, so
- * auto times each decode forward (from one decode call to the next: the
- * drafts, the verify, sampling its rows) and counts the tokens it yielded.
- * With streamed experts the time includes the extra expert reads a verify's
- * rows make, so they count as what they cost.
+ * auto times each decode forward (wall time from one decode call to the
+ * next: the drafts, the verify, sampling its rows) and counts the tokens it
+ * yielded. With streamed experts the time includes the extra expert reads a
+ * verify's rows make, so they count as what they cost. Rates are tokens per
+ * forward over the median forward time, so that a forward the OS preempted
+ * does not decide.
  *  - OFF: plain forwards (each keeps the hidden state a draft needs); the
- *    latest AUTO_OFF_N of them give the plain rate, 1 / their median time.
- *  - PROBE: up to AUTO_PROBE forwards with k drafts, k = 1 first (the
- *    cheapest probe: tokens per forward grow ever slower with k while each
- *    draft adds about the same cost, so when one draft loses more lose too),
- *    then n_draft if one draft won. A probe ends lost as soon as even every
- *    draft kept in its remaining forwards could not beat the best rate so far
- *    by AUTO_MARGIN (on a compute-bound model, after its first forward), and
- *    wins only with a rate over it by AUTO_MARGIN.
- *  - ON: the winning k for AUTO_ON_HOLD forwards, then OFF and probe again.
- * After a lost round, OFF holds AUTO_HOLD << losses forwards (losses: lost
- * rounds in a row, up to AUTO_MAX_BACKOFF): exponential back-off. The state
- * outlives a generation (a server slot's or a chat's next request goes on
- * from it). Where drafting always loses, a generator's first N forwards
- * hold at most 1 + log2(1 + N / AUTO_HOLD) probes, each at most AUTO_PROBE
- * forwards of one draft: the overhead is bounded by that many verify costs
- * less their tokens, and its share vanishes as N grows. */
-#define AUTO_PROBE 8
+ *    latest AUTO_OFF_N of them give the plain rate.
+ *  - PROBING: a block of up to AUTO_PROBE forwards with k drafts, k = 1
+ *    first (the cheapest probe: tokens per forward grow ever slower with k
+ *    while each draft adds about the same cost, so when one draft loses more
+ *    lose too), then n_draft if one draft won. A block is lost as soon as
+ *    even every draft kept in its remaining forwards could not beat the best
+ *    rate so far by AUTO_MARGIN (on a compute-bound model, after a forward
+ *    or two), and won only with a rate over it by AUTO_MARGIN.
+ *  - ON: the winner, checked block by block against the plain rate (a block
+ *    slower than plain ends it at once, so a probe won by noise costs one
+ *    block); after AUTO_ON_HOLD forwards, OFF for AUTO_OFF_N to renew the
+ *    plain rate, then a new probe.
+ * Each lost probe or ON block starts an OFF hold of AUTO_HOLD << losses
+ * forwards (losses: lost in a row, at most AUTO_MAX_BACKOFF): exponential
+ * back-off. The state outlives a generation (a server slot's or a chat's
+ * next request goes on from it). Where drafting always loses, a generator's
+ * first N forwards hold at most 1 + log2(1 + N / AUTO_HOLD) probes, each at
+ * most AUTO_PROBE forwards of one draft: the overhead is at most that many
+ * one-draft verifies less their tokens, and its share vanishes as N grows. */
 #define AUTO_HOLD 64
 #define AUTO_ON_HOLD 256
 #define AUTO_MAX_BACKOFF 10
 #define AUTO_MARGIN 1.05
 enum { AUTO_OFF = 0, AUTO_PROBING, AUTO_ON };
 
-static double auto_off_rate(const struct gen_auto *a)
+static double median_of(const double *x, int n)
 {
-    int n = a->n_off < AUTO_OFF_N ? a->n_off : AUTO_OFF_N;
-    double t[AUTO_OFF_N];
-    memcpy(t, a->off, (size_t)n * sizeof *t);
+    double t[AUTO_OFF_N > AUTO_PROBE ? AUTO_OFF_N : AUTO_PROBE];
+    memcpy(t, x, (size_t)n * sizeof *t);
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x; }
-    double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    return med > 0 ? 1.0 / med : 0;
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double v = t[j]; t[j] = t[j - 1]; t[j - 1] = v; }
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static void auto_probe(struct gen_auto *a, int k)
+static void auto_block(struct gen_auto *a, int mode, int k)
 {
-    a->mode = AUTO_PROBING;
+    a->mode = mode;
     a->k = k;
-    a->p_t = 0;
     a->p_tok = a->p_n = 0;
+}
+
+static void auto_lost(struct gen_auto *a)
+{
+    a->mode = AUTO_OFF;
+    a->left = AUTO_HOLD << (a->losses < AUTO_MAX_BACKOFF ? a->losses : AUTO_MAX_BACKOFF);
+    a->losses++;
 }
 
 /* Drafts for the forward about to run (0: a plain one). */
@@ -496,43 +505,45 @@ static int auto_drafts(colibri_gen *g)
     double t = now_s();
     if (a->t_prev > 0) {        /* the forward that just ended */
         double dt = t - a->t_prev;
-        int tok = g->st.n_generated - a->tok_prev;
         if (a->k_prev == 0) a->off[a->n_off++ % AUTO_OFF_N] = dt;
-        else if (a->mode == AUTO_PROBING && a->k_prev == a->k) {
-            a->p_t += dt;
-            a->p_tok += tok;
-            a->p_n++;
+        else if (a->mode != AUTO_OFF && a->k_prev == a->k && a->p_n < AUTO_PROBE) {
+            a->p_t[a->p_n++] = dt;
+            a->p_tok += g->st.n_generated - a->tok_prev;
         }
     }
     a->tok_prev = g->st.n_generated;
     a->t_prev = t;
-    if (a->mode == AUTO_OFF && --a->left <= 0 && a->n_off >= AUTO_OFF_N) {
-        a->best = auto_off_rate(a);
-        a->best_k = 0;
-        auto_probe(a, 1);
-    } else if (a->mode == AUTO_PROBING && a->p_n > 0 && a->p_t > 0) {
+    double med = a->p_n ? median_of(a->p_t, a->p_n) : 0;
+    double rate = med > 0 ? a->p_tok / (a->p_n * med) : 0;
+    if (a->mode == AUTO_OFF) {
+        if (--a->left <= 0 && a->n_off >= AUTO_OFF_N) {
+            double off = median_of(a->off, AUTO_OFF_N);
+            a->off_rate = a->best = off > 0 ? 1.0 / off : 0;
+            a->best_k = 0;
+            auto_block(a, AUTO_PROBING, 1);
+        }
+    } else if (a->mode == AUTO_PROBING && med > 0) {
         int rest = AUTO_PROBE - a->p_n;
-        double rate = a->p_tok / a->p_t;
-        double hope = (a->p_tok + rest * (a->k + 1.0)) / (a->p_t * (1.0 + (double)rest / a->p_n));
-        int won = rest == 0 && rate > AUTO_MARGIN * a->best, lost = !won && (rest == 0 || hope <= AUTO_MARGIN * a->best);
+        double hope = (a->p_tok + rest * (a->k + 1.0)) / (AUTO_PROBE * med);
+        int won = rest == 0 && rate > AUTO_MARGIN * a->best;
         if (won) {
             a->best = rate;
             a->best_k = a->k;
         }
-        if (won && a->k < g->o.n_draft) auto_probe(a, g->o.n_draft);
-        else if ((won || lost) && a->best_k) {
-            a->mode = AUTO_ON;
-            a->k = a->best_k;
+        if (won && a->k < g->o.n_draft) auto_block(a, AUTO_PROBING, g->o.n_draft);
+        else if (won || ((rest == 0 || hope <= AUTO_MARGIN * a->best) && a->best_k)) {
+            auto_block(a, AUTO_ON, a->best_k);
             a->left = AUTO_ON_HOLD;
-            a->losses = 0;
-        } else if (lost) {
-            a->mode = AUTO_OFF;
-            a->left = AUTO_HOLD << (a->losses < AUTO_MAX_BACKOFF ? a->losses : AUTO_MAX_BACKOFF);
-            a->losses++;
+        } else if (rest == 0 || hope <= AUTO_MARGIN * a->best) {
+            auto_lost(a);
         }
-    } else if (a->mode == AUTO_ON && --a->left <= 0) {
-        a->mode = AUTO_OFF;
-        a->left = AUTO_OFF_N;
+    } else if (a->mode == AUTO_ON && a->p_n == AUTO_PROBE) {
+        if (rate < a->off_rate) auto_lost(a);
+        else if ((a->left -= AUTO_PROBE) <= 0) {
+            a->mode = AUTO_OFF;
+            a->left = AUTO_OFF_N;
+            a->losses = 0;
+        } else auto_block(a, AUTO_ON, a->k);
     }
     return a->mode == AUTO_OFF ? 0 : a->k;
 }
