@@ -219,13 +219,36 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
     return rc;
 }
 
+/* --mtp-accept: drafts forced to the reference greedy tokens (those of the
+ * run without drafts), each right with probability q[j] at draft position j
+ * given the ones before it were kept (a seeded stream, the same every run);
+ * the MTP layer still makes its drafts first, so their cost is in. */
+struct mtp_force {
+    const int32_t *ref;         /* the tokens without drafts */
+    int n_ref, n_prompt;
+    double q[COLIBRI_GEN_MAX_DRAFT];
+    uint64_t rng;
+};
+
+static void mtp_force_drafts(void *user, int pos, int32_t *drafts, int n)
+{
+    struct mtp_force *f = user;
+    for (int j = 0; j < n; j++) {
+        int i = pos + j - f->n_prompt;  /* generated token i sits at position n_prompt + i */
+        int32_t want = i >= 0 && i < f->n_ref ? f->ref[i] : 0;
+        f->rng = f->rng * 6364136223846793005ull + 1442695040888963407ull;
+        if ((double)(f->rng >> 11) * 0x1.0p-53 >= f->q[j]) want = want ? want - 1 : 1;   /* a wrong one */
+        drafts[j] = want;
+    }
+}
+
 /* One greedy generation of n_gen tokens after prompt with n_draft drafts
  * (auto: draft_auto); *t its decode time (from the end of the prefill),
  * *st its counts, toks its tokens. End-of-generation ids are banned so that
  * every run makes n_gen tokens. */
 static int mtp_run(colibri_model *m, const colibri_tokenizer *tok, struct colibri_session_opts so,
-                   const int32_t *prompt, int n_prompt, int n_gen, int n_draft, int draft_auto, int cpu, double *t,
-                   struct colibri_gen_stats *st, int32_t *toks, struct colibri_err *err)
+                   const int32_t *prompt, int n_prompt, int n_gen, int n_draft, int draft_auto, struct mtp_force *force,
+                   int cpu, double *t, struct colibri_gen_stats *st, int32_t *toks, struct colibri_err *err)
 {
     colibri_session *s = NULL;
     colibri_sampler *smp = NULL;
@@ -242,7 +265,8 @@ static int mtp_run(colibri_model *m, const colibri_tokenizer *tok, struct colibr
     int rc = colibri_session_new(m, &so, &s, err);
     if (!rc) rc = colibri_sampler_new(&sopt, colibri_model_vocab(m), &smp, err);
     if (!rc) rc = colibri_gen_new(m, s, tok, &g, err);
-    struct colibri_gen_opts o = { .sampler = smp, .n_predict = n_gen, .n_draft = n_draft, .draft_auto = draft_auto };
+    struct colibri_gen_opts o = { .sampler = smp, .n_predict = n_gen, .n_draft = n_draft, .draft_auto = draft_auto,
+                                  .draft_hook = force ? mtp_force_drafts : NULL, .draft_user = force };
     if (!rc) rc = colibri_gen_start(g, prompt, n_prompt, &o, err);
     while (!rc && colibri_gen_phase(g) == COLIBRI_GEN_PHASE_PREFILL)
         if ((rc = colibri_gen_prefill(g, 0, err)) > 0) rc = 0;
@@ -268,8 +292,8 @@ static int mtp_run(colibri_model *m, const colibri_tokenizer *tok, struct colibr
  * forward and drafts kept per draft position, and whether both gave the
  * same tokens (they must). Acceptance depends on the text: the model's own
  * greedy continuation of random ids is what is measured here. */
-static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_auto, int n_prompt, int n_gen, int reps,
-                     struct colibri_session_opts so, int cpu, struct colibri_err *err)
+static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_auto, const double *accept, int n_prompt,
+                     int n_gen, int reps, struct colibri_session_opts so, int cpu, struct colibri_err *err)
 {
     colibri_tokenizer *tok = NULL;
     int rc = colibri_tokenizer_load(dir, &tok, err);
@@ -289,8 +313,11 @@ static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_a
     struct colibri_gen_stats st_off = { 0 }, st_on = { 0 }, sum = { 0 };
     int same = 1;
     for (int r = 0; r < reps && !rc; r++) {
-        rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, 0, 0, cpu, &t_off[r], &st_off, ta, err);
-        if (!rc) rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, n_draft, draft_auto, cpu, &t_on[r], &st_on, tb, err);
+        struct mtp_force force = { ta, n_gen, n_prompt, { 0 }, 12345 };
+        if (accept) memcpy(force.q, accept, sizeof force.q);
+        rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, 0, 0, NULL, cpu, &t_off[r], &st_off, ta, err);
+        if (!rc) rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, n_draft, draft_auto, accept ? &force : NULL, cpu,
+                              &t_on[r], &st_on, tb, err);
         if (rc) break;
         same &= !memcmp(ta, tb, (size_t)n_gen * sizeof *ta);
         ratio[r] = t_off[r] / t_on[r];
@@ -306,6 +333,9 @@ static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_a
         double off = median(t_off, reps), on = median(t_on, reps), q = median(ratio, reps);
         int kept = 0;
         for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT; j++) kept += sum.n_accepted[j];
+        if (accept)
+            printf("mtp: drafts forced to the tokens without drafts, kept with probability %.2f / %.2f / %.2f at "
+                   "draft position 1 / 2 / 3 given the ones before\n", accept[0], accept[1], accept[2]);
         printf("mtp %s --draft %d vs off (%s time, greedy, %d tokens after %d random ids, %d repetitions "
                "interleaved): decode %.2f tok/s [%.2f, %.2f] vs %.2f [%.2f, %.2f] (medians [min, max]); "
                "on/off %.3f [%.3f, %.3f]; same tokens: %s\n", draft_auto ? "auto" : "on", n_draft,
@@ -344,7 +374,7 @@ int cmd_bench(int argc, char **argv)
     struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
     int kv_int8 = 0, attn = 0, peaks = 0, verify = 0, n_draft = 0;
-    const char *mtp_mode = NULL;
+    const char *mtp_mode = NULL, *mtp_accept = NULL;
     const char *depths = NULL, *output = NULL;
     struct colibri_attn_bench_opts ao = { 0 };
     float attn_min_time = 0.4f;
@@ -375,6 +405,9 @@ int cmd_bench(int argc, char **argv)
         { "verify", 0, OPT_INT, &verify, "time the speculative verify forward of 1 + K tokens against single "
                                          "decodes, interleaved (K = 1..3; -p tokens first, -n steps)", 1, 3 },
         OPTS_MTP(mtp_mode, n_draft),
+        { "mtp-accept", 0, OPT_STR, &mtp_accept, "with --mtp on: force drafts (the tokens without drafts, each "
+                                                 "right with these probabilities at draft positions 1,2,3 given the "
+                                                 "ones before, e.g. 0.57,0.46,0.42), for a model whose MTP layer is random" },
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
@@ -445,7 +478,23 @@ int cmd_bench(int argc, char **argv)
         }
         struct colibri_session_opts mso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,
                                             .kv_int8 = kv_int8 };
-        rc = draft ? bench_mtp(m, dir, draft, draft_auto, n_prompt, n_gen, reps, mso, ao.cpu_time, &err)
+        double accept[COLIBRI_GEN_MAX_DRAFT] = { 0 };
+        if (mtp_accept) {
+            char *e = (char *)mtp_accept;
+            for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT && *e; j++) {
+                accept[j] = strtod(e, &e);
+                if (accept[j] < 0 || accept[j] > 1 || (*e && *e != ',')) break;
+                if (*e == ',') e++;
+            }
+            if (*e || accept[0] < 0 || accept[0] > 1) {
+                fprintf(stderr, "colibri bench: --mtp-accept '%s': expected up to %d probabilities 0..1, comma-separated\n",
+                        mtp_accept, COLIBRI_GEN_MAX_DRAFT);
+                colibri_model_free(m);
+                return 2;
+            }
+        }
+        rc = draft ? bench_mtp(m, dir, draft, draft_auto, mtp_accept ? accept : NULL, n_prompt, n_gen, reps, mso,
+                               ao.cpu_time, &err)
                    : (snprintf(err.msg, sizeof err.msg, "--mtp %s: this model has no MTP layer", mtp_mode), -1);
         if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
         colibri_model_free(m);
