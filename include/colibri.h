@@ -695,14 +695,14 @@ struct colibri_gen_step {
                                        n_draft, a verify's kept drafts come one per step, the phase
                                        staying SAMPLE between them) */
     const int32_t *tokens;          /* n_tokens ids, an end-of-generation id included */
-    const float *logits;            /* the distribution the token was drawn from (the model's vocab
-                                       floats, ids past the tokenizer's -inf); NULL without a token */
     const char *text;               /* the text that became final with them */
     size_t len;
     const char *tail;               /* on the step that ends the generation: the text held back until
                                        then (follows text); else empty */
     size_t tail_len;
     enum colibri_gen_end end;       /* NONE while the generation goes on */
+    const float *logits;            /* the distribution the token was drawn from (the model's vocab
+                                       floats, ids past the tokenizer's -inf); NULL without a token */
 };
 
 struct colibri_gen_stats {

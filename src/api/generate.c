@@ -457,7 +457,9 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
  *    lose too), then n_draft if one draft won. A block is lost as soon as
  *    even every draft kept in its remaining forwards could not beat the best
  *    rate so far by AUTO_MARGIN (on a compute-bound model, after a forward
- *    or two), and won only with a rate over it by AUTO_MARGIN.
+ *    or two), and won only with a rate over it by AUTO_MARGIN: 20%, so that
+ *    the noise of four forwards' times on a busy machine rarely wins one (a
+ *    false win costs a block of drafted forwards and a probe of n_draft).
  *  - ON: the winner, checked block by block against the plain rate (a block
  *    slower than plain ends it at once, so a probe won by noise costs one
  *    block); after AUTO_ON_HOLD forwards, OFF for AUTO_OFF_N to renew the
@@ -469,10 +471,10 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
  * first N forwards hold at most 1 + log2(1 + N / AUTO_HOLD) probes, each at
  * most AUTO_PROBE forwards of one draft: the overhead is at most that many
  * one-draft verifies less their tokens, and its share vanishes as N grows. */
-#define AUTO_HOLD 64
+#define AUTO_HOLD 128
 #define AUTO_ON_HOLD 256
 #define AUTO_MAX_BACKOFF 10
-#define AUTO_MARGIN 1.05
+#define AUTO_MARGIN 1.2
 enum { AUTO_OFF = 0, AUTO_PROBING, AUTO_ON };
 
 static double median_of(const double *x, int n)
