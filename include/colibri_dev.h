@@ -25,9 +25,12 @@ extern "C" {
 /* Writes a model with random weights in the shapes of a preset ("v2-lite":
  * DeepSeek-V2-Lite's 27 layers, hidden 2048, 64 experts top-6, kv_lora 512,
  * with the V3 router; "v3": DeepSeek-V3's; "tiny": a small one for tests),
- * n_layers overriding the preset's layer count when > 0, in the formats of
- * opts (NULL: bf16), as a container like colibri_convert's. */
-int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
+ * n_layers overriding the preset's layer count when > 0, with n_mtp (0 or
+ * 1) MTP layers after them under HF's names (model.layers.{n_layers}.*: a
+ * MoE block, enorm, hnorm, eh_proj, shared_head.norm; config
+ * num_nextn_predict_layers; not for the DSA presets), in the formats of opts
+ * (NULL: bf16), as a container like colibri_convert's. */
+int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_mtp, const struct colibri_model_opts *opts,
                   uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err);
 
 /* --------------------------------------------------------- routing trace */

@@ -290,7 +290,7 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
       "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
 };
 
-int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const struct colibri_model_opts *opts,
+int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_mtp, const struct colibri_model_opts *opts,
                   uint64_t seed, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err)
 {
     int p = -1;
@@ -306,7 +306,10 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, const s
     int rc = parse_formats(opts, &co.fmt, err);
     if (rc) return rc;
     char json[4096];
-    snprintf(json, sizeof json, SYNTH_PRESETS[p].json, n_layers > 0 ? n_layers : SYNTH_PRESETS[p].layers);
+    int len = snprintf(json, sizeof json, SYNTH_PRESETS[p].json, n_layers > 0 ? n_layers : SYNTH_PRESETS[p].layers);
+    if (n_mtp < 0 || n_mtp > 1) return base_err_set(err, COLIBRI_EINVAL, "--mtp-layers %d: 0 or 1", n_mtp);
+    if (n_mtp)   /* the config's last '}' becomes the declaration of the MTP layer */
+        snprintf(json + len - 1, sizeof json - (size_t)len + 1, ",\"num_nextn_predict_layers\":%d}", n_mtp);
     struct convert_report r;
     rc = model_synth(dst_dir, json, &co, seed, &r, err);
     if (!rc && rep) *rep = (struct colibri_convert_report){ r.shards, r.shards_reused, r.tensors, r.bytes };

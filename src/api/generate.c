@@ -17,9 +17,11 @@
  *  (4) With drafts (opts.n_draft): after a verify, the session holds the fed
  *      token at v_pos and the drafts after it; in SAMPLE, row `row` of
  *      vlogits is the model's output after position v_pos + row. A sampled
- *      token equal to the draft for the next position is already cached and
- *      sampling goes on with the next row; any other token (or the end of the
- *      generation) keeps row + 1 positions from v_pos (colibri_spec_keep). */
+ *      token equal to the draft for the next position is already cached: the
+ *      phase stays SAMPLE and the next step samples the next row (one token
+ *      per step, so a server streams each as it is accepted); any other token
+ *      (or the end of the generation) keeps row + 1 positions from v_pos
+ *      (colibri_spec_keep). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,9 @@
 #include "base/err.h"
 #include "colibri.h"
 #include "tok/tok_utf8.h"
+
+#define AUTO_OFF_N 8             /* opts.draft_auto: see auto_drafts() */
+#define AUTO_PROBE 4
 
 /* A growable byte buffer, always NUL-terminated once allocated. */
 struct gbuf { char *p; size_t n, cap; };
@@ -56,9 +61,16 @@ struct colibri_gen {
     float *vlogits;             /* [(COLIBRI_GEN_MAX_DRAFT + 1) * n_vocab], allocated with the first draft */
     int32_t drafts[COLIBRI_GEN_MAX_DRAFT];
     int n_rows, row, v_pos;     /* n_rows 0: sample from `logits` */
-    struct gen_auto {           /* opts.draft_auto: see auto_drafts() */
-        int state, chosen, forwards, holds_left, tok0;
-        double t0, rate[2];
+    struct gen_auto {           /* opts.draft_auto: see auto_drafts(); outlives a generation */
+        int mode, k, left, losses;  /* k: the drafts of PROBING and ON */
+        double t_prev;          /* when the forward in flight began (0: none yet in this generation) */
+        int tok_prev, k_prev;   /* tokens generated then; its drafts */
+        double off[AUTO_OFF_N]; /* the latest plain forwards' times, a ring */
+        int n_off;
+        double p_t[AUTO_PROBE]; /* the block's forward times, tokens and forwards so far */
+        int p_tok, p_n;
+        double best, off_rate;  /* this probe's best rate so far (tokens/s) and its drafts; the plain rate */
+        int best_k;
     } au;
     char carry[4];
     int n_carry;
@@ -298,7 +310,7 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
     g->n_carry = 0;
     g->n_pending = 0;
     g->n_rows = 0;
-    memset(&g->au, 0, sizeof g->au);
+    g->au.t_prev = 0;   /* the rest of the auto state carries over */
     g->text.n = g->tail.n = 0;
     memset(&g->st, 0, sizeof g->st);
     g->st.n_prompt = n_prompt;
@@ -345,14 +357,15 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
     if (g->phase != COLIBRI_GEN_PHASE_SAMPLE) return wrong_phase(g, "colibri_gen_sample", err);
     g->text.n = g->tail.n = 0;
     int rc = 0, n_tok = 0;
+    float *lg = NULL;
     const char *piece, *safe;
     size_t n_piece, n_safe;
     if (cancelled(g)) {
         rc = finish(g, COLIBRI_GEN_END_CANCELLED, err);
         goto out;
     }
-    for (;;) {
-        float *lg = g->n_rows ? g->vlogits + (int64_t)g->row * g->n_vocab : g->logits;
+    do {   /* once: the breaks end the step */
+        lg = g->n_rows ? g->vlogits + (int64_t)g->row * g->n_vocab : g->logits;
         for (int v = g->n_text; v < g->n_vocab; v++) lg[v] = -INFINITY;
         int32_t t = colibri_sampler_sample(g->o.sampler, lg, err);
         if (t < 0) { rc = fail(g, t); goto out; }
@@ -376,8 +389,7 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
         if (hit) rc = finish(g, COLIBRI_GEN_END_STOP, err);
         else if (g->st.n_generated >= g->o.n_predict) rc = finish(g, COLIBRI_GEN_END_LIMIT, err);
         else if (kept) {
-            g->row++;
-            continue;
+            g->row++;   /* the next call samples the next row: one token per step */
         } else {
             if (g->n_rows) {
                 colibri_spec_keep(g->sess, g->v_pos, g->row + 1);
@@ -391,18 +403,18 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
                 g->phase = COLIBRI_GEN_PHASE_FEED;
             }
         }
-        break;
-    }
+    } while (0);
 out:
     /* the generation ended (or failed) within a verify's rows: what was fed
      * up to the last token sampled stays, that token is not fed (4) */
-    if (g->n_rows) {
+    if (g->n_rows && g->phase != COLIBRI_GEN_PHASE_SAMPLE) {
         colibri_spec_keep(g->sess, g->v_pos, g->row + 1);
         g->n_rows = 0;
     }
     if (rc) g->text.n = g->tail.n = 0;
     step->n_tokens = n_tok;
     step->tokens = g->tok_buf;
+    step->logits = n_tok ? lg : NULL;
     step->text = g->text.p && g->text.n ? g->text.p : "";
     step->len = g->text.n;
     step->tail = g->tail.p && g->tail.n ? g->tail.p : "";
@@ -430,52 +442,126 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
     return 0;
 }
 
-/* opts.draft_auto, a window of AUTO_WINDOW forwards at a time: one window
- * drafting, one not, each measured in generated tokens per second; the
- * faster is kept for AUTO_HOLD windows, then both are measured again. The
- * cost of finding out is at most one window in AUTO_HOLD + 2 of the slower
- * way. Returns 1 to draft on this forward. */
-#define AUTO_WINDOW 16
-#define AUTO_HOLD 8
-enum { AUTO_PROBE_ON, AUTO_PROBE_OFF, AUTO_HOLD_STATE };
+/* opts.draft_auto. Drafting pays when a verify's tokens outrun its cost, so
+ * auto times each decode forward (wall time from one decode call to the
+ * next: the drafts, the verify, sampling its rows) and counts the tokens it
+ * yielded. With streamed experts the time includes the extra expert reads a
+ * verify's rows make, so they count as what they cost. Rates are tokens per
+ * forward over the median forward time, so that a forward the OS preempted
+ * does not decide.
+ *  - OFF: plain forwards (each keeps the hidden state a draft needs); the
+ *    latest AUTO_OFF_N of them give the plain rate.
+ *  - PROBING: a block of up to AUTO_PROBE forwards with k drafts, k = 1
+ *    first (the cheapest probe: tokens per forward grow ever slower with k
+ *    while each draft adds about the same cost, so when one draft loses more
+ *    lose too), then n_draft if one draft won. A block is lost as soon as
+ *    even every draft kept in its remaining forwards could not beat the best
+ *    rate so far by AUTO_MARGIN (on a compute-bound model, after a forward
+ *    or two), and won only with a rate over it by AUTO_MARGIN: 20%, so that
+ *    the noise of four forwards' times on a busy machine rarely wins one (a
+ *    false win costs a block of drafted forwards and a probe of n_draft).
+ *  - ON: the winner, checked block by block against the plain rate (a block
+ *    slower than plain ends it at once, so a probe won by noise costs one
+ *    block); after AUTO_ON_HOLD forwards, OFF for AUTO_OFF_N to renew the
+ *    plain rate, then a new probe.
+ * Each lost probe or ON block starts an OFF hold of AUTO_HOLD << losses
+ * forwards (losses: lost in a row, at most AUTO_MAX_BACKOFF): exponential
+ * back-off. The state outlives a generation (a server slot's or a chat's
+ * next request goes on from it). Where drafting always loses, a generator's
+ * first N forwards hold at most 1 + log2(1 + N / AUTO_HOLD) probes, each at
+ * most AUTO_PROBE forwards of one draft: the overhead is at most that many
+ * one-draft verifies less their tokens, and its share vanishes as N grows. */
+#define AUTO_HOLD 128
+#define AUTO_ON_HOLD 256
+#define AUTO_MAX_BACKOFF 10
+#define AUTO_MARGIN 1.2
+enum { AUTO_OFF = 0, AUTO_PROBING, AUTO_ON };
 
+static double median_of(const double *x, int n)
+{
+    double t[AUTO_OFF_N > AUTO_PROBE ? AUTO_OFF_N : AUTO_PROBE];
+    memcpy(t, x, (size_t)n * sizeof *t);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double v = t[j]; t[j] = t[j - 1]; t[j - 1] = v; }
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void auto_block(struct gen_auto *a, int mode, int k)
+{
+    a->mode = mode;
+    a->k = k;
+    a->p_tok = a->p_n = 0;
+}
+
+static void auto_lost(struct gen_auto *a)
+{
+    a->mode = AUTO_OFF;
+    a->left = AUTO_HOLD << (a->losses < AUTO_MAX_BACKOFF ? a->losses : AUTO_MAX_BACKOFF);
+    a->losses++;
+}
+
+/* Drafts for the forward about to run (0: a plain one). */
 static int auto_drafts(colibri_gen *g)
 {
     struct gen_auto *a = &g->au;
     double t = now_s();
-    if (a->forwards == AUTO_WINDOW) {
-        double dt = t - a->t0, rate = dt > 0 ? (g->st.n_generated - a->tok0) / dt : 0;
-        if (a->state == AUTO_PROBE_ON) {
-            a->rate[1] = rate;
-            a->state = AUTO_PROBE_OFF;
-        } else if (a->state == AUTO_PROBE_OFF) {
-            a->rate[0] = rate;
-            a->chosen = a->rate[1] > a->rate[0];
-            a->state = AUTO_HOLD_STATE;
-            a->holds_left = AUTO_HOLD;
-        } else if (--a->holds_left == 0) {
-            a->state = AUTO_PROBE_ON;
+    if (a->t_prev > 0) {        /* the forward that just ended */
+        double dt = t - a->t_prev;
+        if (a->k_prev == 0) a->off[a->n_off++ % AUTO_OFF_N] = dt;
+        else if (a->mode != AUTO_OFF && a->k_prev == a->k && a->p_n < AUTO_PROBE) {
+            a->p_t[a->p_n++] = dt;
+            a->p_tok += g->st.n_generated - a->tok_prev;
         }
-        a->forwards = 0;
     }
-    if (a->forwards++ == 0) {
-        a->t0 = t;
-        a->tok0 = g->st.n_generated;
+    a->tok_prev = g->st.n_generated;
+    a->t_prev = t;
+    double med = a->p_n ? median_of(a->p_t, a->p_n) : 0;
+    double rate = med > 0 ? a->p_tok / (a->p_n * med) : 0;
+    if (a->mode == AUTO_OFF) {
+        if (--a->left <= 0 && a->n_off >= AUTO_OFF_N) {
+            double off = median_of(a->off, AUTO_OFF_N);
+            a->off_rate = a->best = off > 0 ? 1.0 / off : 0;
+            a->best_k = 0;
+            auto_block(a, AUTO_PROBING, 1);
+        }
+    } else if (a->mode == AUTO_PROBING && med > 0) {
+        int rest = AUTO_PROBE - a->p_n;
+        double hope = (a->p_tok + rest * (a->k + 1.0)) / (AUTO_PROBE * med);
+        int won = rest == 0 && rate > AUTO_MARGIN * a->best;
+        if (won) {
+            a->best = rate;
+            a->best_k = a->k;
+        }
+        if (won && a->k < g->o.n_draft) auto_block(a, AUTO_PROBING, g->o.n_draft);
+        else if (won || ((rest == 0 || hope <= AUTO_MARGIN * a->best) && a->best_k)) {
+            auto_block(a, AUTO_ON, a->best_k);
+            a->left = AUTO_ON_HOLD;
+        } else if (rest == 0 || hope <= AUTO_MARGIN * a->best) {
+            auto_lost(a);
+        }
+    } else if (a->mode == AUTO_ON && a->p_n == AUTO_PROBE) {
+        if (rate < a->off_rate) auto_lost(a);
+        else if ((a->left -= AUTO_PROBE) <= 0) {
+            a->mode = AUTO_OFF;
+            a->left = AUTO_OFF_N;
+            a->losses = 0;
+        } else auto_block(a, AUTO_ON, a->k);
     }
-    return a->state == AUTO_PROBE_ON ? 1 : a->state == AUTO_PROBE_OFF ? 0 : a->chosen;
+    return a->mode == AUTO_OFF ? 0 : a->k;
 }
 
-/* The decode step with drafts: draft after the pending token, verify both in
- * one forward, sample from its rows next (4). */
-static int decode_drafted(colibri_gen *g, struct colibri_err *err)
+/* The drafts for the pending token, into g->drafts: how many (0..n_draft),
+ * or a negative code (the generation failed). */
+static int make_drafts(colibri_gen *g, struct colibri_err *err)
 {
     int32_t x = g->pend[0];
     int P = colibri_session_pos(g->sess), k = g->o.n_draft;
-    if (g->o.draft_auto && !auto_drafts(g)) k = 0;   /* a plain decode that keeps the hidden state */
+    if (g->o.draft_auto) k = auto_drafts(g);         /* 0: a plain decode that keeps the hidden state */
     int left = g->o.n_predict - g->st.n_generated;   /* tokens still to generate after x */
     if (k > left - 1) k = left - 1;                  /* the last of them is the sampler's own */
     int nd = k > 0 ? colibri_spec_draft(g->sess, x, k, g->n_text, g->drafts, err) : 0;
     if (nd < 0) return fail(g, nd);
+    g->au.k_prev = nd;
     if (nd && g->o.draft_hook) {
         g->o.draft_hook(g->o.draft_user, P + 1, g->drafts, nd);
         for (int j = 0; j < nd; j++)
@@ -483,14 +569,30 @@ static int decode_drafted(colibri_gen *g, struct colibri_err *err)
                 return fail(g, base_err_set(err, COLIBRI_ERANGE, "draft hook: draft %d is id %d, outside the "
                                        "vocabulary (0..%d)", j, g->drafts[j], g->n_vocab - 1));
     }
-    int rc = colibri_spec_verify(g->sess, x, g->drafts, nd, g->vlogits, err);
-    if (rc) return fail(g, rc);
+    return nd;
+}
+
+/* After the pending token and nd drafts were verified at position P. */
+static int verified(colibri_gen *g, int nd, int P, struct colibri_err *err)
+{
     for (int j = 0; j < nd; j++) g->st.n_drafted[j]++;
     g->st.n_forwards_drafted += nd > 0;
     g->n_rows = nd + 1;
     g->row = 0;
     g->v_pos = P;
     return colibri_gen_fed(g, g->n_pending, err);
+}
+
+/* The decode step with drafts: draft after the pending token, verify both in
+ * one forward, sample from its rows next (4). */
+static int decode_drafted(colibri_gen *g, struct colibri_err *err)
+{
+    int P = colibri_session_pos(g->sess);
+    int nd = make_drafts(g, err);
+    if (nd < 0) return nd;
+    int rc = colibri_spec_verify(g->sess, g->pend[0], g->drafts, nd, g->vlogits, err);
+    if (rc) return fail(g, rc);
+    return verified(g, nd, P, err);
 }
 
 int colibri_gen_decode(colibri_gen *g, struct colibri_err *err)
@@ -501,6 +603,63 @@ int colibri_gen_decode(colibri_gen *g, struct colibri_err *err)
     int rc = colibri_session_decode(g->sess, g->pend[0], g->logits, err);
     if (rc) return fail(g, rc);
     return colibri_gen_fed(g, g->n_pending, err);
+}
+
+int colibri_gen_batch_decode(colibri_gen *const *g, int n, int *n_done, struct colibri_err *err)
+{
+    if (n_done) *n_done = 0;
+    if (n < 0 || (n > 0 && !g)) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_batch_decode: %d generators "
+                                                    "without an array", n);
+    if (n == 0) return 0;
+    if (n > 64) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_batch_decode: %d generators, at most 64", n);
+    int drafting = 0;
+    for (int i = 0; i < n; i++) {
+        if (!g[i] || g[i]->phase != COLIBRI_GEN_PHASE_FEED || g[i]->n_pending != 1)
+            return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_batch_decode: generator %d is in phase %s",
+                           i, g[i] ? phase_name(g[i]->phase) : "none");
+        drafting |= g[i]->o.n_draft > 0;
+    }
+    colibri_session *sess[64];
+    float *logits[64];
+    int32_t in[64][COLIBRI_GEN_MAX_DRAFT + 1];
+    const int32_t *inp[64];
+    int n_in[64], pos[64], done = 0, rc = 0;
+    for (int i = 0; i < n; i++) {
+        sess[i] = g[i]->sess;
+        pos[i] = colibri_session_pos(sess[i]);
+        in[i][0] = g[i]->pend[0];
+        inp[i] = in[i];
+        n_in[i] = 1;
+        logits[i] = g[i]->o.n_draft ? g[i]->vlogits : g[i]->logits;
+    }
+    if (!drafting) {
+        /* no drafts anywhere: exactly the plain batched decode */
+        int32_t toks[64];
+        for (int i = 0; i < n; i++) toks[i] = in[i][0];
+        rc = colibri_batch_decode(sess, toks, n, logits, &done, err);
+        for (int i = 0; i < done; i++) colibri_gen_fed(g[i], 1, NULL);
+    } else {
+        int m = 0;   /* the generators whose drafts are made */
+        for (; m < n; m++) {
+            if (!g[m]->o.n_draft) continue;
+            int nd = make_drafts(g[m], err);
+            if (nd < 0) { rc = nd; break; }
+            memcpy(in[m] + 1, g[m]->drafts, (size_t)nd * sizeof **in);
+            n_in[m] = 1 + nd;
+        }
+        struct colibri_err e2 = { 0 };
+        int rc2 = colibri_spec_verify_batch(sess, inp, n_in, m, logits, &done, &e2);
+        if (rc2 && (!rc || done < m)) {   /* the first generator that did not advance says why */
+            rc = rc2;
+            if (err) *err = e2;
+        }
+        for (int i = 0; i < done; i++) {
+            if (g[i]->o.n_draft) verified(g[i], n_in[i] - 1, pos[i], NULL);
+            else colibri_gen_fed(g[i], 1, NULL);
+        }
+    }
+    if (n_done) *n_done = done;
+    return rc;
 }
 
 int colibri_gen_run(colibri_gen *g, const int32_t *prompt, int n_prompt, const struct colibri_gen_opts *opts,

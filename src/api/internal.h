@@ -56,6 +56,15 @@ int  colibri_spec_draft(colibri_session *s, int32_t x, int k, int n_text, int32_
  * row j the model's output after x, drafts[0..j). The session then holds all
  * k + 1; colibri_spec_keep says how many of them stay. */
 int  colibri_spec_verify(colibri_session *s, int32_t x, const int32_t *drafts, int k, float *logits, struct colibri_err *err);
+/* colibri_spec_verify and colibri_batch_decode in one: session i feeds
+ * in[i][0..n_in[i]) (its pending token, then its drafts; 1 <= n_in[i] <=
+ * COLIBRI_GEN_MAX_DRAFT + 1) in one absorbed forward of all of them; logits[i]
+ * (NULL: not wanted) gets n_in[i] rows. A session with drafting state keeps
+ * the hidden states colibri_spec_draft needs next. As colibri_batch_decode,
+ * the sessions before the first that cannot advance (an id out of range, no
+ * room in its context) advance, *n_done of them, and it and later ones do not. */
+int  colibri_spec_verify_batch(colibri_session *const *s, const int32_t *const *in, const int *n_in, int n,
+                               float *const *logits, int *n_done, struct colibri_err *err);
 /* After colibri_spec_verify(pos0 = the position x went to): keeps n of the verified tokens. */
 void colibri_spec_keep(colibri_session *s, int pos0, int n);
 

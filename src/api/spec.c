@@ -223,3 +223,76 @@ void colibri_spec_keep(colibri_session *s, int pos0, int n)
     if (sp && sp->h_pos == pos0 && n <= sp->n_h) sp->n_h = n;
     if (sp) spec_sync(s);
 }
+
+int colibri_spec_verify_batch(colibri_session *const *s, const int32_t *const *in, const int *n_in, int n,
+                              float *const *logits, int *n_done, struct colibri_err *err)
+{
+    *n_done = 0;
+    if (n <= 0) return 0;
+    const struct model *m = &s[0]->model->m;
+    int V = m->cfg.vocab_size, hid = m->cfg.hidden_size, rows = 0, ok = 0, rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (&s[i]->model->m != m)
+            return base_err_set(err, COLIBRI_EINVAL, "batch decode: session %d belongs to another model", i);
+        if (n_in[i] < 1 || n_in[i] > COLIBRI_GEN_MAX_DRAFT + 1)
+            return base_err_set(err, COLIBRI_EINVAL, "batch decode: session %d feeds %d tokens", i, n_in[i]);
+    }
+    /* the sessions that can advance: ids in range and room for their rows */
+    for (; ok < n; ok++) {
+        int bad = s[ok]->pos + n_in[ok] > s[ok]->st.n_ctx;
+        for (int j = 0; j < n_in[ok]; j++) bad |= in[ok][j] < 0 || in[ok][j] >= V;
+        if (bad) break;
+        rows += n_in[ok];
+    }
+    struct fwd_group *grp = malloc((size_t)(ok ? ok : 1) * sizeof *grp);
+    int32_t *tok = malloc((size_t)(rows ? rows : 1) * sizeof *tok);
+    float *lg = malloc((size_t)(rows ? rows : 1) * V * sizeof *lg);
+    float *hs = malloc((size_t)(rows ? rows : 1) * hid * sizeof *hs);
+    if (!grp || !tok || !lg || !hs) {
+        rc = base_err_set(err, COLIBRI_ENOMEM, "batch decode: out of memory for %d rows", rows);
+        goto out;
+    }
+    for (int i = 0, r = 0; i < ok; i++) {
+        if (s[i]->spec) spec_sync(s[i]);
+        grp[i] = (struct fwd_group){ &s[i]->st, r, n_in[i], s[i]->pos };
+        memcpy(tok + r, in[i], (size_t)n_in[i] * sizeof *tok);
+        r += n_in[i];
+    }
+    /* absorbed and batch invariant: every row gets the bits a decode of its
+     * session alone would (as colibri_spec_verify and colibri_batch_decode) */
+    struct fwd_out fo = { .logits = lg, .hidden = hs, .all_logits = 1, .all_hidden = 1 };
+    if (ok && (rc = model_forward_groups(m, grp, ok, tok, FWD_ABSORBED, &fo, err))) {
+        for (int i = 0; i < ok; i++)
+            if (s[i]->spec) s[i]->spec->n_h = 0;
+        goto out;
+    }
+    for (int i = 0, r = 0; i < ok; i++) {
+        colibri_session *si = s[i];
+        int k = n_in[i], P = si->pos;
+        if (logits[i]) memcpy(logits[i], lg + (int64_t)r * V, (size_t)k * V * sizeof *lg);
+        struct session_spec *sp = si->spec;
+        if (sp && !grow_hid(sp, k, NULL)) {
+            model_rmsnorm(sp->hid, hs + (int64_t)r * hid, m->final_norm, k, hid, m->cfg.rms_norm_eps);
+            sp->h_pos = P;
+            sp->n_h = k;
+        } else if (sp) {
+            sp->n_h = 0;   /* no room for the hidden states: the next drafts wait (lossless either way) */
+        }
+        memcpy(si->tokens + P, in[i], (size_t)k * sizeof *in[i]);
+        si->pos += k;
+        r += k;
+    }
+    *n_done = ok;
+    if (ok < n) {
+        rc = s[ok]->pos + n_in[ok] > s[ok]->st.n_ctx
+                 ? base_err_set(err, COLIBRI_ERANGE, "the context of %d tokens is full", s[ok]->st.n_ctx)
+                 : base_err_set(err, COLIBRI_ERANGE, "a token id is out of range [0, %d)", V);
+        base_err_prefix(err, rc, "batch decode, session %d of %d", ok, n);
+    }
+out:
+    free(grp);
+    free(tok);
+    free(lg);
+    free(hs);
+    return rc;
+}

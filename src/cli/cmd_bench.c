@@ -219,6 +219,153 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
     return rc;
 }
 
+/* --mtp-accept: drafts forced to the reference greedy tokens (those of the
+ * run without drafts), each right with probability q[j] at draft position j
+ * given the ones before it were kept (a seeded stream, the same every run);
+ * the MTP layer still makes its drafts first, so their cost is in. */
+struct mtp_force {
+    const int32_t *ref;         /* the tokens without drafts */
+    int n_ref, n_prompt;
+    double q[COLIBRI_GEN_MAX_DRAFT];
+    uint64_t rng;
+};
+
+static void mtp_force_drafts(void *user, int pos, int32_t *drafts, int n)
+{
+    struct mtp_force *f = user;
+    for (int j = 0; j < n; j++) {
+        int i = pos + j - f->n_prompt;  /* generated token i sits at position n_prompt + i */
+        int32_t want = i >= 0 && i < f->n_ref ? f->ref[i] : 0;
+        f->rng = f->rng * 6364136223846793005ull + 1442695040888963407ull;
+        if ((double)(f->rng >> 11) * 0x1.0p-53 >= f->q[j]) want = want ? want - 1 : 1;   /* a wrong one */
+        drafts[j] = want;
+    }
+}
+
+/* One greedy generation of n_gen tokens after prompt with n_draft drafts
+ * (auto: draft_auto); *t its decode time (from the end of the prefill),
+ * *st its counts, toks its tokens. End-of-generation ids are banned so that
+ * every run makes n_gen tokens. */
+static int mtp_run(colibri_model *m, const colibri_tokenizer *tok, struct colibri_session_opts so,
+                   const int32_t *prompt, int n_prompt, int n_gen, int n_draft, int draft_auto, struct mtp_force *force,
+                   int cpu, double *t, struct colibri_gen_stats *st, int32_t *toks, struct colibri_err *err)
+{
+    colibri_session *s = NULL;
+    colibri_sampler *smp = NULL;
+    colibri_gen *g = NULL;
+    struct colibri_logit_bias ban[16];
+    size_t n_ban = 0;
+    for (int32_t id = 0; id < colibri_tokenizer_n_vocab(tok) && n_ban < 16; id++)
+        if (colibri_tokenizer_is_eog(tok, id)) ban[n_ban++] = (struct colibri_logit_bias){ id, -1e30f };
+    struct colibri_sampler_opts sopt = colibri_sampler_default_opts();
+    sopt.temperature = 0;
+    sopt.logit_bias = ban;
+    sopt.n_logit_bias = n_ban;
+    so.n_ctx = n_prompt + n_gen + COLIBRI_GEN_MAX_DRAFT + 1;
+    int rc = colibri_session_new(m, &so, &s, err);
+    if (!rc) rc = colibri_sampler_new(&sopt, colibri_model_vocab(m), &smp, err);
+    if (!rc) rc = colibri_gen_new(m, s, tok, &g, err);
+    struct colibri_gen_opts o = { .sampler = smp, .n_predict = n_gen, .n_draft = n_draft, .draft_auto = draft_auto,
+                                  .draft_hook = force ? mtp_force_drafts : NULL, .draft_user = force };
+    if (!rc) rc = colibri_gen_start(g, prompt, n_prompt, &o, err);
+    while (!rc && colibri_gen_phase(g) == COLIBRI_GEN_PHASE_PREFILL)
+        if ((rc = colibri_gen_prefill(g, 0, err)) > 0) rc = 0;
+    double t0 = now(cpu);
+    int n = 0;
+    while (!rc && colibri_gen_phase(g) == COLIBRI_GEN_PHASE_SAMPLE) {
+        struct colibri_gen_step step;
+        if ((rc = colibri_gen_sample(g, &step, err))) break;
+        if (step.n_tokens && n < n_gen) toks[n++] = step.tokens[0];
+        if (colibri_gen_phase(g) == COLIBRI_GEN_PHASE_FEED) rc = colibri_gen_decode(g, err);
+    }
+    *t = now(cpu) - t0;
+    if (!rc) colibri_gen_get_stats(g, st);
+    colibri_gen_free(g);
+    colibri_sampler_free(smp);
+    colibri_session_free(s);
+    return rc;
+}
+
+/* --mtp on|auto: greedy generation of -n tokens after -p random text ids,
+ * with drafts and without, interleaved per repetition: decode tok/s of both
+ * (median and range of -r), the ratio per repetition, tokens per decode
+ * forward and drafts kept per draft position, and whether both gave the
+ * same tokens (they must). Acceptance depends on the text: the model's own
+ * greedy continuation of random ids is what is measured here. */
+static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_auto, const double *accept, int n_prompt,
+                     int n_gen, int reps, struct colibri_session_opts so, int cpu, struct colibri_err *err)
+{
+    colibri_tokenizer *tok = NULL;
+    int rc = colibri_tokenizer_load(dir, &tok, err);
+    if (rc) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "--mtp needs the model's tokenizer: %s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        return rc;
+    }
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    int32_t *ta = malloc((size_t)n_gen * sizeof *ta), *tb = malloc((size_t)n_gen * sizeof *tb);
+    double *t_off = malloc((size_t)reps * sizeof *t_off), *t_on = malloc((size_t)reps * sizeof *t_on);
+    double *ratio = malloc((size_t)reps * sizeof *ratio);
+    if (!prompt || !ta || !tb || !t_off || !t_on || !ratio) rc = COLIBRI_ENOMEM;
+    srand(1);
+    for (int i = 0; !rc && i < n_prompt; i++) prompt[i] = rand() % colibri_tokenizer_n_vocab(tok);
+    struct colibri_gen_stats st_off = { 0 }, st_on = { 0 }, sum = { 0 };
+    int same = 1;
+    for (int r = 0; r < reps && !rc; r++) {
+        struct mtp_force force = { ta, n_gen, n_prompt, { 0 }, 12345 };
+        if (accept) memcpy(force.q, accept, sizeof force.q);
+        rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, 0, 0, NULL, cpu, &t_off[r], &st_off, ta, err);
+        if (!rc) rc = mtp_run(m, tok, so, prompt, n_prompt, n_gen, n_draft, draft_auto, accept ? &force : NULL, cpu,
+                              &t_on[r], &st_on, tb, err);
+        if (rc) break;
+        same &= !memcmp(ta, tb, (size_t)n_gen * sizeof *ta);
+        ratio[r] = t_off[r] / t_on[r];
+        sum.n_generated += st_on.n_generated;
+        sum.n_forwards += st_on.n_forwards;
+        sum.n_forwards_drafted += st_on.n_forwards_drafted;
+        for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT; j++) {
+            sum.n_drafted[j] += st_on.n_drafted[j];
+            sum.n_accepted[j] += st_on.n_accepted[j];
+        }
+    }
+    if (!rc) {
+        double off = median(t_off, reps), on = median(t_on, reps), q = median(ratio, reps);
+        int kept = 0;
+        for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT; j++) kept += sum.n_accepted[j];
+        if (accept)
+            printf("mtp: drafts forced to the tokens without drafts, kept with probability %.2f / %.2f / %.2f at "
+                   "draft position 1 / 2 / 3 given the ones before\n", accept[0], accept[1], accept[2]);
+        printf("mtp %s --draft %d vs off (%s time, greedy, %d tokens after %d random ids, %d repetitions "
+               "interleaved): decode %.2f tok/s [%.2f, %.2f] vs %.2f [%.2f, %.2f] (medians [min, max]); "
+               "on/off %.3f [%.3f, %.3f]; same tokens: %s\n", draft_auto ? "auto" : "on", n_draft,
+               cpu ? "cpu" : "wall", n_gen, n_prompt, reps, n_gen / on, n_gen / t_on[reps - 1], n_gen / t_on[0],
+               n_gen / off, n_gen / t_off[reps - 1], n_gen / t_off[0], q, ratio[0], ratio[reps - 1],
+               same ? "yes" : "NO");
+        printf("mtp: %.2f tokens per decode forward, %.2f per verify forward (%d forwards, %d with drafts); drafts "
+               "kept by position:", sum.n_forwards ? (double)(sum.n_generated - reps) / sum.n_forwards : 0.0,
+               sum.n_forwards_drafted ? (double)(sum.n_forwards_drafted + kept) / sum.n_forwards_drafted : 0.0,
+               sum.n_forwards, sum.n_forwards_drafted);
+        for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT && sum.n_drafted[j]; j++)
+            printf(" %d/%d (%.0f%%)", sum.n_accepted[j], sum.n_drafted[j], 100.0 * sum.n_accepted[j] / sum.n_drafted[j]);
+        printf("\n");
+        if (!same) {   /* drafts must never change the output */
+            snprintf(err->msg, sizeof err->msg, "--mtp: the tokens with drafts differ from those without");
+            rc = -1;
+        }
+    } else if (rc == COLIBRI_ENOMEM && !err->msg[0]) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+    }
+    colibri_tokenizer_free(tok);
+    free(prompt);
+    free(ta);
+    free(tb);
+    free(t_off);
+    free(t_on);
+    free(ratio);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
@@ -226,7 +373,8 @@ int cmd_bench(int argc, char **argv)
     struct colibri_model_opts mo = { 0 };
     struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
-    int kv_int8 = 0, attn = 0, peaks = 0, verify = 0;
+    int kv_int8 = 0, attn = 0, peaks = 0, verify = 0, n_draft = 0;
+    const char *mtp_mode = NULL, *mtp_accept = NULL;
     const char *depths = NULL, *output = NULL;
     struct colibri_attn_bench_opts ao = { 0 };
     float attn_min_time = 0.4f;
@@ -257,6 +405,10 @@ int cmd_bench(int argc, char **argv)
         { "output", 'o', OPT_STR, &output, "md (a table, the default with -d) or json (one object per depth)" },
         { "verify", 0, OPT_INT, &verify, "time the speculative verify forward of 1 + K tokens against single "
                                          "decodes, interleaved (K = 1..3; -p tokens first, -n steps)", 1, 3 },
+        OPTS_MTP(mtp_mode, n_draft),
+        { "mtp-accept", 0, OPT_STR, &mtp_accept, "with --mtp on: force drafts (the tokens without drafts, each "
+                                                 "right with these probabilities at draft positions 1,2,3 given the "
+                                                 "ones before, e.g. 0.57,0.46,0.42), for a model whose MTP layer is random" },
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
@@ -316,6 +468,38 @@ int cmd_bench(int argc, char **argv)
         if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
         colibri_model_free(m);
         return rc ? 1 : 0;
+    }
+    if (mtp_mode && strcmp(mtp_mode, "off")) {
+        struct colibri_model_info info;
+        colibri_model_get_info(m, &info);
+        int draft = 0, draft_auto = 0;
+        if (opts_mtp(mtp_mode, n_draft, info.n_mtp_layers, &draft, &draft_auto)) {
+            colibri_model_free(m);
+            return 2;
+        }
+        struct colibri_session_opts mso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,
+                                            .kv_int8 = kv_int8 };
+        double accept[COLIBRI_GEN_MAX_DRAFT] = { 0 };
+        if (mtp_accept) {
+            char *e = (char *)mtp_accept;
+            for (int j = 0; j < COLIBRI_GEN_MAX_DRAFT && *e; j++) {
+                accept[j] = strtod(e, &e);
+                if (accept[j] < 0 || accept[j] > 1 || (*e && *e != ',')) break;
+                if (*e == ',') e++;
+            }
+            if (*e || accept[0] < 0 || accept[0] > 1) {
+                fprintf(stderr, "colibri bench: --mtp-accept '%s': expected up to %d probabilities 0..1, comma-separated\n",
+                        mtp_accept, COLIBRI_GEN_MAX_DRAFT);
+                colibri_model_free(m);
+                return 2;
+            }
+        }
+        rc = draft ? bench_mtp(m, dir, draft, draft_auto, mtp_accept ? accept : NULL, n_prompt, n_gen, reps, mso,
+                               ao.cpu_time, &err)
+                   : (snprintf(err.msg, sizeof err.msg, "--mtp %s: this model has no MTP layer", mtp_mode), -1);
+        if (rc) fprintf(stderr, "colibri bench: %s\n", err.msg);
+        colibri_model_free(m);
+        return cli_mpi_end(&cm, rc ? 1 : 0);
     }
     if (nd) {
         struct colibri_session_opts dso = { .kv_tier = kv ? kv : opts_env_kv_tier(), .kv_rope = kv_rope,

@@ -71,6 +71,7 @@ int cmd_serve(int argc, char **argv)
         { "drain", 0, OPT_INT, &drain, "on SIGTERM, seconds to let running requests finish before cancelling "
                                        "them (default 30)", 0, 86400 },
         OPTS_MPI(cm),
+        OPTS_MTP(so.mtp, so.n_draft),
         { "step-delay-ms", 0, OPT_INT, &so.step_delay_ms, "sleep after each scheduler step (testing aid; default 0)",
           0, 10000 },
     };

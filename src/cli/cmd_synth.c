@@ -10,7 +10,7 @@ int cmd_synth(int argc, char **argv)
 {
     struct colibri_model_opts mo = { 0 };
     const char *preset = "v2-lite";
-    int layers = 0, seed = 1;
+    int layers = 0, seed = 1, mtp_layers = 0;
     const struct opt opts[] = {
         { "preset", 'p', OPT_STR, &preset,
           "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
@@ -19,9 +19,12 @@ int cmd_synth(int argc, char **argv)
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },
         { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default bf16)" },
         { "seed", 0, OPT_INT, &seed, "random seed (default 1)", 0, 2147483647 },
+        { "mtp-layers", 0, OPT_INT, &mtp_layers, "MTP layers after the last layer (0 or 1; default 0): random "
+                                                 "weights, for timing drafts with forced acceptance (bench --mtp-force)",
+          0, 1 },
     };
     const struct opts_spec spec = {
-        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny] [--layers N] [--experts FMT]\n"
+        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny] [--layers N] [--mtp-layers 1] [--experts FMT]\n"
         "              [--dense FMT] [--embed FMT]",
         "Writes a model with random weights (fan-in scaled, seeded) in the shapes of a real architecture, in any\n"
         "weight format, for benchmarks that a tiny fixture cannot stand in for. It has no tokenizer; use it with\n"
@@ -39,7 +42,7 @@ int cmd_synth(int argc, char **argv)
     }
     struct colibri_err err = { 0 };
     struct colibri_convert_report rep;
-    if (colibri_synth(pos[0], preset, layers, &mo, (uint64_t)seed, 1, &rep, &err)) {
+    if (colibri_synth(pos[0], preset, layers, mtp_layers, &mo, (uint64_t)seed, 1, &rep, &err)) {
         fprintf(stderr, "colibri synth: %s\n", err.msg);
         return 1;
     }

@@ -481,7 +481,8 @@ static int write_container(const char *src, const char *dst, const struct st_set
     int shard = 0;
     for (int i = 0; i < n; i++) {
         uint64_t b = items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
-        if (cur && cur + b > limit && !same_expert(items[i - 1].src->name, items[i].src->name)) { shard++; cur = 0; }
+        /* output names: a synthetic item has no source tensor */
+        if (cur && cur + b > limit && !same_expert(items[i - 1].out[0].name, items[i].out[0].name)) { shard++; cur = 0; }
         items[i].shard = shard;
         cur += b;
         total += b;
@@ -577,8 +578,11 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     if (mkdir(dst, 0755) && errno != EEXIST)
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
-    int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers;
-    int64_t cap = 8 + (int64_t)L * (25 + 3 * (int64_t)E);
+    int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers, n_mtp = c.num_nextn_predict_layers;
+    if (n_mtp && c.dsa_kind != MODEL_DSA_NONE)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "synth: an MTP layer for a DSA model (%s) is not written",
+                       c.family->model_type);
+    int64_t cap = 8 + (int64_t)(L + n_mtp) * (29 + 3 * (int64_t)E);
     struct item *items = calloc((size_t)cap, sizeof *items);
     if (!items) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     int n = 0, ef = o->fmt.embed_fmt, df = o->fmt.dense_fmt, xf = o->fmt.experts_fmt;
@@ -586,7 +590,8 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     add_synth(items, &n, "model.embed_tokens.weight", c.vocab_size, hid, ef, GEN_EMBED, seed);
     add_synth(items, &n, "model.norm.weight", hid, 0, 0, GEN_NORM, seed);
     add_synth(items, &n, "lm_head.weight", c.vocab_size, hid, ef, GEN_LINEAR, seed);
-    for (int l = 0; l < L; l++) {
+    /* layers L.. are the MTP layers (HF's names): a MoE block and the MTP's own tensors */
+    for (int l = 0; l < L + n_mtp; l++) {
 #define N(fmt_) (snprintf(nm, sizeof nm, "model.layers.%d." fmt_, l), nm)
 #define NT(name_) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, name_), nm)
         add_synth(items, &n, N("input_layernorm.weight"), hid, 0, 0, GEN_NORM, seed);
@@ -605,7 +610,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
                   c.kv_lora_rank, df, GEN_LINEAR, seed);
         add_synth(items, &n, N("self_attn.o_proj.weight"), hid, H * c.v_head_dim, df, GEN_LINEAR, seed);
         const struct model_tensor_names *tn = &c.family->names;
-        if (c.dsa_kind != MODEL_DSA_NONE && c.indexer_full[l]) {
+        if (c.dsa_kind != MODEL_DSA_NONE && l < L && c.indexer_full[l]) {
             /* the lightning indexer, as the family names it; weights_proj stays f32 like the router */
             int nI = c.index_n_heads, dI = c.index_head_dim;
             add_synth(items, &n, NT(tn->indexer_wq_b), nI * dI, c.q_lora_rank, df, GEN_LINEAR, seed);
@@ -614,7 +619,13 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
             add_synth(items, &n, NT(tn->indexer_k_norm_bias), dI, 0, 0, GEN_BIAS, seed);
             add_synth(items, &n, NT(tn->indexer_weights_proj), nI, hid, QUANT_F32, GEN_LINEAR, seed);
         }
-        if (l < c.first_k_dense_replace) {
+        if (l >= L) {
+            add_synth(items, &n, N("enorm.weight"), hid, 0, 0, GEN_NORM, seed);
+            add_synth(items, &n, N("hnorm.weight"), hid, 0, 0, GEN_NORM, seed);
+            add_synth(items, &n, N("eh_proj.weight"), hid, 2 * hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("shared_head.norm.weight"), hid, 0, 0, GEN_NORM, seed);
+        }
+        if (l < c.first_k_dense_replace && l < L) {
             add_synth(items, &n, N("mlp.gate_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("mlp.up_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("mlp.down_proj.weight"), hid, c.intermediate_size, df, GEN_LINEAR, seed);

@@ -60,6 +60,12 @@ void metrics_init(struct metrics *m)
     atomic_init(&m->prefill_ns, 0);
     atomic_init(&m->decode_ns, 0);
     atomic_init(&m->decode_calls, 0);
+    atomic_init(&m->mtp_forwards, 0);
+    atomic_init(&m->mtp_verify_forwards, 0);
+    for (int i = 0; i < COLIBRI_GEN_MAX_DRAFT; i++) {
+        atomic_init(&m->mtp_drafted[i], 0);
+        atomic_init(&m->mtp_accepted[i], 0);
+    }
     for (int h = 0; h < METRICS_H_COUNT; h++) {
         for (int i = 0; i <= METRICS_HIST_BUCKETS; i++) atomic_init(&m->hist[h].bucket[i], 0);
         atomic_init(&m->hist[h].sum_ns, 0);
@@ -165,6 +171,28 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
         sb_printf(&b, "# HELP colibri_expert_io_wait_seconds_total Time acquisitions spent waiting for reads.\n"
                       "# TYPE colibri_expert_io_wait_seconds_total counter\n"
                       "colibri_expert_io_wait_seconds_total %.6f\n", e->io_wait_ns * 1e-9);
+    }
+    if (g->mtp_drafts) {
+        uint64_t vf = atomic_load(&m->mtp_verify_forwards), kept = 0;
+        counter(&b, "colibri_mtp_forwards_total", "Decode forwards of drafting slots (one per slot per batched decode).",
+                atomic_load(&m->mtp_forwards));
+        counter(&b, "colibri_mtp_verify_forwards_total", "Of those, forwards that verified drafts; tokens per verify "
+                "forward = (this + sum of colibri_mtp_accepted_total) / this.", vf);
+        const char *const name[2] = { "colibri_mtp_drafted_total", "colibri_mtp_accepted_total" };
+        const char *const help[2] = { "Drafts made by the MTP layer, by draft position (1 = the token after the "
+                                      "pending one).", "Drafts kept (equal to the token drawn), by draft position; "
+                                      "acceptance at a position = this / colibri_mtp_drafted_total." };
+        for (int c = 0; c < 2; c++) {
+            sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n", name[c], help[c], name[c]);
+            for (int i = 0; i < g->mtp_drafts && i < COLIBRI_GEN_MAX_DRAFT; i++) {
+                uint64_t v = atomic_load(c ? &m->mtp_accepted[i] : &m->mtp_drafted[i]);
+                if (c) kept += v;
+                sb_printf(&b, "%s{position=\"%d\"} %llu\n", name[c], i + 1, (unsigned long long)v);
+            }
+        }
+        sb_printf(&b, "# HELP colibri_mtp_tokens_per_verify Tokens per verify forward since start (0 before the "
+                      "first).\n# TYPE colibri_mtp_tokens_per_verify gauge\ncolibri_mtp_tokens_per_verify %.4f\n",
+                  vf ? (double)(vf + kept) / (double)vf : 0.0);
     }
     for (int h = 0; h < METRICS_H_COUNT; h++) histogram(&b, &m->hist[h], h);
     return b.failed ? NULL : b.s;

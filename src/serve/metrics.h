@@ -64,6 +64,11 @@ struct metrics {
     atomic_uint_fast64_t steps;                 /* scheduler iterations that did work */
     atomic_uint_fast64_t prefill_ns, decode_ns; /* wall time inside forward passes */
     atomic_uint_fast64_t decode_calls;          /* batched decode calls (one per step) */
+    /* speculative decoding (--mtp on|auto): decode forwards of drafting
+     * slots, those that verified drafts, and drafts made and kept per draft
+     * position (0-based) */
+    atomic_uint_fast64_t mtp_forwards, mtp_verify_forwards;
+    atomic_uint_fast64_t mtp_drafted[COLIBRI_GEN_MAX_DRAFT], mtp_accepted[COLIBRI_GEN_MAX_DRAFT];
     struct metrics_hist_data hist[METRICS_H_COUNT];
 };
 
@@ -72,6 +77,7 @@ struct metrics_gauges {
     int queue_depth, slots_busy, slots_total;
     int64_t kv_tokens, kv_bytes;
     int experts_streamed;                       /* the expert counters below are rendered */
+    int mtp_drafts;                             /* --draft N of a drafting server: the mtp counters are rendered */
     struct colibri_expert_stats experts;        /* since load */
 };
 

@@ -34,6 +34,7 @@ struct slot {
     double t_last_token;        /* when the running job's latest token was emitted */
     int pos_seen;               /* the session's cached tokens after the last iteration; under sched.mu */
     int waiting;                /* holds a later choice that waits for a sibling's prefill (not started) */
+    struct colibri_gen_stats counted;   /* the running job's draft counts already in the metrics */
 };
 
 struct sched {
@@ -104,6 +105,22 @@ static void fill_logprobs(const float *logits, int V, struct job_event *ev, int 
 
 /* ------------------------------------------------------------ slot steps */
 
+/* Adds the running generation's draft counts since the last call to the
+ * metrics. */
+static void count_drafts(struct sched *s, struct slot *sl)
+{
+    if (!s->o.n_draft) return;
+    struct colibri_gen_stats st, *c = &sl->counted;
+    colibri_gen_get_stats(sl->gen, &st);
+    atomic_fetch_add(&s->met->mtp_forwards, (uint64_t)(st.n_forwards - c->n_forwards));
+    atomic_fetch_add(&s->met->mtp_verify_forwards, (uint64_t)(st.n_forwards_drafted - c->n_forwards_drafted));
+    for (int i = 0; i < COLIBRI_GEN_MAX_DRAFT; i++) {
+        atomic_fetch_add(&s->met->mtp_drafted[i], (uint64_t)(st.n_drafted[i] - c->n_drafted[i]));
+        atomic_fetch_add(&s->met->mtp_accepted[i], (uint64_t)(st.n_accepted[i] - c->n_accepted[i]));
+    }
+    *c = st;
+}
+
 static void slot_release(struct sched *s, struct slot *sl)
 {
     colibri_sampler_free(sl->smp);
@@ -138,6 +155,7 @@ static void slot_finish(struct sched *s, struct slot *sl, const char *tail, size
 {
     struct job *j = sl->job;
     struct colibri_gen_stats st;
+    count_drafts(s, sl);
     colibri_gen_get_stats(sl->gen, &st);
     enum job_finish fin = JOB_FIN_LENGTH;
     if (st.end == COLIBRI_GEN_END_EOS || st.end == COLIBRI_GEN_END_STOP) fin = JOB_FIN_STOP;
@@ -223,7 +241,7 @@ static void slot_begin(struct sched *s, struct slot *sl, struct job *j)
     /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
     struct colibri_gen_opts go = { .n_predict = j->p.max_tokens, .stops = (const char *const *)j->p.stop,
                                    .n_stops = (size_t)j->p.n_stop, .repair_utf8 = 1, .cancel = job_cancelled,
-                                   .cancel_user = j };
+                                   .cancel_user = j, .n_draft = s->o.n_draft, .draft_auto = s->o.draft_auto };
     int rc = colibri_sampler_new(&so, s->n_vocab, &sl->smp, &err);
     go.sampler = sl->smp;
     if (!rc) rc = colibri_gen_start(sl->gen, j->prompt, j->n_prompt, &go, &err);
@@ -233,6 +251,7 @@ static void slot_begin(struct sched *s, struct slot *sl, struct job *j)
     }
     struct colibri_gen_stats st;
     colibri_gen_get_stats(sl->gen, &st);
+    sl->counted = st;
     atomic_fetch_add(&s->met->prompt_tokens, (uint64_t)j->n_prompt);
     atomic_fetch_add(&s->met->prompt_tokens_cached, (uint64_t)st.n_cached);
     pthread_mutex_lock(&j->mu);     /* known now; the log of a request that ends early shows it */
@@ -259,13 +278,15 @@ static void slot_prefill(struct sched *s, struct slot *sl)
 }
 
 /* Samples and emits one token; the generator leaves it pending for the
- * batched decode unless the generation ends here. */
-static void slot_sample(struct sched *s, struct slot *sl)
+ * batched decode unless the generation ends here, or, after a verify whose
+ * draft it equals, stays in phase SAMPLE for the next row. Returns 1 while
+ * the slot goes on sampling. */
+static int slot_sample_one(struct sched *s, struct slot *sl)
 {
     struct job *j = sl->job;
     struct colibri_err err = { 0 };
     struct colibri_gen_step st;
-    if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return; }
+    if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return 0; }
     atomic_fetch_add(&s->met->generated_tokens, (uint64_t)st.n_tokens);
     double now = base_now_sec();
     if (st.n_tokens == 0) {
@@ -279,45 +300,50 @@ static void slot_sample(struct sched *s, struct slot *sl)
         serve_metrics_observe(s->met, METRICS_H_TPOT, now - sl->t_last_token);
     }
     sl->t_last_token = now;
-    /* One event per token; an end-of-generation token has no text and no
-     * event. (A step of several tokens, as speculative decoding will make,
-     * needs the logits of each position for its logprobs.) */
+    /* One event per token (a step holds one); an end-of-generation token
+     * has no text and no event. */
     if (st.n_tokens == 1 && st.end != COLIBRI_GEN_END_EOS) {
         struct job_event ev = { .id = st.tokens[0] };
-        if (j->p.logprobs) fill_logprobs(colibri_gen_logits(sl->gen), s->n_vocab, &ev, j->p.n_top);
+        if (j->p.logprobs) fill_logprobs(st.logits, s->n_vocab, &ev, j->p.n_top);
         ev.text = event_text(st.text, st.len, &ev.len);
-        if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return; }
+        if (!ev.text || job_push(j, &ev)) { slot_fail(s, sl, 500, "out of memory"); return 0; }
     }
-    if (st.end != COLIBRI_GEN_END_NONE) slot_finish(s, sl, st.tail, st.tail_len);
+    if (st.end != COLIBRI_GEN_END_NONE) {
+        slot_finish(s, sl, st.tail, st.tail_len);
+        return 0;
+    }
+    return colibri_gen_phase(sl->gen) == COLIBRI_GEN_PHASE_SAMPLE;
 }
 
-/* Feeds every pending token in one batched decode step. A slot whose decode
- * fails is failed; the slots after it keep their pending token for the next
- * iteration. */
+/* Every token the slot's logits give now: one, or with drafts the kept ones
+ * and the sampler's own after them, each emitted as it is drawn. */
+static void slot_sample(struct sched *s, struct slot *sl)
+{
+    while (slot_sample_one(s, sl)) {}
+    if (sl->job) count_drafts(s, sl);
+}
+
+/* Feeds every pending token (and with drafts, each slot's drafts) in one
+ * batched decode step. A slot whose decode fails is failed; the slots after
+ * it keep their pending token for the next iteration. */
 static void decode_pending(struct sched *s)
 {
-    colibri_session *sess[64];
-    int32_t toks[64];
-    float *logits[64];
+    colibri_gen *gen[64];
     struct slot *who[64];
     int n = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        const int32_t *pend;
-        if (!sl->job || colibri_gen_pending(sl->gen, &pend) != 1) continue;
-        sess[n] = sl->sess;
-        toks[n] = pend[0];
-        logits[n] = colibri_gen_logits(sl->gen);
+        if (!sl->job || colibri_gen_pending(sl->gen, NULL) != 1) continue;
+        gen[n] = sl->gen;
         who[n++] = sl;
     }
     if (n == 0) return;
     struct colibri_err err = { 0 };
     int done = 0;
     uint64_t t0 = now_ns();
-    int rc = colibri_batch_decode(sess, toks, n, logits, &done, &err);
+    int rc = colibri_gen_batch_decode(gen, n, &done, &err);
     atomic_fetch_add(&s->met->decode_ns, now_ns() - t0);
     atomic_fetch_add(&s->met->decode_calls, 1);
-    for (int k = 0; k < done; k++) colibri_gen_fed(who[k]->gen, 1, NULL);
     if (rc && done < n) slot_fail(s, who[done], 500, err.msg);
 }
 
@@ -505,6 +531,7 @@ void sched_gauges(struct sched *s, struct metrics_gauges *g)
     g->slots_total = s->o.n_slots;
     g->kv_tokens = s->kv_tokens;
     g->kv_bytes = s->kv_tokens * s->kv_bytes_per_token;
+    g->mtp_drafts = s->o.n_draft;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -7,7 +7,11 @@
  * prefix and prefills only the rest, in chunks, so that other slots keep
  * decoding meanwhile. Each scheduler iteration advances every busy slot by one
  * step (a prefill chunk or one generated token): continuous batching, the
- * tokens of all decoding slots fed in one colibri_batch_decode.
+ * tokens of all decoding slots fed in one batched forward
+ * (colibri_gen_batch_decode). With drafts (n_draft), each slot adds the
+ * drafts of its MTP layer to that forward (1 + its drafts rows), keeps the
+ * ones its sampler agrees with and emits each kept token as its own event in
+ * the same iteration; the output is the one without drafts.
  *
  * The choices of one request (n > 1; jobs sharing an id, job.h) are queued
  * together and run in slots of their own. A later choice that finds a
@@ -42,6 +46,8 @@ struct sched_opts {
     int step_delay_ms;          /* sleep after each busy iteration */
     int prefill_chunk;          /* prompt tokens per slot per iteration */
     int n_threads;              /* compute threads of the scheduler thread (0 = default) */
+    int n_draft;                /* speculative decoding with the MTP layer: drafts per slot per step (0: off) */
+    int draft_auto;             /* with n_draft: each slot drafts only while it pays (colibri_gen_opts) */
 };
 
 struct sched;

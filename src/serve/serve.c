@@ -86,8 +86,32 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
                                  .n_vocab = info.vocab, .n_ctx = n_ctx, .n_ctx_model = info.max_position_embeddings,
                                  .created = (long)time(NULL), .n_slots = opts->n_slots,
                                  .max_queue = opts->max_queue };
+    int n_draft = 0, draft_auto = 0;
+    if (opts->mtp && strcmp(opts->mtp, "off")) {
+        int on = !strcmp(opts->mtp, "on");
+        draft_auto = !strcmp(opts->mtp, "auto");
+        if (!on && !draft_auto) {
+            rc = base_err_set(err, COLIBRI_EINVAL, "--mtp '%s': expected on, off or auto", opts->mtp);
+            goto fail;
+        }
+        if (opts->n_draft < 0 || opts->n_draft > COLIBRI_GEN_MAX_DRAFT) {
+            rc = base_err_set(err, COLIBRI_EINVAL, "--draft %d: drafts per step are 1 to %d", opts->n_draft,
+                         COLIBRI_GEN_MAX_DRAFT);
+            goto fail;
+        }
+        if (info.n_mtp_layers <= 0 && on) {
+            rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp on: drafting needs the model's MTP layer: this model "
+                         "has none%s", info.n_mtp_declared ? " loaded (config.json declares it, the checkpoint lacks "
+                         "it)" : " (num_nextn_predict_layers is 0)");
+            goto fail;
+        }
+        /* auto on a model without an MTP layer serves without drafts, as colibri run does */
+        if (info.n_mtp_layers > 0) n_draft = opts->n_draft ? opts->n_draft : 2;
+        else draft_auto = 0;
+    }
     struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
-                             .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads };
+                             .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads,
+                             .n_draft = n_draft, .draft_auto = draft_auto };
     rc = sched_new(sv->model, sv->tok, &so, &sv->met, &sv->sched, err);
     if (rc) goto fail;
     rc = http_start(sv, err);

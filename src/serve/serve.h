@@ -64,6 +64,8 @@ struct serve_opts {
     int bf16_act;               /* colibri_model_opts.bf16_act */
     colibri_mpi *mpi;           /* expert parallelism (colibri_model_opts.mpi), or NULL */
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
+    const char *mtp;            /* speculative decoding with the model's MTP layer: NULL/"off", "on" or "auto" */
+    int n_draft;                /* drafts per step with mtp on|auto (0: 2) */
     double drain_s;             /* shutdown: wait this long for in-flight work */
 };
 

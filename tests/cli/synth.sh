@@ -35,3 +35,29 @@ assert got == exp, (sorted(got), sorted(exp))
 assert h["model.layers.0.self_attn.indexer.weights_proj.weight"]["dtype"] == "F32"
 PY
 done
+# --mtp-layers 1 writes an MTP layer after the last layer under HF's names
+# (the ones the loader takes from the deepseek_v3_mtp fixture); bench --mtp
+# with forced drafts keeps what it is told and changes no token
+"$COLIBRI" synth "$tmp/mtp" --preset tiny --layers 2 --mtp-layers 1 2>/dev/null
+"$COLIBRI" info -m "$tmp/mtp" | grep -q "^mtp: *1 layer (model.layers.2 onwards)"
+grep -q '"num_nextn_predict_layers":1}$' "$tmp/mtp/config.json"
+python3 - "$tmp/mtp"/model-00001-of-00001.safetensors <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+want = {"enorm.weight": [256], "hnorm.weight": [256], "eh_proj.weight": [256, 512], "shared_head.norm.weight": [256],
+        "mlp.gate.weight": [8, 256], "self_attn.kv_b_proj.weight": [4 * 64, 128]}
+for n, s in want.items():
+    assert h["model.layers.2." + n]["shape"] == s, (n, h["model.layers.2." + n])
+assert not any(k.startswith("model.layers.3.") for k in h)
+PY
+cp tests/tok/tiny/* "$tmp/mtp/"
+"$COLIBRI" bench -m "$tmp/mtp" --mtp on --draft 3 --mtp-accept 1,1,1 -p 8 -n 40 -r 1 > "$tmp/b1"
+grep -q "same tokens: yes" "$tmp/b1" && grep -q "^mtp: 3\.[5-9][0-9]* tokens per decode forward" "$tmp/b1" \
+    || { cat "$tmp/b1"; exit 1; }
+"$COLIBRI" bench -m "$tmp/mtp" --mtp on --draft 2 --mtp-accept 0 -p 8 -n 40 -r 1 > "$tmp/b0"
+grep -q "same tokens: yes" "$tmp/b0" && grep -q "1.00 per verify forward.*kept by position: 0/" "$tmp/b0" \
+    || { cat "$tmp/b0"; exit 1; }
+if "$COLIBRI" bench -m "$tmp/mtp" --mtp on --mtp-accept 2 -p 8 -n 4 -r 1 2>"$tmp/err"; then exit 1; fi
+grep -q -- "--mtp-accept '2'" "$tmp/err"
+if "$COLIBRI" synth "$tmp/dsamtp" --preset v32-tiny --mtp-layers 1 2>"$tmp/err"; then exit 1; fi
+grep -q "MTP layer for a DSA model" "$tmp/err"

@@ -6,7 +6,9 @@
  * then holds the same positions. The MTP layer of a random model rarely
  * guesses right, so the draft hook also forces drafts: the known
  * continuation with every fifth-or-so draft wrong, which makes every draft
- * position accept and reject. Run from the repository root. */
+ * position accept and reject. The batched path (colibri_gen_batch_decode, the
+ * server's) is checked the same way with generators drafting and not side by
+ * side. Run from the repository root. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,6 +207,99 @@ static void test_lossless_streamed_experts(void)
     colibri_model_free(m);
 }
 
+/* The server's path: three generators on three sessions decode together in
+ * colibri_gen_batch_decode, one drafting with forced drafts (K 3, some
+ * wrong), one with the MTP layer's drafts (K 2, sampled), one without
+ * drafts; each gives its own tokens without drafts, token for token, and its
+ * session holds the same positions. Kept drafts come one per step. */
+static void check_batched(colibri_model *m, const char *tier)
+{
+    enum { NG = 3 };
+    static struct run ref[NG];
+    const float temp[NG] = { 0.0f, 0.8f, 1.2f };
+    const int n_draft[NG] = { 3, 2, 0 };
+    int32_t p[NG][16];
+    int n_p[NG];
+    for (int i = 0; i < NG; i++) {
+        n_p[i] = 6 + 3 * i;
+        for (int j = 0; j < n_p[i]; j++) p[i][j] = (int32_t)((j * 31 + 7 * i + 3) % 400);
+        generate(m, tier, p[i], n_p[i], temp[i], 0, NULL, &ref[i]);
+    }
+    struct forcing f = { &ref[0], n_p[0], 5 };
+    struct colibri_err err = { 0 };
+    colibri_session *s[NG] = { 0 };
+    colibri_gen *g[NG] = { 0 };
+    colibri_sampler *smp[NG] = { 0 };
+    static struct run got[NG];
+    int rc = 0;
+    for (int i = 0; i < NG && !rc; i++) {
+        memset(&got[i], 0, sizeof got[i]);
+        struct colibri_session_opts so = { .n_ctx = N_CTX, .kv_tier = tier };
+        struct colibri_sampler_opts sopt = colibri_sampler_default_opts();
+        sopt.temperature = temp[i];
+        sopt.seed = 1234;
+        sopt.logit_bias = no_eog;
+        sopt.n_logit_bias = n_no_eog;
+        rc = colibri_session_new(m, &so, &s[i], &err) || colibri_sampler_new(&sopt, colibri_model_vocab(m), &smp[i], &err) ||
+             colibri_gen_new(m, s[i], tok, &g[i], &err);
+        struct colibri_gen_opts o = { .sampler = smp[i], .n_predict = N_PREDICT, .n_draft = n_draft[i],
+                                      .draft_hook = i == 0 ? force_drafts : NULL, .draft_user = &f };
+        if (!rc) rc = colibri_gen_start(g[i], p[i], n_p[i], &o, &err);
+        while (!rc && colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_PREFILL)
+            rc = colibri_gen_prefill(g[i], 0, &err) < 0;
+    }
+    int steps = 0;
+    while (!rc) {
+        colibri_gen *feed[NG];
+        int n = 0;
+        for (int i = 0; i < NG && !rc; i++) {
+            while (!rc && colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_SAMPLE) {
+                struct colibri_gen_step st;
+                if ((rc = colibri_gen_sample(g[i], &st, &err))) break;
+                CHECK(st.n_tokens == 1 && st.logits, "generator %d: a step of %d tokens", i, st.n_tokens);
+                if (st.n_tokens && got[i].n < N_PREDICT + 8) got[i].toks[got[i].n++] = st.tokens[0];
+            }
+            if (colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_FEED) feed[n++] = g[i];
+        }
+        if (rc || n == 0) break;
+        int done = 0;
+        rc = colibri_gen_batch_decode(feed, n, &done, &err);
+        CHECK(rc || done == n, "%d of %d advanced", done, n);
+        steps++;
+    }
+    const char *tn = tier ? tier : "f32";
+    CHECK(rc == 0, "%s batched: %s", tn, err.msg);
+    for (int i = 0; i < NG; i++) {
+        colibri_gen_get_stats(g[i], &got[i].st);
+        got[i].pos = colibri_session_pos(s[i]);
+        CHECK(same(&ref[i], &got[i]), "%s batched generator %d (T %.1f, %d drafts): differs at token %d (pos %d vs %d)",
+              tn, i, temp[i], n_draft[i], first_diff(&ref[i], &got[i]), ref[i].pos, got[i].pos);
+        for (int j = 0; j < n_draft[i]; j++)
+            CHECK(got[i].st.n_drafted[j] > 0, "%s batched generator %d: no drafts at position %d", tn, i, j);
+        colibri_gen_free(g[i]);
+        colibri_sampler_free(smp[i]);
+        colibri_session_free(s[i]);
+    }
+    CHECK(got[0].st.n_accepted[0] > 0 && got[0].st.n_accepted[2] < got[0].st.n_drafted[2] &&
+          got[0].st.n_forwards < N_PREDICT / 2 && steps == N_PREDICT - 1, "%s batched: %d steps, generator 0 %d "
+          "forwards, forced drafts kept %d/%d at position 1", tn, steps, got[0].st.n_forwards, got[0].st.n_accepted[0],
+          got[0].st.n_drafted[0]);
+}
+
+static void test_lossless_batched(void)
+{
+    colibri_model *m = load(NULL);
+    if (!m) return;
+    check_batched(m, NULL);
+    check_batched(m, "int8r");
+    check_batched(m, "tq3");
+    colibri_model_free(m);
+    m = load("3M");   /* streamed experts */
+    if (!m) return;
+    check_batched(m, NULL);
+    colibri_model_free(m);
+}
+
 /* The token distribution with drafts is the model's own, by a statistical
  * test with seeds the runs without drafts do not use (the identity checks
  * above use the same seed on both sides). Plain sampling (T 1, no top-k,
@@ -348,6 +443,7 @@ int main(void)
     RUN_TEST(test_lossless_greedy_every_tier);
     RUN_TEST(test_lossless_sampled);
     RUN_TEST(test_lossless_streamed_experts);
+    RUN_TEST(test_lossless_batched);
     RUN_TEST(test_sampled_distribution);
     RUN_TEST(test_refusals);
     colibri_tokenizer_free(tok);
