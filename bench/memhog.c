@@ -1,18 +1,20 @@
-/* bench/memhog.c - holds a given amount of RAM locked, so that the page cache
- * can only keep what is left: the memory limit a benchmark of the mmap path
- * runs under where there is no cgroup to give it one.
+/* bench/memhog.c - holds RAM locked, so that the page cache can only keep
+ * what is left: the memory limit a benchmark of the mmap path runs under
+ * where there is no cgroup to give it one.
  *
  *   memhog [--size BYTES] [--leave BYTES] [--seconds N]
  *
- * Without --size it locks all of MemAvailable but `leave` bytes (default
- * 6 GiB). It refuses to start when locking `size` would leave less than
- * `leave` for everything else. It makes itself the first process the
- * kernel's OOM killer ends (oom_score_adj 1000), so that another process's
- * growth ends the hog rather than that process. It locks the memory
- * (mlock, which needs root or a large RLIMIT_MEMLOCK) 256 MiB at a time,
- * printing "locked N MiB, MemAvailable M MiB" when done, then holds it until
- * SIGINT/SIGTERM or `seconds` pass. The memory is anonymous: the kernel frees
- * it however the process ends. */
+ * With --size it locks that much, refusing when that would leave less than
+ * `leave` bytes (default 6 GiB) of MemAvailable for everything else. Without
+ * it, it locks all of MemAvailable but `leave`, and keeps it so: once a
+ * second it locks 256 MiB chunks while MemAvailable is above leave + 128 MiB
+ * (another process freed memory) and unlocks them while it is below
+ * leave - 256 MiB (another process needs it), up to 4 GiB a second. It makes itself the kernel's
+ * first OOM victim (oom_score_adj 1000), so another process's growth ends
+ * the hog rather than that process. Locking needs root (or a large
+ * RLIMIT_MEMLOCK). Prints "locked N MiB, MemAvailable M MiB" when done, then
+ * holds until SIGINT/SIGTERM or `seconds` pass. The memory is anonymous:
+ * the kernel frees it however the process ends. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -24,8 +26,11 @@
 #include <unistd.h>
 
 #define CHUNK (256ull << 20)
+#define MAX_CHUNKS 4096   /* 1 TiB */
 
 static volatile sig_atomic_t stop;
+static void *chunk[MAX_CHUNKS];
+static uint64_t chunk_bytes[MAX_CHUNKS];
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
@@ -55,6 +60,21 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* Maps, locks and writes b bytes into chunk n; 0, or -1 said on stderr. */
+static int lock_chunk(int n, uint64_t b)
+{
+    void *p = mmap(NULL, b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || mlock(p, b)) {
+        fprintf(stderr, "memhog: cannot lock %.0f MiB more: %s\n", b / 1048576.0, strerror(errno));
+        if (p != MAP_FAILED) munmap(p, b);
+        return -1;
+    }
+    memset(p, 1, b);   /* mlock faulted it in; writing keeps it from being a shared zero page */
+    chunk[n] = p;
+    chunk_bytes[n] = b;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t size = 0, leave = 6ull << 30;
@@ -74,7 +94,8 @@ int main(int argc, char **argv)
         }
     }
     uint64_t avail = mem_available();
-    if (!size && avail > leave) size = avail - leave;
+    int track = size == 0;
+    if (track && avail > leave) size = avail - leave;
     if (!size) {
         fprintf(stderr, "memhog: MemAvailable %.0f MiB is below --leave %.0f MiB: nothing to lock\n",
                 avail / 1048576.0, leave / 1048576.0);
@@ -93,21 +114,32 @@ int main(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    int n = 0;
     uint64_t locked = 0;
-    while (locked < size && !stop) {
-        uint64_t n = size - locked < CHUNK ? size - locked : CHUNK;
-        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED || mlock(p, n)) {
-            fprintf(stderr, "memhog: cannot lock %.0f MiB more after %.0f MiB: %s\n", n / 1048576.0,
-                    locked / 1048576.0, strerror(errno));
-            return 1;
-        }
-        memset(p, 1, n);   /* mlock faulted it in; writing keeps it from being a shared zero page */
-        locked += n;
+    while (locked < size && !stop && n < MAX_CHUNKS) {
+        uint64_t b = size - locked < CHUNK ? size - locked : CHUNK;
+        if (lock_chunk(n, b)) return 1;
+        n++;
+        locked += b;
     }
-    printf("locked %.0f MiB, MemAvailable %.0f MiB\n", locked / 1048576.0, mem_available() / 1048576.0);
+    printf("locked %.0f MiB, MemAvailable %.0f MiB%s\n", locked / 1048576.0, mem_available() / 1048576.0,
+           track ? " (tracking)" : "");
     fflush(stdout);
     time_t t0 = time(NULL);
-    while (!stop && (!seconds || time(NULL) - t0 < seconds)) sleep(1);
+    while (!stop && (!seconds || time(NULL) - t0 < seconds)) {
+        sleep(1);
+        for (int step = 0; track && step < 16; step++) {   /* at most 4 GiB a second either way */
+            uint64_t now = mem_available();
+            if (now > leave + (128ull << 20) && n < MAX_CHUNKS) {
+                if (lock_chunk(n, CHUNK)) return 1;
+                n++;
+            } else if (now + (256ull << 20) < leave && n > 0) {
+                n--;
+                munmap(chunk[n], chunk_bytes[n]);
+            } else {
+                break;
+            }
+        }
+    }
     return 0;
 }
