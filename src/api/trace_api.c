@@ -7,6 +7,7 @@
 #include "api/internal.h"
 #include "base/err.h"
 #include "colibri_dev.h"
+#include "model/expert_hotset.h"
 #include "model/expert_store.h"
 #include "model/expert_trace.h"
 
@@ -43,6 +44,34 @@ static void print_tables(const struct expert_trace *t, const int *budgets, int n
             struct expert_replay r;
             struct colibri_err err = { 0 };
             if (model_trace_replay(t, (enum expert_policy)p, budgets[i], &r, &err) || !r.accesses) {
+                fprintf(out, " - |");
+                continue;
+            }
+            fprintf(out, " %.1f%% (%.2f) |", 100.0 * (double)r.hits / (double)r.accesses,
+                    measured ? (double)r.reads / measured : 0.0);
+        }
+        fprintf(out, "\n");
+    }
+    /* the hot set's size: fixed shares of the slots, and the store's rule */
+    static const struct { const char *name; double share, min_ratio; } HOT[] = {
+        { "none", 0, 0 }, { "1/8", 0.125, 0 }, { "1/4", 0.25, 0 }, { "1/2", 0.5, 0 }, { "3/4", 0.75, 0 },
+        { "<=1/2, >=1.5x mean", 0.5, 1.5 }, { "<=1/2, >=2x mean", 0.5, 2.0 },
+    };
+    int n_hot = (int)(sizeof HOT / sizeof HOT[0]);
+    fprintf(out, "\nours+pf by hot-set size (share of the slots pinned; \">=Rx mean\": only experts used R times "
+                 "their layer's mean), hit rate and experts read per token; the store's rule: at most %g of the "
+                 "slots, >= %gx mean:\n\n| budget |", HOTSET_MAX_SHARE, HOTSET_MIN_RATIO);
+    for (int h = 0; h < n_hot; h++) fprintf(out, " %s |", HOT[h].name);
+    fprintf(out, "\n|---|");
+    for (int h = 0; h < n_hot; h++) fprintf(out, "---|");
+    fprintf(out, "\n");
+    for (int i = 0; i < n_budgets; i++) {
+        fprintf(out, "| %d slots |", budgets[i]);
+        for (int h = 0; h < n_hot; h++) {
+            struct expert_replay r;
+            struct colibri_err err = { 0 };
+            if (model_trace_replay_hot(t, POLICY_OURS_PF, budgets[i], (int)(budgets[i] * HOT[h].share),
+                                       HOT[h].min_ratio, &r, &err) || !r.accesses) {
                 fprintf(out, " - |");
                 continue;
             }

@@ -129,3 +129,27 @@ int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, cons
     free(b);
     return rc;
 }
+
+int model_hotset_choose(const uint32_t *counts, int L, int E, int max_pins, double min_ratio, unsigned char *pin)
+{
+    int n = L * E, got = 0;
+    memset(pin, 0, (size_t)n);
+    double *floor_of = malloc((size_t)(L > 0 ? L : 1) * sizeof *floor_of);
+    if (!floor_of) return 0;   /* no hot set: plain LRU, still exact */
+    for (int l = 0; l < L; l++) {
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += counts[l * E + e];
+        floor_of[l] = min_ratio * sum / E;
+    }
+    /* O(n * max_pins) is fine for the few thousand experts of a checkpoint */
+    for (; got < max_pins; got++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!pin[i] && counts[i] && counts[i] >= floor_of[i / E] && (best < 0 || counts[i] > counts[best]))
+                best = i;
+        if (best < 0) break;
+        pin[best] = 1;
+    }
+    free(floor_of);
+    return got;
+}

@@ -41,4 +41,16 @@ int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint
 int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
                        struct colibri_err *err);
 
+/* The hot set from counts[L*E] (layer-major): sets pin[x] for at most
+ * max_pins experts, the most used first (ties to the lower index), taking
+ * only experts used at least min_ratio times as often as the mean expert of
+ * their layer (and at least once). Returns how many it pinned. The store
+ * (model_expert_stream_pin) and colibri trace's replays both choose with it. */
+/* The streamed store's rule (docs/ARCHITECTURE.md, "hot set"): at most
+ * HOTSET_MAX_SHARE of the cache's slots, experts at least HOTSET_MIN_RATIO
+ * times their layer's mean use. */
+#define HOTSET_MAX_SHARE 0.5
+#define HOTSET_MIN_RATIO 0.0
+int model_hotset_choose(const uint32_t *counts, int L, int E, int max_pins, double min_ratio, unsigned char *pin);
+
 #endif

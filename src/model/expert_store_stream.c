@@ -40,6 +40,7 @@
 
 #include "base/err.h"
 #include "io/safetensors.h"
+#include "model/expert_hotset.h"
 #include "model/expert_io.h"
 #include "model/expert_store.h"
 #include "quant/format.h"
@@ -522,18 +523,9 @@ int model_expert_stream_pin(struct expert_store *b, const uint32_t *counts)
 {
     if (b->ops != &STREAM_OPS) return 0;
     struct stream_store *s = (struct stream_store *)b;
-    int n = n_index(b), want = s->n_slots / 2, got = 0;
     pthread_mutex_lock(&s->mu);
-    memset(s->pin, 0, (size_t)n);
-    /* the `want` most used experts, ties to the lower index; O(n * want) is
-     * fine for the few thousand experts of a checkpoint */
-    for (; got < want; got++) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (!s->pin[i] && counts[i] && (best < 0 || counts[i] > counts[best])) best = i;
-        if (best < 0) break;
-        s->pin[best] = 1;
-    }
+    int got = model_hotset_choose(counts, b->n_layers - b->first_moe_layer, b->n_experts,
+                                  (int)(s->n_slots * HOTSET_MAX_SHARE), HOTSET_MIN_RATIO, s->pin);
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].idx >= 0) s->slots[i].pinned = s->pin[s->slots[i].idx];
     pthread_mutex_unlock(&s->mu);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/expert_hotset.h"
 
 int model_trace_init(struct expert_trace *t, int n_layers, int first_moe_layer, int n_experts, int k, int cap,
                       struct colibri_err *err)
@@ -117,6 +118,12 @@ static int sim_insert(struct sim *s, int x, enum expert_policy p)
 int model_trace_replay(const struct expert_trace *t, enum expert_policy p, int budget, struct expert_replay *out,
                         struct colibri_err *err)
 {
+    return model_trace_replay_hot(t, p, budget, (int)(budget * HOTSET_MAX_SHARE), HOTSET_MIN_RATIO, out, err);
+}
+
+int model_trace_replay_hot(const struct expert_trace *t, enum expert_policy p, int budget, int max_pins,
+                           double min_ratio, struct expert_replay *out, struct colibri_err *err)
+{
     int L = t->n_layers, E = t->n_experts, K = t->k, T = t->n_tokens, X = L * E;
     *out = (struct expert_replay){ 0 };
     if (budget < K) return base_err_set(err, COLIBRI_EINVAL, "trace: a budget of %d experts is below top-%d", budget, K);
@@ -130,8 +137,9 @@ int model_trace_replay(const struct expert_trace *t, enum expert_policy p, int b
     s.pin = calloc((size_t)X, 1);
     s.fresh = calloc((size_t)X, 1);
     uint64_t *nextpos = malloc((N ? N : 1) * sizeof *nextpos), *seen = malloc((size_t)X * sizeof *seen);
+    uint32_t *counts = malloc((size_t)X * sizeof *counts);
     int rc = 0;
-    if (!s.in || !s.at || !s.last || !s.count || !s.next || !s.pin || !s.fresh || !nextpos || !seen) {
+    if (!s.in || !s.at || !s.last || !s.count || !s.next || !s.pin || !s.fresh || !nextpos || !seen || !counts) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "trace: out of memory replaying %zu acquisitions", N);
         goto done;
     }
@@ -149,14 +157,9 @@ int model_trace_replay(const struct expert_trace *t, enum expert_policy p, int b
     uint64_t tick = 0;
     for (int tok = 0; tok < T; tok++) {
         if (tok == half && (p == POLICY_OURS || p == POLICY_OURS_PF)) {
-            /* the hot set: the budget/2 experts most used so far */
-            for (int j = 0; j < budget / 2; j++) {
-                int best = -1;
-                for (int x = 0; x < X; x++)
-                    if (!s.pin[x] && s.count[x] && (best < 0 || s.count[x] > s.count[best])) best = x;
-                if (best < 0) break;
-                s.pin[best] = 1;
-            }
+            /* the hot set, chosen as the store does from the counts so far */
+            for (int x = 0; x < X; x++) counts[x] = s.count[x] > UINT32_MAX ? UINT32_MAX : (uint32_t)s.count[x];
+            model_hotset_choose(counts, L, E, max_pins, min_ratio, s.pin);
         }
         int measured = tok >= half;
         for (int l = 0; l < L; l++) {
@@ -209,6 +212,7 @@ done:
     free(s.fresh);
     free(nextpos);
     free(seen);
+    free(counts);
     return rc;
 }
 

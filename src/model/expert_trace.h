@@ -58,6 +58,11 @@ struct expert_replay {
 };
 int model_trace_replay(const struct expert_trace *t, enum expert_policy p, int budget, struct expert_replay *out,
                         struct colibri_err *err);
+/* The same with the hot set of ours / ours+pf chosen by another rule
+ * (model_hotset_choose's max_pins and min_ratio); model_trace_replay uses the
+ * store's (HOTSET_MAX_SHARE of the budget, HOTSET_MIN_RATIO). */
+int model_trace_replay_hot(const struct expert_trace *t, enum expert_policy p, int budget, int max_pins,
+                           double min_ratio, struct expert_replay *out, struct colibri_err *err);
 
 /* Per MoE layer l: the mean share of a token's experts that the previous
  * token also routed to; the reuse distances in tokens (since the same

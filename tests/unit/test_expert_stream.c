@@ -126,6 +126,22 @@ static int64_t budget(const struct model *m, int slots)
     return mb.dense + mb.copies + mb.small + slots * (per + 3 * 8192) + per / 2;
 }
 
+/* The hot set's choice: the most used first, ties to the lower index, at
+ * most max_pins, never an unused expert, and with min_ratio only experts used
+ * that many times their own layer's mean. */
+static void test_hotset_choose(void)
+{
+    /* 2 layers x 4 experts; layer means 4 and 1 */
+    const uint32_t c[8] = { 1, 9, 3, 3, 0, 2, 1, 1 };
+    unsigned char pin[8];
+    CHECK(model_hotset_choose(c, 2, 4, 2, 0, pin) == 2 && pin[1] && pin[2] && !pin[3],
+          "top 2, the tie to the lower index");
+    CHECK(model_hotset_choose(c, 2, 4, 8, 0, pin) == 7 && !pin[4], "an unused expert is never pinned");
+    /* 1.5x the mean: 6 in layer 0 (expert 1), 1.5 in layer 1 (expert 5) */
+    CHECK(model_hotset_choose(c, 2, 4, 8, 1.5, pin) == 2 && pin[1] && pin[5], "min_ratio is per layer");
+    CHECK(model_hotset_choose(c, 2, 4, 0, 0, pin) == 0 && !memchr(pin, 1, sizeof pin), "max_pins 0: none");
+}
+
 static void test_pinned_and_tmpfs(void)
 {
     struct model a, b;
@@ -341,6 +357,7 @@ int main(void)
     RUN_TEST(test_trace_replay);
     RUN_TEST(test_reader_pool);
     RUN_TEST(test_hotset_file);
+    RUN_TEST(test_hotset_choose);
     RUN_TEST(test_pinned_and_tmpfs);
     return CHECK_SUMMARY();
 }
