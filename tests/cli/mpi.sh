@@ -1,7 +1,7 @@
 #!/bin/sh
 # Expert parallelism over MPI (a colibri built with make MPI=1): under
 # `mpirun -np 3 --oversubscribe` on this machine the greedy text of the bundled
-# model and the oracle lines of every fixture (with a digest of every logit)
+# model (run, chat, serve), eval's lines and the oracle lines of every fixture (with a digest of every logit)
 # are the single process's, bit for bit, with rank 0 owning a share of the experts or not, and with every
 # rank streaming its experts under its own --ram; misuse is
 # refused by name; a worker that stops answering or dies ends the job within
@@ -71,6 +71,32 @@ grep -q "missing" "$tmp/three.err" && grep -q "noref/reference.json: cannot read
 grep -q "^kimi_k2_tiny .* digest=$(sed -n 's/^kimi_k2_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
 grep -q "^deepseek_v3_tiny .* digest=$(sed -n 's/^deepseek_v3_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
 echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks"
+
+# chat (two turns on stdin, which mpirun gives rank 0) and eval (teacher forcing, prefill and decode
+# paths, KV tiers): the single process's output, greedy and sampled
+printf 'Hello there\nTell me a story\n' >"$tmp/turns.txt"
+for samp in "--temp 0" "--temp 0.9 --seed 7"; do
+    # shellcheck disable=SC2086
+    "$COLIBRI" chat -m "$m" -n 24 $samp -t 1 <"$tmp/turns.txt" >"$tmp/one.txt" 2>/dev/null
+    # shellcheck disable=SC2086
+    $MPIRUN -np 3 "$COLIBRI" chat -m "$m" -n 24 $samp -t 1 --mpi <"$tmp/turns.txt" >"$tmp/three.txt" 2>"$tmp/three.err"
+    [ "$(grep -c . "$tmp/one.txt")" -ge 2 ]
+    cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "chat $samp: -np 3 differs"; cat "$tmp/three.err"; exit 1; }
+    for r in 1 2; do grep -Eq "^mpi: rank $r ran [1-9][0-9]* experts" "$tmp/three.err"; done
+done
+head -c 3000 README.md >"$tmp/text.txt"
+ev="eval -m $m --text $tmp/text.txt --ctx 64 --max-windows 3 --kv f32,fp8 --decode --base same -t 1"
+"$COLIBRI" $ev >"$tmp/one.txt" 2>/dev/null
+$MPIRUN -np 3 "$COLIBRI" $ev --mpi >"$tmp/three.txt" 2>"$tmp/three.err"
+$MPIRUN -np 2 "$COLIBRI" $ev --mpi --mpi-rank0-experts 0 >"$tmp/two.txt" 2>/dev/null
+[ "$(grep -c "^weights=stored kv=" "$tmp/one.txt")" -eq 3 ]
+cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "eval: -np 3 differs"; cat "$tmp/three.err"; exit 1; }
+cmp "$tmp/one.txt" "$tmp/two.txt" || { echo "eval: -np 2 without rank 0's share differs"; exit 1; }
+grep -Eq "^mpi: rank 2 ran [1-9][0-9]* experts" "$tmp/three.err"
+# a reference in other weights is a second model, which the ranks cannot serve beside the first
+if "$COLIBRI" eval -m "$m" --text "$tmp/text.txt" --experts q8 --mpi >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "mpi runs one model" "$tmp/err"
+echo "ok   chat (greedy, sampled) and eval (prefill, decode, fp8) on 1, 3 and 2 ranks: the same output"
 
 # serve: a completion through three ranks is the single process's; SIGTERM drains rank 0,
 # which stops the others (they keep serving until then)
