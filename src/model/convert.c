@@ -481,7 +481,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
     int shard = 0;
     for (int i = 0; i < n; i++) {
         uint64_t b = items[i].out[0].nbytes + (items[i].n_out > 1 ? items[i].out[1].nbytes : 0);
-        if (cur && cur + b > limit && !same_expert(items[i - 1].src->name, items[i].src->name)) { shard++; cur = 0; }
+        if (cur && cur + b > limit && !same_expert(items[i - 1].names[0], items[i].names[0])) { shard++; cur = 0; }
         items[i].shard = shard;
         cur += b;
         total += b;

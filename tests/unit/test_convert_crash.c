@@ -111,6 +111,26 @@ static int check_dir(const char *dir, int all, const char *what)
     return bad;
 }
 
+/* synth cuts shards too (its tensors have no source checkpoint to name them) */
+static void test_synth_in_several_shards(void)
+{
+    char dir[300];
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(dir, sizeof dir, "%s/colibri-synth-shards-XXXXXX", base);
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    char dst[340];
+    snprintf(dst, sizeof dst, "%s/m", dir);
+    struct colibri_err err = { 0 };
+    struct convert_report rep;
+    struct convert_opts so = { .fmt = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 },
+                               .shard_bytes = 4 << 10 };
+    CHECK(model_synth(dst, CFG, &so, 1, &rep, &err) == 0, "synth: %s", err.msg);
+    CHECK(rep.shards >= 3, "%d shards (want several)", rep.shards);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 static void test_crashes_and_failures(void)
 {
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
@@ -197,6 +217,7 @@ static void test_crashes_and_failures(void)
 
 int main(void)
 {
+    RUN_TEST(test_synth_in_several_shards);
     RUN_TEST(test_crashes_and_failures);
     return CHECK_SUMMARY();
 }
