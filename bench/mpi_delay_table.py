@@ -1,8 +1,9 @@
 """Summarizes bench/mpi_delay.sh's log (argument 1) as a markdown table of
 medians over its repeats: per one-way delay, the link's ping-pong RTT, the
-single-process and the MPI decode time per token, rank 0's layer exchanges
-per token, the bound (single + exchanges x RTT), and what each added over
-the smallest delay, measured and by the bound."""
+single-process and the MPI decode time per token (median, and the least
+disturbed run: the minimum), rank 0's layer exchanges per token, the bound
+(single + exchanges x RTT), and what each added over the smallest delay,
+measured and by the bound (exchanges x the RTT added)."""
 import re
 import statistics
 import sys
@@ -28,13 +29,14 @@ def med(r, k):
     return statistics.median(r[k]) if r.get(k) else float("nan")
 
 
-print("| one-way delay us | link RTT us | single ms/token | MPI ms/token (range) | exchanges/token "
-      "| bound ms/token | MPI minus delay %d | bound minus delay %d |" % (min(rows), min(rows)))
+print("| one-way delay us | link RTT us | single ms/token | MPI ms/token, median (min-max) | exchanges/token "
+      "| bound ms/token | added over delay %d: MPI median, min | bound |" % min(rows))
 print("|---|---|---|---|---|---|---|---|")
 base = rows[min(rows)]
 for d in sorted(rows):
     r = rows[d]
     rtt, one, mpi, x = med(r, "rtt"), med(r, "one"), med(r, "mpi"), med(r, "x")
-    span = "%.1f-%.1f" % (min(r["mpi"]), max(r["mpi"])) if r.get("mpi") else "-"
-    print("| %d | %.0f | %.1f | %.1f (%s) | %.2f | %.1f | %+.1f | %+.1f |" % (
-        d, rtt, one, mpi, span, x, one + x * rtt / 1e3, mpi - med(base, "mpi"), x * (rtt - med(base, "rtt")) / 1e3))
+    lo, hi = min(r["mpi"]), max(r["mpi"])
+    print("| %d | %.0f | %.1f | %.1f (%.1f-%.1f) | %.2f | %.1f | %+.1f, %+.1f | %+.1f |" % (
+        d, rtt, one, mpi, lo, hi, x, one + x * rtt / 1e3, mpi - med(base, "mpi"), lo - min(base["mpi"]),
+        x * (rtt - med(base, "rtt")) / 1e3))
