@@ -30,7 +30,7 @@ while [ "$r" -le "$rounds" ]; do
         else
             # shellcheck disable=SC2086
             mpirun --oversubscribe -np "$np" "$colibri" bench $args --mpi 2>&1 |
-                grep -E '^(model=|experts:|mpi rank)'
+                grep -E '^(model=|experts:|mpi rank|mpi: rank [0-9]* read)'
         fi
     done
     r=$((r + 1))

@@ -5,6 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a rank's streamed store read while it served (rank 0's own is in
+ * the command's "experts:" line). */
+static void print_worker_reads(const colibri_model *m, int rank)
+{
+    struct colibri_model_info in;
+    struct colibri_expert_stats es;
+    if (!m) return;
+    colibri_model_get_info(m, &in);
+    if (strcmp(in.expert_store, "streamed")) return;
+    colibri_model_expert_stats(m, &es);
+    fprintf(stderr, "mpi: rank %d read %.1f MiB of its experts from disk (%llu acquisitions, %.1f%% in its cache)\n",
+            rank, es.bytes_read / 1048576.0, (unsigned long long)es.acquires,
+            es.acquires ? 100.0 * (double)(es.acquires - es.misses - es.waits) / (double)es.acquires : 0.0);
+}
+
 int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, int n, struct colibri_model_opts *mo,
                        int *status)
 {
@@ -63,6 +78,7 @@ int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, i
             fprintf(stderr, "colibri %s: rank %d: %s: %s\n", cmd, rank, dirs[i], err.msg);
             *status = 1;
         }
+        print_worker_reads(m, rank);
         colibri_model_free(m);
     }
     if (colibri_mpi_end(cm->p)) colibri_mpi_abort(*status ? *status : 1);
