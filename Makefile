@@ -5,10 +5,16 @@
 # MPI=1 builds expert parallelism over MPI (src/mpi/*_mpi.c, Open MPI's
 # libopenmpi-dev) into build/mpi by default; without it src/mpi/off.c
 # refuses --mpi by name.
+# CUDA=1 also builds the CUDA backend (src/cuda: the kernels with nvcc, the host
+# glue with $(CC)) into $(BUILD)/cuda, with `make test-cuda` and the GPU
+# benchmark; the CPU objects and ./colibri are the CPU build's, shared with it
+# (the forward pass does not call the backend yet). Without it nothing under
+# src/cuda is compiled and the build is the CPU one, object for object.
 
 CC       ?= cc
 PORTABLE ?= 0
 MPI      ?= 0
+CUDA     ?= 0
 ifeq ($(MPI),1)
   BUILD  ?= build/mpi
 endif
@@ -45,7 +51,8 @@ ifeq ($(MPI),1)
 else
   MPI_EXCLUDE := $(wildcard src/mpi/*_mpi.c)
 endif
-LIB_SRC_ALL := $(filter-out src/cli/% $(LIB_EXCLUDE) $(MPI_EXCLUDE),$(wildcard src/*/*.c))
+# src/cuda's host glue goes into its own archive (CUDA=1 below), never into libcolibri.a
+LIB_SRC_ALL := $(filter-out src/cli/% src/cuda/% $(LIB_EXCLUDE) $(MPI_EXCLUDE),$(wildcard src/*/*.c))
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC_ALL))
 else ifeq ($(ARCH),aarch64)
@@ -66,7 +73,7 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install
+.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install test-cuda cuda-tests bench-cuda
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -115,6 +122,9 @@ $(TESTLIB): $(TESTLIB_OBJ)
 $(BUILD)/tests/%: tests/unit/%.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# the CPU replay of the CUDA kernels reads their shared arithmetic (headers)
+$(BUILD)/tests/test_cuda_host: $(wildcard src/cuda/*.h) tests/unit/cuda_check.h
 
 tests: $(TEST_BIN)
 
@@ -178,6 +188,66 @@ install: all shared
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: colibri\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lcolibri -fopenmp\nLibs.private: %s\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCDIR)' 'inference engine for DeepSeek-V3-family MoE models' '$(VERSION)' \
 	    '$(LIBS_CORE)' > $(DESTDIR)$(LIBDIR)/pkgconfig/colibri.pc
+
+# The CUDA backend (CUDA=1). The kernels are built for Hopper (sm_90: the
+# H100/H200) plus its PTX, which newer GPUs compile at load; CUDA_ARCH names
+# others. NVCC, CUDA_HOME (its headers) and CUDA_LIBDIR (libcudart_static.a)
+# default to nvcc on PATH, its parent directory and that one's lib64. The test and the benchmark link only base/, quant/ and kv/ (the
+# core archive, of the CPU build's objects) besides the backend, so a machine
+# without colibri's other dependencies (cJSON, PCRE2, libmicrohttpd) can build
+# and run them:
+# `make CUDA=1 cuda-tests bench-cuda`. `make test-cuda` runs the test: it
+# exits 77 (and make fails) saying the tests were NOT run when there is no GPU.
+ifeq ($(CUDA),1)
+  NVCC      ?= $(or $(shell command -v nvcc),/usr/local/cuda/bin/nvcc)
+  ifeq ($(wildcard $(NVCC)),)
+    $(error CUDA=1: nvcc not found (set NVCC=/path/to/nvcc or put it on PATH))
+  endif
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC)))
+  CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
+  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) -Iinclude -Isrc -Werror all-warnings \
+               -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -Xptxas -warn-spills
+  CUDA_LDLIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
+  CUDA_BUILD  := $(BUILD)/cuda
+  CUDA_CU_OBJ := $(patsubst %.cu,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.cu))
+  CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.c))
+  CUDA_LIB    := $(CUDA_BUILD)/libcolibri_cuda.a
+  CORE_SRC    := $(filter-out src/kv/persist% src/kv/fileio.c src/kv/attn_bench%,\
+                   $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC))) src/model/norm.c src/model/rope.c
+  CORE_LIB    := $(CUDA_BUILD)/libcolibri_core.a
+  CUDA_TEST   := $(CUDA_BUILD)/tests/test_cuda
+  CUDA_BENCH  := $(CUDA_BUILD)/bench/cuda_bench
+all: $(CUDA_TEST) $(CUDA_BENCH)
+
+$(CUDA_BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(CUDA_BUILD)/src/cuda/%.o: src/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
+$(CUDA_LIB): $(CUDA_CU_OBJ) $(CUDA_C_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(CORE_LIB): $(CORE_SRC:%.c=$(BUILD)/%.o)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+$(CUDA_TEST): tests/cuda/test_cuda.c tests/unit/cuda_check.h tests/unit/check.h $(CUDA_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Itests/unit -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
+$(CUDA_BENCH): bench/cuda_bench.c $(CUDA_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
+cuda-tests: $(CUDA_TEST)
+bench-cuda: $(CUDA_BENCH)
+test-cuda: $(CUDA_TEST)
+	@$(CUDA_TEST)
+-include $(CUDA_C_OBJ:.o=.d)
+else
+cuda-tests bench-cuda test-cuda:
+	@echo "$@: build with CUDA=1 (make CUDA=1 $@)"; exit 2
+endif
 
 check:
 	$(MAKE) BUILD=build/san OPT=-O1 SAN="$(CHECK_SAN)" test

@@ -273,6 +273,15 @@ int64_t colibri_session_bytes(const colibri_session *s);
 /* Forgets every cached token at position >= n (n <= pos). */
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err);
 
+/* Makes dst's cache the first n cached positions of src (n <= src's pos and
+ * < dst's n_ctx): their rows are copied byte for byte, so dst then computes
+ * exactly what it would after prefilling those tokens itself. Both sessions
+ * must be of one model with the same KV layout (else COLIBRI_EINVAL naming
+ * the difference, dst untouched). Drafting state (MTP) is not copied: dst's
+ * drafts after the copied rows are worse, never its output (as after a KV
+ * file restore). */
+int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src, int n, struct colibri_err *err);
+
 int colibri_model_vocab(const colibri_model *m);
 
 /* The names colibri_model_opts' formats, colibri_session_opts.kv_tier and
@@ -449,6 +458,9 @@ int  colibri_grammar_new(const colibri_tokenizer *t, const char *gbnf, size_t le
                          struct colibri_err *err);
 int  colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *schema_json, colibri_grammar **out,
                                       struct colibri_err *err);
+/* Another reference to g (returned), for a second owner; each owner calls
+ * colibri_grammar_free, the last one frees it. Thread-safe. */
+colibri_grammar *colibri_grammar_share(colibri_grammar *g);
 void colibri_grammar_free(colibri_grammar *g);
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off

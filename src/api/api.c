@@ -452,3 +452,23 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
     s->pos = n;
     return 0;
 }
+
+int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src, int n, struct colibri_err *err)
+{
+    if (!dst || !src || dst == src) return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: two sessions are required");
+    if (n < 0 || n > src->pos || n >= dst->st.n_ctx)
+        return base_err_set(err, COLIBRI_EINVAL, "cannot copy %d positions: the source holds %d, the target takes %d",
+                            n, src->pos, dst->st.n_ctx - 1);
+    const struct kv_cache *a = src->st.kv;
+    struct kv_cache *b = dst->st.kv;
+    if (dst->model != src->model || a->n_layers != b->n_layers)
+        return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: the sessions are of different models");
+    for (int l = 0; l < a->n_layers; l++)
+        if (!kv_layer_same_layout(&a->layer[l], &b->layer[l]))
+            return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: cache layer %d is laid out differently", l);
+    for (int l = 0; l < a->n_layers; l++)
+        memcpy(kv_cache_row(b, l, 0), kv_cache_row(a, l, 0), (size_t)n * a->layer[l].row_bytes);
+    memcpy(dst->tokens, src->tokens, (size_t)n * sizeof *dst->tokens);
+    dst->pos = n;
+    return 0;
+}

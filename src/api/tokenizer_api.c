@@ -219,6 +219,7 @@ static int grammar_for(const colibri_tokenizer *t, const char *gbnf, size_t len,
     uint32_t *plen = calloc((size_t)n, sizeof *plen);
     uint8_t *eog = calloc((size_t)n, 1);
     colibri_grammar *g = calloc(1, sizeof *g);
+    if (g) atomic_init(&g->refs, 1);
     int rc = 0;
     if (!piece || !plen || !eog || !g) { rc = base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory"); goto out; }
     for (int32_t i = 0; i < n; i++) {
@@ -269,9 +270,15 @@ int colibri_grammar_from_json_schema(const colibri_tokenizer *t, const char *sch
     return rc;
 }
 
+colibri_grammar *colibri_grammar_share(colibri_grammar *g)
+{
+    if (g) atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
 void colibri_grammar_free(colibri_grammar *g)
 {
-    if (!g) return;
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
     sample_grammar_free(g->g);
     free(g);
 }

@@ -24,6 +24,7 @@
 #define COLIBRI_SAMPLE_GRAMMAR_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "colibri.h"
@@ -44,8 +45,8 @@ struct grammar;
 struct grammar_state;
 
 /* The public handle (include/colibri.h): a grammar compiled for one
- * tokenizer's vocabulary. */
-struct colibri_grammar { struct grammar *g; };
+ * tokenizer's vocabulary, with the references colibri_grammar_share adds. */
+struct colibri_grammar { struct grammar *g; atomic_int refs; };
 
 /* Compiles gbnf[0..len) for vocab (copied). COLIBRI_EINVAL names the line
  * and what is wrong. Free with sample_grammar_free(). */

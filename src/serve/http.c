@@ -76,6 +76,10 @@ struct stream {
     struct sbuf out;
     int next_ev, started, done;
     size_t chars;
+    /* a group (n > 1): per choice, the events sent, the text length sent
+     * (code points) and whether its finish chunk went out */
+    int *c_next, *c_ended;
+    size_t *c_chars;
 };
 
 /* ------------------------------------------------------------ responses */
@@ -149,6 +153,46 @@ static void job_error(const struct job *j, struct oai_error *e)
 
 /* ------------------------------------------------------------ streaming */
 
+/* The next chunks of a group's stream: each choice's new events, and its
+ * finish chunk once it ended, in choice order; then, when every choice has
+ * ended, the usage and [DONE]. The group's mu is not held while the choices
+ * are read (a choice's mu comes first, job.h). */
+static void stream_group(struct stream *st)
+{
+    struct job *g = st->job;
+    const struct oai_model *m = &st->sv->om;
+    pthread_mutex_lock(&g->mu);
+    st->next_ev = serve_job_progress(g);
+    enum job_finish fin = g->finish;
+    pthread_mutex_unlock(&g->mu);
+    if (fin == JOB_FIN_ERROR || fin == JOB_FIN_CANCELLED) {
+        struct oai_error e;
+        pthread_mutex_lock(&g->mu);
+        job_error(g, &e);
+        pthread_mutex_unlock(&g->mu);
+        oai_stream_error(&st->out, &e);
+        st->done = 1;
+        return;
+    }
+    for (int i = 0; i < g->n_choices; i++) {
+        struct job *c = g->choice[i];
+        pthread_mutex_lock(&c->mu);
+        oai_stream_events(&st->out, m, c, st->c_next[i], c->n_ev, &st->c_chars[i]);
+        st->c_next[i] = c->n_ev;
+        if (c->finish != JOB_RUNNING && !st->c_ended[i]) {
+            serve_oai_stream_finish(&st->out, m, c);
+            st->c_ended[i] = 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (fin != JOB_RUNNING) {       /* every choice ended (their chunks are out) */
+        pthread_mutex_lock(&g->mu);
+        oai_stream_end(&st->out, m, g);
+        pthread_mutex_unlock(&g->mu);
+        st->done = 1;
+    }
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream *st = cls;
@@ -165,10 +209,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
         if (!st->started) {
             st->started = 1;
-            oai_stream_start(&st->out, m, j);
+            if (!j->n_choices) oai_stream_start(&st->out, m, j);
+            for (int i = 0; i < j->n_choices; i++) oai_stream_start(&st->out, m, j->choice[i]);
             continue;
         }
         if (!waiter_wait(&st->w, st->next_ev)) return 0;    /* suspended until j changes */
+        if (j->n_choices) {
+            pthread_mutex_lock(&j->mu);
+            int gone = j->finish == JOB_RUNNING && serve_job_progress(j) == st->next_ev;
+            pthread_mutex_unlock(&j->mu);
+            if (gone) return MHD_CONTENT_READER_END_WITH_ERROR;    /* cancelled: the client is gone */
+            stream_group(st);
+            continue;
+        }
         pthread_mutex_lock(&j->mu);
         if (j->finish == JOB_RUNNING && j->n_ev == st->next_ev) {   /* cancelled: the client is gone */
             pthread_mutex_unlock(&j->mu);
@@ -193,9 +246,12 @@ static void stream_free(void *cls)
 {
     struct stream *st = cls;
     waiter_detach(&st->w);
-    atomic_store(&st->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
+    serve_job_cancel(st->job);        /* no-op when finished; frees the slots when not */
     job_release(st->job);
     sb_free(&st->out);
+    free(st->c_next);
+    free(st->c_ended);
+    free(st->c_chars);
     free(st);
 }
 
@@ -232,7 +288,15 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
     j->t_submit = t_arrival;
     job_retain(j);
     rq->log_job = j;
-    enum sched_submit_result sr = sched_submit(sv->sched, j);
+    /* n > 1: j becomes a group of n choice jobs, each run in its own slot */
+    for (int i = 0; j->p.n > 1 && i < j->p.n; i++)
+        if (serve_job_add_choice(j)) {
+            job_release(j);
+            oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            return respond_error(sv, rq, c, &e);
+        }
+    enum sched_submit_result sr = j->n_choices ? serve_sched_submit_n(sv->sched, j->choice, j->n_choices)
+                                               : sched_submit(sv->sched, j);
     if (sr != SCHED_OK) {
         job_release(j);
         if (sr == SCHED_FULL)
@@ -244,12 +308,21 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
     if (j->p.stream) {
         struct stream *st = calloc(1, sizeof *st);
         if (!st) {
-            atomic_store(&j->cancelled, 1);
+            serve_job_cancel(j);
             job_release(j);
             return MHD_NO;
         }
         st->sv = sv;
         st->job = j;
+        if (j->n_choices) {
+            st->c_next = calloc((size_t)j->n_choices, sizeof *st->c_next);
+            st->c_ended = calloc((size_t)j->n_choices, sizeof *st->c_ended);
+            st->c_chars = calloc((size_t)j->n_choices, sizeof *st->c_chars);
+            if (!st->c_next || !st->c_ended || !st->c_chars) {
+                stream_free(st);
+                return MHD_NO;
+            }
+        }
         waiter_attach(sv->cw, &st->w, c, rq->conn, j);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st,
                                                                    stream_free);
@@ -591,7 +664,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     if (!rq) return;
     waiter_detach(&rq->w);
     if (rq->job) {
-        atomic_store(&rq->job->cancelled, 1);  /* no-op when finished; frees the slot when not */
+        serve_job_cancel(rq->job);    /* no-op when finished; frees the slots when not */
         job_release(rq->job);
     }
     if (rq->url) {

@@ -63,7 +63,7 @@ static void waiter_wake(void *arg)
 /* Cancels w's job and wakes its connection; cw->mu held. */
 static void waiter_cancel(struct waiter *w)
 {
-    atomic_store(&w->job->cancelled, 1);
+    serve_job_cancel(w->job);
     pthread_mutex_lock(&w->job->mu);
     waiter_wake(w);
     pthread_mutex_unlock(&w->job->mu);
@@ -256,7 +256,7 @@ void waiter_attach(struct conn_watch *cw, struct waiter *w, struct MHD_Connectio
     pthread_mutex_lock(&cw->mu);
     w->conn = c;
     if (c) c->w = w;
-    if (cw->closing) atomic_store(&j->cancelled, 1);
+    if (cw->closing) serve_job_cancel(j);
     pthread_mutex_unlock(&cw->mu);
 }
 
@@ -264,7 +264,7 @@ int waiter_wait(struct waiter *w, int seen)
 {
     struct job *j = w->job;
     pthread_mutex_lock(&j->mu);
-    int news = j->finish != JOB_RUNNING || j->n_ev > seen || atomic_load(&j->cancelled);
+    int news = j->finish != JOB_RUNNING || serve_job_progress(j) > seen || atomic_load(&j->cancelled);
     if (!news) {
         w->suspended = 1;
         MHD_suspend_connection(w->mc);

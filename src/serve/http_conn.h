@@ -62,7 +62,8 @@ void conn_linger(struct conn_watch *cw, struct conn *c);
  * hang-up poll now wake it. */
 void waiter_attach(struct conn_watch *cw, struct waiter *w, struct MHD_Connection *mc, struct conn *c,
                    struct job *j);
-/* 1 when j has more than `seen` events, is finished or cancelled (the
+/* 1 when j's progress (serve_job_progress: events, or a group's changes) is past
+ * `seen`, or j is finished or cancelled (the
  * caller goes on); else suspends the connection and returns 0 (the caller
  * returns to libmicrohttpd and is called again once j changes). Must be
  * called from the connection's handler or content reader. */

@@ -11,7 +11,17 @@
  *
  * Reference counted: job_new() returns one reference (the HTTP side's); the
  * scheduler takes another when the job is submitted. The last job_release()
- * frees it. */
+ * frees it.
+ *
+ * A request for n > 1 choices is a group: a job that is never submitted,
+ * holding n choice jobs (serve_job_add_choice), each submitted and run as a job
+ * of its own (its own sampler, seed, slot and events). Every change of a
+ * choice also changes the group: the group's n_changes counts them (so a
+ * waiter on the group wakes) and its finish is set when the last choice
+ * ends. Locking: a choice's mu is taken before its group's, never after; so
+ * whoever reads the choices does not hold the group's mu. The group holds a
+ * reference to each choice; a choice points back at its group (no
+ * reference; cleared, under the choice's mu, when the group is freed). */
 #ifndef COLIBRI_SERVE_JOB_H
 #define COLIBRI_SERVE_JOB_H
 
@@ -31,6 +41,7 @@ enum job_finish { JOB_RUNNING = 0, JOB_FIN_STOP, JOB_FIN_LENGTH, JOB_FIN_CANCELL
 
 struct job_params {
     int max_tokens;
+    int n;                      /* choices asked for (1..slots); > 1 makes the job a group */
     float temperature, top_p, presence_penalty, frequency_penalty;
     uint64_t seed;
     int stream, include_usage;
@@ -46,6 +57,8 @@ struct job_params {
     int n_logit_bias;
     colibri_grammar *grammar;   /* structured output (oai_format.c); owned, NULL = none */
     int parse_tools;            /* chat with tools: look for tool calls in the reply */
+    int tools_required;         /* tool_choice required or named: a grammar makes the reply calls */
+    char *tools_json;           /* the request's tools (owned, NULL without), for typing parsed arguments */
     int think_open;             /* the chat prompt ends inside <think>: the reply starts with reasoning */
 };
 
@@ -70,8 +83,11 @@ struct job {
     struct job_params p;
     int32_t *prompt;
     int n_prompt;
-    char id[40];                /* "cmpl-..." or "chatcmpl-..." */
+    char id[40];                /* "cmpl-..." or "chatcmpl-..."; one id for a group and its choices */
     long created;               /* unix seconds */
+    int index;                  /* the choice's index in its request (0 outside a group) */
+    int n_choices;              /* a group: its choices; 0 for a job that runs itself */
+    struct job **choice;        /* a group's choices, one reference each */
 
     /* output: under mu */
     pthread_mutex_t mu;
@@ -89,6 +105,10 @@ struct job {
      * token is sampled, t_end by job_finish / job_fail. */
     double t_submit, t_start, t_first, t_end;
 
+    struct job *group;          /* under mu: the group a choice belongs to (not a reference), or NULL */
+    int n_changes;              /* a group: changes of its choices so far (wakes its waiters) */
+    int n_done;                 /* a group: choices ended */
+
     /* under mu: called after every change of the output part; set and
      * cleared by the HTTP side, must not block or take other job locks */
     void (*on_change)(void *arg);
@@ -102,6 +122,18 @@ struct job {
 struct job *job_new(enum job_kind kind);
 void job_retain(struct job *j);
 void job_release(struct job *j);
+
+/* Makes g (a parsed request) a group by appending its next choice: a copy
+ * of g's request (its own copies of the prompt, stop strings and logit bias;
+ * the grammar shared) with index i = g->n_choices and seed g's + i, so that
+ * choice 0 samples as the request with n = 1 would. Before anything is
+ * submitted. 0 or COLIBRI_ENOMEM. */
+int serve_job_add_choice(struct job *g);
+/* Marks j cancelled, and a group's choices too. Any thread, no lock taken. */
+void serve_job_cancel(struct job *j);
+/* What a waiter compares to see that j changed: events of a job, changes of
+ * a group's choices. Under j->mu. */
+int serve_job_progress(const struct job *j);
 
 /* Scheduler side (each takes mu and signals cv). job_push takes ownership of
  * ev->text (malloc'd). Returns 0 or COLIBRI_ENOMEM. job_finish and job_fail

@@ -25,6 +25,7 @@ struct oai_model {
     int n_ctx_model;            /* the model's context (max_position_embeddings) */
     long created;
     int reasoning_deepseek;     /* split <think>...</think> off into reasoning_content (--reasoning-format) */
+    int n_slots, max_queue;     /* the scheduler's: a request's n choices take n slots (and queue places) */
 };
 
 /* An error response: HTTP status and the OpenAI error object's fields. */
@@ -62,10 +63,15 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
  * with *e filled. oai_parse_tool_calls finds tool calls in a reply: their
  * count (then *calls is an OpenAI tool_calls array and *content the text
  * before them, both the caller's), or 0 when there are none or they do not
- * parse. */
+ * parse. A call's id is call_<index>, or Kimi's own functions.NAME:IDX (as
+ * vLLM gives it), which Kimi's templates write back into the history.
+ * GLM's and Qwen3-Coder's calls write each argument as text (strings as they
+ * are, other values as JSON): tools_json, the request's tools (or NULL),
+ * keeps the parameters its schema types "string" as text; any other value
+ * that parses as JSON takes that value. */
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e);
-int oai_parse_tool_calls(const char *text, struct cJSON **calls, char **content);
+int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls, char **content);
 /* Tool-call syntaxes (oai_tool_grammar.c), one of which the model's chat
  * template writes assistant tool calls in. */
 enum oai_tool_syntax {
@@ -93,12 +99,13 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const struct cJSON *tools, co
  * section, and blanks before one); call[0..n) the calls whose name is
  * complete, each with the part of its arguments that is final, a prefix of
  * what later views give. A complete call is exactly what
- * oai_parse_tool_calls gives; Hermes calls appear only when complete (their
- * arguments are re-serialized). final: the reply is complete, nothing is held
+ * oai_parse_tool_calls gives (tools_json as there); Hermes, GLM and
+ * Qwen3-Coder calls appear only when complete (their arguments are
+ * re-serialized). final: the reply is complete, nothing is held
  * back. 0, or COLIBRI_ENOMEM; free with serve_oai_tool_view_free(). */
-struct oai_tool_view_call { char *name, *args; size_t args_len; };
+struct oai_tool_view_call { char *name, *args; size_t args_len; char *id; /* NULL: call_<index> */ };
 struct oai_tool_view { size_t text_end; int n; struct oai_tool_view_call *call; };
-int  serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v);
+int  serve_oai_tool_view(const char *s, size_t n, int final, const char *tools_json, struct oai_tool_view *v);
 void serve_oai_tool_view_free(struct oai_tool_view *v);
 
 /* DeepSeek's reasoning format: a reply that starts with <think> (or whose
@@ -120,17 +127,23 @@ int oai_error_set(struct oai_error *e, int status, const char *type, const char 
 /* {"error": {...}} for e. */
 char *oai_error_json(const struct oai_error *e);
 
-/* The non-streaming response of a finished job (caller holds j->mu). It and
- * the stream's finish chunk carry llama-server's "timings" object. */
+/* The non-streaming response of a finished job (caller holds j->mu), a
+ * group's with a choice per choice job and the usage summed. It (n = 1) and
+ * the stream's finish chunks carry llama-server's "timings" object. */
 char *oai_response(const struct oai_model *m, const struct job *j);
 
-/* Streaming: appends "data: {...}\n\n" chunks. oai_stream_start adds the
- * chat role chunk (nothing for completions); oai_stream_events one chunk per
- * event in [from, to); oai_stream_end the finish chunk, the usage chunk when
- * asked for, and "data: [DONE]" (caller holds j->mu for the last two). */
+/* Streaming: appends "data: {...}\n\n" chunks, each for choice j->index.
+ * oai_stream_start adds the chat role chunk (nothing for completions);
+ * oai_stream_events one chunk per event in [from, to); serve_oai_stream_finish
+ * what was held back and the finish chunk; oai_stream_end the finish chunk
+ * (not for a group: each choice sends its own with serve_oai_stream_finish), the
+ * usage chunk when asked for, and "data: [DONE]" (caller holds j->mu for the
+ * last three; a group's choices have all ended). OpenAI interleaves the
+ * choices' chunks, each naming its index; so do a group's streams. */
 void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j);
 void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars);
+void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j);
 void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j);
 /* An error after the stream has started: a data chunk holding {"error":...}, then [DONE]. */
 void oai_stream_error(struct sbuf *out, const struct oai_error *e);

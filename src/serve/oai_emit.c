@@ -107,14 +107,23 @@ static cJSON *logprobs_json(const struct oai_model *m, const struct job *j, int 
 
 /* ------------------------------------------------------------ responses */
 
+/* Usage as OpenAI counts it: the prompt once, the completion tokens of
+ * every choice; cached tokens are choice 0's (the later choices copy the
+ * prompt it computed). A group's choices have all ended when this runs. */
 static void add_usage(cJSON *o, const struct job *j)
 {
+    int n_gen = j->n_gen, n_cached = j->n_cached;
+    if (j->n_choices) {
+        n_gen = 0;
+        for (int i = 0; i < j->n_choices; i++) n_gen += j->choice[i]->n_gen;
+        n_cached = j->choice[0]->n_cached;
+    }
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    cJSON_AddNumberToObject(u, "completion_tokens", n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + n_gen);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+    cJSON_AddNumberToObject(d, "cached_tokens", n_cached);
 }
 
 /* llama-server's "timings": the prompt from a slot taking the request to
@@ -153,15 +162,15 @@ static const char *finish_reason(const struct job *j)
     return j->finish == JOB_FIN_LENGTH ? "length" : "stop";
 }
 
-char *oai_response(const struct oai_model *m, const struct job *j)
+/* The choice object of a finished job (index j->index). */
+static cJSON *choice_json(const struct oai_model *m, const struct job *j)
 {
     int chat = j->kind == JOB_CHAT;
-    cJSON *o = envelope(m, j, chat ? "chat.completion" : "text_completion");
     struct sbuf text = { 0 };
     sb_puts(&text, "");
     for (int i = 0; i < j->n_ev; i++) sb_append(&text, j->ev[i].text, j->ev[i].len);
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", j->index);
     cJSON *calls = NULL;
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
@@ -172,7 +181,7 @@ char *oai_response(const struct oai_model *m, const struct job *j)
             cJSON_AddStringToObject(msg, "reasoning_content", reasoning);
             body = answer;
         }
-        if (j->p.parse_tools && oai_parse_tool_calls(body, &calls, &content) > 0) {
+        if (j->p.parse_tools && oai_parse_tool_calls(body, j->p.tools_json, &calls, &content) > 0) {
             if (content && content[0]) cJSON_AddStringToObject(msg, "content", content);
             else cJSON_AddNullToObject(msg, "content");
             cJSON_AddItemToObject(msg, "tool_calls", calls);
@@ -190,10 +199,18 @@ char *oai_response(const struct oai_model *m, const struct job *j)
     if (j->p.logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, 0, j->n_ev, &chars));
     else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", calls && j->finish == JOB_FIN_STOP ? "tool_calls" : finish_reason(j));
-    cJSON_AddItemToArray(choices, c);
-    add_usage(o, j);
-    add_timings(o, j);
     sb_free(&text);
+    return c;
+}
+
+char *oai_response(const struct oai_model *m, const struct job *j)
+{
+    cJSON *o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    if (!j->n_choices) cJSON_AddItemToArray(choices, choice_json(m, j));
+    for (int i = 0; i < j->n_choices; i++) cJSON_AddItemToArray(choices, choice_json(m, j->choice[i]));
+    add_usage(o, j);
+    if (!j->n_choices) add_timings(o, j);     /* per choice: each one's finish chunk when streamed */
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -218,7 +235,7 @@ static cJSON *chunk(const struct oai_model *m, const struct job *j, cJSON **choi
     cJSON *o = envelope(m, j, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     *choice = cJSON_CreateObject();
-    cJSON_AddNumberToObject(*choice, "index", 0);
+    cJSON_AddNumberToObject(*choice, "index", j->index);
     cJSON_AddItemToArray(choices, *choice);
     if (j->p.include_usage) cJSON_AddNullToObject(o, "usage");
     return o;
@@ -356,7 +373,7 @@ static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const 
             if (piece == 0) {           /* as OpenAI streams: id, type and name first, then the arguments */
                 char id[32];
                 snprintf(id, sizeof id, "call_%d", i);
-                cJSON_AddStringToObject(tc, "id", id);
+                cJSON_AddStringToObject(tc, "id", cb->id ? cb->id : id);
                 cJSON_AddStringToObject(tc, "type", "function");
                 fn = cJSON_AddObjectToObject(tc, "function");
                 cJSON_AddStringToObject(fn, "name", cb->name);
@@ -372,6 +389,15 @@ static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const 
     }
 }
 
+/* Which calls are sent while the reply is being generated. Under a
+ * tool_choice that requires a call the grammar makes the reply calls, so
+ * they stream as they come: id, type and name once the name is complete,
+ * then pieces of the arguments. Otherwise (tool_choice auto) a call might
+ * turn out malformed, and a stream cannot take back what it sent: the calls
+ * are held until the reply is complete, then sent whole (each an id, type
+ * and name chunk, then its arguments) if the reply parses as calls, or as
+ * content if it does not, so that a streamed reply always reassembles to
+ * the non-streamed one. The text before the calls streams either way. */
 static void stream_tools_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                                int final)
 {
@@ -380,15 +406,17 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
     content_so_far(m, j, from, 0, &ca);
     content_so_far(m, j, to, final, &cb);
     struct oai_tool_view va, vb;
-    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, &va)) { out->failed = 1; goto out; }
-    if (serve_oai_tool_view(cb.s, cb.n, final, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
+    if (ca.failed || cb.failed || serve_oai_tool_view(ca.s, ca.n, 0, j->p.tools_json, &va)) { out->failed = 1; goto out; }
+    if (serve_oai_tool_view(cb.s, cb.n, final, j->p.tools_json, &vb)) { serve_oai_tool_view_free(&va); out->failed = 1; goto out; }
     if (vb.text_end > va.text_end) send_delta(out, m, j, "content", cb.s + va.text_end, vb.text_end - va.text_end);
-    send_tool_deltas(out, m, j, &va, &vb);
     cJSON *calls = NULL;
     char *content = NULL;
+    int parses = final && oai_parse_tool_calls(cb.s, j->p.tools_json, &calls, &content) > 0;
+    if (j->p.tools_required) send_tool_deltas(out, m, j, &va, &vb);
+    else if (parses) send_tool_deltas(out, m, j, &(struct oai_tool_view){ 0 }, &vb);   /* held until now */
     /* a reply whose calls do not parse is content, as in the whole response:
      * what was not sent as text goes out as text now */
-    if (final && vb.text_end < cb.n && oai_parse_tool_calls(cb.s, &calls, &content) <= 0)
+    if (final && !parses && vb.text_end < cb.n)
         send_delta(out, m, j, "content", cb.s + vb.text_end, cb.n - vb.text_end);
     cJSON_Delete(calls);
     free(content);
@@ -407,7 +435,7 @@ static const char *stream_finish_reason(const struct oai_model *m, const struct 
     content_so_far(m, j, j->n_ev, 1, &c);
     cJSON *calls = NULL;
     char *content = NULL;
-    int n = c.failed ? 0 : oai_parse_tool_calls(c.s, &calls, &content);
+    int n = c.failed ? 0 : oai_parse_tool_calls(c.s, j->p.tools_json, &calls, &content);
     cJSON_Delete(calls);
     free(content);
     sb_free(&c);
@@ -444,7 +472,7 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
     }
 }
 
-void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j)
 {
     if (j->p.parse_tools) stream_tools_range(out, m, j, j->n_ev, j->n_ev, 1);    /* what was held back */
     else if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1, 1);
@@ -455,8 +483,13 @@ void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct jo
     cJSON_AddStringToObject(c, "finish_reason", stream_finish_reason(m, j));
     add_timings(o, j);
     emit(out, o);
+}
+
+void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+{
+    if (!j->n_choices) serve_oai_stream_finish(out, m, j);
     if (j->p.include_usage) {
-        o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
+        cJSON *o = envelope(m, j, j->kind == JOB_CHAT ? "chat.completion.chunk" : "text_completion");
         cJSON_AddArrayToObject(o, "choices");
         add_usage(o, j);
         emit(out, o);

@@ -135,7 +135,17 @@ static int parse_common(const struct oai_model *m, const cJSON *root, struct job
                               "The model '%s' does not exist; this server serves '%s'", v->valuestring, m->id);
     long long n = 1;
     if (get_int(root, "n", 1, 1e9, &n, e) < 0) return -1;
-    if (n != 1) return -oai_error_set(e, 400, BAD, NULL, "n", "'n' must be 1: one choice per request (got %lld)", n);
+    /* each choice runs in a slot of its own, so n is bounded by the slots
+     * (fewer free ones make the rest wait in the queue, as requests do) */
+    if (n > 1 && n > m->n_slots)
+        return -oai_error_set(e, 400, BAD, NULL, "n",
+                              "'n' is %lld, but this server has %d slot%s (--slots) and runs each choice in a "
+                              "slot of its own", n, m->n_slots, m->n_slots == 1 ? "" : "s");
+    if (n > 1 && n > m->max_queue)
+        return -oai_error_set(e, 400, BAD, NULL, "n",
+                              "'n' is %lld, but this server queues at most %d (--queue) and queues each choice",
+                              n, m->max_queue);
+    p->n = (int)n;
     long long best_of = 1;
     if (get_int(root, "best_of", 1, 1e9, &best_of, e) < 0) return -1;
     if (best_of != 1)

@@ -1,7 +1,8 @@
 /* serve/oai_reply.c - the model's reply on /v1/chat/completions (contract
  * in oai.h): DeepSeek's reasoning split, and the tool-call syntaxes of
- * DeepSeek-V3 / R1, DeepSeek-V3.1, Kimi K2 and Hermes/Qwen (<tool_call>
- * JSON) found in it, whole or (streaming) as far as it has come. A reply
+ * DeepSeek-V3 / R1, DeepSeek-V3.1, Kimi K2, Hermes/Qwen (<tool_call>
+ * JSON), GLM (<tool_call>NAME<arg_key>...) and Qwen3-Coder (<tool_call>
+ * <function=NAME>...) found in it, whole or (streaming) as far as it has come. A reply
  * that does not parse stays content: never an error. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "serve/oai.h"
 
 static char *trim_dup(const char *a, const char *b);
+static int is_blank(char c);
 
 int oai_split_reasoning(const char *text, int think_open, char **reasoning, char **content)
 {
@@ -36,7 +38,9 @@ int oai_split_reasoning(const char *text, int think_open, char **reasoning, char
 
 /* ------------------------------------------------------------ reply parsing */
 
-struct call { char *name, *args; };
+/* id: the call's own id where the syntax writes one (Kimi's
+ * functions.NAME:IDX, which its templates render back), else NULL. */
+struct call { char *name, *args, *id; };
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -60,10 +64,92 @@ static int valid_json_object(const char *s)
     return ok;
 }
 
-/* One call between begin and end markers, or 0 if it does not parse. */
-static int parse_one(const char *fmt, const char *a, const char *b, struct call *c)
+/* The JSON type a tool's schema gives parameter `key` of function `name`
+ * ("string", ...), or NULL when tools_json (the request's tools, or NULL)
+ * says nothing about it. *doc holds what the result points into. */
+static const char *param_type(const char *tools_json, const char *name, const char *key, cJSON **doc)
 {
-    c->name = c->args = NULL;
+    if (!tools_json) return NULL;
+    if (!*doc && !(*doc = cJSON_Parse(tools_json))) return NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, *doc) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, name)) continue;
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(fn, "parameters"),
+                                                              "properties");
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, key), "type");
+        return cJSON_IsString(ty) ? ty->valuestring : NULL;
+    }
+    return NULL;
+}
+
+/* Adds key = the text v[0..n) to obj. The templates write a string value as
+ * it is and any other value as JSON, so a parameter the schema types
+ * "string" stays text, and any other value that parses as JSON takes that
+ * value (else it is text). 0, or -1 when out of memory. */
+static int add_value(cJSON *obj, const char *key, const char *v, size_t n, const char *type)
+{
+    char *text = dup_n(v, n);
+    if (!text) return -1;
+    cJSON *val = type && !strcmp(type, "string") ? NULL : cJSON_Parse(text);
+    if (!val) val = cJSON_CreateString(text);
+    free(text);
+    return val && cJSON_AddItemToObject(obj, key, val) ? 0 : -1;
+}
+
+/* The XML-like calls inside <tool_call>...</tool_call> (body, trimmed):
+ * Qwen3-Coder's <function=NAME><parameter=KEY>\nVALUE\n</parameter>...</function>
+ * and GLM's NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...
+ * (blanks between the tags), their values typed by the request's tools. */
+static int xml_call(const char *body, const char *tools_json, struct call *c)
+{
+    cJSON *obj = cJSON_CreateObject(), *doc = NULL;
+    const char *p = body;
+    int qwen = !strncmp(p, "<function=", 10), ok = obj != NULL;
+    const char *name_end = qwen ? strchr(p + 10, '>') : strstr(p, "<arg_key>");
+    if (qwen && name_end) c->name = trim_dup(p + 10, name_end), p = name_end + 1;
+    else if (!qwen) c->name = trim_dup(p, name_end ? name_end : p + strlen(p)), p = name_end ? name_end : "";
+    ok = ok && c->name && c->name[0] && !strpbrk(c->name, "<>\n");
+    static const char *const TAGS[2][4] = { { "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>" },
+                                            { "<parameter=", ">", "", "</parameter>" } };
+    const char *const *tag = TAGS[qwen];
+    while (ok) {
+        while (is_blank(*p)) p++;
+        if (strncmp(p, tag[0], strlen(tag[0]))) break;
+        const char *k0 = p + strlen(tag[0]), *k1 = strstr(k0, tag[1]);
+        if (!k1) { ok = 0; break; }
+        const char *v0 = k1 + strlen(tag[1]);
+        if (!qwen) {
+            while (is_blank(*v0)) v0++;
+            if (strncmp(v0, tag[2], strlen(tag[2]))) { ok = 0; break; }
+            v0 += strlen(tag[2]);
+        } else if (*v0 == '\n') v0++;
+        const char *v1 = strstr(v0, tag[3]);
+        if (!v1) { ok = 0; break; }
+        p = v1 + strlen(tag[3]);
+        if (qwen && v1 > v0 && v1[-1] == '\n') v1--;
+        char *key = trim_dup(k0, k1);
+        ok = key && key[0] && add_value(obj, key, v0, (size_t)(v1 - v0), param_type(tools_json, c->name, key, &doc)) == 0;
+        free(key);
+    }
+    if (qwen && ok) {
+        while (is_blank(*p)) p++;
+        ok = !strncmp(p, "</function>", 11);
+        p += ok ? 11 : 0;
+    }
+    while (ok && is_blank(*p)) p++;
+    ok = ok && !*p;                 /* nothing but the calls' tags */
+    if (ok) c->args = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    cJSON_Delete(doc);
+    return ok;
+}
+
+/* One call between begin and end markers, or 0 if it does not parse. */
+static int parse_one(const char *fmt, const char *a, const char *b, const char *tools_json, struct call *c)
+{
+    c->name = c->args = c->id = NULL;
     if (!strcmp(fmt, "deepseek")) {
         static const char SEP[] = "<｜tool▁sep｜>";
         const char *sep = strstr(a, SEP);
@@ -89,8 +175,14 @@ static int parse_one(const char *fmt, const char *a, const char *b, struct call 
         if (!dot || !colon || colon < dot) return 0;
         c->name = trim_dup(dot + 1, colon);
         c->args = trim_dup(arg + strlen(ARG), b);
+        c->id = trim_dup(a, arg);
     } else {                                                /* hermes: {"name": ..., "arguments": {...}} */
         char *body = trim_dup(a, b);
+        if (body && body[0] != '{') {                       /* GLM's or Qwen3-Coder's tags */
+            xml_call(body, tools_json, c);
+            free(body);
+            goto check;
+        }
         cJSON *j = body ? cJSON_Parse(body) : NULL;
         free(body);
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name"), *ar = cJSON_GetObjectItemCaseSensitive(j, "arguments");
@@ -100,10 +192,12 @@ static int parse_one(const char *fmt, const char *a, const char *b, struct call 
         }
         cJSON_Delete(j);
     }
+check:
     if (!c->name || !c->args || !c->name[0] || !valid_json_object(c->args)) {
         free(c->name);
         free(c->args);
-        c->name = c->args = NULL;
+        free(c->id);
+        c->name = c->args = c->id = NULL;
         return 0;
     }
     return 1;
@@ -129,7 +223,7 @@ static int first_section(const char *s, size_t n, const char **at)
     return best;
 }
 
-int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **content_out)
+int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls_out, char **content_out)
 {
     *calls_out = NULL;
     *content_out = NULL;
@@ -143,11 +237,11 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **cont
             const char *a = p + strlen(SYNTAX[s].begin), *b = strstr(a, SYNTAX[s].end);
             if (!b) { ok = 0; break; }
             struct call c;
-            if (!parse_one(SYNTAX[s].fmt, a, b, &c)) { ok = 0; break; }
+            if (!parse_one(SYNTAX[s].fmt, a, b, tools_json, &c)) { ok = 0; break; }
             cJSON *tc = cJSON_CreateObject(), *fn = cJSON_CreateObject();
             char id[32];
             snprintf(id, sizeof id, "call_%d", n);
-            cJSON_AddStringToObject(tc, "id", id);
+            cJSON_AddStringToObject(tc, "id", c.id ? c.id : id);
             cJSON_AddStringToObject(tc, "type", "function");
             cJSON_AddStringToObject(fn, "name", c.name);
             cJSON_AddStringToObject(fn, "arguments", c.args);
@@ -155,6 +249,7 @@ int oai_parse_tool_calls(const char *text, struct cJSON **calls_out, char **cont
             cJSON_AddItemToArray(arr, tc);
             free(c.name);
             free(c.args);
+            free(c.id);
             n++;
             p = b + strlen(SYNTAX[s].end);
         }
@@ -198,6 +293,7 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
 {
     const char *name0 = NULL, *name1 = NULL, *arg0 = NULL, *end_marker = NULL;
     size_t rest = (size_t)(lim - a);
+    c->id = NULL;
     if (!strcmp(fmt, "deepseek")) {
         static const char V3[] = "function<｜tool▁sep｜>", SEP[] = "<｜tool▁sep｜>";
         size_t v3 = strlen(V3);
@@ -225,6 +321,7 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
         name1 = colon;
         arg0 = arg + strlen(ARG);
         end_marker = "<|tool_call_end|>";
+        if (!(c->id = trim_dup(a, arg))) return 0;
     } else {
         return 0;
     }
@@ -235,7 +332,8 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
     if (!c->name || !c->args || !c->name[0]) {
         free(c->name);
         free(c->args);
-        c->name = c->args = NULL;
+        free(c->id);
+        c->name = c->args = c->id = NULL;
         return 0;
     }
     return 1;
@@ -244,13 +342,13 @@ static int partial_call(const char *fmt, const char *a, const char *lim, int fin
 static int view_push(struct oai_tool_view *v, struct call *c)
 {
     struct oai_tool_view_call *nc = realloc(v->call, (size_t)(v->n + 1) * sizeof *nc);
-    if (!nc) { free(c->name); free(c->args); return COLIBRI_ENOMEM; }
+    if (!nc) { free(c->name); free(c->args); free(c->id); return COLIBRI_ENOMEM; }
     v->call = nc;
-    v->call[v->n++] = (struct oai_tool_view_call){ c->name, c->args, strlen(c->args) };
+    v->call[v->n++] = (struct oai_tool_view_call){ c->name, c->args, strlen(c->args), c->id };
     return 0;
 }
 
-int serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view *v)
+int serve_oai_tool_view(const char *s, size_t n, int final, const char *tools_json, struct oai_tool_view *v)
 {
     *v = (struct oai_tool_view){ 0 };
     const char *sec;
@@ -270,7 +368,7 @@ int serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view
     while ((p = memmem(p, (size_t)(lim - p), SYNTAX[k].begin, bl))) {
         const char *a = p + bl, *z = memmem(a, (size_t)(lim - a), SYNTAX[k].end, el);
         struct call c;
-        if (z ? !parse_one(SYNTAX[k].fmt, a, z, &c) : !partial_call(SYNTAX[k].fmt, a, lim, final, &c)) break;
+        if (z ? !parse_one(SYNTAX[k].fmt, a, z, tools_json, &c) : !partial_call(SYNTAX[k].fmt, a, lim, final, &c)) break;
         if (view_push(v, &c)) { serve_oai_tool_view_free(v); return COLIBRI_ENOMEM; }
         if (!z) break;
         p = z + el;
@@ -280,7 +378,7 @@ int serve_oai_tool_view(const char *s, size_t n, int final, struct oai_tool_view
 
 void serve_oai_tool_view_free(struct oai_tool_view *v)
 {
-    for (int i = 0; i < v->n; i++) { free(v->call[i].name); free(v->call[i].args); }
+    for (int i = 0; i < v->n; i++) { free(v->call[i].name); free(v->call[i].args); free(v->call[i].id); }
     free(v->call);
     *v = (struct oai_tool_view){ 0 };
 }

@@ -44,13 +44,15 @@ static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char
 {
     /* templates disagree on the shape of a call in the history: content null
      * or "", arguments the OpenAI string or a mapping (as transformers'
-     * templates take them); the first probe that renders is read */
+     * templates take them); the first probe that renders is read. The id is
+     * Kimi's functions.NAME:IDX, which Moonshot's own Kimi-K2-Thinking
+     * template writes in place of the name. */
     static const char *const PROBES[] = {
-        "null,\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "null,\"tool_calls\":[{\"id\":\"functions.probe_fn:0\",\"type\":\"function\","
         "\"function\":{\"name\":\"probe_fn\",\"arguments\":\"{\\\"q\\\":1}\"}}]",
-        "\"\",\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "\"\",\"tool_calls\":[{\"id\":\"functions.probe_fn:0\",\"type\":\"function\","
         "\"function\":{\"name\":\"probe_fn\",\"arguments\":\"{\\\"q\\\":1}\"}}]",
-        "\"\",\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\","
+        "\"\",\"tool_calls\":[{\"id\":\"functions.probe_fn:0\",\"type\":\"function\","
         "\"function\":{\"name\":\"probe_fn\",\"arguments\":{\"q\":1}}}]",
     };
     *unsupported = NULL;
@@ -69,7 +71,7 @@ static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char
     else if (strstr(text, "<function=probe_fn>")) *unsupported = "Qwen3-Coder's <function=NAME>";
     else if (strstr(text, "function<｜tool▁sep｜>probe_fn")) s = OAI_TOOLS_DEEPSEEK_V3;
     else if (strstr(text, "probe_fn<｜tool▁sep｜>")) s = OAI_TOOLS_DEEPSEEK_V31;
-    else if (strstr(text, "functions.probe_fn:")) s = OAI_TOOLS_KIMI;
+    else if (strstr(text, "<|tool_call_begin|>functions.probe_fn:")) s = OAI_TOOLS_KIMI;
     else if (strstr(text, "<tool_call>\n{\"name\": \"probe_fn\"")) s = OAI_TOOLS_HERMES;
     else if (strstr(text, "probe_fn")) *unsupported = "one colibri does not know";
     free(text);

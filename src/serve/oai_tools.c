@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "serve/oai.h"
 
 #define BAD "invalid_request_error"
@@ -106,6 +107,80 @@ static int check_tool_calls(const cJSON *calls, int i, struct oai_error *e)
     return 0;
 }
 
+/* The messages for the template: msgs[0..n) with the fields a struct
+ * colibri_chat_msg cannot carry taken from root's messages. args_objects:
+ * each tool call's arguments string parsed into its JSON value (a string
+ * that is not JSON is a 400 naming the message and the call). NULL with *e
+ * filled on any problem. */
+static cJSON *template_messages(const cJSON *root, const struct colibri_chat_msg *msgs, int n, int args_objects,
+                                struct oai_error *e)
+{
+    cJSON *arr = cJSON_CreateArray();
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "messages")->child;
+    for (int i = 0; arr && i < n; i++, src = src->next) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddStringToObject(o, "role", msgs[i].role);
+        if (msgs[i].content) cJSON_AddStringToObject(o, "content", msgs[i].content);
+        else cJSON_AddNullToObject(o, "content");
+        const cJSON *calls = opt(src, "tool_calls");
+        if (calls) {
+            if (check_tool_calls(calls, i, e)) { cJSON_Delete(arr); return NULL; }
+            cJSON *dup = cJSON_GetArraySize(calls) ? cJSON_Duplicate(calls, 1) : NULL;
+            int k = 0;
+            for (cJSON *c = dup && args_objects ? dup->child : NULL; c; c = c->next, k++) {
+                cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+                cJSON *val = cJSON_Parse(cJSON_GetObjectItemCaseSensitive(fn, "arguments")->valuestring);
+                if (!val) {
+                    char msg[256];
+                    snprintf(msg, sizeof msg, "'messages[%d].tool_calls[%d].function.arguments' is not valid JSON; "
+                             "this model's chat template needs the arguments as an object", i, k);
+                    cJSON_Delete(dup);
+                    cJSON_Delete(arr);
+                    bad(e, "messages", msg);
+                    return NULL;
+                }
+                cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", val);
+            }
+            if (dup) cJSON_AddItemToObject(o, "tool_calls", dup);
+        }
+        static const char *const STR_FIELDS[] = { "tool_call_id", "name", "reasoning_content" };
+        for (int k = 0; k < 3; k++) {
+            const cJSON *v = opt(src, STR_FIELDS[k]);
+            if (!v) continue;
+            if (!cJSON_IsString(v)) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "'messages[%d].%s' must be a string", i, STR_FIELDS[k]);
+                cJSON_Delete(arr);
+                bad(e, "messages", msg);
+                return NULL;
+            }
+            cJSON_AddStringToObject(o, STR_FIELDS[k], v->valuestring);
+        }
+    }
+    if (!arr) oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return arr;
+}
+
+/* Renders the template over messages (as built by template_messages) and
+ * tools_json. 0, or the library's code with err filled. */
+static int render(const struct oai_model *m, cJSON *messages, const char *tools_json, char **text, size_t *len,
+                  struct colibri_err *err)
+{
+    char *mj = cJSON_PrintUnformatted(messages);
+    if (!mj) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int r = colibri_chat_render_json(m->tok, mj, tools_json, NULL, 1, text, len, err);
+    free(mj);
+    return r;
+}
+
+static int has_tool_calls(const cJSON *messages)
+{
+    for (const cJSON *o = messages->child; o; o = o->next)
+        if (cJSON_GetObjectItemCaseSensitive(o, "tool_calls")) return 1;
+    return 0;
+}
+
 int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
                     struct job_params *p, char **text, size_t *len, struct oai_error *e)
 {
@@ -125,44 +200,38 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
                                      "not both");
     if (use_tools && p->stream && p->logprobs)
         return bad(e, "logprobs", "'logprobs' with streamed tool calls is not supported by colibri");
-    cJSON *arr = cJSON_CreateArray();
-    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "messages")->child;
-    for (int i = 0; arr && i < n; i++, src = src->next) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToArray(arr, o);
-        cJSON_AddStringToObject(o, "role", msgs[i].role);
-        if (msgs[i].content) cJSON_AddStringToObject(o, "content", msgs[i].content);
-        else cJSON_AddNullToObject(o, "content");
-        const cJSON *calls = opt(src, "tool_calls");
-        if (calls) {
-            if (check_tool_calls(calls, i, e)) { cJSON_Delete(arr); return -1; }
-            if (cJSON_GetArraySize(calls)) cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(calls, 1));
-        }
-        static const char *const STR_FIELDS[] = { "tool_call_id", "name", "reasoning_content" };
-        for (int k = 0; k < 3; k++) {
-            const cJSON *v = opt(src, STR_FIELDS[k]);
-            if (!v) continue;
-            if (!cJSON_IsString(v)) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "'messages[%d].%s' must be a string", i, STR_FIELDS[k]);
-                cJSON_Delete(arr);
-                return bad(e, "messages", msg);
-            }
-            cJSON_AddStringToObject(o, STR_FIELDS[k], v->valuestring);
-        }
-    }
-    char *mj = arr ? cJSON_PrintUnformatted(arr) : NULL, *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
-    cJSON_Delete(arr);
-    if (!mj || (use_tools && !tj)) {
-        free(mj);
-        free(tj);
-        oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
+    cJSON *arr = template_messages(root, msgs, n, 0, e);
+    if (!arr) return -1;
+    char *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
     struct colibri_err err = { 0 };
-    int r = colibri_chat_render_json(m->tok, mj, tj, NULL, 1, text, len, &err);
-    free(mj);
-    free(tj);
+    int r = use_tools && !tj ? base_err_set(&err, COLIBRI_ENOMEM, "out of memory") : render(m, arr, tj, text, len, &err);
+    /* OpenAI clients send tool-call arguments as a JSON string; templates
+     * written for transformers' documented form (GLM-4.5 and later,
+     * Qwen3-Coder) iterate them as a mapping and fail on a string. The rule,
+     * vLLM's form applied only where it is needed: when the template fails
+     * on a conversation with tool calls, it is rendered again with each
+     * call's arguments parsed into their JSON value. Templates that take the
+     * string keep getting it unchanged. */
+    if (r && r != COLIBRI_ENOMEM && has_tool_calls(arr)) {
+        cJSON *objs = template_messages(root, msgs, n, 1, e);
+        if (!objs) {
+            cJSON_Delete(arr);
+            free(tj);
+            return -1;
+        }
+        struct colibri_err err2 = { 0 };
+        int r2 = render(m, objs, tj, text, len, &err2);
+        cJSON_Delete(objs);
+        if (!r2) r = 0;
+        else if (r2 != COLIBRI_ENOMEM) {
+            char both[sizeof err.msg];
+            snprintf(both, sizeof both, "%s (and with the tool-call arguments as objects: %s)", err.msg, err2.msg);
+            memcpy(err.msg, both, sizeof both);
+        } else r = r2;
+    }
+    cJSON_Delete(arr);
+    if (r) free(tj);
+    else p->tools_json = tj;    /* the reply's GLM / Qwen3-Coder arguments are typed by it */
     if (r) {
         oai_error_set(e, r == COLIBRI_ENOMEM ? 500 : 400, r == COLIBRI_ENOMEM ? "server_error" : BAD, NULL,
                       use_tools && r == COLIBRI_EUNSUPPORTED ? "tools" : "messages", "the chat template failed: %s",
@@ -170,6 +239,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         return -1;
     }
     p->parse_tools = use_tools;
+    p->tools_required = require;
     /* thinking templates (R1, V3.1 with thinking) open the reasoning in the prompt itself */
     const char *end = *text + *len;
     while (end > *text && (end[-1] == '\n' || end[-1] == ' ')) end--;

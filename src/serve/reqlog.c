@@ -35,6 +35,55 @@ static void put_text(struct sbuf *b, const char *name, const char *text, size_t 
     free(clean);
 }
 
+/* The line's fields for a request of n > 1 choices: tokens out summed, each
+ * choice's reply. The group's mu and its choices' are taken one at a time
+ * (job.h). */
+static void group_line(struct sbuf *b, const struct serve_reqlog *r, struct job *g)
+{
+    pthread_mutex_lock(&g->mu);
+    enum job_finish g_fin = g->finish;
+    pthread_mutex_unlock(&g->mu);
+    struct sbuf fin = { 0 };            /* each choice's finish, or the request's failure */
+    if (g_fin == JOB_RUNNING || g_fin == JOB_FIN_CANCELLED) sb_puts(&fin, "cancelled");
+    else if (g_fin == JOB_FIN_ERROR) sb_puts(&fin, "error");
+    int out = 0, cached = 0;
+    double t_first = 0;
+    for (int k = 0; k < g->n_choices; k++) {
+        struct job *c = g->choice[k];
+        pthread_mutex_lock(&c->mu);
+        int n = 0;
+        for (int i = 0; i < c->n_ev; i++) n += c->ev[i].id >= 0;
+        if (c->finish != JOB_RUNNING && c->n_gen > n) n = c->n_gen;
+        out += n;
+        if (k == 0) cached = c->n_cached, t_first = c->t_first;
+        if (g_fin == JOB_FIN_STOP) sb_printf(&fin, "%s%s", k ? "," : "", job_finish_name(c->finish));
+        pthread_mutex_unlock(&c->mu);
+    }
+    sb_printf(b, " in=%d cached=%d out=%d n=%d finish=%s", g->n_prompt, cached, out, g->n_choices,
+              fin.s && !fin.failed ? fin.s : "?");
+    sb_free(&fin);
+    if (t_first > 0) sb_printf(b, " ttft_ms=%.1f", (t_first - g->t_submit) * 1e3);
+    sb_printf(b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
+    if (!r->log_texts) return;
+    char *p = NULL;
+    size_t n = 0;
+    if (g->n_prompt > 0 && colibri_tokenizer_decode(r->tok, g->prompt, (size_t)g->n_prompt, 0, &p, &n, NULL))
+        p = NULL, n = 0;
+    put_text(b, "prompt", p ? p : "", n);
+    free(p);
+    for (int k = 0; k < g->n_choices; k++) {
+        struct job *c = g->choice[k];
+        struct sbuf reply = { 0 };
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < c->n_ev; i++) sb_append(&reply, c->ev[i].text, c->ev[i].len);
+        pthread_mutex_unlock(&c->mu);
+        char name[24];
+        snprintf(name, sizeof name, k ? "reply_%d" : "reply", k);
+        put_text(b, name, reply.s ? reply.s : "", reply.n);
+        sb_free(&reply);
+    }
+}
+
 char *serve_reqlog_format(const struct serve_reqlog *r)
 {
     struct sbuf b = { 0 };
@@ -43,7 +92,9 @@ char *serve_reqlog_format(const struct serve_reqlog *r)
     put_safe(&b, r->path);
     sb_printf(&b, " %d", r->status);
     struct job *j = (struct job *)r->job;
-    if (j) {
+    if (j && j->n_choices) {
+        group_line(&b, r, j);
+    } else if (j) {
         pthread_mutex_lock(&j->mu);
         int out = 0;
         for (int i = 0; i < j->n_ev; i++) out += j->ev[i].id >= 0;

@@ -33,6 +33,7 @@ struct slot {
     uint64_t last_used;
     double t_last_token;        /* when the running job's latest token was emitted */
     int pos_seen;               /* the session's cached tokens after the last iteration; under sched.mu */
+    int waiting;                /* holds a later choice that waits for a sibling's prefill (not started) */
 };
 
 struct sched {
@@ -159,17 +160,65 @@ static int job_cancelled(void *user)
     return atomic_load(&j->cancelled);
 }
 
-/* Gives job j to slot sl: its sampler, then the generator's start (prefix
- * reuse). */
+/* 1 when a slot other than sl runs a choice of j's request that is still
+ * prefilling its prompt. */
+static int sibling_prefilling(const struct sched *s, const struct slot *sl, const struct job *j)
+{
+    for (int i = 0; i < s->o.n_slots; i++) {
+        const struct slot *o = &s->slots[i];
+        if (o != sl && o->job && !o->waiting && !strcmp(o->job->id, j->id) &&
+            colibri_gen_phase(o->gen) == COLIBRI_GEN_PHASE_PREFILL)
+            return 1;
+    }
+    return 0;
+}
+
+/* A later choice of a request (index > 0) shares the prompt its siblings
+ * prefilled: the rows of the longest common prefix any other slot holds
+ * (busy or free) are copied into sl's session when that beats what sl
+ * holds. Byte-copied rows give exactly what prefilling them would, so this
+ * changes the time, never the text. A copy that fails (it cannot between
+ * slots of one server) is logged and the prompt prefilled as usual. */
+static void share_prefix(struct sched *s, struct slot *sl, const struct job *j)
+{
+    int own = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
+    int best = own, from = -1;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        if (&s->slots[i] == sl) continue;
+        int lcp = colibri_session_common_prefix(s->slots[i].sess, j->prompt, j->n_prompt);
+        if (lcp > best) best = lcp, from = i;
+    }
+    if (best > j->n_prompt - 1) best = j->n_prompt - 1;    /* the last prompt token runs again for its logits */
+    if (from < 0 || best <= own) return;
+    struct colibri_err err = { 0 };
+    if (colibri_session_copy_prefix(sl->sess, s->slots[from].sess, best, &err))
+        base_log_msg("serve", "slot %d: cannot copy slot %d's prompt rows, prefilling them: %s", (int)(sl - s->slots),
+                     from, err.msg);
+}
+
+static void slot_begin(struct sched *s, struct slot *sl, struct job *j);
+
+/* Gives job j to slot sl. A later choice whose sibling still prefills the
+ * same prompt waits for it (sched_main starts it), so that the prompt is
+ * computed once; anything else begins now. */
 static void slot_assign(struct sched *s, struct slot *sl, struct job *j)
 {
-    struct colibri_err err = { 0 };
     double now = base_now_sec();
     pthread_mutex_lock(&j->mu);
     j->t_start = now;
     pthread_mutex_unlock(&j->mu);
     serve_metrics_observe(s->met, METRICS_H_QUEUE, now - j->t_submit);
     sl->t_last_token = 0;
+    sl->waiting = j->index > 0 && sibling_prefilling(s, sl, j);
+    if (!sl->waiting) slot_begin(s, sl, j);
+}
+
+/* Starts j in sl: its sampler, then the generator's start (prefix reuse). */
+static void slot_begin(struct sched *s, struct slot *sl, struct job *j)
+{
+    struct colibri_err err = { 0 };
+    sl->waiting = 0;
+    if (j->index > 0) share_prefix(s, sl, j);
     struct colibri_sampler_opts so = job_sampler_opts(&j->p);
     /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
     struct colibri_gen_opts go = { .n_predict = j->p.max_tokens, .stops = (const char *const *)j->p.stop,
@@ -330,6 +379,17 @@ static void *sched_main(void *arg)
             struct slot *sl = &s->slots[i];
             if (!sl->job) continue;
             stepped = 1;
+            if (sl->waiting) {
+                if (job_cancelled(sl->job)) {
+                    job_finish(sl->job, JOB_FIN_CANCELLED, 0, 0);
+                    atomic_fetch_add(&s->met->cancelled, 1);
+                    slot_release(s, sl);
+                    sl->waiting = 0;
+                } else if (!sibling_prefilling(s, sl, sl->job)) {
+                    slot_begin(s, sl, sl->job);
+                }
+                continue;       /* it steps from the next iteration on */
+            }
             enum colibri_gen_phase ph = colibri_gen_phase(sl->gen);
             if (ph == COLIBRI_GEN_PHASE_PREFILL) slot_prefill(s, sl);
             else if (ph == COLIBRI_GEN_PHASE_SAMPLE) slot_sample(s, sl);
@@ -416,14 +476,21 @@ oom:
 
 enum sched_submit_result sched_submit(struct sched *s, struct job *j)
 {
+    return serve_sched_submit_n(s, &j, 1);
+}
+
+enum sched_submit_result serve_sched_submit_n(struct sched *s, struct job *const *jobs, int n)
+{
     pthread_mutex_lock(&s->mu);
     enum sched_submit_result r = SCHED_OK;
     if (s->closed) r = SCHED_CLOSED;
-    else if (s->q_len >= s->o.max_queue) r = SCHED_FULL;
+    else if (s->q_len + n > s->o.max_queue) r = SCHED_FULL;
     else {
-        job_retain(j);
-        s->queue[(s->q_head + s->q_len) % s->o.max_queue] = j;
-        s->q_len++;
+        for (int i = 0; i < n; i++) {
+            job_retain(jobs[i]);
+            s->queue[(s->q_head + s->q_len) % s->o.max_queue] = jobs[i];
+            s->q_len++;
+        }
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);

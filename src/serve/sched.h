@@ -9,6 +9,13 @@
  * step (a prefill chunk or one generated token): continuous batching, the
  * tokens of all decoding slots fed in one colibri_batch_decode.
  *
+ * The choices of one request (n > 1; jobs sharing an id, job.h) are queued
+ * together and run in slots of their own. A later choice that finds a
+ * sibling still prefilling the prompt waits for it, then copies the rows of
+ * the prompt from whichever slot holds the most of it
+ * (colibri_session_copy_prefix) and prefills only its last token, so the
+ * prompt is computed once; its text is what a prefill of its own gives.
+ *
  * With a KV directory, slot i opens DIR/slot-<i>.ckv at creation (restoring
  * the cache and its token ids, so a restarted server reuses prefixes) and
  * saves it each time the slot finishes a request; a slot whose save fails
@@ -47,6 +54,9 @@ int  sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_
 enum sched_submit_result { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2 };
 /* Queues j (taking a reference of its own). The job must be fully parsed. */
 enum sched_submit_result sched_submit(struct sched *s, struct job *j);
+/* Queues jobs[0..n) in order, all or none (a request's choices: FULL when
+ * the queue lacks room for all n). */
+enum sched_submit_result serve_sched_submit_n(struct sched *s, struct job *const *jobs, int n);
 
 void sched_gauges(struct sched *s, struct metrics_gauges *g);
 

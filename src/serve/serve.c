@@ -84,7 +84,8 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     }
     sv->om = (struct oai_model){ .reasoning_deepseek = reasoning, .id = sv->model_id, .tok = sv->tok,
                                  .n_vocab = info.vocab, .n_ctx = n_ctx, .n_ctx_model = info.max_position_embeddings,
-                                 .created = (long)time(NULL) };
+                                 .created = (long)time(NULL), .n_slots = opts->n_slots,
+                                 .max_queue = opts->max_queue };
     struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
                              .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads };
     rc = sched_new(sv->model, sv->tok, &so, &sv->met, &sv->sched, err);

@@ -38,6 +38,7 @@
 #define COLIBRI_TOK_JINJA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -52,8 +53,12 @@ struct jinja_limits {
     size_t max_memory;   /* bytes of values built while rendering */
     long   max_steps;    /* expression and statement evaluations */
     int    max_depth;    /* nested macro calls */
+    /* Not a limit: the time strftime_now() formats, in unix seconds (local
+     * time), 0 for the clock; tests pin it so a template that prints today's
+     * date renders as its golden did. */
+    int64_t now;
 };
-/* 16 MiB output, 256 MiB memory, 50M steps, depth 64. */
+/* 16 MiB output, 256 MiB memory, 50M steps, depth 64, now 0 (the clock). */
 struct jinja_limits jinja_default_limits(void);
 
 /* Compiles src[0..len). Unsupported constructs and syntax errors are

@@ -954,7 +954,7 @@ struct jv jinja_call_global(struct jctx *c, int idx, const struct jv *args, size
     case 4: {
         if (nargs != 1 || nkw) jinja_fail(c, COLIBRI_EINVAL, "strftime_now takes one format string");
         const struct jstr *f = need_str(c, "strftime_now", args[0]);
-        time_t now = time(NULL);
+        time_t now = c->lim.now ? (time_t)c->lim.now : time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
         char buf[256];

@@ -3,7 +3,7 @@
 # (an oracle fixture plus a small tokenizer, tests/serve/make_test_model.py),
 # runs tests/serve/test_serve.py (the API, with the official openai client) and
 # tests/serve/test_ops.py (alias, CORS, HEAD, tokenize, props, slots, the
-# request log, histograms) against them, then checks that SIGTERM drains an
+# request log, histograms) and tests/serve/test_choices.py (n > 1) against them, then checks that SIGTERM drains an
 # in-flight stream and exits 0. Bounded in time; kills what it started on
 # every exit path.
 set -u
@@ -75,6 +75,7 @@ export SERVE_KEY=test-key SERVE_MODEL=test-model SERVE_MODEL_DIR="$tmp/test-mode
 export SERVE_LOG_A="$tmp/a.log" SERVE_LOG_B="$tmp/b.log"
 timeout 150 "$PY" tests/serve/test_serve.py || fail "tests/serve/test_serve.py failed"
 timeout 120 "$PY" tests/serve/test_ops.py || fail "tests/serve/test_ops.py failed"
+timeout 120 "$PY" tests/serve/test_choices.py || fail "tests/serve/test_choices.py failed"
 stop a
 stop b
 stop e

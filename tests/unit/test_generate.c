@@ -7,8 +7,9 @@
  * convenience loop; streamed pieces concatenate to the decoded text and never
  * split a UTF-8 character; bad arguments are refused by name. The padded
  * vocabulary (never sampled) is checked on the oracle fixture, whose model
- * has 512 ids and whose tokenizer (tests/tok/tiny) 400. Run from the
- * repository root. */
+ * has 512 ids and whose tokenizer (tests/tok/tiny) 400. A session's rows
+ * copied into another (colibri_session_copy_prefix) give the same logits as
+ * computing them. Run from the repository root. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -719,6 +720,51 @@ static void test_bad_arguments(void)
     rig_free(&k);
 }
 
+/* colibri_session_copy_prefix (what the server's n > 1 choices use): the
+ * copied rows give, for the prompt's last token, the logits bit for bit of
+ * a session that prefilled the same tokens itself; bad copies are refused
+ * by name and leave the target as it was. */
+static void test_copy_prefix(void)
+{
+    struct colibri_err err = { 0 };
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *text = "The copy of a prompt's rows must give the same logits as computing them again here.";
+    CHECK(!colibri_tokenizer_encode(tok, text, strlen(text), COLIBRI_ENCODE_ADD_SPECIAL, &ids, &n, NULL, &err), "%s", err.msg);
+    struct colibri_session_opts so = { .n_ctx = 256 }, so_bf16 = { .n_ctx = 256, .kv_tier = "bf16" };
+    colibri_session *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    float *la = malloc((size_t)vocab * sizeof *la), *lb = malloc((size_t)vocab * sizeof *lb);
+    if (colibri_session_new(model, &so, &a, &err) || colibri_session_new(model, &so, &b, &err) ||
+        colibri_session_new(model, &so, &c, &err) || colibri_session_new(model, &so_bf16, &d, &err) || !la || !lb ||
+        n < 4) {
+        CHECK(0, "setup: %s", err.msg);
+        goto out;
+    }
+    int k = (int)n - 1;
+    /* a: the prompt's first k tokens, then the last one, as prefix reuse runs it */
+    CHECK(!colibri_session_prefill(a, ids, k, NULL, 0, &err) && !colibri_session_prefill(a, ids + k, 1, la, 0, &err),
+          "%s", err.msg);
+    CHECK(!colibri_session_prefill(c, ids, 3, NULL, 0, &err), "%s", err.msg);   /* c holds other rows first */
+    CHECK(colibri_session_copy_prefix(b, a, k, &err) == 0 && colibri_session_pos(b) == k, "copy: %s", err.msg);
+    CHECK(colibri_session_common_prefix(b, ids, (int)n) == k, "copied tokens");
+    CHECK(!colibri_session_prefill(b, ids + k, 1, lb, 0, &err), "%s", err.msg);
+    CHECK(!memcmp(la, lb, (size_t)vocab * sizeof *la), "logits after copied rows differ from computed ones");
+    /* refusals: more than the source holds, another KV layout; the target keeps its rows */
+    CHECK(colibri_session_copy_prefix(c, a, (int)n + 1, &err) == COLIBRI_EINVAL && strstr(err.msg, "holds"),
+          "copy past the source: %s", err.msg);
+    CHECK(colibri_session_copy_prefix(d, a, k, &err) == COLIBRI_EINVAL && strstr(err.msg, "laid out differently"),
+          "copy across KV tiers: %s", err.msg);
+    CHECK(colibri_session_pos(c) == 3 && colibri_session_pos(d) == 0, "a refused copy changed the target");
+out:
+    free(la);
+    free(lb);
+    free(ids);
+    colibri_session_free(a);
+    colibri_session_free(b);
+    colibri_session_free(c);
+    colibri_session_free(d);
+}
+
 int main(void)
 {
     struct colibri_err err = { 0 };
@@ -741,6 +787,7 @@ int main(void)
     RUN_TEST(test_utf8_pieces);
     RUN_TEST(test_padded_vocab);
     RUN_TEST(test_bad_arguments);
+    RUN_TEST(test_copy_prefix);
     colibri_tokenizer_free(tok);
     colibri_model_free(model);
     return CHECK_SUMMARY();

@@ -265,7 +265,7 @@ static void test_tool_view_prefixes(void)
             char *pre = strndup(s, k);
             struct oai_tool_view v;
             int fin = k == n;
-            CHECK(pre && !serve_oai_tool_view(pre, k, fin, &v), "reply %zu: view failed", r);
+            CHECK(pre && !serve_oai_tool_view(pre, k, fin, NULL, &v), "reply %zu: view failed", r);
             CHECK(v.text_end >= prev.text_end && v.text_end <= k, "reply %zu at %zu: text_end %zu after %zu", r, k,
                   v.text_end, prev.text_end);
             CHECK(v.n >= prev.n, "reply %zu at %zu: %d calls after %d", r, k, v.n, prev.n);
@@ -282,7 +282,7 @@ static void test_tool_view_prefixes(void)
         }
         struct cJSON *calls = NULL;
         char *content = NULL;
-        int nc = oai_parse_tool_calls(s, &calls, &content);
+        int nc = oai_parse_tool_calls(s, NULL, &calls, &content);
         CHECK(nc == N_CALLS[r] && prev.n == nc, "reply %zu: %d calls parsed, %d in the view", r, nc, prev.n);
         for (int i = 0; i < nc && i < prev.n; i++) {
             const struct cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
@@ -369,6 +369,7 @@ static void test_tool_grammar_each_syntax(void)
         { "tests/tok/chat/deepseek_v3.jinja", OAI_TOOLS_DEEPSEEK_V3 },
         { "tests/tok/chat/deepseek_v3_1.jinja", OAI_TOOLS_DEEPSEEK_V31 },
         { "tests/tok/chat/kimi_k2.jinja", OAI_TOOLS_KIMI },
+        { "tests/tok/chat/kimi_k2_thinking_moonshotai.jinja", OAI_TOOLS_KIMI },
         { "tests/tok/chat/qwen3.jinja", OAI_TOOLS_HERMES },
         { NULL, OAI_TOOLS_DEEPSEEK_V3 },      /* a template that renders no calls: DeepSeek-V3's */
     };
@@ -403,7 +404,7 @@ static void test_tool_grammar_each_syntax(void)
             CHECK(grammar_takes(t, one, b.s) == 0, "%s: two calls taken by the one-call grammar", tname);
             cJSON *calls = NULL;
             char *content = NULL;
-            CHECK(oai_parse_tool_calls(b.s, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
+            CHECK(oai_parse_tool_calls(b.s, NULL, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
             for (int i = 0; i < 2 && calls; i++) {
                 const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
                 CHECK(!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, NAMES[i]), "%s: call %d", tname, i);
@@ -454,12 +455,254 @@ static void test_tool_grammar_each_syntax(void)
     cJSON_Delete(tools);
 }
 
+/* Templates that iterate tool-call arguments as a mapping (GLM-4.6,
+ * GLM-4.7-Flash, Qwen3-Coder) get OpenAI's string arguments parsed: the
+ * server's prompt for a conversation with string arguments is byte for byte
+ * what transformers renders for the same conversation with dict arguments
+ * (the goldens' dict_args cases; these templates use no bos/eos token). */
+static void test_tool_args_as_objects(void)
+{
+    static const char *const TEMPLATES[] = { "glm_4_6", "glm_4_7_flash", "qwen3_coder" };
+    static const char *const CASES[] = { "tool_round", "tool_pending" };
+    for (int t = 0; t < 3; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/tok/chat/%s.jinja", TEMPLATES[t]);
+        char *src = read_text(path);
+        snprintf(path, sizeof path, "tests/tok/chat/%s.json", TEMPLATES[t]);
+        char *gold_text = read_text(path);
+        cJSON *gold = gold_text ? cJSON_Parse(gold_text) : NULL;
+        colibri_tokenizer *tk = NULL;
+        struct colibri_err err = { 0 };
+        if (!src || !gold || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+            colibri_tokenizer_set_chat_template(tk, src, strlen(src), path, &err)) {
+            CHECK(0, "%s: %s", TEMPLATES[t], err.msg);
+            goto next;
+        }
+        struct oai_model m = { .id = "tiny", .tok = tk, .n_vocab = 3003, .n_ctx = 4096 };
+        for (int c = 0; c < 2; c++) {
+            char str_name[64], dict_name[64];
+            snprintf(str_name, sizeof str_name, "%s_str_args", CASES[c]);
+            snprintf(dict_name, sizeof dict_name, "%s_dict_args", CASES[c]);
+            const cJSON *str_ctx = NULL, *want = NULL, *k;
+            cJSON_ArrayForEach(k, cJSON_GetObjectItem(gold, "cases")) {
+                const char *nm = cJSON_GetObjectItem(k, "name")->valuestring;
+                if (!strcmp(nm, str_name)) str_ctx = cJSON_GetObjectItem(k, "context");
+                if (!strcmp(nm, dict_name)) want = cJSON_GetObjectItem(k, "expected");
+            }
+            if (!str_ctx || !cJSON_IsString(want)) { CHECK(0, "%s: no %s / %s golden", TEMPLATES[t], str_name, dict_name); continue; }
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItem(str_ctx, "add_generation_prompt")), "%s: golden without a generation prompt", str_name);
+            cJSON *body = cJSON_CreateObject();
+            cJSON_AddItemToObject(body, "messages", cJSON_Duplicate(cJSON_GetObjectItem(str_ctx, "messages"), 1));
+            cJSON_AddItemToObject(body, "tools", cJSON_Duplicate(cJSON_GetObjectItem(str_ctx, "tools"), 1));
+            cJSON_AddNumberToObject(body, "max_tokens", 1);
+            char *bs = cJSON_PrintUnformatted(body);
+            struct oai_error e = { 0 };
+            struct job *j = oai_parse(&m, JOB_CHAT, bs, strlen(bs), &e);
+            CHECK(j, "%s/%s: %s", TEMPLATES[t], str_name, e.msg);
+            char *txt = NULL;
+            size_t n = 0;
+            if (j && !colibri_tokenizer_decode(tk, j->prompt, (size_t)j->n_prompt, 0, &txt, &n, &err))
+                CHECK(n == strlen(want->valuestring) && !memcmp(txt, want->valuestring, n),
+                      "%s/%s: the prompt differs from transformers' dict-arguments rendering:\n%.*s\n---\n%s",
+                      TEMPLATES[t], str_name, (int)n, txt, want->valuestring);
+            free(txt);
+            job_release(j);
+            /* an arguments string that is not JSON: 400 naming the message and the call */
+            cJSON *msgs = cJSON_GetObjectItem(body, "messages"), *mm;
+            int bad_i = 0;
+            cJSON_ArrayForEach(mm, msgs) {
+                cJSON *calls = cJSON_GetObjectItem(mm, "tool_calls");
+                if (calls) {
+                    cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, cJSON_GetArraySize(calls) - 1), "function");
+                    cJSON_ReplaceItemInObject(fn, "arguments", cJSON_CreateString("{\"city\": Par"));
+                    break;
+                }
+                bad_i++;
+            }
+            free(bs);
+            bs = cJSON_PrintUnformatted(body);
+            j = oai_parse(&m, JOB_CHAT, bs, strlen(bs), &e);
+            char where[96];
+            snprintf(where, sizeof where, "'messages[%d].tool_calls[%d].function.arguments' is not valid JSON", bad_i,
+                     c == 0 ? 1 : 0);
+            CHECK(!j && e.status == 400 && strstr(e.msg, where), "%s/%s bad arguments: %d %s", TEMPLATES[t], str_name,
+                  e.status, e.msg);
+            job_release(j);
+            free(bs);
+            cJSON_Delete(body);
+        }
+    next:
+        colibri_tokenizer_free(tk);
+        cJSON_Delete(gold);
+        free(gold_text);
+        free(src);
+    }
+}
+
+/* GLM's and Qwen3-Coder's calls parse back into the calls they were
+ * rendered from: the assistant's calls in transformers' renderings (the
+ * goldens' dict_args cases) give the same names and arguments, typed by the
+ * request's tools (a string stays a string, top_k an integer). */
+static void test_xml_calls_parse_back(void)
+{
+    static const struct { const char *name, *start, *stop; } T[] = {
+        { "glm_4_5", "<tool_call>", "<|observation|>" }, { "glm_4_6", "<tool_call>", "<|observation|>" },
+        { "glm_4_7_flash", "<tool_call>", "<|observation|>" },
+        { "qwen3_coder", "<tool_call>\n<function=", "<|im_end|>" },
+    };
+    static const char *const CASES[] = { "tool_round_dict_args", "tool_pending_dict_args" };
+    for (size_t t = 0; t < sizeof T / sizeof *T; t++) {
+        char path[128];
+        snprintf(path, sizeof path, "tests/tok/chat/%s.json", T[t].name);
+        char *text = read_text(path);
+        cJSON *gold = text ? cJSON_Parse(text) : NULL, *k;
+        int seen = 0;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItem(gold, "cases")) {
+            const char *cname = cJSON_GetObjectItem(k, "name")->valuestring;
+            if (strcmp(cname, CASES[0]) && strcmp(cname, CASES[1])) continue;
+            const cJSON *ctx = cJSON_GetObjectItem(k, "context"), *m, *want = NULL;
+            cJSON_ArrayForEach(m, cJSON_GetObjectItem(ctx, "messages"))
+                if (cJSON_GetObjectItem(m, "tool_calls")) want = cJSON_GetObjectItem(m, "tool_calls");
+            const char *exp = cJSON_GetObjectItem(k, "expected")->valuestring;
+            /* the assistant's calls: after the system prompt's own example of the format */
+            const char *call = strstr(exp, "<|user|>") ? strstr(strstr(exp, "<|user|>"), T[t].start)
+                                                       : strstr(strstr(exp, "<|im_start|>assistant"), T[t].start);
+            const char *stop = call ? strstr(call, T[t].stop) : NULL;
+            if (!want || !call || !stop) { CHECK(0, "%s/%s: no calls in the golden", T[t].name, cname); continue; }
+            char *seg = strndup(call, (size_t)(stop - call));
+            char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItem(ctx, "tools"));
+            cJSON *calls = NULL;
+            char *content = NULL;
+            int n = oai_parse_tool_calls(seg, tools, &calls, &content);
+            CHECK(n == cJSON_GetArraySize(want), "%s/%s: %d calls from %s", T[t].name, cname, n, seg);
+            for (int i = 0; i < n && i < cJSON_GetArraySize(want); i++) {
+                const cJSON *gf = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+                const cJSON *wf = cJSON_GetObjectItem(cJSON_GetArrayItem(want, i), "function");
+                cJSON *args = cJSON_Parse(cJSON_GetObjectItem(gf, "arguments")->valuestring);
+                CHECK(!strcmp(cJSON_GetObjectItem(gf, "name")->valuestring, cJSON_GetObjectItem(wf, "name")->valuestring) &&
+                      cJSON_Compare(args, cJSON_GetObjectItem(wf, "arguments"), 1),
+                      "%s/%s call %d: %s %s", T[t].name, cname, i, cJSON_GetObjectItem(gf, "name")->valuestring,
+                      cJSON_GetObjectItem(gf, "arguments")->valuestring);
+                cJSON_Delete(args);
+            }
+            /* streamed views of it only ever show whole calls, the same ones */
+            struct oai_tool_view v;
+            for (size_t cut = 1; cut <= strlen(seg); cut++) {
+                int fin = cut == strlen(seg);
+                if (serve_oai_tool_view(seg, cut, fin, tools, &v)) { CHECK(0, "view"); break; }
+                for (int i = 0; i < v.n && i < n; i++) {
+                    const cJSON *gf = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+                    CHECK(!strcmp(v.call[i].args, cJSON_GetObjectItem(gf, "arguments")->valuestring),
+                          "%s/%s: view at %zu: %s", T[t].name, cname, cut, v.call[i].args);
+                }
+                CHECK(!fin || v.n == n, "%s/%s: final view has %d calls", T[t].name, cname, v.n);
+                serve_oai_tool_view_free(&v);
+            }
+            /* without the schema a value that looks like JSON takes that type; with it, a string stays one */
+            if (!strcmp(T[t].name, "glm_4_6") && !strcmp(cname, CASES[1])) {
+                const char *glm = "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>42</arg_value>\n</tool_call>";
+                cJSON *c2 = NULL;
+                char *ct2 = NULL;
+                CHECK(oai_parse_tool_calls(glm, tools, &c2, &ct2) == 1 &&
+                      !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(c2, 0), "function"), "arguments")->valuestring,
+                              "{\"query\":\"42\"}"), "string typed by the schema");
+                cJSON_Delete(c2);
+                free(ct2);
+                CHECK(oai_parse_tool_calls(glm, NULL, &c2, &ct2) == 1 &&
+                      !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(c2, 0), "function"), "arguments")->valuestring,
+                              "{\"query\":42}"), "no schema: JSON value");
+                cJSON_Delete(c2);
+                free(ct2);
+                static const char *const BAD[] = { "<tool_call>search<arg_key>q</arg_key>x</tool_call>",
+                                                   "<tool_call>search<arg_key>q</arg_key><arg_value>1</tool_call>",
+                                                   "<tool_call>\n<function=search>\n<parameter=q>\n1\n</parameter>\n</tool_call>",
+                                                   "<tool_call>se arch<arg_key>q</arg_key><arg_value>1</arg_value>junk</tool_call>" };
+                for (int b = 0; b < 4; b++) {
+                    CHECK(oai_parse_tool_calls(BAD[b], tools, &c2, &ct2) == 0, "malformed call parsed: %s", BAD[b]);
+                    cJSON_Delete(c2);
+                    free(ct2);
+                }
+            }
+            seen++;
+            cJSON_Delete(calls);
+            free(content);
+            free(tools);
+            free(seg);
+        }
+        CHECK(seen == 2, "%s: %d cases", T[t].name, seen);
+        cJSON_Delete(gold);
+        free(text);
+    }
+}
+
+/* Kimi's calls keep the model's own id (functions.NAME:IDX), whole and
+ * streamed, so that a conversation sent back renders the call as the model
+ * wrote it under Moonshot's Kimi-K2-Thinking template, which writes ids. */
+static void test_kimi_call_ids_round_trip(void)
+{
+    const char *reply = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                        "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>";
+    cJSON *calls = NULL;
+    char *content = NULL;
+    CHECK(oai_parse_tool_calls(reply, NULL, &calls, &content) == 1, "the Kimi call does not parse");
+    const cJSON *id = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id");
+    CHECK(cJSON_IsString(id) && !strcmp(id->valuestring, "functions.get_weather:0"), "id %s",
+          cJSON_IsString(id) ? id->valuestring : "?");
+    struct oai_tool_view v;
+    for (size_t cut = 60; cut <= strlen(reply); cut += 20) {   /* partial views name the same id */
+        CHECK(!serve_oai_tool_view(reply, cut, cut == strlen(reply), NULL, &v), "view");
+        CHECK(v.n == 0 || (v.call[0].id && !strcmp(v.call[0].id, "functions.get_weather:0")), "view id at %zu", cut);
+        serve_oai_tool_view_free(&v);
+    }
+    char *src = read_text("tests/tok/chat/kimi_k2_thinking_moonshotai.jinja");
+    colibri_tokenizer *tk = NULL;
+    struct colibri_err err = { 0 };
+    if (!src || !calls || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+        colibri_tokenizer_set_chat_template(tk, src, strlen(src), "kimi_k2_thinking_moonshotai", &err)) {
+        CHECK(0, "setup: %s", err.msg);
+    } else {
+        cJSON *body = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(body, "messages"), *m;
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", "Weather in Paris?");
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", "");
+        cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(calls, 1));
+        cJSON_AddItemToArray(msgs, m = cJSON_CreateObject());
+        cJSON_AddStringToObject(m, "role", "tool");
+        cJSON_AddStringToObject(m, "tool_call_id", id->valuestring);
+        cJSON_AddStringToObject(m, "content", "18C");
+        char *bs = cJSON_PrintUnformatted(body);
+        struct oai_model mo = { .id = "tiny", .tok = tk, .n_vocab = 3003, .n_ctx = 4096 };
+        struct oai_error e = { 0 };
+        struct job *j = oai_parse(&mo, JOB_CHAT, bs, strlen(bs), &e);
+        char *txt = NULL;
+        size_t n = 0;
+        CHECK(j && !colibri_tokenizer_decode(tk, j->prompt, (size_t)j->n_prompt, 0, &txt, &n, &err), "%s", e.msg);
+        CHECK(txt && strstr(txt, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                                 "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>") &&
+              strstr(txt, "## Return of functions.get_weather:0"), "rendered history: %s", txt ? txt : "");
+        free(txt);
+        job_release(j);
+        free(bs);
+        cJSON_Delete(body);
+    }
+    colibri_tokenizer_free(tk);
+    free(src);
+    cJSON_Delete(calls);
+    free(content);
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
     RUN_TEST(test_tool_view_prefixes);
     RUN_TEST(test_tool_grammar_each_syntax);
+    RUN_TEST(test_tool_args_as_objects);
+    RUN_TEST(test_kimi_call_ids_round_trip);
+    RUN_TEST(test_xml_calls_parse_back);
     struct colibri_err err = { 0 };
     if (colibri_tokenizer_load("tests/tok/small", &tok, &err)) {
         CHECK(0, "tests/tok/small: %s", err.msg);
