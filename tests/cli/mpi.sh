@@ -71,6 +71,11 @@ if $MPIRUN -np 3 "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 1,2 >/dev
 grep -q "2 share weights for 3 ranks" "$tmp/err"
 if $MPIRUN -np 2 "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 0,0 >/dev/null 2>"$tmp/err"; then exit 1; fi
 grep -q "weight 0: nobody would own an expert" "$tmp/err"
+# a rank that cannot time its reads (no weights file there): every rank fails at once, naming it
+mkdir "$tmp/empty"
+if $MPIRUN -np 2 "$COLIBRI" run -m "$tmp/empty" -p hi -n 1 --mpi --mpi-weights disk >/dev/null 2>"$tmp/err"; then
+    exit 1; fi
+grep -q "MPI: rank 1: $tmp/empty: no .safetensors file of 4 MiB or more" "$tmp/err"
 if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 1,fast >/dev/null 2>"$tmp/err"; then exit 1; fi
 grep -q "mpi-weights: '1,fast' is neither disk nor a list" "$tmp/err"
 echo "ok   weighted shares (timed disk rate; 1,0,1; 1,1,6): same text, experts follow the weights"
