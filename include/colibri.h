@@ -174,11 +174,23 @@ struct colibri_mpi_opts {
      * (0: 60 s). A model load waits at most 10 times as long. */
     double timeout_s;
     int no_rank0_experts;       /* 1: only ranks 1..N-1 own routed experts */
+    /* How many of each layer's experts each rank owns: in proportion to
+     * weights[rank] (n_weights must be the number of ranks, the same values
+     * on every rank); or, with disk_rate_dir, to each rank's read rate of the
+     * model files there, timed by each rank at start (O_DIRECT, at most
+     * 256 MiB or 2 s) and gathered from all; else equal shares. Which rank
+     * owns an expert never changes the output. */
+    const double *weights;
+    int n_weights;
+    const char *disk_rate_dir;
 };
 /* Starts MPI in this process (once). Release with colibri_mpi_end(). */
 int colibri_mpi_start(const struct colibri_mpi_opts *opts, colibri_mpi **out, struct colibri_err *err);
 int colibri_mpi_rank(const colibri_mpi *p);
 int colibri_mpi_size(const colibri_mpi *p);
+/* The weight of rank's expert share (a read rate in bytes/s with
+ * disk_rate_dir); 0 when the shares are equal. */
+double colibri_mpi_weight(const colibri_mpi *p, int rank);
 /* On a rank other than 0, after colibri_model_load with opts.mpi: runs rank
  * 0's requests on m until rank 0 frees its model (0). A request it cannot
  * run (an expert read failed) is answered with the error, and it serves on. */
@@ -186,7 +198,9 @@ int colibri_mpi_serve_experts(colibri_mpi *p, colibri_model *m, struct colibri_e
 /* What rank 0 exchanged with `rank` for model m (loaded with opts.mpi):
  * layer requests, bytes each way (headers included) and the seconds rank 0
  * waited for its answers after doing its own share. rank 0: its own share
- * (no bytes). COLIBRI_EINVAL for a model without MPI or a rank out of range. */
+ * (no bytes), and as requests the layers whose exchange waited on any other
+ * rank (the round trips on rank 0's path: one per such layer, however many
+ * owners it asked at once). COLIBRI_EINVAL for a model without MPI or a rank out of range. */
 struct colibri_mpi_rank_stats {
     uint64_t requests, bytes_sent, bytes_received, experts_run;
     double wait_s;

@@ -12,6 +12,10 @@ int colibri_mpi_start(const struct colibri_mpi_opts *opts, colibri_mpi **out, st
 
 int colibri_mpi_rank(const colibri_mpi *p) { return p ? p->rank : 0; }
 int colibri_mpi_size(const colibri_mpi *p) { return p ? p->size : 1; }
+double colibri_mpi_weight(const colibri_mpi *p, int rank)
+{
+    return p && p->weights && rank >= 0 && rank < p->size ? p->weights[rank] : 0;
+}
 
 int colibri_mpi_serve_experts(colibri_mpi *p, colibri_model *m, struct colibri_err *err)
 {

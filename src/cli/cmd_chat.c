@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "cli/textio.h"
 #include "colibri.h"
@@ -98,6 +99,7 @@ int cmd_chat(int argc, char **argv)
     const char *mtp_mode = NULL;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
+    struct cli_mpi cm = CLI_MPI_INIT;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "system", 0, OPT_STR, &system, "system prompt" },
@@ -114,6 +116,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
         OPTS_BF16_ACT(mo.bf16_act),
+        OPTS_MPI(cm),
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",
@@ -141,6 +144,9 @@ int cmd_chat(int argc, char **argv)
     struct convo c = { 0 };
     int status = 1, tty = isatty(0);
     mo.n_threads = threads;
+    /* under mpirun only rank 0 reads stdin (mpirun's default); the other ranks serve experts here */
+    int mpi_status;
+    if (cli_mpi_begin("chat", &cm, dir, &mo, &mpi_status)) return mpi_status;
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
                                        .kv_int8 = kv_int8, .kv_index = kv_index };
@@ -251,6 +257,7 @@ oom:
 fail:
     fprintf(stderr, "colibri chat: %s\n", err.msg);
 done:
+    cli_mpi_print_stats(stderr, m, &cm);
     convo_clear(&c, 0);
     free(c.m);
     free(c.owned);
@@ -260,5 +267,5 @@ done:
     colibri_session_free(s);
     colibri_model_free(m);
     colibri_tokenizer_free(tok);
-    return status;
+    return cli_mpi_end(&cm, status);
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/mpi_cli.h"
 #include "cli/opts.h"
 #include "cli/textio.h"
 #include "colibri.h"
@@ -165,6 +166,7 @@ int cmd_eval(int argc, char **argv)
     const char *base = "stored";
     int N = 512, max_windows = 0, threads = 0, decode = 0;
     struct colibri_model_opts mo = { 0 };
+    struct cli_mpi cm = CLI_MPI_INIT;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &dir, "model directory with tokenizer.json; default models/colibri-tiny" },
         { "text", 0, OPT_STR, &text_path, "UTF-8 text file to teacher-force (required)" },
@@ -182,6 +184,7 @@ int cmd_eval(int argc, char **argv)
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
         OPTS_BF16_ACT(mo.bf16_act),
+        OPTS_MPI(cm),
     };
     const struct opts_spec spec = {
         "colibri eval [-m DIR] --text FILE [--kv f32,fp8,...] [--experts F --dense F --embed F] [--bf16-act] [--decode]\n"
@@ -214,15 +217,24 @@ int cmd_eval(int argc, char **argv)
         return 2;
     }
 
+    if (cm.on && reweighted && !base_same) {
+        /* the other ranks serve the experts of one model at a time */
+        fprintf(stderr, "colibri eval: --mpi runs one model, and a reference in the stored weights beside the "
+                        "weight formats given is a second one: add --base same, or run without --mpi\n");
+        return 2;
+    }
+
     struct colibri_err err = { 0 };
     colibri_model *m = NULL, *m_ref = NULL;
     colibri_tokenizer *tok = NULL;
     struct colibri_model_opts mo_ref = { .n_threads = threads, .no_kv_b_f32 = mo.no_kv_b_f32, .ram = mo.ram };
     mo.n_threads = threads;
+    int mpi_status;
+    if (cli_mpi_begin("eval", &cm, dir, &mo, &mpi_status)) return mpi_status;
     if (colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_load(dir, &tok, &err)) {
         fprintf(stderr, "colibri eval: %s\n", err.msg);
         colibri_model_free(m);
-        return 1;
+        return cli_mpi_end(&cm, 1);
     }
     if (reweighted && !base_same && colibri_model_load(dir, &mo_ref, &m_ref, &err)) {
         fprintf(stderr, "colibri eval: reference model: %s\n", err.msg);
@@ -352,8 +364,9 @@ int cmd_eval(int argc, char **argv)
     for (int i = 0; i < nr; i++) free(runs[i].kl);
     free(ref); free(lg); free(lp); free(lq); free(in); free(ids);
 out:
+    if (!rc) cli_mpi_print_stats(stderr, m, &cm);
     colibri_tokenizer_free(tok);
     if (m_ref != m) colibri_model_free(m_ref);
     colibri_model_free(m);
-    return rc;
+    return cli_mpi_end(&cm, rc);
 }

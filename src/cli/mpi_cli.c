@@ -1,13 +1,32 @@
 /* cli/mpi_cli.c - --mpi around a command (contract in mpi_cli.h). */
 #include "cli/mpi_cli.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a rank's streamed store read while it served (rank 0's own is in
+ * the command's "experts:" line). */
+static void print_worker_reads(const colibri_model *m, int rank)
+{
+    struct colibri_model_info in;
+    struct colibri_expert_stats es;
+    if (!m) return;
+    colibri_model_get_info(m, &in);
+    if (strcmp(in.expert_store, "streamed")) return;
+    colibri_model_expert_stats(m, &es);
+    fprintf(stderr, "mpi: rank %d read %.1f MiB of its experts from disk (%llu acquisitions, %.1f%% in its cache)\n",
+            rank, es.bytes_read / 1048576.0, (unsigned long long)es.acquires,
+            es.acquires ? 100.0 * (double)(es.acquires - es.misses - es.waits) / (double)es.acquires : 0.0);
+}
+
 int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, int n, struct colibri_model_opts *mo,
                        int *status)
 {
     *status = 0;
     if (!cm->on) {
-        if (cm->timeout_s > 0 || cm->rank0_experts != 1) {
-            fprintf(stderr, "colibri %s: --mpi-timeout and --mpi-rank0-experts need --mpi\n", cmd);
+        if (cm->timeout_s > 0 || cm->rank0_experts != 1 || cm->weights) {
+            fprintf(stderr, "colibri %s: --mpi-timeout, --mpi-rank0-experts and --mpi-weights need --mpi\n", cmd);
             *status = 2;
             return -1;
         }
@@ -15,6 +34,26 @@ int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, i
     }
     struct colibri_err err = { 0 };
     struct colibri_mpi_opts o = { .timeout_s = cm->timeout_s, .no_rank0_experts = !cm->rank0_experts };
+    double w[CLI_MPI_MAX_RANKS];
+    if (cm->weights && !strcmp(cm->weights, "disk")) {
+        o.disk_rate_dir = dirs[0];
+    } else if (cm->weights) {
+        const char *at = cm->weights;
+        for (;;) {
+            char *end;
+            double v = strtod(at, &end);
+            if (end == at || (*end && *end != ',') || !isfinite(v) || v < 0 || o.n_weights == CLI_MPI_MAX_RANKS) {
+                fprintf(stderr, "colibri %s: --mpi-weights: '%s' is neither disk nor a list of at most %d numbers "
+                                ">= 0, one per rank\n", cmd, cm->weights, CLI_MPI_MAX_RANKS);
+                *status = 2;
+                return -1;
+            }
+            w[o.n_weights++] = v;
+            if (!*end) break;
+            at = end + 1;
+        }
+        o.weights = w;
+    }
     if (colibri_mpi_start(&o, &cm->p, &err)) {
         fprintf(stderr, "colibri %s: %s\n", cmd, err.msg);
         *status = 1;
@@ -22,6 +61,15 @@ int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, i
     }
     mo->mpi = cm->p;
     int rank = colibri_mpi_rank(cm->p);
+    if (rank == 0 && cm->weights) {
+        fprintf(stderr, "mpi: expert shares weighted by %s:", o.disk_rate_dir ? "each rank's read rate" : "--mpi-weights");
+        for (int r = 0; r < colibri_mpi_size(cm->p); r++) {
+            double v = colibri_mpi_weight(cm->p, r);
+            if (o.disk_rate_dir) fprintf(stderr, " rank %d %.0f MB/s", r, v / 1e6);
+            else fprintf(stderr, " rank %d %g", r, v);
+        }
+        fputc('\n', stderr);
+    }
     if (rank == 0) return 0;
     /* on through every model, as rank 0 goes on after a failed one */
     for (int i = 0; i < n; i++) {
@@ -30,6 +78,7 @@ int cli_mpi_begin_dirs(const char *cmd, struct cli_mpi *cm, char *const *dirs, i
             fprintf(stderr, "colibri %s: rank %d: %s: %s\n", cmd, rank, dirs[i], err.msg);
             *status = 1;
         }
+        print_worker_reads(m, rank);
         colibri_model_free(m);
     }
     if (colibri_mpi_end(cm->p)) colibri_mpi_abort(*status ? *status : 1);
@@ -99,6 +148,8 @@ void cli_mpi_span_print(FILE *f, const struct cli_mpi_span *sp, const struct cli
     for (int r = 0; r < span_ranks(cm); r++) {
         const struct colibri_mpi_rank_stats *s = &sp->sum[r];
         fprintf(f, "mpi rank %d per %s token: %.2f experts", r, what, s->experts_run / n);
+        if (r == 0 && colibri_mpi_size(cm->p) > 1)
+            fprintf(f, ", %.2f layer exchanges (round trips on rank 0's path)", s->requests / n);
         if (r > 0)
             fprintf(f, ", %.2f round trips, %.1f KiB sent, %.1f KiB received, rank 0 waited %.3f ms", s->requests / n,
                     s->bytes_sent / 1024.0 / n, s->bytes_received / 1024.0 / n, 1e3 * s->wait_s / n);

@@ -12,9 +12,10 @@ struct cli_mpi {
     int on;                     /* --mpi */
     float timeout_s;            /* --mpi-timeout (0: the library's default) */
     int rank0_experts;          /* --mpi-rank0-experts, 1 unless set */
+    const char *weights;        /* --mpi-weights: "disk" or W0,W1,... (NULL: equal shares) */
     colibri_mpi *p;
 };
-#define CLI_MPI_INIT { 0, 0.0f, 1, NULL }
+#define CLI_MPI_INIT { 0, 0.0f, 1, NULL, NULL }
 
 #define OPTS_MPI(cm)                                                                                             \
     { "mpi", 0, OPT_FLAG, &(cm).on, "expert parallelism over MPI (a colibri built with make MPI=1, launched by "  \
@@ -23,7 +24,10 @@ struct cli_mpi {
     { "mpi-timeout", 0, OPT_FLOAT, &(cm).timeout_s, "with --mpi: seconds to wait for a rank's answer to one "     \
       "layer before failing, naming it (default 60)", 0, 86400 },                                                \
     { "mpi-rank0-experts", 0, OPT_INT, &(cm).rank0_experts, "with --mpi: 1 rank 0 owns a share of the routed "   \
-      "experts too (default), 0 only ranks 1..N-1 do", 0, 1 }
+      "experts too (default), 0 only ranks 1..N-1 do", 0, 1 },                                                 \
+    { "mpi-weights", 0, OPT_STR, &(cm).weights, "with --mpi: each rank's share of every layer's routed experts in " \
+      "proportion to W0,W1,... (one per rank), or to each rank's read rate of the model files timed at start "   \
+      "(disk: for experts streamed under --ram); default equal shares; same output either way" }
 
 /* With --mpi: starts MPI and sets mo->mpi. On rank 0 returns 0 (the command
  * goes on; also without --mpi). On any other rank it loads the model of dir

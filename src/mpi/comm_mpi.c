@@ -7,7 +7,9 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "mpi/diskrate.h"
 #include "mpi/ranks.h"
+#include "mpi/share.h"
 
 #define DEFAULT_TIMEOUT_S 60.0
 /* Spinning keeps the answer to a decode step's layer within microseconds;
@@ -67,6 +69,50 @@ int mpi_wait_request(struct colibri_mpi *p, void *request, int rank, double dead
     }
 }
 
+/* p->weights from o: the weights given, or every rank's timed read rate
+ * (a rank whose timing failed sends -1, so that all ranks fail alike). */
+static int share_weights(struct colibri_mpi *p, const struct colibri_mpi_opts *o, struct colibri_err *err)
+{
+    if (!o->weights && !o->disk_rate_dir) return 0;
+    if (o->weights && o->n_weights != p->size)
+        return base_err_set(err, COLIBRI_EINVAL, "MPI: %d share weights for %d ranks: give one per rank",
+                            o->n_weights, p->size);
+    if (!(p->weights = calloc((size_t)p->size, sizeof *p->weights)))
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (o->weights) {
+        memcpy(p->weights, o->weights, (size_t)p->size * sizeof *p->weights);
+    } else {
+        double mine = -1;
+        struct colibri_err own = { 0 };
+        if (mpi_disk_read_rate(o->disk_rate_dir, 256.0 * (1 << 20), 2.0, &mine, NULL, &own)) mine = -1;
+        MPI_Request req;
+        int rc = MPI_Iallgather(&mine, 1, MPI_DOUBLE, p->weights, 1, MPI_DOUBLE, comm_of(p), &req);
+        if (rc != MPI_SUCCESS) return mpi_fail(p, rc, p->rank, "gathering the disk read rates at", err);
+        double deadline = mpi_now() + 10 * p->timeout_s;
+        for (int done = 0; !done;) {
+            if ((rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+                return mpi_fail(p, rc, p->rank, "gathering the disk read rates at", err);
+            if (!done && mpi_now() > deadline) {
+                base_err_set(err, COLIBRI_EIO, "MPI: the ranks' disk read rates did not all arrive within %.3g s: "
+                             "a rank died or stopped responding", 10 * p->timeout_s);
+                return mpi_fault(p, COLIBRI_EIO, err);
+            }
+            if (!done) nanosleep(&(struct timespec){ 0, SLEEP_NS }, NULL);
+        }
+        if (own.msg[0]) return base_err_set(err, COLIBRI_EIO, "MPI: rank %d: %s", p->rank, own.msg);
+        for (int r = 0; r < p->size; r++)
+            if (p->weights[r] < 0)
+                return base_err_set(err, COLIBRI_EIO, "MPI: rank %d could not time its reads of %s", r,
+                                    o->disk_rate_dir);
+    }
+    char msg[256];
+    struct mpi_share check;
+    if (mpi_share_init(&check, p->size, p->rank0_experts, p->weights, 1, msg, sizeof msg))
+        return base_err_set(err, COLIBRI_EINVAL, "%s", msg);
+    mpi_share_free(&check);
+    return 0;
+}
+
 int mpi_job_start(const struct colibri_mpi_opts *o, struct colibri_mpi **out, struct colibri_err *err)
 {
     int inited = 0, provided = 0;
@@ -96,6 +142,19 @@ int mpi_job_start(const struct colibri_mpi_opts *o, struct colibri_mpi **out, st
     p->comm = comm;
     p->timeout_s = o && o->timeout_s > 0 ? o->timeout_s : DEFAULT_TIMEOUT_S;
     p->rank0_experts = !(o && o->no_rank0_experts);
+    int rc = o ? share_weights(p, o, err) : 0;
+    if (rc) {
+        /* every rank fails here alike (the same weights, or the same gathered rates) */
+        int faulted = p->faulted;
+        free(p->weights);
+        free(p);
+        if (!faulted) {     /* MPI_Finalize would wait for a rank that is gone */
+            MPI_Comm_free(comm);
+            MPI_Finalize();
+        }
+        free(comm);
+        return rc;
+    }
     *out = p;
     return 0;
 }
@@ -115,6 +174,7 @@ int mpi_job_end(struct colibri_mpi *p)
         MPI_Finalize();
     }
     free(p->comm);
+    free(p->weights);
     free(p);
     return faulted ? COLIBRI_EIO : 0;
 }

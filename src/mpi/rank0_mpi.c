@@ -46,6 +46,7 @@ struct remote {
     struct colibri_mpi *p;
     pthread_mutex_t lock;
     int seq, hid, n_experts;
+    struct mpi_share share;     /* who owns each expert */
     double deadline;            /* of this layer's answers */
     struct owner *own;          /* [size]; own[0]: rank 0's share, computed here */
     /* scratch, grown on demand (decode reuses it without allocating) */
@@ -97,11 +98,11 @@ static void progress(struct remote *r)
 static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *rb, struct colibri_err *err)
 {
     struct owner *o = &r->own[w];
-    int n = rb->n, hid = r->hid, size = r->p->size, r0 = r->p->rank0_experts;
+    int n = rb->n, hid = r->hid;
     for (int t = 0; t < n; t++) r->row_of[t] = -1;
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
-        if (mpi_share_owner(rb->layer, e, size, r0) != w) continue;
+        if (mpi_share_owner(&r->share, rb->layer, e) != w) continue;
         int cnt = model_moe_expert_rows(rb->idx, rb->wts, n, rb->K, e, r->tok, r->tw);
         for (int i = 0; i < cnt; i++) r->row_of[r->tok[i]] = 0;
     }
@@ -115,7 +116,7 @@ static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *
     int np = 0;
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
-        if (mpi_share_owner(rb->layer, e, size, r0) != w) continue;
+        if (mpi_share_owner(&r->share, rb->layer, e) != w) continue;
         int cnt = model_moe_expert_rows(rb->idx, rb->wts, n, rb->K, e, r->tok, r->tw);
         pairs[2 * np] = e;
         pairs[2 * np + 1] = cnt;
@@ -152,12 +153,13 @@ static int remote_start(struct moe_remote *base, const struct model *m, const st
     }
     int n_local = 0;
     for (int j = 0; j < rb->n_used; j++) {
-        int e = rb->list[j], w = mpi_share_owner(rb->layer, e, p->size, p->rank0_experts);
+        int e = rb->list[j], w = mpi_share_owner(&r->share, rb->layer, e);
         r->own[w].n_exp++;
         r->own[w].n_res += model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
         if (!w) r->local[n_local++] = e;
     }
     r->deadline = mpi_now() + p->timeout_s;
+    int exchanged = 0;
     for (int w = 1; w < p->size; w++) {
         struct owner *o = &r->own[w];
         if (!o->n_exp) continue;
@@ -181,7 +183,10 @@ static int remote_start(struct moe_remote *base, const struct model *m, const st
         o->st.requests++;
         o->st.bytes_sent += bytes;
         o->st.experts_run += (uint64_t)o->n_exp;
+        exchanged = 1;
     }
+    /* rank 0's requests: the layers that waited on another rank, one round trip each on its path */
+    r->own[0].st.requests += (uint64_t)exchanged;
     expert_store_prefetch(m->experts, rb->layer, r->local, n_local);
     return 0;   /* finish() unlocks */
 fail:
@@ -203,7 +208,7 @@ static int run_local(struct remote *r, const struct model *m, const struct moe_r
     int64_t off = 0;
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
-        if (mpi_share_owner(rb->layer, e, r->p->size, r->p->rank0_experts)) continue;
+        if (mpi_share_owner(&r->share, rb->layer, e)) continue;
         int cnt = model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
         for (int i = 0; i < cnt; i++)
             memcpy(r->in + (int64_t)i * r->hid, rb->x + (int64_t)r->tok[i] * r->hid, (size_t)r->hid * sizeof(float));
@@ -258,7 +263,7 @@ static int remote_finish(struct moe_remote *base, const struct model *m, const s
     }
     if (!rc) {
         for (int j = 0; j < rb->n_used; j++) {
-            int e = rb->list[j], w = mpi_share_owner(rb->layer, e, p->size, p->rank0_experts);
+            int e = rb->list[j], w = mpi_share_owner(&r->share, rb->layer, e);
             struct owner *o = &r->own[w];
             int cnt = model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
             model_moe_add_weighted(out, r->tok, r->tw, o->res + o->cursor * r->hid, cnt, r->hid);
@@ -325,8 +330,10 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
 {
     *out = NULL;
     char msg[256];
-    if (mpi_share_check(p->size, p->rank0_experts, msg, sizeof msg))
+    struct mpi_share check;
+    if (mpi_share_init(&check, p->size, p->rank0_experts, p->weights, 1, msg, sizeof msg))
         return base_err_set(err, COLIBRI_EINVAL, "%s", msg);
+    mpi_share_free(&check);
     if (p->rank > 0) return mpi_worker_hello(p, m, load_err, err);
     p->handshakes++;
     double deadline = mpi_now() + 10 * p->timeout_s;
@@ -346,8 +353,10 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
     }
     struct remote *r = calloc(1, sizeof *r);
     if (!r || !(r->own = calloc((size_t)p->size, sizeof *r->own)) ||
-        !(r->local = calloc((size_t)m->cfg.n_routed_experts, sizeof *r->local))) {
+        !(r->local = calloc((size_t)m->cfg.n_routed_experts, sizeof *r->local)) ||
+        mpi_share_init(&r->share, p->size, p->rank0_experts, p->weights, m->cfg.n_routed_experts, msg, sizeof msg)) {
         if (r) free(r->own);
+        if (r) free(r->local);
         free(r);
         send_stop(p, serving);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
@@ -376,6 +385,7 @@ void mpi_remote_free(struct moe_remote *base)
     }
     free(r->own);
     free(r->local);
+    mpi_share_free(&r->share);
     free(r->tok);
     free(r->row_of);
     free(r->tw);

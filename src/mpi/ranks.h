@@ -26,6 +26,7 @@ struct colibri_mpi {
     int rank, size;
     double timeout_s;           /* per answer */
     int rank0_experts;          /* rank 0 owns a share */
+    double *weights;            /* [size] weights of the shares (mpi/share.h), or NULL: equal */
     int faulted;                /* a rank failed: do not finalize */
     int handshakes;             /* rank 0: mpi_hello calls so far */
     char fault[256];            /* what failed, naming the rank */

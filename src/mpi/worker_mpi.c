@@ -26,6 +26,7 @@
 #define IDLE_SLEEP_NS 50000L
 
 struct worker {
+    struct mpi_share share;
     unsigned char *msg, *reply;
     size_t msg_cap, reply_cap;
     float *in, *g, *u;
@@ -60,9 +61,9 @@ static size_t run_work(struct colibri_mpi *p, struct worker *wk, const struct mo
     int hid = w.h.hid, layer = w.h.layer;
     for (int j = 0; j < w.h.n_exp; j++) {
         int e = w.pairs[2 * j];
-        if (mpi_share_owner(layer, e, p->size, p->rank0_experts) != p->rank) {
+        if (mpi_share_owner(&wk->share, layer, e) != p->rank) {
             base_err_set(err, COLIBRI_EINVAL, "rank %d was sent layer %d's expert %d, which rank %d owns", p->rank,
-                         layer, e, mpi_share_owner(layer, e, p->size, p->rank0_experts));
+                         layer, e, mpi_share_owner(&wk->share, layer, e));
             return 0;
         }
     }
@@ -121,6 +122,10 @@ int mpi_serve(struct colibri_mpi *p, const struct model *m, struct colibri_err *
 {
     if (p->rank == 0) return base_err_set(err, COLIBRI_EINVAL, "MPI: rank 0 runs the model, it serves no experts");
     struct worker wk = { 0 };
+    char msg[256];
+    /* mpi_hello checked the weights; this can only run out of memory */
+    if (mpi_share_init(&wk.share, p->size, p->rank0_experts, p->weights, m->cfg.n_routed_experts, msg, sizeof msg))
+        return base_err_set(err, COLIBRI_ENOMEM, "%s", msg);
     int rc = 0;
     for (;;) {
         size_t len = 0;
@@ -139,6 +144,7 @@ int mpi_serve(struct colibri_mpi *p, const struct model *m, struct colibri_err *
         }
         if ((rc = send_reply(p, wk.reply, bytes, err))) break;
     }
+    mpi_share_free(&wk.share);
     free(wk.msg);
     free(wk.reply);
     free(wk.in);

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Expert parallelism over MPI (a colibri built with make MPI=1): under
 # `mpirun -np 3 --oversubscribe` on this machine the greedy text of the bundled
-# model and the oracle lines of every fixture (with a digest of every logit)
-# are the single process's, bit for bit, with rank 0 owning a share of the experts or not, and with every
+# model (run, chat, serve), eval's lines and the oracle lines of every fixture (with a digest of every logit)
+# are the single process's, bit for bit, with rank 0 owning a share of the experts or not, with shares
+# weighted (given, or by each rank's timed read rate), and with every
 # rank streaming its experts under its own --ram; misuse is
 # refused by name; a worker that stops answering or dies ends the job within
 # a bounded time, naming the rank. Without MPI the test says the MPI tests
@@ -52,15 +53,43 @@ cmp "$tmp/one.txt" "$tmp/three.txt"
 [ "$(grep -c "routed experts streamed" "$tmp/three.err")" -eq 3 ]
 grep -Eq "experts: streamed, .* [1-9][0-9.]* MiB read from disk" "$tmp/three.err"
 echo "ok   streamed experts on every rank (--ram 18M): same text"
+# shares weighted by each rank's timed read rate, or by weights given (rank 2 none, or most):
+# the same text, and the experts each rank ran follow the weights
+$MPIRUN -np 3 "$COLIBRI" run -m "$m" -p "It is a truth" -n 48 --temp 0 -t 1 --no-display-prompt --mpi --ram 18M \
+    --mpi-weights disk >"$tmp/three.txt" 2>"$tmp/three.err"
+cmp "$tmp/one.txt" "$tmp/three.txt" || { cat "$tmp/three.err"; exit 1; }
+grep -Eq "^mpi: expert shares weighted by each rank's read rate: rank 0 [0-9]+ MB/s rank 1 [0-9]+ MB/s rank 2" \
+    "$tmp/three.err"
+ran() { sed -n "s/^mpi: rank $1 ran \([0-9]*\) experts.*/\1/p" "$tmp/three.err"; }
+for w in 1,0,1 1,1,6; do
+    $MPIRUN -np 3 "$COLIBRI" run -m "$m" -p "It is a truth" -n 48 --temp 0 -t 1 --no-display-prompt --mpi \
+        --mpi-weights $w >"$tmp/three.txt" 2>"$tmp/three.err"
+    cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "--mpi-weights $w differs"; cat "$tmp/three.err"; exit 1; }
+done
+[ "$(ran 2)" -gt $(( 2 * ($(ran 0) + $(ran 1)) )) ] || { echo "1,1,6: rank 2 ran $(ran 2)"; exit 1; }
+if $MPIRUN -np 3 "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 1,2 >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "2 share weights for 3 ranks" "$tmp/err"
+if $MPIRUN -np 2 "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 0,0 >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "weight 0: nobody would own an expert" "$tmp/err"
+# a rank that cannot time its reads (no weights file there): every rank fails at once, naming it
+mkdir "$tmp/empty"
+if $MPIRUN -np 2 "$COLIBRI" run -m "$tmp/empty" -p hi -n 1 --mpi --mpi-weights disk >/dev/null 2>"$tmp/err"; then
+    exit 1; fi
+grep -q "MPI: rank 1: $tmp/empty: no .safetensors file of 4 MiB or more" "$tmp/err"
+if "$COLIBRI" run -m "$m" -p hi -n 1 --mpi --mpi-weights 1,fast >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "mpi-weights: '1,fast' is neither disk nor a list" "$tmp/err"
+echo "ok   weighted shares (timed disk rate; 1,0,1; 1,1,6): same text, experts follow the weights"
 
 # the oracle fixtures: the same lines (argmax, greedy tokens and logit deltas against HF)
 # and the same digest of every logit computed: bit-identical logits
 "$COLIBRI" oracle --digest tests/oracle/*/ >"$tmp/one.txt"
 $MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi tests/oracle/*/ >"$tmp/three.txt"
 $MPIRUN -np 2 "$COLIBRI" oracle --digest --mpi --mpi-rank0-experts 0 tests/oracle/*/ >"$tmp/two.txt"
+$MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi --mpi-weights 3,1,2 tests/oracle/*/ >"$tmp/weighted.txt" 2>/dev/null
 grep -c "digest=[0-9a-f]\{16\}$" "$tmp/one.txt"
 cmp "$tmp/one.txt" "$tmp/three.txt"
 cmp "$tmp/one.txt" "$tmp/two.txt"
+cmp "$tmp/one.txt" "$tmp/weighted.txt"
 [ "$(wc -l <"$tmp/one.txt")" -eq "$(ls -d tests/oracle/*/ | wc -l)" ]
 # a fixture that fails to load on every rank, or only its reference on rank 0, between two good ones
 mkdir "$tmp/noref"
@@ -70,7 +99,33 @@ if $MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi tests/oracle/kimi_k2_tiny "$tm
 grep -q "missing" "$tmp/three.err" && grep -q "noref/reference.json: cannot read" "$tmp/three.err"
 grep -q "^kimi_k2_tiny .* digest=$(sed -n 's/^kimi_k2_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
 grep -q "^deepseek_v3_tiny .* digest=$(sed -n 's/^deepseek_v3_tiny .* digest=//p' "$tmp/one.txt")$" "$tmp/three.txt"
-echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks"
+echo "ok   oracle lines and logit digests on 1, 3 and 2 ranks, and 3 with weights 3,1,2"
+
+# chat (two turns on stdin, which mpirun gives rank 0) and eval (teacher forcing, prefill and decode
+# paths, KV tiers): the single process's output, greedy and sampled
+printf 'Hello there\nTell me a story\n' >"$tmp/turns.txt"
+for samp in "--temp 0" "--temp 0.9 --seed 7"; do
+    # shellcheck disable=SC2086
+    "$COLIBRI" chat -m "$m" -n 24 $samp -t 1 <"$tmp/turns.txt" >"$tmp/one.txt" 2>/dev/null
+    # shellcheck disable=SC2086
+    $MPIRUN -np 3 "$COLIBRI" chat -m "$m" -n 24 $samp -t 1 --mpi <"$tmp/turns.txt" >"$tmp/three.txt" 2>"$tmp/three.err"
+    [ "$(grep -c . "$tmp/one.txt")" -ge 2 ]
+    cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "chat $samp: -np 3 differs"; cat "$tmp/three.err"; exit 1; }
+    for r in 1 2; do grep -Eq "^mpi: rank $r ran [1-9][0-9]* experts" "$tmp/three.err"; done
+done
+head -c 3000 README.md >"$tmp/text.txt"
+ev="eval -m $m --text $tmp/text.txt --ctx 64 --max-windows 3 --kv f32,fp8 --decode --base same -t 1"
+"$COLIBRI" $ev >"$tmp/one.txt" 2>/dev/null
+$MPIRUN -np 3 "$COLIBRI" $ev --mpi >"$tmp/three.txt" 2>"$tmp/three.err"
+$MPIRUN -np 2 "$COLIBRI" $ev --mpi --mpi-rank0-experts 0 >"$tmp/two.txt" 2>/dev/null
+[ "$(grep -c "^weights=stored kv=" "$tmp/one.txt")" -eq 3 ]
+cmp "$tmp/one.txt" "$tmp/three.txt" || { echo "eval: -np 3 differs"; cat "$tmp/three.err"; exit 1; }
+cmp "$tmp/one.txt" "$tmp/two.txt" || { echo "eval: -np 2 without rank 0's share differs"; exit 1; }
+grep -Eq "^mpi: rank 2 ran [1-9][0-9]* experts" "$tmp/three.err"
+# a reference in other weights is a second model, which the ranks cannot serve beside the first
+if "$COLIBRI" eval -m "$m" --text "$tmp/text.txt" --experts q8 --mpi >/dev/null 2>"$tmp/err"; then exit 1; fi
+grep -q "mpi runs one model" "$tmp/err"
+echo "ok   chat (greedy, sampled) and eval (prefill, decode, fp8) on 1, 3 and 2 ranks: the same output"
 
 # serve: a completion through three ranks is the single process's; SIGTERM drains rank 0,
 # which stops the others (they keep serving until then)

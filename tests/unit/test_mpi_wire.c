@@ -1,7 +1,7 @@
 /* The pure parts of expert parallelism, tested without MPI: the expert
  * shares (every expert has exactly one owner in range, each layer spread
  * evenly, rank 0 left out when asked, the assignment moving along the
- * layers) and the messages (a WORK and a RESULT read back field by field;
+ * layers; with weights, counts in proportion to them) and the messages (a WORK and a RESULT read back field by field;
  * each malformed one refused naming what is wrong; a FAIL carries its rank
  * and text). */
 #include <string.h>
@@ -16,28 +16,83 @@ static void test_every_expert_has_one_owner_spread_evenly(void)
     for (int size = 1; size <= 5; size++)
         for (int r0 = 0; r0 <= 1; r0++) {
             char msg[256];
-            if (mpi_share_check(size, r0, msg, sizeof msg)) {
+            struct mpi_share sh;
+            int E = 37;
+            if (mpi_share_init(&sh, size, r0, NULL, E, msg, sizeof msg)) {
                 CHECK(size == 1 && !r0, "size %d rank0 %d refused: %s", size, r0, msg);
                 CHECK(strstr(msg, "rank 0 owns no routed experts") != NULL, "%s", msg);
                 continue;
             }
-            int owners = r0 ? size : size - 1, E = 37;
+            int owners = r0 ? size : size - 1;
             for (int layer = 3; layer < 9; layer++) {
                 int count[8] = { 0 };
                 for (int e = 0; e < E; e++) {
-                    int w = mpi_share_owner(layer, e, size, r0);
+                    int w = mpi_share_owner(&sh, layer, e);
                     CHECK(w >= (r0 ? 0 : 1) && w < size, "layer %d expert %d owner %d of %d", layer, e, w, size);
                     if (w >= 0 && w < 8) count[w]++;
                     if (owners > 1)
-                        CHECK(mpi_share_owner(layer + 1, e, size, r0) != w, "expert %d stays on rank %d", e, w);
+                        CHECK(mpi_share_owner(&sh, layer + 1, e) != w, "expert %d stays on rank %d", e, w);
                 }
                 for (int w = r0 ? 0 : 1; w < size; w++)
                     CHECK(count[w] == E / owners || count[w] == E / owners + 1, "rank %d holds %d of %d", w,
                           count[w], E);
             }
+            mpi_share_free(&sh);
         }
     char msg[64];
-    CHECK(mpi_share_check(0, 1, msg, sizeof msg) != 0, "0 ranks accepted");
+    struct mpi_share sh;
+    CHECK(mpi_share_init(&sh, 0, 1, NULL, 8, msg, sizeof msg) != 0, "0 ranks accepted");
+}
+
+/* Weighted shares: each owner's count per layer is within one of
+ * E * w / sum(w) (worked out here from the weights, not by the code), the
+ * same in every layer; a weight of 0 owns nothing; the owners alternate
+ * within a layer rather than holding blocks; equal weights give the counts
+ * of no weights; rank 0's weight is ignored without its share; bad weights
+ * are refused by name. */
+static void test_weighted_shares_follow_the_weights(void)
+{
+    const struct { int size, r0; double w[4]; } cases[] = {
+        { 3, 1, { 1, 2, 3 } }, { 3, 1, { 5, 1, 1 } }, { 3, 1, { 0, 1, 0 } }, { 4, 0, { 9, 1, 1, 2 } },
+        { 2, 1, { 812e6, 405e6 } }, { 3, 1, { 1, 1, 1 } },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int size = cases[c].size, r0 = cases[c].r0, E = 256;
+        const double *w = cases[c].w;
+        double sum = 0;
+        for (int r = r0 ? 0 : 1; r < size; r++) sum += w[r];
+        char msg[256];
+        struct mpi_share sh, plain;
+        CHECK(mpi_share_init(&sh, size, r0, w, E, msg, sizeof msg) == 0, "case %zu: %s", c, msg);
+        CHECK(mpi_share_init(&plain, size, r0, NULL, E, msg, sizeof msg) == 0, "%s", msg);
+        for (int layer = 0; layer < 5; layer++) {
+            int count[4] = { 0 }, runs = 0;
+            for (int e = 0; e < E; e++) {
+                int o = mpi_share_owner(&sh, layer, e);
+                CHECK(o >= (r0 ? 0 : 1) && o < size, "case %zu: owner %d", c, o);
+                if (o >= 0 && o < 4) count[o]++;
+                runs += e > 0 && o == mpi_share_owner(&sh, layer, e - 1);
+            }
+            for (int r = 0; r < size; r++) {
+                double want = r0 || r ? E * w[r] / sum : 0;
+                CHECK(count[r] >= want - 1 && count[r] <= want + 1, "case %zu layer %d: rank %d owns %d, want %.2f",
+                      c, layer, r, count[r], want);
+                CHECK(count[r] == mpi_share_count(&sh, r), "case %zu: count %d", c, mpi_share_count(&sh, r));
+                if (c == 5) CHECK(count[r] == mpi_share_count(&plain, r), "equal weights: %d", count[r]);
+            }
+            /* a rank with most of the weight must repeat; with the 1:2:3 weights no block forms */
+            if (c == 0) CHECK(runs < E / 4, "case 0: %d neighbouring ids on one rank", runs);
+        }
+        mpi_share_free(&sh);
+        mpi_share_free(&plain);
+    }
+    char msg[256];
+    struct mpi_share sh;
+    CHECK(mpi_share_init(&sh, 3, 1, (double[]){ 1, -1, 1 }, 8, msg, sizeof msg) != 0 && strstr(msg, "rank 1"),
+          "a negative weight: %s", msg);
+    CHECK(mpi_share_init(&sh, 3, 1, (double[]){ 1, NAN, 1 }, 8, msg, sizeof msg) != 0, "NaN accepted");
+    CHECK(mpi_share_init(&sh, 3, 0, (double[]){ 5, 0, 0 }, 8, msg, sizeof msg) != 0 && strstr(msg, "weight 0"),
+          "only rank 0 weighted without its share: %s", msg);
 }
 
 /* A WORK of 2 experts over 3 distinct rows of hid 4: expert 5 takes rows
@@ -119,6 +174,7 @@ static void test_result_and_fail(void)
 int main(void)
 {
     RUN_TEST(test_every_expert_has_one_owner_spread_evenly);
+    RUN_TEST(test_weighted_shares_follow_the_weights);
     RUN_TEST(test_work_reads_back);
     RUN_TEST(test_malformed_work_is_refused_by_name);
     RUN_TEST(test_result_and_fail);
