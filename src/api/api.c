@@ -143,6 +143,12 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
         if (!rc && rm) model_free(&cm->m);
         if (!rc) rc = rm;
     }
+    if (!rc && opts && opts->device) {
+        const struct backend_ops *ops;
+        rc = model_dev_ops(opts->device, &ops, err);
+        if (!rc) rc = model_dev_new(&cm->m, ops, &cm->dev, err);
+        if (rc) model_free(&cm->m);
+    }
     if (rc) { free(cm); return rc; }
     cm->n_threads = opts ? opts->n_threads : 0;
     /* the learned hot set pins experts by global counts; under MPI a rank's
@@ -302,6 +308,7 @@ void colibri_model_free(colibri_model *cm)
     hotset_save(cm);
     free(cm->hot_path);
     free(cm->hot_counts);
+    model_dev_free(cm->dev);
     model_free(&cm->m);
     free(cm);
 }
@@ -394,6 +401,12 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         free(s);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
+    if (cm->dev && (rc = model_dev_kv_new(cm->dev, &s->st, &s->dev_kv, err))) {
+        fwd_state_free(&s->st);
+        free(s->tokens);
+        free(s);
+        return rc;
+    }
     s->model = cm;
     *out = s;
     return 0;
@@ -403,6 +416,7 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     colibri_spec_free(s->spec);
+    if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv);
     fwd_state_free(&s->st);
     free(s->tokens);
     free(s);
@@ -423,7 +437,8 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
 {
     struct fwd_out out = { .logits = logits };
-    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
+    int rc = s->dev_kv ? model_dev_decode(s->model->dev, s->dev_kv, &s->st, token, s->pos, logits, err)
+                       : model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
     if (!rc) s->tokens[s->pos++] = token;
     return rc;
 }
@@ -450,5 +465,6 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
     if (n < 0 || n > s->pos)
         return base_err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
     s->pos = n;
+    model_dev_kv_forget(s->dev_kv, n);
     return 0;
 }

@@ -113,6 +113,7 @@ int cmd_chat(int argc, char **argv)
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_DEVICE(mo),
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",

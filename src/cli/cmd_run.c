@@ -49,6 +49,7 @@ int cmd_run(int argc, char **argv)
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_DEVICE(mo),
         OPTS_MPI(cm),
     };
     const struct opts_spec spec = {

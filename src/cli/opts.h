@@ -70,6 +70,11 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "state-dir", 0, OPT_STR, &(mo).state_dir, "where streamed experts keep the routing counts of their hot set "  \
       "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: no state file)" }
 
+/* The commands whose decode may run on a compute device (model/forward_dev.h). */
+#define OPTS_DEVICE(mo)                                                                                          \
+    { "device", 0, OPT_STR, &(mo).device, "decode on a device: host (the CUDA kernels replayed on the CPU, slow; " \
+      "checks the wiring) or cuda (build/cuda/colibri of make CUDA=1); prefill stays on the CPU (default: CPU)" }
+
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: " OPTS_LIST_KV_TIERS " (default f32; "                          \
                                  "env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1); per layer: TIER@LAYERS:SETTING..., "  \
