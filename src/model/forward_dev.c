@@ -52,7 +52,7 @@ int model_dev_ops(const char *name, const struct backend_ops **out, struct colib
     if (!strcmp(name, "cuda")) {
         if (!&backend_cuda_ops)
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device cuda: this build has no CUDA backend "
-                                "(make CUDA=1 builds one into build/cuda/colibri)");
+                                "(make CUDA=1 cuda-forward builds build/cuda/colibri with it)");
         *out = &backend_cuda_ops;
         return 0;
     }

@@ -20,8 +20,10 @@ case $probe in
     *"no usable device"*) echo "forward_dev: NOT RUN: $probe"; exit 77 ;;
 esac
 status=0
-COLIBRI_TEST_DEVICE=cuda "$C/tests/test_forward_dev" 2>&1 | grep -v '^\[warn\]' || true
-COLIBRI_TEST_DEVICE=cuda "$C/tests/test_forward_dev" >/dev/null 2>&1 || status=1
+log=$(mktemp)
+COLIBRI_TEST_DEVICE=cuda "$C/tests/test_forward_dev" >"$log" 2>&1 || status=1
+grep -v '^\[warn\]' "$log"
+rm -f "$log"
 [ $status -eq 0 ] && echo "test_forward_dev on cuda: PASSED" || echo "test_forward_dev on cuda: FAILED"
 if COLIBRI="$C/colibri" DEVICE=cuda sh tests/cli/device_decode.sh; then
     echo "device_decode.sh on cuda: PASSED"
