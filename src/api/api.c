@@ -130,6 +130,10 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     int rc = parse_formats(opts, &lo, err);
     if (!rc && opts && opts->ram) rc = parse_size(opts->ram, &lo.ram_bytes, err);
     colibri_mpi *mpi = opts ? opts->mpi : NULL;
+    /* refused on every rank alike, before any rank waits for another */
+    if (!rc && mpi && opts->device)
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: routed experts over MPI (--mpi) are not wired to "
+                          "the device", opts->device);
     /* a rank that only serves experts touches nothing else of the mapping
      * and never runs the absorbed decode that the f32 kv_b copy is for */
     if (!rc && mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;
