@@ -7,9 +7,10 @@
 # refuses --mpi by name.
 # CUDA=1 also builds the CUDA backend (src/cuda: the kernels with nvcc, the host
 # glue with $(CC)) into $(BUILD)/cuda, with `make test-cuda` and the GPU
-# benchmark; the CPU objects and ./colibri are the CPU build's, shared with it
-# (the forward pass does not call the backend yet). Without it nothing under
-# src/cuda is compiled and the build is the CPU one, object for object.
+# benchmark, and (cuda-forward) $(BUILD)/cuda/colibri for --device cuda; the
+# CPU objects and ./colibri are the CPU build's, shared with it. Without it
+# nothing under src/cuda is compiled and the build is the CPU one, object for
+# object.
 
 CC       ?= cc
 PORTABLE ?= 0
@@ -73,7 +74,8 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install test-cuda cuda-tests bench-cuda
+.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install test-cuda cuda-tests bench-cuda \
+        cuda-forward test-cuda-forward
 all: colibri
 
 colibri: $(BUILD)/colibri
@@ -218,7 +220,12 @@ ifeq ($(CUDA),1)
   CORE_LIB    := $(CUDA_BUILD)/libcolibri_core.a
   CUDA_TEST   := $(CUDA_BUILD)/tests/test_cuda
   CUDA_BENCH  := $(CUDA_BUILD)/bench/cuda_bench
-all: $(CUDA_TEST) $(CUDA_BENCH)
+  # colibri and the device decode test with the backend linked in whole, so
+  # that --device cuda finds backend_cuda_ops (model/forward_dev.c)
+  CUDA_CLI    := $(CUDA_BUILD)/colibri
+  CUDA_FWD_TEST := $(CUDA_BUILD)/tests/test_forward_dev
+  CUDA_WHOLE  := -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive
+all: $(CUDA_TEST) $(CUDA_BENCH) $(CUDA_CLI) $(CUDA_FWD_TEST)
 
 $(CUDA_BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h)
 	@mkdir -p $(dir $@)
@@ -239,13 +246,24 @@ $(CUDA_TEST): tests/cuda/test_cuda.c tests/unit/cuda_check.h tests/unit/check.h 
 $(CUDA_BENCH): bench/cuda_bench.c $(CUDA_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(CUDA_LIB) $(CORE_LIB) $(LDFLAGS) $(CUDA_LDLIBS)
+$(CUDA_CLI): $(CLI_OBJ) $(CUDA_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(CUDA_WHOLE) $(LIB) $(LDLIBS) $(CUDA_LDLIBS)
+$(CUDA_FWD_TEST): tests/unit/test_forward_dev.c tests/unit/check.h $(CUDA_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(CUDA_WHOLE) $(LIB) $(LDFLAGS) $(LDLIBS) $(CUDA_LDLIBS)
 cuda-tests: $(CUDA_TEST)
+# the whole-model decode on the GPU: these link libcolibri.a (cJSON, PCRE2,
+# libmicrohttpd), unlike the kernel test
+cuda-forward: $(CUDA_CLI) $(CUDA_FWD_TEST)
 bench-cuda: $(CUDA_BENCH)
 test-cuda: $(CUDA_TEST)
 	@$(CUDA_TEST)
+test-cuda-forward: $(CUDA_CLI) $(CUDA_FWD_TEST)
+	@CUDA_BUILD=$(CUDA_BUILD) sh tests/cuda/forward_dev.sh
 -include $(CUDA_C_OBJ:.o=.d)
 else
-cuda-tests bench-cuda test-cuda:
+cuda-tests cuda-forward bench-cuda test-cuda test-cuda-forward:
 	@echo "$@: build with CUDA=1 (make CUDA=1 $@)"; exit 2
 endif
 

@@ -106,6 +106,16 @@ struct colibri_model_opts {
      * experts streamed from disk (--ram) is COLIBRI_EUNSUPPORTED naming the
      * option. */
     int bf16_act;
+    /* Decode (colibri_session_decode) on a compute device: "host" (the CUDA
+     * kernels replayed on the CPU: slow, for checking the device wiring),
+     * "cuda" (a build with the CUDA backend: make CUDA=1's build/cuda/colibri;
+     * refused by name otherwise). NULL: the CPU. Prefill stays on the CPU.
+     * The weights (routed experts included) are copied to the device at
+     * load, each session's cache at its capacity when it is created;
+     * streamed experts, MPI, DSA models and drafting (--mtp) are refused by
+     * name. The device runs one decode at a time: decode the model's
+     * sessions from one thread. */
+    const char *device;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or

@@ -5,6 +5,11 @@
 #      they link only base/, quant/, kv/ and src/cuda, so cJSON, PCRE2 and
 #      libmicrohttpd need not be installed there);
 #   2. run the CUDA tests (every kernel against the CPU kernel);
+#   2b. the whole-model decode on the GPU (make CUDA=1 cuda-forward, then
+#      tests/cuda/forward_dev.sh: --device cuda against the CPU on
+#      colibri-tiny and the oracle fixtures; these link libcolibri.a, so they
+#      need cJSON, PCRE2, xxHash and libmicrohttpd: a failed build there is
+#      reported as the forward check NOT BUILT and fails the run);
 #   3. the same tests, small cases, under compute-sanitizer memcheck and
 #      racecheck, when the tool is there and time is left (a sanitizer that
 #      cannot attach to the device is reported, not failed);
@@ -12,7 +17,7 @@
 #      weight format against it, attention per KV tier at 32k and 128k
 #      against bf16.
 # Writes under DIR (default $OUT, else build/cuda/device-check): summary.txt,
-# build.log, test_cuda.txt, memcheck.txt, racecheck.txt, cuda_bench.md,
+# build.log, test_cuda.txt, build_forward.log, forward_dev.txt, memcheck.txt, racecheck.txt, cuda_bench.md,
 # gpu.txt. The summary is printed last. Exit status: 0 when the tests passed,
 # 1 when the build or a test failed, 77 when there is no GPU.
 #   sh tools/cuda_device_check.sh [DIR]
@@ -69,6 +74,21 @@ case $rc in
     *) note "test_cuda: FAILED (status $rc):"; grep -E "FAIL|CHECK|out of tolerance" "$DIR/test_cuda.txt" | head -n 20 | tee -a "$S" ;;
 esac
 grep -E "largest error|^device" "$DIR/test_cuda.txt" | tee -a "$S"
+
+# 2b. the whole-model decode on the GPU against the CPU
+rc=$(run 150 "$DIR/build_forward.log" make -j"$JOBS" CUDA=1 NVCC="$NVCC" CUDA_HOME="$CHOME" CUDA_LIBDIR="$CLIB" cuda-forward)
+if [ "$rc" -ne 0 ]; then
+    note "forward_dev: NOT BUILT (status $rc, $(elapsed) s): $(grep -m1 -E 'error|cannot find' "$DIR/build_forward.log")"
+    tests_rc=1
+else
+    rc=$(run 150 "$DIR/forward_dev.txt" sh tests/cuda/forward_dev.sh)
+    case $rc in
+        0) note "forward_dev: PASSED ($(elapsed) s)" ;;
+        124|137) note "forward_dev: FAILED: timed out after 150 s"; tests_rc=1 ;;
+        *) note "forward_dev: FAILED (status $rc):"; tests_rc=1 ;;
+    esac
+    grep -E "max \|dlogit\||tf=|FAIL|CHECK|PASSED|NOT RUN|refused|differs" "$DIR/forward_dev.txt" | head -n 30 | tee -a "$S"
+fi
 
 # 3. sanitizers, small cases, while time is left (the benchmark keeps 150 s)
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)

@@ -147,6 +147,10 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     int rc = parse_formats(opts, &lo, err);
     if (!rc && opts && opts->ram) rc = parse_size(opts->ram, &lo.ram_bytes, err);
     colibri_mpi *mpi = opts ? opts->mpi : NULL;
+    /* refused on every rank alike, before any rank waits for another */
+    if (!rc && mpi && opts->device)
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: routed experts over MPI (--mpi) are not wired to "
+                          "the device", opts->device);
     /* a rank that only serves experts touches nothing else of the mapping
      * and never runs the absorbed decode that the f32 kv_b copy is for */
     if (!rc && mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;
@@ -160,6 +164,12 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
         int rm = colibri_api_mpi_attach(cm, mpi, rc, &le, err);
         if (!rc && rm) model_free(&cm->m);
         if (!rc) rc = rm;
+    }
+    if (!rc && opts && opts->device) {
+        const struct backend_ops *ops;
+        rc = model_dev_ops(opts->device, &ops, err);
+        if (!rc) rc = model_dev_new(&cm->m, ops, &cm->dev, err);
+        if (rc) model_free(&cm->m);
     }
     if (rc) { free(cm); return rc; }
     cm->n_threads = opts ? opts->n_threads : 0;
@@ -323,6 +333,7 @@ void colibri_model_free(colibri_model *cm)
     hotset_save(cm);
     free(cm->hot_path);
     free(cm->hot_counts);
+    model_dev_free(cm->dev);
     model_free(&cm->m);
     free(cm);
 }
@@ -415,6 +426,12 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         free(s);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
+    if (cm->dev && (rc = model_dev_kv_new(cm->dev, &s->st, &s->dev_kv, err))) {
+        fwd_state_free(&s->st);
+        free(s->tokens);
+        free(s);
+        return rc;
+    }
     s->model = cm;
     *out = s;
     return 0;
@@ -424,6 +441,7 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     colibri_spec_free(s->spec);
+    if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv);
     fwd_state_free(&s->st);
     free(s->tokens);
     free(s);
@@ -444,7 +462,8 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
 {
     struct fwd_out out = { .logits = logits };
-    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
+    int rc = s->dev_kv ? model_dev_decode(s->model->dev, s->dev_kv, &s->st, token, s->pos, logits, err)
+                       : model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
     if (!rc) s->tokens[s->pos++] = token;
     return rc;
 }
@@ -471,6 +490,7 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
     if (n < 0 || n > s->pos)
         return base_err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
     s->pos = n;
+    model_dev_kv_forget(s->dev_kv, n);
     return 0;
 }
 

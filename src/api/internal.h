@@ -5,6 +5,7 @@
 
 #include "colibri.h"
 #include "model/forward.h"
+#include "model/forward_dev.h"
 #include "model/model.h"
 
 struct colibri_model {
@@ -14,6 +15,7 @@ struct colibri_model {
     char *hot_path;
     uint32_t *hot_counts;
     uint64_t fingerprint;
+    struct model_dev *dev;        /* colibri_model_opts.device (NULL: decode on the CPU) */
 };
 
 /* The model fingerprint of docs/FORMATS.md (KV files and hot-set files). */
@@ -25,6 +27,7 @@ struct colibri_session {
     int pos;                    /* tokens cached: positions [0, pos) */
     int32_t *tokens;            /* [n_ctx]; tokens[i] is the token cached at position i */
     struct session_spec *spec;  /* MTP drafting state (api/spec.c), NULL until a generation asks for it */
+    struct model_dev_kv *dev_kv;  /* the device copy of the cache when the model has a device */
 };
 
 /* After this rank's load of cm (load_rc its result, load_err its message):

@@ -92,6 +92,7 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     }
     kf->s = s;
     s->pos = (int)rep.restored;
+    model_dev_kv_forget(s->dev_kv, 0);   /* every row may have been read from the file */
     if (info) {
         memset(info, 0, sizeof *info);
         info->restored = (int32_t)rep.restored;

@@ -54,6 +54,9 @@ int colibri_spec_enable(colibri_session *s, struct colibri_err *err)
 {
     if (s->spec) return 0;
     const struct model *m = &s->model->m;
+    if (s->dev_kv)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp: drafting is not wired to the device (--device): "
+                            "decode without drafts");
     if (m->n_mtp <= 0)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "drafting needs the model's MTP layer: this model has none%s",
                        m->cfg.num_nextn_predict_layers ? " loaded (config.json declares it, the checkpoint lacks it)"
@@ -220,6 +223,7 @@ void colibri_spec_keep(colibri_session *s, int pos0, int n)
 {
     struct session_spec *sp = s->spec;
     if (pos0 + n < s->pos) s->pos = pos0 + n;
+    model_dev_kv_forget(s->dev_kv, pos0 + n);
     if (sp && sp->h_pos == pos0 && n <= sp->n_h) sp->n_h = n;
     if (sp) spec_sync(s);
 }

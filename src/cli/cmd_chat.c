@@ -117,6 +117,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_MODEL_MEMORY(mo),
         OPTS_BF16_ACT(mo.bf16_act),
         OPTS_MPI(cm),
+        OPTS_DEVICE(mo),
     };
     const struct opts_spec spec = {
         "colibri chat [-m DIR] [--system TEXT] [-n N] [--temp T] [--seed S] [--ctx N]",

@@ -18,6 +18,7 @@ int cmd_oracle(int argc, char **argv)
         { "kv-rope", 0, OPT_STR, &kv_rope, "precision of the cached RoPE part (" OPTS_LIST_KV_ROPES "; default per tier)" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
+        OPTS_DEVICE(mo),
         OPTS_MPI(cm),
         { "digest", 0, OPT_FLAG, &digest, "end each line with digest=H: a hash of every logit computed (equal "
                                           "digests: bit-identical logits)" },

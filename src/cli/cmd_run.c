@@ -50,6 +50,7 @@ int cmd_run(int argc, char **argv)
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
         OPTS_BF16_ACT(mo.bf16_act),
+        OPTS_DEVICE(mo),
         OPTS_MPI(cm),
     };
     const struct opts_spec spec = {

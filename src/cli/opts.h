@@ -74,6 +74,10 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 #define OPTS_BF16_ACT_HELP "bf16 weights multiply activations rounded to bf16 on VDPBF16PS (AVX-512 BF16): "   \
                            "faster prefill, slightly different numbers; other formats unaffected (default off)"
 #define OPTS_BF16_ACT(flag) { "bf16-act", 0, OPT_FLAG, &(flag), OPTS_BF16_ACT_HELP }
+/* The commands whose decode may run on a compute device (model/forward_dev.h). */
+#define OPTS_DEVICE(mo)                                                                                          \
+    { "device", 0, OPT_STR, &(mo).device, "decode on a device: host (the CUDA kernels replayed on the CPU, slow; " \
+      "checks the wiring) or cuda (build/cuda/colibri of make CUDA=1); prefill stays on the CPU (default: CPU)" }
 
 #define OPTS_KV_CACHE(tier, rope, int8)                                                                          \
     { "kv", 0, OPT_STR, &(tier), "KV-cache tier: " OPTS_LIST_KV_TIERS " (default f32; "                          \

@@ -236,6 +236,13 @@ int backend_swiglu(struct backend_dev *d, float *dg, const float *du, size_t n, 
     return rc ? cuda_fail(err, rc, "swiglu launch") : 0;
 }
 
+int backend_axpy(struct backend_dev *d, float *dy, const float *dx, float alpha, size_t n, struct colibri_err *err)
+{
+    if (n < 1) return base_err_set(err, COLIBRI_EINVAL, "cuda axpy: no values");
+    int rc = cu_launch_axpy(dy, dx, alpha, (long long)n, d->stream);
+    return rc ? cuda_fail(err, rc, "axpy launch") : 0;
+}
+
 /* The codec's rotation signs on the device (NULL and 0 when unrotated). */
 static int upload_signs(struct backend_dev *d, const struct kv_codec *c, float **out, struct colibri_err *err)
 {
@@ -285,6 +292,17 @@ void backend_kv_free(struct backend_dev *d, struct backend_kv *kv)
     free(kv);
 }
 
+int backend_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0, int n,
+                     struct colibri_err *err)
+{
+    if (layer < 0 || layer >= c->n_layers || t0 < 0 || n < 1 || t0 + n > kv->T ||
+        (long long)c->layer[layer].row_bytes != kv->L.row_bytes)
+        return base_err_set(err, COLIBRI_EINVAL, "cuda kv write: rows %d..%d of layer %d (%d uploaded)", t0,
+                            t0 + n - 1, layer, kv->T);
+    return backend_upload(d, (uint8_t *)kv->rows + (size_t)t0 * kv->L.row_bytes, kv_cache_row(c, layer, t0),
+                          (size_t)n * kv->L.row_bytes, err);
+}
+
 /* Ranges of positions per head group: about 8 blocks per SM in all, none
  * shorter than 128 rows, so that the merge stays small next to the scan. */
 static int attn_chunks(const struct backend_dev *d, int T, int H)
@@ -322,3 +340,27 @@ int backend_attend(struct backend_dev *d, const struct backend_kv *kv, int T, in
     int rc = cu_launch_attend(&kv->L, T, H, dq_lat, dq_rope, scale, dout, d->ws, nc, d->max_smem, d->stream);
     return rc ? cuda_fail(err, rc, "attention launch") : 0;
 }
+
+const struct backend_ops backend_cuda_ops = {
+    .name = "cuda",
+    .open = backend_open,
+    .close = backend_close,
+    .dev_name = backend_name,
+    .alloc = backend_alloc,
+    .free = backend_free,
+    .upload = backend_upload,
+    .download = backend_download,
+    .wmat_upload = backend_wmat_upload,
+    .wmat_free = backend_wmat_free,
+    .matmul = backend_matmul,
+    .absorb_q = backend_absorb_q,
+    .absorb_out = backend_absorb_out,
+    .rmsnorm = backend_rmsnorm,
+    .rope = backend_rope,
+    .swiglu = backend_swiglu,
+    .axpy = backend_axpy,
+    .kv_upload = backend_kv_upload,
+    .kv_free = backend_kv_free,
+    .kv_write = backend_kv_write,
+    .attend = backend_attend,
+};

@@ -41,6 +41,9 @@ int cu_launch_rope(float *x, int n_vec, int dr, long long ld, const int32_t *pos
 /* g[i] = silu(g[i]) * u[i] for i < n (model/mlp.c). */
 int cu_launch_swiglu(float *g, const float *u, long long n, void *stream);
 
+/* y[i] += alpha * x[i] for i < n. */
+int cu_launch_axpy(float *y, const float *x, float alpha, long long n, void *stream);
+
 /* Absorbed-MLA decode attention (kv/attend.h's contract) over rows 0..T-1 of
  * L: q_lat [H][r], q_rope [H][dr] (NULL when dr == 0), out [H][r]. The work
  * is split into n_chunks ranges of positions (1 <= n_chunks <= T) per group of

@@ -219,3 +219,17 @@ extern "C" int cu_launch_swiglu(float *g, const float *u, long long n, void *str
     k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(g, u, n);
     return (int)cudaGetLastError();
 }
+
+static __global__ void k_axpy(float *y, const float *__restrict__ x, float alpha, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    y[i] += alpha * x[i];
+}
+
+extern "C" int cu_launch_axpy(float *y, const float *x, float alpha, long long n, void *stream)
+{
+    if (n <= 0) return (int)cudaErrorInvalidValue;
+    k_axpy<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(y, x, alpha, n);
+    return (int)cudaGetLastError();
+}

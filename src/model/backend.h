@@ -21,9 +21,13 @@
  *    device does not implement (named), COLIBRI_ENOMEM naming the bytes,
  *    COLIBRI_EIO with the driver's message for a device failure.
  *  - A device handle is not thread-safe; use one per thread.
- *  - In a build without a device backend (the default), nothing implements
- *    this header and nothing calls it: the forward pass is not wired to it
- *    yet (ARCHITECTURE.md, "The seams").
+ *  - Two devices implement it, each as a table of these functions (struct
+ *    backend_ops, below): "cuda" (the free functions declared here, and
+ *    backend_cuda_ops; only in `make CUDA=1`'s binaries) and "host"
+ *    (model/backend_host.c, always built: buffers are host memory and each
+ *    operation is the CPU replay of its CUDA kernel, cuda/cu_replay.h, so
+ *    the decode's wiring through this seam, model/forward_dev.h, is tested
+ *    without a GPU).
  */
 #ifndef COLIBRI_MODEL_BACKEND_H
 #define COLIBRI_MODEL_BACKEND_H
@@ -86,15 +90,64 @@ int backend_rope(struct backend_dev *d, float *dx, int n_vec, int dr, size_t ld,
 /* dg[i] = silu(dg[i]) * du[i] for i < n (model/mlp.c). */
 int backend_swiglu(struct backend_dev *d, float *dg, const float *du, size_t n, struct colibri_err *err);
 
+/* dy[i] += alpha * dx[i] for i < n (the residual adds, a routed expert's
+ * weighted add: model_moe_add_weighted). */
+int backend_axpy(struct backend_dev *d, float *dy, const float *dx, float alpha, size_t n, struct colibri_err *err);
+
 /* Copies rows 0..T-1 of `layer` of c as stored, with what its codecs need
  * (rotation signs). Tiers without a GPU reader (polar4/3) are refused by
  * name. */
 int backend_kv_upload(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
                       struct colibri_err *err);
 void backend_kv_free(struct backend_dev *d, struct backend_kv *kv);
+/* Copies rows t0..t0+n-1 of `layer` of c as stored over the same rows of kv
+ * (t0 + n <= the rows uploaded; c has the layout kv was uploaded from). */
+int backend_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0, int n,
+                     struct colibri_err *err);
 /* kv_attend over the uploaded rows 0..T-1 (T <= the rows uploaded):
  * dq_lat [H][r], dq_rope [H][dr], dout [H][r]. */
 int backend_attend(struct backend_dev *d, const struct backend_kv *kv, int T, int H, const float *dq_lat,
                    const float *dq_rope, float scale, float *dout, struct colibri_err *err);
+
+/* A device as a table of the functions above (same contracts), so that one
+ * build can hold two: model/forward_dev.c runs the decode through it. */
+struct backend_ops {
+    const char *name;           /* "host", "cuda" */
+    int (*open)(int ordinal, struct backend_dev **out, struct colibri_err *err);
+    void (*close)(struct backend_dev *d);
+    const char *(*dev_name)(const struct backend_dev *d);
+    void *(*alloc)(struct backend_dev *d, size_t bytes, struct colibri_err *err);
+    void (*free)(struct backend_dev *d, void *dptr);
+    int (*upload)(struct backend_dev *d, void *dst, const void *src, size_t bytes, struct colibri_err *err);
+    int (*download)(struct backend_dev *d, void *dst, const void *dsrc, size_t bytes, struct colibri_err *err);
+    int (*wmat_upload)(struct backend_dev *d, const struct qtensor *W, struct backend_wmat **out,
+                       struct colibri_err *err);
+    void (*wmat_free)(struct backend_dev *d, struct backend_wmat *w);
+    int (*matmul)(struct backend_dev *d, const struct backend_wmat *W, const float *dX, int n, float *dY,
+                  struct colibri_err *err);
+    int (*absorb_q)(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv, int dr,
+                    const float *dq, float *dqa, float *dqpe, struct colibri_err *err);
+    int (*absorb_out)(struct backend_dev *d, const struct backend_wmat *kv_b, int H, int dn, int dv,
+                      const float *dlat, float *dout, struct colibri_err *err);
+    int (*rmsnorm)(struct backend_dev *d, float *dy, const float *dx, const float *dweight, int n, int dim,
+                   float eps, struct colibri_err *err);
+    int (*rope)(struct backend_dev *d, float *dx, int n_vec, int dr, size_t ld, const int32_t *dpos,
+                const float *dinv_freq, float factor, struct colibri_err *err);
+    int (*swiglu)(struct backend_dev *d, float *dg, const float *du, size_t n, struct colibri_err *err);
+    int (*axpy)(struct backend_dev *d, float *dy, const float *dx, float alpha, size_t n, struct colibri_err *err);
+    int (*kv_upload)(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
+                     struct colibri_err *err);
+    void (*kv_free)(struct backend_dev *d, struct backend_kv *kv);
+    int (*kv_write)(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0, int n,
+                    struct colibri_err *err);
+    int (*attend)(struct backend_dev *d, const struct backend_kv *kv, int T, int H, const float *dq_lat,
+                  const float *dq_rope, float scale, float *dout, struct colibri_err *err);
+};
+
+/* The host device (model/backend_host.c). */
+extern const struct backend_ops model_backend_host_ops;
+/* The CUDA device (cuda/backend_cuda.c): defined only in the binaries of
+ * `make CUDA=1` that link the backend (model/forward_dev.c looks for it). */
+extern const struct backend_ops backend_cuda_ops;
 
 #endif

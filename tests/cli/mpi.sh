@@ -204,3 +204,8 @@ grep -q "rank 2" "$tmp/f.err" || { cat "$tmp/f.err"; exit 1; }
 fault KILL --enable-recovery
 grep -q "rank 2 did not answer" "$tmp/f.err" || { cat "$tmp/f.err"; exit 1; }
 echo "ok   faults: a stopped or killed rank ends the job, named"
+
+# the device decode is not wired to MPI experts: every rank refuses it by name, none waits
+err=$(timeout 60 $MPIRUN -np 2 "$COLIBRI" run -m "$m" --mpi --device host -p hi -n 2 2>&1) && { echo "--mpi --device accepted"; exit 1; }
+echo "$err" | grep -q "routed experts over MPI (--mpi) are not wired to the device" || { echo "$err"; exit 1; }
+echo "ok   --device with --mpi refused by name"

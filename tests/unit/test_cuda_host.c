@@ -11,6 +11,7 @@
 #include "cuda_check.h"
 
 #include "cuda/cu_desc.h"
+#include "cuda/cu_replay.h"
 #include "kv/kv_num.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
@@ -71,29 +72,6 @@ static void test_weight_elements(void)
             }
 }
 
-/* The kernel's product replayed: warp = row, lanes as k_matmul splits them
- * (a lane's words k = lane, lane + 32, ..., or its columns). */
-static void replay_matmul(const struct cu_wmat *W, const float *X, int n, float *Y, int vec)
-{
-    for (int r = 0; r < W->rows; r++)
-        for (int j0 = 0; j0 < n; j0 += CU_NB) {
-            int nj = n - j0 < CU_NB ? n - j0 : CU_NB;
-            float lanes[CU_NB][32];
-            for (int lane = 0; lane < 32; lane++) {
-                float acc[CU_NB] = { 0 };
-                const float *Xj = X + (size_t)j0 * W->cols;
-                if (vec)
-                    for (int k = lane; k < cu_w_nchunks(W); k += 32)
-                        cu_matvec_chunk(W, W->fmt, r, k, cu_ld_u32(W->data + (size_t)r * W->row_bytes + 4 * (size_t)k),
-                                        Xj, W->cols, nj, acc);
-                else
-                    cu_matvec_lane_elem(W, W->fmt, r, lane, Xj, W->cols, nj, acc);
-                for (int j = 0; j < CU_NB; j++) lanes[j][lane] = acc[j];
-            }
-            for (int j = 0; j < nj; j++) Y[(size_t)(j0 + j) * W->rows + r] = cu_warp_tree(lanes[j]);
-        }
-}
-
 static void test_matvec_replay(void)
 {
     struct cc_rng g = { 0xfeedull };
@@ -120,7 +98,7 @@ static void test_matvec_replay(void)
                         if (vec && !(cu_wmat_vec_ok(&d) && (uintptr_t)d.data % 4 == 0 && (uintptr_t)X % 16 == 0))
                             continue;
                         vec_cases += vec;
-                        replay_matmul(&d, X, n, Y, vec);
+                        cu_replay_matmul(&d, X, n, Y, vec);
                         char what[96];
                         snprintf(what, sizeof what, "%s [%d,%d] n=%d%s %s", quant_fmt_name(f), rows, cols, n,
                                  raw ? " raw" : "", vec ? "words" : "elements");
@@ -232,89 +210,6 @@ static void test_kv_elements(void)
         }
 }
 
-/* The rotation as k_attn_query / k_attn_merge do it, stage by stage. */
-static void replay_rot(const struct cu_kv_part *P, float *v, int inverse)
-{
-    if (!P->rot_blk) return;
-    if (!inverse)
-        for (int i = 0; i < P->dim; i++) v[i] *= P->sign[i];
-    for (int h = 1; h < P->rot_blk; h <<= 1)
-        for (int p = 0; p < P->dim / 2; p++) {
-            int a, b;
-            cu_fwht_pair(p, h, &a, &b);
-            float x = v[a], y = v[b];
-            v[a] = x + y;
-            v[b] = x - y;
-        }
-    const float norm = 1.0f / sqrtf((float)P->rot_blk);
-    for (int i = 0; i < P->dim; i++) v[i] *= inverse ? norm * P->sign[i] : norm;
-}
-
-/* The three attention kernels replayed: chunks and tiles as k_attn_partial
- * walks them (all heads in one group: grouping changes no arithmetic). */
-static void replay_attend(const struct cu_kv_layer *L, int T, int H, const float *q_lat, const float *q_rope,
-                          float scale, int n_chunks, float *out)
-{
-    const int r = L->lat.dim, dr = L->pe.dim, D = r + dr, TT = CU_ATTN_TT;
-    float *qr = malloc((size_t)H * D * sizeof *qr), *tile = malloc((size_t)TT * D * sizeof *tile);
-    float *pm = malloc((size_t)n_chunks * H * sizeof *pm), *pl = malloc((size_t)n_chunks * H * sizeof *pl);
-    float *pacc = calloc((size_t)n_chunks * H * r, sizeof *pacc), S[CU_ATTN_TT];
-    for (int h = 0; h < H; h++) {
-        memcpy(qr + (size_t)h * D, q_lat + (size_t)h * r, (size_t)r * sizeof *qr);
-        replay_rot(&L->lat, qr + (size_t)h * D, 0);
-        if (dr) {
-            memcpy(qr + (size_t)h * D + r, q_rope + (size_t)h * dr, (size_t)dr * sizeof *qr);
-            replay_rot(&L->pe, qr + (size_t)h * D + r, 0);
-        }
-    }
-    for (int c = 0; c < n_chunks; c++) {
-        int t_begin = (int)((long long)T * c / n_chunks), t_end = (int)((long long)T * (c + 1) / n_chunks);
-        for (int h = 0; h < H; h++) {
-            pm[c * H + h] = -INFINITY;
-            pl[c * H + h] = 0.0f;
-        }
-        for (int t0 = t_begin; t0 < t_end; t0 += TT) {
-            int nt = t_end - t0 < TT ? t_end - t0 : TT;
-            for (int k = 0; k < nt * D; k++) {
-                int t = k / D, i = k % D;
-                const uint8_t *row = L->rows + (long long)(t0 + t) * L->row_bytes;
-                tile[k] = i < r ? cu_kv_elem(&L->lat, row, i) : cu_kv_elem(&L->pe, row, i - r);
-            }
-            for (int h = 0; h < H; h++) {
-                for (int t = 0; t < nt; t++) {
-                    float lanes[32] = { 0 };
-                    for (int i = 0; i < D; i++) lanes[i % 32] += qr[(size_t)h * D + i] * tile[t * D + i];
-                    S[t] = cu_warp_tree(lanes) * scale;
-                }
-                float alpha = cu_softmax_tile(S, nt, pm + c * H + h, pl + c * H + h);
-                float *acc = pacc + ((size_t)c * H + h) * r;
-                for (int i = 0; i < r; i++) {
-                    float a = acc[i] * alpha;
-                    for (int t = 0; t < nt; t++) a += S[t] * tile[t * D + i];
-                    acc[i] = a;
-                }
-            }
-        }
-    }
-    for (int h = 0; h < H; h++) {
-        float M = -INFINITY, sum = 0.0f;
-        for (int c = 0; c < n_chunks; c++) M = fmaxf(M, pm[c * H + h]);
-        for (int c = 0; c < n_chunks; c++) sum += pl[c * H + h] * cu_merge_weight(pm[c * H + h], M);
-        float *o = out + (size_t)h * r;
-        for (int i = 0; i < r; i++) {
-            float a = 0.0f;
-            for (int c = 0; c < n_chunks; c++) a += pacc[((size_t)c * H + h) * r + i] * cu_merge_weight(pm[c * H + h], M);
-            o[i] = a / sum;
-        }
-        replay_rot(&L->lat, o, 1);
-    }
-    free(qr);
-    free(tile);
-    free(pm);
-    free(pl);
-    free(pacc);
-}
-
 static void test_attend_replay(void)
 {
     struct cc_rng g = { 0x5eedull };
@@ -338,7 +233,7 @@ static void test_attend_replay(void)
             double *mag = malloc((size_t)H * r * sizeof *mag);
             float scale = 1.0f / sqrtf((float)(r + dr)) * 2.0f;
             CHECK(cc_ref_attend(c, T, H, ql, qp, scale, ref, mag) == 0, "reference");
-            replay_attend(&L, T, H, ql, qp, scale, cases[ci][4], out);
+            CHECK(cu_replay_attend(&L, T, H, ql, qp, scale, cases[ci][4], out) == 0, "replay scratch");
             char what[80];
             snprintf(what, sizeof what, "%s r=%d dr=%d T=%d H=%d", kv_tier_name(t), r, dr, T, H);
             int bad = cc_tol_check(out, ref, mag, (size_t)H * r, CC_TOL_ATTEND, what, NULL);
