@@ -151,6 +151,10 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     if (!rc && mpi && opts->device)
         rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: routed experts over MPI (--mpi) are not wired to "
                           "the device", opts->device);
+    /* the device's products keep f32 activations: its decode would not compute what a bf16-act prefill does */
+    if (!rc && opts && opts->device && opts->bf16_act)
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s with --bf16-act: the device's products keep f32 "
+                          "activations; use one or the other", opts->device);
     /* a rank that only serves experts touches nothing else of the mapping
      * and never runs the absorbed decode that the f32 kv_b copy is for */
     if (!rc && mpi && colibri_mpi_rank(mpi) > 0) lo.lazy_load = 1, lo.kv_b_f32 = 0;

@@ -39,4 +39,7 @@ cp tests/oracle/deepseek_v3_tiny/config.json tests/oracle/deepseek_v3_tiny/model
 "$COLIBRI" run -m "$f32m" -p "a" -n 2 --bf16-act 2>"$tmp/err" && exit 1
 grep -q -- "--bf16-act: the model has no bf16 weights" "$tmp/err"
 "$COLIBRI" serve --help | grep -q -- "--bf16-act"
+# the device decode keeps f32 activations: the two options together are refused
+"$COLIBRI" run -m "$m" -p "It was" -n 2 --device host --bf16-act 2>"$tmp/err" && exit 1
+grep -q -- "--device host with --bf16-act" "$tmp/err"
 echo "ok   bf16-act"
