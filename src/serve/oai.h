@@ -79,13 +79,21 @@ enum oai_tool_syntax {
     OAI_TOOLS_DEEPSEEK_V31 = 1, /* <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS */
     OAI_TOOLS_KIMI = 2,         /* <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGS */
     OAI_TOOLS_HERMES = 3,       /* <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call> */
+    OAI_TOOLS_GLM = 4,          /* <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
+                                 * (GLM-4.5 and GLM-4.7 leave out some of the newlines) */
+    OAI_TOOLS_QWEN3_CODER = 5,  /* <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call> */
     OAI_TOOLS_COUNT
 };
 /* A grammar for a reply that is nothing but tool calls in the model's
  * syntax: of the function named `only` (NULL: any of tools, an array that
  * oai_render_chat validated), one call or (parallel) several, arguments
  * matching each tool's parameters schema; after a reasoning block when
- * think_open. 0 and *out (the caller's), or -1 with *e filled (400 naming the
+ * think_open. In GLM's and Qwen3-Coder's syntax, where each argument is a
+ * tagged key and value, a call holds its tool's properties in the schema's
+ * order, the required ones always and the others optionally; a value the
+ * schema types "string" is raw text (without the closing tags; without '<'
+ * when minLength/maxLength bound it), any other one JSON matching the
+ * property's schema. 0 and *out (the caller's), or -1 with *e filled (400 naming the
  * tool whose schema colibri cannot compile). */
 int serve_oai_tool_grammar(const struct oai_model *m, const struct cJSON *tools, const char *only, int parallel,
                            int think_open, colibri_grammar **out, struct oai_error *e);

@@ -6,11 +6,17 @@
  * tool list, so the name appears only where the call is rendered) and
  * looking for each syntax's markers; a template that renders no tool calls
  * gets DeepSeek-V3's (the family colibri serves), one that renders them in
- * another syntax is refused by name. The grammar is the whole
+ * a syntax colibri does not know is refused by name. The grammar is the whole
  * reply: the section of calls (one call when parallel_tool_calls is false),
  * each with a function name from the request's tools (or the named one) and
  * arguments matching that tool's `parameters` schema (the JSON-Schema
- * subset of grammar_schema.c; no schema: any JSON object). A prompt that
+ * subset of grammar_schema.c; no schema: any JSON object). GLM's and
+ * Qwen3-Coder's calls write each argument as a tagged key and value instead
+ * of a JSON object: there the properties come in the schema's order, the
+ * required ones always and the others optionally (none when the tool has no
+ * properties); a "string"-typed value is raw text that holds none of the
+ * closing tags the reply parser looks for (oai_reply.c), any other value
+ * the JSON of the property's schema, as the parser types them. A prompt that
  * opens a <think> block lets the reasoning come first. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -38,6 +44,22 @@ static const struct {
                          "\"<|tool_calls_section_end|>\"" },
     [OAI_TOOLS_HERMES] = { "", "\"<tool_call>\\n{\\\"name\\\": \\\"\"", "\"\\\", \\\"arguments\\\": \"",
                            "\"}\\n</tool_call>\"", "\"\\n\"", "" },
+    [OAI_TOOLS_GLM] = { "", "\"<tool_call>\"", "\"\\n\"?", "\"</tool_call>\"", "\"\\n\"?", "" },
+    [OAI_TOOLS_QWEN3_CODER] = { "", "\"<tool_call>\\n<function=\"", "\">\\n\"", "\"</function>\\n</tool_call>\"",
+                                "\"\\n\"", "" },
+};
+
+/* GLM's and Qwen3-Coder's argument tags (GBNF literals around the key, then
+ * around the value) and the closing tags a raw value must not hold. */
+static const struct {
+    const char *key_open, *key_close, *value_close, *no[2];
+} XML_ARG[OAI_TOOLS_COUNT] = {
+    /* GLM-4.6 writes a newline after the name, the key and the value,
+     * GLM-4.5 only after the key, GLM-4.7 none: each is optional */
+    [OAI_TOOLS_GLM] = { "\"<arg_key>\"", "\"</arg_key>\" \"\\n\"? \"<arg_value>\"", "\"</arg_value>\" \"\\n\"?",
+                        { "/arg_value>", "/tool_call>" } },
+    [OAI_TOOLS_QWEN3_CODER] = { "\"<parameter=\"", "\">\\n\"", "\"\\n</parameter>\\n\"",
+                                { "/parameter>", "/tool_call>" } },
 };
 
 static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char **unsupported)
@@ -67,8 +89,10 @@ static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char
         if (colibri_chat_render_json(m->tok, msgs, NULL, NULL, 0, &text, &len, &err)) text = NULL;
     }
     if (!text) return s;    /* renders no call at all */
-    if (strstr(text, "<arg_key>")) *unsupported = "GLM's <tool_call>NAME<arg_key>...";
-    else if (strstr(text, "<function=probe_fn>")) *unsupported = "Qwen3-Coder's <function=NAME>";
+    if (strstr(text, "<tool_call>probe_fn<arg_key>") || strstr(text, "<tool_call>probe_fn\n<arg_key>")) s = OAI_TOOLS_GLM;
+    else if (strstr(text, "<tool_call>\n<function=probe_fn>\n<parameter=")) s = OAI_TOOLS_QWEN3_CODER;
+    else if (strstr(text, "<arg_key>")) *unsupported = "a GLM-like <tool_call>NAME<arg_key>... colibri does not know";
+    else if (strstr(text, "<function=probe_fn>")) *unsupported = "a Qwen3-Coder-like <function=NAME> colibri does not know";
     else if (strstr(text, "function<｜tool▁sep｜>probe_fn")) s = OAI_TOOLS_DEEPSEEK_V3;
     else if (strstr(text, "probe_fn<｜tool▁sep｜>")) s = OAI_TOOLS_DEEPSEEK_V31;
     else if (strstr(text, "<|tool_call_begin|>functions.probe_fn:")) s = OAI_TOOLS_KIMI;
@@ -82,6 +106,147 @@ static int fail(struct oai_error *e, const char *param, const char *fmt, const c
 {
     oai_error_set(e, 400, BAD, NULL, param, fmt, a, b ? b : "");
     return -1;
+}
+
+/* Appends s[0..n) as a GBNF string literal. */
+static void gbnf_literal(struct sbuf *b, const char *s, size_t n)
+{
+    sb_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\') sb_printf(b, "\\%c", s[i]);
+        else if (s[i] == '\n') sb_puts(b, "\\n");
+        else sb_append(b, s + i, 1);
+    }
+    sb_puts(b, "\"");
+}
+
+/* The alternatives after a run of '<' in a raw value that no[] (closing tags
+ * less their '<', which none holds again) cannot follow: into brk, a prefix
+ * of a tag (pre[0..d)) then a character that leaves all of them; into end, a
+ * prefix the value may stop at (the tag that follows the value begins anew
+ * at its own '<'). */
+static void text_alts(struct sbuf *brk, struct sbuf *end, const char *const no[2], char *pre, size_t d)
+{
+    char next[2];
+    int k = 0;
+    for (int w = 0; w < 2; w++)
+        if (strlen(no[w]) > d && !strncmp(no[w], pre, d) && !memchr(next, no[w][d], (size_t)k)) next[k++] = no[w][d];
+    sb_puts(brk, brk->n ? " | " : "");
+    if (d) gbnf_literal(brk, pre, d);
+    sb_puts(brk, " [^");
+    for (int c = 0; c < k; c++) sb_printf(brk, "%s%c", strchr("\\]^-", next[c]) ? "\\" : "", next[c]);
+    sb_puts(brk, "<]");
+    if (d) {
+        sb_puts(end, end->n ? " | " : "");
+        gbnf_literal(end, pre, d);
+    }
+    for (int c = 0; c < k; c++) {
+        pre[d] = next[c];
+        if (strlen(no[0]) != d + 1 && strlen(no[1]) != d + 1) text_alts(brk, end, no, pre, d + 1);
+    }
+}
+
+/* The rule xtext: raw text holding none of the syntax's closing tags. */
+static void text_rule(struct sbuf *g, enum oai_tool_syntax syn)
+{
+    struct sbuf brk = { 0 }, end = { 0 };
+    char pre[32];
+    text_alts(&brk, &end, XML_ARG[syn].no, pre, 0);
+    sb_printf(g, "xtext ::= ( [^<] | \"<\"+ ( %s ) )* ( \"<\"+ ( %s )? )?\n", brk.s ? brk.s : "", end.s ? end.s : "");
+    if (brk.failed || end.failed) g->failed = 1;
+    sb_free(&brk);
+    sb_free(&end);
+}
+
+/* Tool i's (k-th allowed) arguments in GLM's or Qwen3-Coder's tags, as the
+ * rest of rule fn-k (into fns, rules after it into rules): each property in
+ * the schema's order, optional unless required. 0, or -1 with *e filled. */
+static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k, const char *name, int *next_rule,
+                    struct sbuf *fns, struct sbuf *rules, struct oai_error *e)
+{
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required"), *r;
+    char where[300];
+    snprintf(where, sizeof where, "'tools[%d].function.parameters' (%s)", i, name);
+    cJSON_ArrayForEach(r, req)
+        if (cJSON_IsString(r) && !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
+            return fail(e, "tools", "%s: required '%s' is not in its properties, which this model's tool-call "
+                        "syntax needs to name each argument", where, r->valuestring);
+    int j = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next, j++) {
+        const char *key = p->string;
+        size_t n = strlen(key);
+        for (size_t c = 0; c < n; c++)
+            if (strchr("<>", key[c]) || (unsigned char)key[c] < 0x20)
+                return fail(e, "tools", "%s: property '%s' holds a character ('<', '>' or a control) that this "
+                            "model's tool-call syntax cannot carry in a key", where, key);
+        if (!n || key[0] == ' ' || key[n - 1] == ' ')
+            return fail(e, "tools", "%s: property '%s' is empty or starts or ends with a blank, which this "
+                        "model's tool-call syntax cannot carry in a key", where, key);
+        int required = 0;
+        cJSON_ArrayForEach(r, req) required |= cJSON_IsString(r) && !strcmp(r->valuestring, key);
+        sb_printf(fns, " xarg-%d-%d%s", k, j, required ? "" : "?");
+        sb_printf(rules, "xarg-%d-%d ::= %s ", k, j, XML_ARG[syn].key_open);
+        gbnf_literal(rules, key, n);
+        sb_printf(rules, " %s ", XML_ARG[syn].key_close);
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
+        if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "string")) {     /* the parser keeps it as text */
+            const cJSON *cst = cJSON_GetObjectItemCaseSensitive(p, "const"), *en = cJSON_GetObjectItemCaseSensitive(p, "enum");
+            const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(p, "format"), *v;
+            const cJSON *lo = cJSON_GetObjectItemCaseSensitive(p, "minLength"), *hi = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
+            if (cJSON_IsString(cst)) gbnf_literal(rules, cst->valuestring, strlen(cst->valuestring));
+            else if (en) {
+                int m = 0;
+                sb_puts(rules, "(");
+                cJSON_ArrayForEach(v, en) if (cJSON_IsString(v)) {
+                    sb_puts(rules, m++ ? " | " : " ");
+                    gbnf_literal(rules, v->valuestring, strlen(v->valuestring));
+                }
+                if (!m) return fail(e, "tools", "%s: property '%s' is a string with no string in its enum", where, key);
+                sb_puts(rules, " )");
+            } else if (cJSON_IsString(fmt))     /* grammar_schema.c checked the format is one of these */
+                sb_puts(rules, !strcmp(fmt->valuestring, "date-time") ? "date \"T\" time" : fmt->valuestring);
+            else if (cJSON_IsNumber(lo) || cJSON_IsNumber(hi)) {
+                /* counted in characters, so without '<' (text_rule's units span several) */
+                sb_printf(rules, "[^<]{%ld,", cJSON_IsNumber(lo) ? (long)lo->valuedouble : 0L);
+                if (cJSON_IsNumber(hi)) sb_printf(rules, "%ld", (long)hi->valuedouble);
+                sb_puts(rules, "}");
+            } else sb_puts(rules, "xtext");
+        } else {                            /* the parser reads it as JSON: the JSON of its schema */
+            cJSON *sub = cJSON_Duplicate(p, 1);
+            static const char *const DEFS[] = { "$defs", "definitions" };
+            for (int d = 0; d < 2 && sub; d++) {
+                const cJSON *defs = cJSON_GetObjectItemCaseSensitive(params, DEFS[d]);
+                if (defs && !cJSON_GetObjectItemCaseSensitive(sub, DEFS[d]))
+                    cJSON_AddItemToObject(sub, DEFS[d], cJSON_Duplicate(defs, 1));
+            }
+            char *txt = sub ? cJSON_PrintUnformatted(sub) : NULL, *vr = NULL, vname[48];
+            cJSON_Delete(sub);
+            snprintf(vname, sizeof vname, "xval-%d-%d", k, j);
+            struct colibri_err err = { 0 };
+            int rc = txt ? sample_grammar_json_schema_rules(txt, vname, next_rule, &vr, &err) : COLIBRI_ENOMEM;
+            free(txt);
+            if (rc == COLIBRI_ENOMEM) return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            if (rc) return fail(e, "tools", "%s: %s", where, err.msg);
+            /* the templates write an untyped enum's strings raw, which the parser
+             * keeps as text where they do not parse as JSON */
+            sb_printf(rules, "( %s", vname);
+            const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum"), *v;
+            cJSON_ArrayForEach(v, en) {
+                cJSON *as_json = cJSON_IsString(v) ? cJSON_Parse(v->valuestring) : NULL;
+                if (cJSON_IsString(v) && !as_json && v->valuestring[0] && !strstr(v->valuestring, "</")) {
+                    sb_puts(rules, " | ");
+                    gbnf_literal(rules, v->valuestring, strlen(v->valuestring));
+                }
+                cJSON_Delete(as_json);
+            }
+            sb_printf(rules, " ) %s\n%s", XML_ARG[syn].value_close, vr);
+            free(vr);
+            continue;
+        }
+        sb_printf(rules, " %s\n", XML_ARG[syn].value_close);
+    }
+    return 0;
 }
 
 int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const char *only, int parallel, int think_open,
@@ -124,12 +289,22 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const cha
         }
         /* names are [A-Za-z0-9_.-] (oai_tools.c checks), so they need no escaping */
         sb_printf(&g, "%s fn-%d", k ? " |" : "", k);
-        sb_printf(&fns, "fn-%d ::= \"%s\" %s args-%d\n%s", k, name, SYNTAX[syn].name_end, k, rules);
+        if (XML_ARG[syn].key_open) {        /* GLM / Qwen3-Coder: tagged arguments (the rules checked the schema) */
+            struct sbuf xr = { 0 };
+            sb_printf(&fns, "fn-%d ::= \"%s\" %s", k, name, SYNTAX[syn].name_end);
+            rc = xml_args(syn, params, i, k, name, &next_rule, &fns, &xr, e);
+            sb_printf(&fns, "\n%s", xr.s ? xr.s : "");
+            if (xr.failed) fns.failed = 1;
+            sb_free(&xr);
+        } else sb_printf(&fns, "fn-%d ::= \"%s\" %s args-%d\n%s", k, name, SYNTAX[syn].name_end, k, rules);
         free(rules);
+        if (rc) { sb_free(&g); sb_free(&fns); return -1; }
         k++;
     }
     sb_printf(&g, " ) %s\n%s", SYNTAX[syn].call_close, fns.s ? fns.s : "");
+    if (fns.failed) g.failed = 1;
     sb_free(&fns);
+    if (XML_ARG[syn].key_open) text_rule(&g, syn);
     if (g.failed) { sb_free(&g); return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); }
     *out = g.s;
     return 0;

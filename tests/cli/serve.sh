@@ -3,17 +3,19 @@
 # (an oracle fixture plus a small tokenizer, tests/serve/make_test_model.py),
 # runs tests/serve/test_serve.py (the API, with the official openai client) and
 # tests/serve/test_ops.py (alias, CORS, HEAD, tokenize, props, slots, the
-# request log, histograms) and tests/serve/test_choices.py (n > 1) against them, then checks that SIGTERM drains an
+# request log, histograms), tests/serve/test_choices.py (n > 1) and
+# tests/serve/test_tool_syntaxes.py (two more servers, with GLM's and
+# Qwen3-Coder's templates) against them, then checks that SIGTERM drains an
 # in-flight stream and exits 0. Bounded in time; kills what it started on
 # every exit path.
 set -u
 COLIBRI=${COLIBRI:-build/colibri}
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d)
-pid_a=""; pid_b=""; pid_c=""; pid_d=""; pid_e=""
+pid_a=""; pid_b=""; pid_c=""; pid_d=""; pid_e=""; pid_f=""; pid_g=""
 
 cleanup() {
-    for p in $pid_a $pid_b $pid_c $pid_d $pid_e; do kill -9 "$p" 2>/dev/null; done
+    for p in $pid_a $pid_b $pid_c $pid_d $pid_e $pid_f $pid_g; do kill -9 "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -30,7 +32,7 @@ fi
 start() {
     name=$1; shift
     : >"$tmp/$name.log"
-    "$COLIBRI" serve -m "$tmp/test-model" --host 127.0.0.1 --port 0 --threads 1 $keyarg "$@" \
+    "$COLIBRI" serve -m "${model_dir:-$tmp/test-model}" --host 127.0.0.1 --port 0 --threads 1 $keyarg "$@" \
         >"$tmp/$name.log" 2>&1 &
     eval "pid_$name=$!"
     i=0
@@ -79,6 +81,16 @@ timeout 120 "$PY" tests/serve/test_choices.py || fail "tests/serve/test_choices.
 stop a
 stop b
 stop e
+# GLM's and Qwen3-Coder's prompts with tools run past the fixture's 256 positions
+"$PY" tests/serve/make_test_model.py tests/oracle/deepseek_v3_tiny "$tmp/long/test-model" 4096 || fail "make_test_model 4096"
+model_dir="$tmp/long/test-model"
+start f --slots 2 --chat-template tests/tok/chat/glm_4_6.jinja
+start g --slots 2 --chat-template tests/tok/chat/qwen3_coder.jinja
+model_dir=""
+export SERVE_URL_GLM="http://127.0.0.1:$port_f" SERVE_URL_QWEN_CODER="http://127.0.0.1:$port_g"
+timeout 120 "$PY" tests/serve/test_tool_syntaxes.py || fail "tests/serve/test_tool_syntaxes.py failed"
+stop f
+stop g
 
 # SIGTERM during a stream: the stream completes ([DONE]) and the server exits 0.
 # This server takes its key from the environment.

@@ -8,7 +8,8 @@ small fixed text, ids 0..N-1 with N <= the fixture's vocab, so every id the
 tokenizer produces is one the model accepts. The model is random; the tests
 check the server's behaviour, not the text.
 
-usage: make_test_model.py FIXTURE_DIR OUT_DIR
+usage: make_test_model.py FIXTURE_DIR OUT_DIR [MAX_POSITION_EMBEDDINGS]
+(given: config.json is a copy with that context instead of a link)
 """
 import json
 import os
@@ -67,7 +68,7 @@ def learn_merges(text, n_merges, b2u):
 
 
 def main():
-    fixture, out = sys.argv[1], sys.argv[2]
+    fixture, out = sys.argv[1], sys.argv[2]     # [max_position_embeddings]
     cfg = json.load(open(os.path.join(fixture, "config.json")))
     n_vocab = cfg["vocab_size"]
     b2u = bytes_to_unicode()
@@ -106,6 +107,10 @@ def main():
     with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": SPECIALS[0],
                    "eos_token": SPECIALS[1]}, f, ensure_ascii=False)
+    if len(sys.argv) > 3:   # a longer context (the weights do not care): for prompts holding long tool lists
+        cfg["max_position_embeddings"] = int(sys.argv[3])
+        with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(cfg, f, indent=2)
     for name in ("config.json", "model.safetensors"):
         dst = os.path.join(out, name)
         if not os.path.exists(dst):

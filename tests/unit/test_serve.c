@@ -330,10 +330,11 @@ static void calls_text(enum oai_tool_syntax s, const char *const *names, const c
                        const char *prefix, struct sbuf *b)
 {
     b->n = 0;
-    sb_puts(b, prefix);
+    sb_puts(b, prefix + (prefix[0] == '@'));
     static const char *const OPEN[] = { "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜>",
-                                        "<|tool_calls_section_begin|>", "" };
-    static const char *const CLOSE[] = { "<｜tool▁calls▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_end|>", "" };
+                                        "<|tool_calls_section_begin|>", "", "", "" };
+    static const char *const CLOSE[] = { "<｜tool▁calls▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_end|>",
+                                         "", "", "" };
     sb_puts(b, OPEN[s]);
     for (int i = 0; i < n; i++) {
         if (s == OAI_TOOLS_DEEPSEEK_V3)
@@ -344,9 +345,25 @@ static void calls_text(enum oai_tool_syntax s, const char *const *names, const c
         else if (s == OAI_TOOLS_KIMI)
             sb_printf(b, "<|tool_call_begin|>functions.%s:%d<|tool_call_argument_begin|>%s<|tool_call_end|>", names[i],
                       i, args[i]);
-        else
+        else if (s == OAI_TOOLS_HERMES)
             sb_printf(b, "%s<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", i ? "\n" : "", names[i],
                       args[i]);
+        else {      /* GLM / Qwen3-Coder tags as their templates write them: strings raw, other values as JSON */
+            int glm = s != OAI_TOOLS_QWEN3_CODER;
+            const char *nl = prefix[0] == '@' ? "" : "\n";    /* GLM-4.7's form without the newlines */
+            if (glm) sb_printf(b, "%s<tool_call>%s%s", i ? nl : "", names[i], nl);
+            else sb_printf(b, "%s<tool_call>\n<function=%s>\n", i ? "\n" : "", names[i]);
+            cJSON *a = cJSON_Parse(args[i]), *v;
+            cJSON_ArrayForEach(v, a) {
+                char *js = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+                const char *val = js ? js : v->valuestring;
+                if (glm) sb_printf(b, "<arg_key>%s</arg_key>%s<arg_value>%s</arg_value>%s", v->string, nl, val, nl);
+                else sb_printf(b, "<parameter=%s>\n%s\n</parameter>\n", v->string, val);
+                free(js);
+            }
+            cJSON_Delete(a);
+            sb_puts(b, glm ? "</tool_call>" : "</function>\n</tool_call>");
+        }
     }
     sb_puts(b, CLOSE[s]);
 }
@@ -371,6 +388,10 @@ static void test_tool_grammar_each_syntax(void)
         { "tests/tok/chat/kimi_k2.jinja", OAI_TOOLS_KIMI },
         { "tests/tok/chat/kimi_k2_thinking_moonshotai.jinja", OAI_TOOLS_KIMI },
         { "tests/tok/chat/qwen3.jinja", OAI_TOOLS_HERMES },
+        { "tests/tok/chat/glm_4_5.jinja", OAI_TOOLS_GLM },
+        { "tests/tok/chat/glm_4_6.jinja", OAI_TOOLS_GLM },
+        { "tests/tok/chat/glm_4_7_flash.jinja", OAI_TOOLS_GLM },
+        { "tests/tok/chat/qwen3_coder.jinja", OAI_TOOLS_QWEN3_CODER },
         { NULL, OAI_TOOLS_DEEPSEEK_V3 },      /* a template that renders no calls: DeepSeek-V3's */
     };
     static const char *const NAMES[] = { "get_weather", "get_time" };
@@ -378,6 +399,9 @@ static void test_tool_grammar_each_syntax(void)
     static const char *const W_ONLY[] = { "get_weather" }, *const T_ONLY[] = { "get_time" };
     static const char *const BAD_ARGS[] = { "{\"city\": 3, \"unit\": \"c\"}", "{\"city\": \"Paris\"}",
                                             "{\"city\": \"Paris\", \"unit\": \"k\"}" };
+    /* in tags, a number is a valid string: the order and a tz that is no integer are wrong instead */
+    static const char *const BAD_XML_ARGS[] = { "{\"unit\": \"c\", \"city\": \"Paris\"}", "{\"city\": \"Paris\"}",
+                                                "{\"city\": \"Paris\", \"unit\": \"k\"}" };
     cJSON *tools = cJSON_Parse(TOOLS_JSON);
     struct sbuf b = { 0 };
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
@@ -404,10 +428,15 @@ static void test_tool_grammar_each_syntax(void)
             CHECK(grammar_takes(t, one, b.s) == 0, "%s: two calls taken by the one-call grammar", tname);
             cJSON *calls = NULL;
             char *content = NULL;
-            CHECK(oai_parse_tool_calls(b.s, NULL, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
+            CHECK(oai_parse_tool_calls(b.s, TOOLS_JSON, &calls, &content) == 2, "%s: does not parse back: %s", tname, b.s);
             for (int i = 0; i < 2 && calls; i++) {
                 const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
                 CHECK(!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, NAMES[i]), "%s: call %d", tname, i);
+                cJSON *got = cJSON_Parse(cJSON_GetObjectItem(fn, "arguments")->valuestring), *want = cJSON_Parse(ARGS[i]);
+                CHECK(cJSON_Compare(got, want, 1), "%s: call %d arguments %s", tname, i,
+                      cJSON_GetObjectItem(fn, "arguments")->valuestring);
+                cJSON_Delete(got);
+                cJSON_Delete(want);
             }
             cJSON_Delete(calls);
             free(content);
@@ -417,9 +446,32 @@ static void test_tool_grammar_each_syntax(void)
             CHECK(grammar_takes(t, one, "Sure.") == 0, "%s: text instead of a call taken", tname);
             calls_text(s, T_ONLY, ARGS + 1, 1, "", &b);
             CHECK(grammar_takes(t, named, b.s) == 1, "%s: the named call refused: %s", tname, b.s);
+            int xml = s >= OAI_TOOLS_GLM;
             for (int k = 0; k < 3; k++) {
-                calls_text(s, W_ONLY, BAD_ARGS + k, 1, "", &b);
+                calls_text(s, W_ONLY, (xml ? BAD_XML_ARGS : BAD_ARGS) + k, 1, "", &b);
                 CHECK(grammar_takes(t, par, b.s) == 0, "%s: invalid arguments taken: %s", tname, b.s);
+            }
+            if (s == OAI_TOOLS_GLM) {   /* and GLM-4.7's form, without newlines */
+                calls_text(s, NAMES, ARGS, 2, "@", &b);
+                CHECK(grammar_takes(t, par, b.s) == 1, "%s: calls without newlines refused: %s", tname, b.s);
+            }
+            if (xml) {  /* raw text: '<' and other closing tags pass, the ones the parser ends a call or value at do not */
+                static const char *const HTML[] = { "{\"city\": \"<b>P</b> <</x\", \"unit\": \"f\"}" };
+                calls_text(s, W_ONLY, HTML, 1, "", &b);
+                CHECK(grammar_takes(t, par, b.s) == 1, "%s: a string with tags refused: %s", tname, b.s);
+                CHECK(oai_parse_tool_calls(b.s, TOOLS_JSON, &calls, &content) == 1 &&
+                      strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function"),
+                                                 "arguments")->valuestring, "<b>P</b> <</x"), "%s: %s", tname, b.s);
+                cJSON_Delete(calls);
+                free(content);
+                static const char *const CUT[] = { "{\"city\": \"a</tool_call>b\", \"unit\": \"f\"}",
+                                                   "{\"city\": \"a</arg_value>b\", \"unit\": \"f\"}",
+                                                   "{\"city\": \"a</parameter>b\", \"unit\": \"f\"}" };
+                for (int k = 0; k < 3; k++) {
+                    calls_text(s, W_ONLY, CUT + k, 1, "", &b);
+                    CHECK(grammar_takes(t, par, b.s) == (k == (s == OAI_TOOLS_QWEN3_CODER ? 1 : 2)),
+                          "%s: closing tag in a string: %s", tname, b.s);
+                }
             }
             calls_text(s, W_ONLY, ARGS, 1, "I should look it up.</think>\n\n", &b);
             CHECK(grammar_takes(t, think, b.s) == 1, "%s: reasoning then a call refused: %s", tname, b.s);
@@ -430,24 +482,35 @@ static void test_tool_grammar_each_syntax(void)
         colibri_grammar_free(think);
         colibri_tokenizer_free(t);
     }
-    /* templates whose call syntax colibri cannot enforce are refused by name */
-    static const char *const REFUSED[][2] = { { "tests/tok/chat/glm_4_6.jinja", "GLM" },
-                                              { "tests/tok/chat/qwen3_coder.jinja", "Qwen3-Coder" } };
-    for (int r = 0; r < 2; r++) {
+    /* templates whose call syntax colibri does not know are refused by name; and in
+     * tags, a key the syntax cannot carry or a required key that is no property */
+    static const char *const REFUSED[][3] = {
+        { "{% for m in messages %}{% if m.tool_calls %}{% for tc in m.tool_calls %}<tool_call>{{ tc.function.name }} "
+          "<arg_key>q</arg_key></tool_call>{% endfor %}{% endif %}{% endfor %}", TOOLS_JSON, "GLM-like" },
+        { "{% for m in messages %}{% if m.tool_calls %}{% for tc in m.tool_calls %}<function={{ tc.function.name }}>"
+          "</function>{% endfor %}{% endif %}{% endfor %}", TOOLS_JSON, "Qwen3-Coder-like" },
+        { "tests/tok/chat/glm_4_6.jinja", "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+          "{\"type\":\"object\",\"properties\":{\"a>b\":{\"type\":\"string\"}}}}}]", "'a>b'" },
+        { "tests/tok/chat/qwen3_coder.jinja", "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+          "{\"type\":\"object\",\"properties\":{},\"required\":[\"x\"]}}}]", "'x'" },
+    };
+    for (int r = 0; r < 4; r++) {
         colibri_tokenizer *t = NULL;
         struct colibri_err err = { 0 };
-        char *src = read_text(REFUSED[r][0]);
+        char *src = r >= 2 ? read_text(REFUSED[r][0]) : strdup(REFUSED[r][0]);
+        cJSON *tl = cJSON_Parse(REFUSED[r][1]);
         if (colibri_tokenizer_load("tests/tok/small", &t, &err) || !src ||
-            colibri_tokenizer_set_chat_template(t, src, strlen(src), REFUSED[r][0], &err)) {
-            CHECK(0, "%s: %s", REFUSED[r][0], err.msg);
+            colibri_tokenizer_set_chat_template(t, src, strlen(src), "refused", &err)) {
+            CHECK(0, "%d: %s", r, err.msg);
         } else {
             struct oai_model m = { .id = "tiny", .tok = t, .n_vocab = 3003, .n_ctx = 64 };
             struct oai_error e = { 0 };
             colibri_grammar *g = NULL;
-            CHECK(serve_oai_tool_grammar(&m, tools, NULL, 1, 0, &g, &e) && e.status == 400 &&
-                  strstr(e.msg, REFUSED[r][1]), "%s: %d %s", REFUSED[r][0], e.status, e.msg);
+            CHECK(serve_oai_tool_grammar(&m, tl, NULL, 1, 0, &g, &e) && e.status == 400 &&
+                  strstr(e.msg, REFUSED[r][2]), "%d: %d %s", r, e.status, e.msg);
             colibri_grammar_free(g);
         }
+        cJSON_Delete(tl);
         free(src);
         colibri_tokenizer_free(t);
     }
