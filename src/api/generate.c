@@ -337,7 +337,8 @@ int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
     if (max_tokens > 0 && n > max_tokens) n = max_tokens;
     int last = g->n_done + n == g->n_prompt;
     double t0 = now_s();
-    int rc = g->o.n_draft ? colibri_spec_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, err)
+    int rc = g->o.n_draft ? colibri_spec_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL,
+                                                         g->o.draft_auto, err)
                           : colibri_session_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, 0, err);
     double t1 = now_s();
     g->st.t_prefill += t1 - t0;
