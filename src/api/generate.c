@@ -71,6 +71,7 @@ struct colibri_gen {
         int p_tok, p_n;
         double best, off_rate;  /* this probe's best rate so far (tokens/s) and its drafts; the plain rate */
         int best_k;
+        int confirming;         /* PROBING: this block repeats one that won */
     } au;
     char carry[4];
     int n_carry;
@@ -337,7 +338,8 @@ int colibri_gen_prefill(colibri_gen *g, int max_tokens, struct colibri_err *err)
     if (max_tokens > 0 && n > max_tokens) n = max_tokens;
     int last = g->n_done + n == g->n_prompt;
     double t0 = now_s();
-    int rc = g->o.n_draft ? colibri_spec_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, err)
+    int rc = g->o.n_draft ? colibri_spec_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL,
+                                                         g->o.draft_auto, err)
                           : colibri_session_prefill(g->sess, g->prompt + g->n_done, n, last ? g->logits : NULL, 0, err);
     double t1 = now_s();
     g->st.t_prefill += t1 - t0;
@@ -457,9 +459,12 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
  *    lose too), then n_draft if one draft won. A block is lost as soon as
  *    even every draft kept in its remaining forwards could not beat the best
  *    rate so far by AUTO_MARGIN (on a compute-bound model, after a forward
- *    or two), and won only with a rate over it by AUTO_MARGIN: 20%, so that
- *    the noise of four forwards' times on a busy machine rarely wins one (a
- *    false win costs a block of drafted forwards and a probe of n_draft).
+ *    or two), and won only with a rate over it by AUTO_MARGIN: 20%, twice
+ *    in a row (two blocks of the same k), so that the noise of four
+ *    forwards' times on a busy machine, or in a server whose slots' forwards
+ *    are each timed by the whole batched iteration (its composition changing
+ *    from one to the next), rarely wins one (a false win costs a block of
+ *    drafted forwards and a probe of n_draft).
  *  - ON: the winner, checked block by block against the plain rate (a block
  *    slower than plain ends it at once, so a probe won by noise costs one
  *    block); after AUTO_ON_HOLD forwards, OFF for AUTO_OFF_N to renew the
@@ -469,7 +474,7 @@ int colibri_gen_fed(colibri_gen *g, int n, struct colibri_err *err)
  * back-off. The state outlives a generation (a server slot's or a chat's
  * next request goes on from it). Where drafting always loses, a generator's
  * first N forwards hold at most 1 + log2(1 + N / AUTO_HOLD) probes, each at
- * most AUTO_PROBE forwards of one draft: the overhead is at most that many
+ * most AUTO_PROBE forwards of one draft (twice that where noise wins the first block): the overhead is about that many
  * one-draft verifies less their tokens, and its share vanishes as N grows. */
 #define AUTO_HOLD 128
 #define AUTO_ON_HOLD 256
@@ -522,12 +527,19 @@ static int auto_drafts(colibri_gen *g)
             double off = median_of(a->off, AUTO_OFF_N);
             a->off_rate = a->best = off > 0 ? 1.0 / off : 0;
             a->best_k = 0;
+            a->confirming = 0;
             auto_block(a, AUTO_PROBING, 1);
         }
     } else if (a->mode == AUTO_PROBING && med > 0) {
         int rest = AUTO_PROBE - a->p_n;
         double hope = (a->p_tok + rest * (a->k + 1.0)) / (AUTO_PROBE * med);
         int won = rest == 0 && rate > AUTO_MARGIN * a->best;
+        if (won && !a->confirming) {          /* a win counts once a second block wins too */
+            a->confirming = 1;
+            auto_block(a, AUTO_PROBING, a->k);
+            return a->k;
+        }
+        if (rest == 0 || hope <= AUTO_MARGIN * a->best) a->confirming = 0;
         if (won) {
             a->best = rate;
             a->best_k = a->k;

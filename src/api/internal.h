@@ -49,8 +49,12 @@ struct session_spec;
 int  colibri_spec_enable(colibri_session *s, struct colibri_err *err);
 void colibri_spec_free(struct session_spec *sp);
 int64_t colibri_spec_bytes(const struct session_spec *sp);
-/* colibri_session_prefill for the generator, filling the MTP rows as it goes. */
-int  colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, struct colibri_err *err);
+/* colibri_session_prefill for the generator, filling the MTP rows as it goes;
+ * with defer (auto drafting, which may never draft) it fills none but keeps
+ * the last prompt positions' hidden states, whose rows the first
+ * colibri_spec_draft fills (the older rows stay stale). */
+int  colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int defer,
+                          struct colibri_err *err);
 /* Up to k drafts for positions pos+1.. given x, the token for position pos
  * (not yet cached): greedy over ids [0, n_text). Returns how many (0 when
  * the hidden state before x is not known), or a negative code. */

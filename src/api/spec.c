@@ -9,6 +9,10 @@
  *      `rows` may hold drafts' rows, rewritten when computed again.
  *  (2) hid[0..n_h) are the main model's final-normed hidden states at
  *      positions h_pos.., with h_pos + n_h == P whenever n_h > 0.
+ *  (3) a deferred prefill (auto drafting) computes no MTP rows: d_hid[0..n_d)
+ *      keeps the final-normed hidden states at positions d_pos.. (the last
+ *      SPEC_DEFER_W the prefills gave), and the first draft computes their
+ *      rows; rows before d_pos stay stale.
  * Anything that moves the session without this file (truncation, a KV file,
  * a batched decode) breaks (2); spec_sync() then drops what no longer holds,
  * and rows that cannot be computed are skipped (stale). */
@@ -21,6 +25,11 @@
 #include "model/mtp.h"
 #include "model/norm.h"
 
+/* (3): the prompt positions whose MTP rows a deferred prefill keeps for the
+ * first draft. It bounds the memory (SPEC_DEFER_W hidden states) and the
+ * MTP pass a probe pays; the drafts see this much of the prompt. */
+#define SPEC_DEFER_W 32
+
 struct session_spec {
     struct mtp_state ms;
     int rows;                   /* (1) */
@@ -30,6 +39,8 @@ struct session_spec {
     float *dlogits;             /* [vocab] */
     float *pair_h;              /* [COLIBRI_GEN_MAX_DRAFT + 1][hidden]: rows to pair */
     int32_t pair_t[COLIBRI_GEN_MAX_DRAFT + 1];
+    int d_pos, n_d;             /* (3) */
+    float *d_hid;               /* [SPEC_DEFER_W][hidden], allocated by the first deferred prefill */
 };
 
 void colibri_spec_free(struct session_spec *sp)
@@ -40,6 +51,7 @@ void colibri_spec_free(struct session_spec *sp)
     free(sp->chain);
     free(sp->dlogits);
     free(sp->pair_h);
+    free(sp->d_hid);
     free(sp);
 }
 
@@ -47,7 +59,8 @@ int64_t colibri_spec_bytes(const struct session_spec *sp)
 {
     if (!sp) return 0;
     int64_t hid = sp->ms.hidden;
-    return model_mtp_state_bytes(&sp->ms) + (int64_t)sizeof(float) * hid * (sp->h_cap + 1 + COLIBRI_GEN_MAX_DRAFT + 1);
+    return model_mtp_state_bytes(&sp->ms) + (int64_t)sizeof(float) * hid * (sp->h_cap + 1 + COLIBRI_GEN_MAX_DRAFT + 1 +
+                                                                    (sp->d_hid ? SPEC_DEFER_W : 0));
 }
 
 int colibri_spec_enable(colibri_session *s, struct colibri_err *err)
@@ -89,6 +102,32 @@ static void spec_sync(colibri_session *s)
     if (sp->n_h && sp->h_pos + sp->n_h > P) sp->n_h = P > sp->h_pos ? P - sp->h_pos : 0;
     if (sp->n_h && sp->h_pos + sp->n_h != P) sp->n_h = 0;
     if (sp->rows > (P > 0 ? P - 1 : 0)) sp->rows = P > 0 ? P - 1 : 0;
+    if (sp->n_d && sp->d_pos + sp->n_d > P) sp->n_d = P > sp->d_pos ? P - sp->d_pos : 0;
+}
+
+/* (3): appends the hidden states h[0..c) at positions pos0.. to the window. */
+static int defer_keep(struct session_spec *sp, const float *h, int pos0, int c, struct colibri_err *err)
+{
+    int hid = sp->ms.hidden, W = SPEC_DEFER_W;
+    if (!sp->d_hid && !(sp->d_hid = malloc((size_t)W * hid * sizeof *sp->d_hid)))
+        return base_err_set(err, COLIBRI_ENOMEM, "MTP state: out of memory for %d hidden states", W);
+    if (sp->n_d && sp->d_pos + sp->n_d > pos0) sp->n_d = pos0 > sp->d_pos ? pos0 - sp->d_pos : 0;
+    if (sp->n_d && sp->d_pos + sp->n_d != pos0) sp->n_d = 0;   /* not contiguous: the older ones go stale */
+    if (c > W) {
+        h += (int64_t)(c - W) * hid;
+        pos0 += c - W;
+        c = W;
+    }
+    int drop = sp->n_d + c - W;
+    if (drop > 0) {
+        memmove(sp->d_hid, sp->d_hid + (int64_t)drop * hid, (size_t)(sp->n_d - drop) * hid * sizeof *sp->d_hid);
+        sp->d_pos += drop;
+        sp->n_d -= drop;
+    }
+    if (!sp->n_d) sp->d_pos = pos0;
+    memcpy(sp->d_hid + (int64_t)sp->n_d * hid, h, (size_t)c * hid * sizeof *h);
+    sp->n_d += c;
+    return 0;
 }
 
 static int grow_hid(struct session_spec *sp, int rows, struct colibri_err *err)
@@ -110,7 +149,8 @@ static int mtp_rows(colibri_session *s, const int32_t *tokens, const float *hidd
                        n > 1 ? FWD_EXPANDED : FWD_ABSORBED, out, err);
 }
 
-int colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, struct colibri_err *err)
+int colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int defer,
+                         struct colibri_err *err)
 {
     struct session_spec *sp = s->spec;
     const struct model *m = &s->model->m;
@@ -135,12 +175,17 @@ int colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float
         int first = have_prev ? a - 1 : a;
         if (first < sp->rows) first = sp->rows;   /* never: rows <= a - 1 */
         int npair = a + k - 1 - first;
-        if (npair > 0) {
+        if (defer) {
+            /* buffer row r is position a - 1 + r; the last (P - 1) is also (2)'s */
+            if ((rc = defer_keep(sp, sp->hid + (int64_t)(have_prev ? 0 : 1) * hid, have_prev ? a - 1 : a,
+                                 have_prev ? k + 1 : k, err)))
+                break;
+        } else if (npair > 0) {
             const float *h0 = sp->hid + (int64_t)(first - (a - 1)) * hid;   /* buffer row r: position a - 1 + r */
             rc = mtp_rows(s, s->tokens + first + 1, h0, npair, first, NULL, err);
             if (rc) break;
         }
-        sp->rows = a + k - 1;
+        if (!defer) sp->rows = a + k - 1;
         memmove(sp->hid, sp->hid + (int64_t)k * hid, (size_t)hid * sizeof *sp->hid);
         sp->h_pos = a + k - 1;
         sp->n_h = 1;
@@ -164,6 +209,12 @@ int colibri_spec_draft(colibri_session *s, int32_t x, int k, int n_text, int32_t
     spec_sync(s);
     if (k > s->st.n_ctx - P - 1) k = s->st.n_ctx - P - 1;   /* the verify feeds positions P..P+k */
     if (k <= 0 || !sp->n_h) return 0;
+    if (sp->n_d) {
+        /* (3): the deferred rows, up to the pairs below (t = h_pos..) */
+        int nr = (sp->d_pos + sp->n_d < sp->h_pos ? sp->d_pos + sp->n_d : sp->h_pos) - sp->d_pos;
+        if (nr > 0 && (rc = mtp_rows(s, s->tokens + sp->d_pos + 1, sp->d_hid, nr, sp->d_pos, NULL, err))) return rc;
+        sp->n_d = 0;
+    }
     /* the pairs not yet computed: t = h_pos..P-1 (earlier ones are stale) */
     int first = sp->h_pos, npair = P - first;
     if (npair > COLIBRI_GEN_MAX_DRAFT + 1) return base_err_set(err, COLIBRI_EINVAL, "MTP: %d rows behind", npair);
