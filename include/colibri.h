@@ -112,8 +112,8 @@ struct colibri_model_opts {
      * refused by name otherwise). NULL: the CPU. Prefill stays on the CPU.
      * The weights (routed experts included) are copied to the device at
      * load, each session's cache at its capacity when it is created;
-     * streamed experts, MPI, DSA models and drafting (--mtp) are refused by
-     * name. The device runs one decode at a time: decode the model's
+     * streamed experts, MPI, DSA models, drafting (--mtp) and bf16_act are
+     * refused by name. The device runs one decode at a time: decode the model's
      * sessions from one thread. */
     const char *device;
 };
