@@ -10,6 +10,7 @@
 #include "cuda/cu_desc.h"
 #include "cuda/cu_launch.h"
 #include "model/backend.h"
+#include "model/backend_kv.h"
 
 struct backend_dev {
     int ordinal, n_sm, max_smem;
@@ -22,13 +23,6 @@ struct backend_dev {
 struct backend_wmat {
     struct cu_wmat w;       /* data and scales point to device copies */
     size_t bytes;
-};
-
-struct backend_kv {
-    struct cu_kv_layer L;   /* rows and signs point to device copies */
-    int T;
-    void *rows;
-    float *sign_lat, *sign_pe;
 };
 
 static int cuda_fail(struct colibri_err *err, int rc, const char *what)
@@ -243,64 +237,22 @@ int backend_axpy(struct backend_dev *d, float *dy, const float *dx, float alpha,
     return rc ? cuda_fail(err, rc, "axpy launch") : 0;
 }
 
-/* The codec's rotation signs on the device (NULL and 0 when unrotated). */
-static int upload_signs(struct backend_dev *d, const struct kv_codec *c, float **out, struct colibri_err *err)
-{
-    *out = NULL;
-    if (!c->rot.n) return 0;
-    void *p = NULL;
-    int rc = alloc_copy(d, &p, c->rot.sign, (size_t)c->dim * sizeof(float), err);
-    *out = p;
-    return rc;
-}
-
+/* The KV layer's rows in device memory: model/backend_kv.c through this device's table. */
 int backend_kv_upload(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
                       struct colibri_err *err)
 {
-    if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity)
-        return base_err_set(err, COLIBRI_EINVAL, "cuda kv upload: layer %d of %d, %d rows of %d", layer, c->n_layers,
-                            T, c->capacity);
-    const struct kv_layer *lay = &c->layer[layer];
-    const struct kv_part *pl = kv_cache_layer_part(c, layer, KV_PART_LATENT);
-    const struct kv_part *pr = kv_cache_layer_part(c, layer, KV_PART_ROPE);
-    struct backend_kv *kv = calloc(1, sizeof *kv);
-    if (!kv) return base_err_set(err, COLIBRI_ENOMEM, "cuda: kv handle");
-    int rc = cu_kv_part_of(&lay->lat, pl->offset, NULL, &kv->L.lat, err);
-    if (!rc && c->dr) rc = cu_kv_part_of(&lay->pe, pr->offset, NULL, &kv->L.pe, err);
-    if (!rc) rc = upload_signs(d, &lay->lat, &kv->sign_lat, err);
-    if (!rc && c->dr) rc = upload_signs(d, &lay->pe, &kv->sign_pe, err);
-    if (!rc) rc = alloc_copy(d, &kv->rows, lay->data, (size_t)T * lay->row_bytes, err);
-    if (rc) {
-        backend_kv_free(d, kv);
-        return rc;
-    }
-    kv->L.lat.sign = kv->sign_lat;
-    kv->L.pe.sign = kv->sign_pe;
-    kv->L.row_bytes = (long long)lay->row_bytes;
-    kv->L.rows = kv->rows;
-    kv->T = T;
-    *out = kv;
-    return 0;
+    return model_backend_kv_upload(&backend_cuda_ops, d, c, layer, T, out, err);
 }
 
 void backend_kv_free(struct backend_dev *d, struct backend_kv *kv)
 {
-    if (!kv) return;
-    backend_free(d, kv->rows);
-    backend_free(d, kv->sign_lat);
-    backend_free(d, kv->sign_pe);
-    free(kv);
+    model_backend_kv_free(&backend_cuda_ops, d, kv);
 }
 
 int backend_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0, int n,
                      struct colibri_err *err)
 {
-    if (layer < 0 || layer >= c->n_layers || t0 < 0 || n < 1 || t0 + n > kv->T ||
-        (long long)c->layer[layer].row_bytes != kv->L.row_bytes)
-        return base_err_set(err, COLIBRI_EINVAL, "cuda kv write: rows %d..%d of layer %d (%d uploaded)", t0,
-                            t0 + n - 1, layer, kv->T);
-    return backend_upload(d, (uint8_t *)kv->rows + (size_t)t0 * kv->L.row_bytes, kv_cache_row(c, layer, t0),
-                          (size_t)n * kv->L.row_bytes, err);
+    return model_backend_kv_write(&backend_cuda_ops, d, kv, c, layer, t0, n, err);
 }
 
 /* Ranges of positions per head group: about 8 blocks per SM in all, none

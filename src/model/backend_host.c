@@ -13,6 +13,7 @@
 #include "cuda/cu_desc.h"
 #include "cuda/cu_replay.h"
 #include "model/backend.h"
+#include "model/backend_kv.h"
 
 /* The attention splits T positions as the CUDA backend does on an H200
  * (132 SMs: attn_chunks of cuda/backend_cuda.c), so that the replay walks
@@ -29,13 +30,6 @@ struct backend_wmat {
     void *data;
     float *scales;
     size_t bytes;
-};
-
-struct backend_kv {
-    struct cu_kv_layer L;       /* rows and signs point to the copies */
-    int T;
-    uint8_t *rows;
-    float *sign_lat, *sign_pe;
 };
 
 /* 64-byte aligned, as cudaMalloc's memory is at least 256-byte aligned: the
@@ -180,66 +174,22 @@ static int host_axpy(struct backend_dev *d, float *dy, const float *dx, float al
     return 0;
 }
 
-static void host_kv_free(struct backend_dev *d, struct backend_kv *kv)
-{
-    if (!kv) return;
-    free(kv->rows);
-    free(kv->sign_lat);
-    free(kv->sign_pe);
-    free(kv);
-}
-
-/* A copy of the codec's rotation signs (NULL when unrotated). */
-static int copy_signs(const struct kv_codec *c, float **out, struct colibri_err *err)
-{
-    *out = NULL;
-    if (!c->rot.n) return 0;
-    if (!(*out = host_mem((size_t)c->dim * sizeof(float))))
-        return base_err_set(err, COLIBRI_ENOMEM, "host device: rotation signs");
-    memcpy(*out, c->rot.sign, (size_t)c->dim * sizeof(float));
-    return 0;
-}
-
+/* The KV layer's rows in host memory: model/backend_kv.c through this table. */
 static int host_kv_upload(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
                           struct colibri_err *err)
 {
-    if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity)
-        return base_err_set(err, COLIBRI_EINVAL, "host kv upload: layer %d of %d, %d rows of %d", layer, c->n_layers,
-                            T, c->capacity);
-    const struct kv_layer *lay = &c->layer[layer];
-    const struct kv_part *pl = kv_cache_layer_part(c, layer, KV_PART_LATENT);
-    const struct kv_part *pr = kv_cache_layer_part(c, layer, KV_PART_ROPE);
-    struct backend_kv *kv = calloc(1, sizeof *kv);
-    if (!kv) return base_err_set(err, COLIBRI_ENOMEM, "host device: kv handle");
-    int rc = cu_kv_part_of(&lay->lat, pl->offset, NULL, &kv->L.lat, err);
-    if (!rc && c->dr) rc = cu_kv_part_of(&lay->pe, pr->offset, NULL, &kv->L.pe, err);
-    if (!rc) rc = copy_signs(&lay->lat, &kv->sign_lat, err);
-    if (!rc && c->dr) rc = copy_signs(&lay->pe, &kv->sign_pe, err);
-    if (!rc && !(kv->rows = host_mem((size_t)T * lay->row_bytes)))
-        rc = base_err_set(err, COLIBRI_ENOMEM, "host device: %zu bytes of kv rows", (size_t)T * lay->row_bytes);
-    if (rc) {
-        host_kv_free(d, kv);
-        return rc;
-    }
-    memcpy(kv->rows, lay->data, (size_t)T * lay->row_bytes);
-    kv->L.lat.sign = kv->sign_lat;
-    kv->L.pe.sign = kv->sign_pe;
-    kv->L.row_bytes = (long long)lay->row_bytes;
-    kv->L.rows = kv->rows;
-    kv->T = T;
-    *out = kv;
-    return 0;
+    return model_backend_kv_upload(&model_backend_host_ops, d, c, layer, T, out, err);
+}
+
+static void host_kv_free(struct backend_dev *d, struct backend_kv *kv)
+{
+    model_backend_kv_free(&model_backend_host_ops, d, kv);
 }
 
 static int host_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0,
                          int n, struct colibri_err *err)
 {
-    if (layer < 0 || layer >= c->n_layers || t0 < 0 || n < 1 || t0 + n > kv->T ||
-        (long long)c->layer[layer].row_bytes != kv->L.row_bytes)
-        return base_err_set(err, COLIBRI_EINVAL, "host kv write: rows %d..%d of layer %d (%d uploaded)", t0,
-                            t0 + n - 1, layer, kv->T);
-    memcpy(kv->rows + (size_t)t0 * kv->L.row_bytes, kv_cache_row(c, layer, t0), (size_t)n * kv->L.row_bytes);
-    return 0;
+    return model_backend_kv_write(&model_backend_host_ops, d, kv, c, layer, t0, n, err);
 }
 
 /* attn_chunks of cuda/backend_cuda.c at HOST_N_SM. */
