@@ -45,5 +45,5 @@ start off
 start on1 --mtp on --draft 1
 start on3 --mtp on --draft 3
 start auto --mtp auto --draft 2
-timeout 300 "$PY" tests/serve/mtp_compare.py "$url_off" "$url_on1" "$url_on3" "$url_auto" \
+timeout 300 "$PY" tests/serve/mtp_compare.py "$url_off" "$url_on1" "$url_on3" --auto "$url_auto" \
     || fail "tests/serve/mtp_compare.py failed"
