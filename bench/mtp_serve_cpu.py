@@ -6,7 +6,10 @@ while tests/serve/mtp_compare.py's eight concurrent requests (greedy and
 sampled, chat, streams) run against each in turn, the order alternating per
 round; then each server's mtp counters from /metrics.
 
-Usage (repository root, after make): python3 bench/mtp_serve_cpu.py ROUNDS
+Usage (repository root, after make): python3 bench/mtp_serve_cpu.py ROUNDS [MODE...]
+  MODE is NAME=BINARY:ARGS (ARGS space-separated, e.g.
+  "auto-old=/tmp/old/colibri:--mtp auto --draft 2"), to compare builds in one
+  run; without MODEs: off, on1 and auto of build/colibri.
 """
 import os, re, subprocess, sys, time, urllib.request, statistics, threading, json
 sys.path.insert(0, "tests/serve")
@@ -18,11 +21,18 @@ def cpu(pid):
 def gen(url):
     t = urllib.request.urlopen(url + "/metrics").read().decode()
     return float(re.search(r"^colibri_generated_tokens_total (\S+)", t, re.M).group(1))
-modes = {"off": [], "on1": ["--mtp", "on", "--draft", "1"], "auto": ["--mtp", "auto", "--draft", "2"]}
+modes = {"off": ("build/colibri", []), "on1": ("build/colibri", ["--mtp", "on", "--draft", "1"]),
+         "auto": ("build/colibri", ["--mtp", "auto", "--draft", "2"])}
+if len(sys.argv) > 2:
+    modes = {}
+    for spec in sys.argv[2:]:
+        name, rest = spec.split("=", 1)
+        binary, args = rest.split(":", 1)
+        modes[name] = (binary, args.split())
 srv = {}
-for name, args in modes.items():
+for name, (binary, args) in modes.items():
     log = open("/tmp/srv-%s.log" % name, "w")
-    p = subprocess.Popen(["build/colibri", "serve", "-m", "models/colibri-tiny", "--host", "127.0.0.1", "--port", "0",
+    p = subprocess.Popen([binary, "serve", "-m", "models/colibri-tiny", "--host", "127.0.0.1", "--port", "0",
                           "--threads", "1", "--slots", "4"] + args, stdout=log, stderr=log)
     for _ in range(100):
         time.sleep(0.1)
@@ -38,9 +48,9 @@ for rnd in range(int(sys.argv[1])):
         c1, g1 = cpu(p.pid), gen(url)
         res[name].append((g1 - g0) / (c1 - c0))
 for name, v in res.items():
-    r = [x / y for x, y in zip(v, res["off"])]
-    print("%s: tokens per server CPU second median %.1f (%.1f-%.1f); vs off %.3f (%.3f-%.3f)" % (
-        name, statistics.median(v), min(v), max(v), statistics.median(r), min(r), max(r)))
+    r = [x / y for x, y in zip(v, res[list(modes)[0]])]
+    print("%s: tokens per server CPU second median %.1f (%.1f-%.1f); vs %s %.3f (%.3f-%.3f)" % (
+        name, statistics.median(v), min(v), max(v), list(modes)[0], statistics.median(r), min(r), max(r)))
 for name, (p, url) in srv.items():
     t = urllib.request.urlopen(url + "/metrics").read().decode()
     print(name, " ".join(l for l in t.splitlines() if l.startswith("colibri_mtp_") and "total" in l or l.startswith("colibri_mtp_tokens")))

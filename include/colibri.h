@@ -817,7 +817,8 @@ int    colibri_gen_decode(colibri_gen *g, struct colibri_err *err);
  * colibri_batch_decode over the pending tokens. The first *n_done advance
  * (phase SAMPLE); on an error the one at *n_done is the one that failed
  * (its generation may have ended with COLIBRI_GEN_END_ERROR) and later ones
- * stay in phase FEED. */
+ * stay in phase FEED. Generators with draft_auto share what they measure:
+ * one probes at a time, and a lost probe's back-off holds for the others. */
 int    colibri_gen_batch_decode(colibri_gen *const *g, int n, int *n_done, struct colibri_err *err);
 
 enum colibri_gen_phase colibri_gen_phase(const colibri_gen *g);

@@ -505,8 +505,9 @@ static void auto_lost(struct gen_auto *a)
     a->losses++;
 }
 
-/* Drafts for the forward about to run (0: a plain one). */
-static int auto_drafts(colibri_gen *g)
+/* Drafts for the forward about to run (0: a plain one). A generator that
+ * may not probe now (another in its batch is probing) waits in OFF. */
+static int auto_drafts(colibri_gen *g, int may_probe)
 {
     struct gen_auto *a = &g->au;
     double t = now_s();
@@ -523,7 +524,8 @@ static int auto_drafts(colibri_gen *g)
     double med = a->p_n ? median_of(a->p_t, a->p_n) : 0;
     double rate = med > 0 ? a->p_tok / (a->p_n * med) : 0;
     if (a->mode == AUTO_OFF) {
-        if (--a->left <= 0 && a->n_off >= AUTO_OFF_N) {
+        if (a->left > 0) a->left--;
+        if (a->left <= 0 && a->n_off >= AUTO_OFF_N && may_probe) {
             double off = median_of(a->off, AUTO_OFF_N);
             a->off_rate = a->best = off > 0 ? 1.0 / off : 0;
             a->best_k = 0;
@@ -564,11 +566,11 @@ static int auto_drafts(colibri_gen *g)
 
 /* The drafts for the pending token, into g->drafts: how many (0..n_draft),
  * or a negative code (the generation failed). */
-static int make_drafts(colibri_gen *g, struct colibri_err *err)
+static int make_drafts(colibri_gen *g, int may_probe, struct colibri_err *err)
 {
     int32_t x = g->pend[0];
     int P = colibri_session_pos(g->sess), k = g->o.n_draft;
-    if (g->o.draft_auto) k = auto_drafts(g);         /* 0: a plain decode that keeps the hidden state */
+    if (g->o.draft_auto) k = auto_drafts(g, may_probe);   /* 0: a plain decode that keeps the hidden state */
     int left = g->o.n_predict - g->st.n_generated;   /* tokens still to generate after x */
     if (k > left - 1) k = left - 1;                  /* the last of them is the sampler's own */
     int nd = k > 0 ? colibri_spec_draft(g->sess, x, k, g->n_text, g->drafts, err) : 0;
@@ -582,6 +584,24 @@ static int make_drafts(colibri_gen *g, struct colibri_err *err)
                                        "vocabulary (0..%d)", j, g->drafts[j], g->n_vocab - 1));
     }
     return nd;
+}
+
+/* Auto drafting in a batch (the server's slots): the slots share one machine
+ * and each slot's forwards are timed by the whole batched iteration, so what
+ * one slot's probe found holds for the others. One probes at a time (see
+ * colibri_gen_batch_decode), and a lost probe's back-off, g[m]'s, is passed
+ * to the others waiting in OFF: without this every slot paid for its own
+ * probes, in step, and a server with S slots probed S times as often as
+ * one generation. */
+static void auto_share_loss(colibri_gen *const *g, int n, int m)
+{
+    const struct gen_auto *lost = &g[m]->au;
+    for (int i = 0; i < n; i++) {
+        struct gen_auto *a = &g[i]->au;
+        if (i == m || !g[i]->o.draft_auto || a->mode != AUTO_OFF) continue;
+        if (a->left < lost->left) a->left = lost->left;
+        if (a->losses < lost->losses) a->losses = lost->losses;
+    }
 }
 
 /* After the pending token and nd drafts were verified at position P. */
@@ -600,7 +620,7 @@ static int verified(colibri_gen *g, int nd, int P, struct colibri_err *err)
 static int decode_drafted(colibri_gen *g, struct colibri_err *err)
 {
     int P = colibri_session_pos(g->sess);
-    int nd = make_drafts(g, err);
+    int nd = make_drafts(g, 1, err);
     if (nd < 0) return nd;
     int rc = colibri_spec_verify(g->sess, g->pend[0], g->drafts, nd, g->vlogits, err);
     if (rc) return fail(g, rc);
@@ -652,10 +672,17 @@ int colibri_gen_batch_decode(colibri_gen *const *g, int n, int *n_done, struct c
         for (int i = 0; i < done; i++) colibri_gen_fed(g[i], 1, NULL);
     } else {
         int m = 0;   /* the generators whose drafts are made */
+        int probing = 0;
+        for (int i = 0; i < n; i++) probing |= g[i]->o.draft_auto && g[i]->au.mode == AUTO_PROBING;
         for (; m < n; m++) {
             if (!g[m]->o.n_draft) continue;
-            int nd = make_drafts(g[m], err);
+            int losses = g[m]->au.losses;
+            int nd = make_drafts(g[m], !probing, err);
             if (nd < 0) { rc = nd; break; }
+            if (g[m]->o.draft_auto) {
+                probing |= g[m]->au.mode == AUTO_PROBING;
+                if (g[m]->au.losses > losses) auto_share_loss(g, n, m);
+            }
             memcpy(in[m] + 1, g[m]->drafts, (size_t)nd * sizeof **in);
             n_in[m] = 1 + nd;
         }

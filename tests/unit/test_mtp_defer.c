@@ -8,6 +8,10 @@
  *    prompts longer than the window, and those drafts are kept often; the
  *    tokens are the ones without drafts. (The first check is the one a
  *    broken pass fails: stale rows cost colibri-tiny's drafts little.)
+ *  - In a batch (the server's slots), auto generators probe one at a time:
+ *    three generations started together reach their first probe in the same
+ *    iteration, and only the first of them drafts while its probe runs; the
+ *    tokens are the ones without drafts.
  * Run from the repository root. */
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +141,73 @@ static void test_auto_probe_keeps_drafts(void)
     CHECK(kept >= 2, "auto kept %d of %d first drafts (colibri-tiny keeps about half)", kept, drafted);
 }
 
+/* Three generators over one prompt, batch decoded together, greedy, with
+ * auto drafting (mode 1) or none (mode 0); 12 tokens each, so that the
+ * first probe (the 9th forward) cannot end with a win (a block is
+ * AUTO_PROBE forwards, a win takes two): while generator 0 probes, 1 and 2
+ * must not, whatever the timings say. */
+static void test_auto_batch_probes_one_at_a_time(void)
+{
+    enum { NG = 3, NP = 12 };
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct colibri_err err = { 0 };
+    CHECK(colibri_tokenizer_encode(tok, texts[0], strlen(texts[0]), COLIBRI_ENCODE_ADD_SPECIAL, &ids, &n, NULL,
+                                   &err) == 0, "encode: %s", err.msg);
+    int32_t out[2][NG][NP];
+    int drafted[NG] = { 0 };
+    for (int mode = 0; mode < 2; mode++) {
+        colibri_session *s[NG];
+        colibri_sampler *smp[NG];
+        colibri_gen *g[NG];
+        int n_out[NG] = { 0 };
+        for (int i = 0; i < NG; i++) {
+            struct colibri_session_opts so = { .n_ctx = N_CTX };
+            CHECK(colibri_session_new(model, &so, &s[i], &err) == 0, "session: %s", err.msg);
+            struct colibri_sampler_opts sopt = colibri_sampler_default_opts();
+            sopt.temperature = 0;
+            CHECK(colibri_sampler_new(&sopt, colibri_model_vocab(model), &smp[i], &err) == 0, "sampler: %s", err.msg);
+            CHECK(colibri_gen_new(model, s[i], tok, &g[i], &err) == 0, "gen: %s", err.msg);
+            struct colibri_gen_opts o = { .sampler = smp[i], .n_predict = NP, .n_draft = mode ? 2 : 0,
+                                          .draft_auto = mode };
+            CHECK(colibri_gen_start(g[i], ids, (int)n, &o, &err) == 0, "start: %s", err.msg);
+            while (colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_PREFILL)
+                CHECK(colibri_gen_prefill(g[i], 0, &err) >= 0, "prefill: %s", err.msg);
+        }
+        for (;;) {
+            colibri_gen *feed[NG];
+            int nf = 0;
+            for (int i = 0; i < NG; i++) {
+                struct colibri_gen_step st;
+                while (colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_SAMPLE) {
+                    CHECK(colibri_gen_sample(g[i], &st, &err) == 0, "sample: %s", err.msg);
+                    for (int j = 0; j < st.n_tokens && n_out[i] < NP; j++) out[mode][i][n_out[i]++] = st.tokens[j];
+                }
+                if (colibri_gen_phase(g[i]) == COLIBRI_GEN_PHASE_FEED) feed[nf++] = g[i];
+            }
+            if (!nf) break;
+            int done = 0;
+            CHECK(colibri_gen_batch_decode(feed, nf, &done, &err) == 0 && done == nf, "batch: %s", err.msg);
+            if (done != nf) break;
+        }
+        for (int i = 0; i < NG; i++) {
+            CHECK(n_out[i] == NP, "mode %d generator %d: %d tokens", mode, i, n_out[i]);
+            struct colibri_gen_stats gs;
+            colibri_gen_get_stats(g[i], &gs);
+            if (mode) drafted[i] = gs.n_forwards_drafted;
+            colibri_gen_free(g[i]);
+            colibri_sampler_free(smp[i]);
+            colibri_session_free(s[i]);
+        }
+    }
+    for (int i = 0; i < NG; i++)
+        CHECK(!memcmp(out[0][i], out[1][i], sizeof out[0][i]), "generator %d: auto generated other tokens than off", i);
+    CHECK(drafted[0] >= 1, "generator 0 never probed (%d drafted forwards)", drafted[0]);
+    CHECK(drafted[1] == 0 && drafted[2] == 0, "generators 1 and 2 drafted %d and %d times while 0 probed",
+          drafted[1], drafted[2]);
+    free(ids);
+}
+
 int main(void)
 {
     struct colibri_err err = { 0 };
@@ -147,6 +218,7 @@ int main(void)
     }
     RUN_TEST(test_deferred_drafts_equal_eager);
     RUN_TEST(test_auto_probe_keeps_drafts);
+    RUN_TEST(test_auto_batch_probes_one_at_a_time);
     colibri_tokenizer_free(tok);
     colibri_model_free(model);
     return CHECK_SUMMARY();
