@@ -178,7 +178,7 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
     if (!rc) rc = colibri_session_new(m, &so, &b, err);
     if (!rc) rc = colibri_session_prefill(a, tok, n_prompt, NULL, 0, err);
     if (!rc) rc = colibri_session_prefill(b, tok_b, n_prompt, NULL, 0, err);
-    uint64_t read_d = 0, read_v = 0;
+    uint64_t read_d = 0, read_v = 0, acq_d = 0, acq_v = 0;
     for (int i = 0; i < n_gen && !rc; i++) {
         struct colibri_expert_stats e0, e1, e2;
         colibri_model_expert_stats(m, &e0);
@@ -196,6 +196,8 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
         tv[i] = t2 - t1;
         read_d += e1.bytes_read - e0.bytes_read;
         read_v += e2.bytes_read - e1.bytes_read;
+        acq_d += e1.acquires - e0.acquires;
+        acq_v += e2.acquires - e1.acquires;
     }
     if (!rc) {
         struct colibri_model_info in;
@@ -207,6 +209,20 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
                "layer's drafts\n", K, in.expert_store, cpu ? "cpu" : "wall", n_prompt, n_prompt + n_gen, n_gen,
                1e3 * d, 1e3 * td[0], 1e3 * td[n_gen - 1], 1e3 * v, 1e3 * tv[0], 1e3 * tv[n_gen - 1], v / d,
                read_v / 1048576.0 / n_gen, read_d / 1048576.0 / n_gen, (K + 1) * d / v);
+        /* Resident, a step reads its distinct experts once (the kernels take
+         * the rows routed to an expert together): the weight bytes a verify
+         * touches against a decode's bound its cost where decode is
+         * bandwidth-bound, whatever the kernels. */
+        int n_exp = in.n_routed_experts * (in.n_moe_layers + in.n_mtp_layers);
+        if (n_exp > 0 && acq_d > 0) {
+            double per_exp = (double)in.expert_bytes / n_exp;
+            double bd = (double)in.active_bytes, bv = bd + ((double)acq_v - (double)acq_d) / n_gen * per_exp;
+            printf("weights touched per step: decode %.1f MiB (%.2f experts per MoE layer), verify %.1f MiB "
+                   "(%.2f experts per MoE layer), verify/decode %.2fx: where decode is bandwidth-bound, every "
+                   "draft kept gives at most %.2fx decode tok/s\n", bd / 1048576.0,
+                   (double)acq_d / n_gen / in.n_moe_layers, bv / 1048576.0, (double)acq_v / n_gen / in.n_moe_layers,
+                   bv / bd, (K + 1) * bd / bv);
+        }
     } else if (rc == COLIBRI_ENOMEM && !err->msg[0]) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
     }
