@@ -12,7 +12,10 @@
  *  (3) a deferred prefill (auto drafting) computes no MTP rows: d_hid[0..n_d)
  *      keeps the final-normed hidden states at positions d_pos.. (the last
  *      SPEC_DEFER_W the prefills gave), and the first draft computes their
- *      rows; rows before d_pos stay stale.
+ *      rows; rows before d_pos stay stale. Then, while auto decodes without
+ *      drafts, each forward without drafts moves the hidden states of (2)
+ *      into the window before it overwrites them, so a later probe's draft
+ *      sees the last SPEC_DEFER_W positions' rows too, not stale ones.
  * Anything that moves the session without this file (truncation, a KV file,
  * a batched decode) breaks (2); spec_sync() then drops what no longer holds,
  * and rows that cannot be computed are skipped (stale). */
@@ -40,6 +43,7 @@ struct session_spec {
     float *pair_h;              /* [COLIBRI_GEN_MAX_DRAFT + 1][hidden]: rows to pair */
     int32_t pair_t[COLIBRI_GEN_MAX_DRAFT + 1];
     int d_pos, n_d;             /* (3) */
+    int defer;                  /* (3): the last prefill was deferred (auto drafting) */
     float *d_hid;               /* [SPEC_DEFER_W][hidden], allocated by the first deferred prefill */
 };
 
@@ -130,6 +134,13 @@ static int defer_keep(struct session_spec *sp, const float *h, int pos0, int c, 
     return 0;
 }
 
+/* (3): before a forward without drafts overwrites (2), under auto. Keeping
+ * is best effort: without memory the rows stay stale (lossless either way). */
+static void defer_keep_hid(struct session_spec *sp)
+{
+    if (sp->defer && sp->n_h > 0) (void)defer_keep(sp, sp->hid, sp->h_pos, sp->n_h, NULL);
+}
+
 static int grow_hid(struct session_spec *sp, int rows, struct colibri_err *err)
 {
     if (rows <= sp->h_cap) return 0;
@@ -156,6 +167,7 @@ int colibri_spec_prefill(colibri_session *s, const int32_t *tokens, int n, float
     const struct model *m = &s->model->m;
     int hid = m->cfg.hidden_size, rc = 0;
     spec_sync(s);
+    sp->defer = defer;
     /* slices of the run buffers' rows: the prefill is the same function
      * however it is split (model/mla.h), and the hidden states of a slice
      * are all this holds */
@@ -244,6 +256,7 @@ int colibri_spec_verify(colibri_session *s, int32_t x, const int32_t *drafts, in
     int32_t in[COLIBRI_GEN_MAX_DRAFT + 1];
     if (k < 0 || k > COLIBRI_GEN_MAX_DRAFT) return base_err_set(err, COLIBRI_EINVAL, "MTP: %d drafts", k);
     spec_sync(s);
+    if (k == 0) defer_keep_hid(sp);
     in[0] = x;
     memcpy(in + 1, drafts, (size_t)k * sizeof *in);
     /* absorbed, as colibri_session_decode: each row gets the bits a decode
@@ -308,7 +321,10 @@ int colibri_spec_verify_batch(colibri_session *const *s, const int32_t *const *i
         goto out;
     }
     for (int i = 0, r = 0; i < ok; i++) {
-        if (s[i]->spec) spec_sync(s[i]);
+        if (s[i]->spec) {
+            spec_sync(s[i]);
+            if (n_in[i] == 1) defer_keep_hid(s[i]->spec);
+        }
         grp[i] = (struct fwd_group){ &s[i]->st, r, n_in[i], s[i]->pos };
         memcpy(tok + r, in[i], (size_t)n_in[i] * sizeof *tok);
         r += n_in[i];

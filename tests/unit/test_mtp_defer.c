@@ -8,6 +8,8 @@
  *    prompts longer than the window, and those drafts are kept often; the
  *    tokens are the ones without drafts. (The first check is the one a
  *    broken pass fails: stale rows cost colibri-tiny's drafts little.)
+ *  - Positions then decoded without drafts under auto join the window: the
+ *    next probe drafts what the eager path drafts.
  *  - In a batch (the server's slots), auto generators probe one at a time:
  *    three generations started together reach their first probe in the same
  *    iteration, and only the first of them drafts while its probe runs; the
@@ -69,6 +71,49 @@ static void test_deferred_drafts_equal_eager(void)
         n_cases++;
     }
     CHECK(differ == 0, "%d of %d prompts drafted differently deferred than eager", differ, n_cases);
+}
+
+/* A prompt p[0..n) then `steps` tokens fed one by one without drafts, then
+ * K drafts after x. mode 0: eager (--mtp on: the prefill fills the MTP rows
+ * and a draft before each step fills the step's row); mode 1: auto
+ * (deferred prefill, plain steps: the rows wait in the window). */
+static int decode_draft(const int32_t *p, int n, const int32_t *steps, int n_steps, int mode, int32_t x,
+                        int32_t *drafts)
+{
+    colibri_session *s = new_session();
+    struct colibri_err err = { 0 };
+    int n_text = colibri_tokenizer_n_vocab(tok);
+    CHECK(colibri_spec_prefill(s, p, n, NULL, mode, &err) == 0, "prefill: %s", err.msg);
+    for (int i = 0; i < n_steps; i++) {
+        int32_t d[1];
+        if (!mode) CHECK(colibri_spec_draft(s, steps[i], 1, n_text, d, &err) >= 0, "draft: %s", err.msg);
+        CHECK(colibri_spec_verify(s, steps[i], d, 0, NULL, &err) == 0, "step %d: %s", i, err.msg);
+        colibri_spec_keep(s, n + i, 1);
+    }
+    int nd = colibri_spec_draft(s, x, K, n_text, drafts, &err);
+    CHECK(nd >= 0, "draft: %s", err.msg);
+    colibri_session_free(s);
+    return nd;
+}
+
+/* Under auto, the rows of positions decoded without drafts are filled by
+ * the next probe (within the window): its drafts are the eager ones. */
+static void test_window_follows_plain_decode(void)
+{
+    int differ = 0, n_cases = 0;
+    for (int c = 0; c < 8; c++) {
+        int32_t p[8], steps[22];
+        int n = 4 + c % 5, ns = 14 + (c * 3) % 9;       /* n + ns <= 30: inside the window */
+        for (int i = 0; i < n; i++) p[i] = (int32_t)((i * 61 + c * 17 + 5) % 380 + 10);
+        for (int i = 0; i < ns; i++) steps[i] = (int32_t)((i * 37 + c * 11 + 3) % 380 + 10);
+        int32_t x = steps[(c * 5) % ns], eager[K], deferred[K];
+        int ne = decode_draft(p, n, steps, ns, 0, x, eager);
+        int nw = decode_draft(p, n, steps, ns, 1, x, deferred);
+        CHECK(ne == K && nw == K, "case %d: %d and %d drafts", c, ne, nw);
+        differ += memcmp(eager, deferred, sizeof eager) != 0;
+        n_cases++;
+    }
+    CHECK(differ == 0, "%d of %d decodes drafted differently under auto than eager", differ, n_cases);
 }
 
 /* My own sentences, in the manner of the model's training text. */
@@ -217,6 +262,7 @@ int main(void)
         return 1;
     }
     RUN_TEST(test_deferred_drafts_equal_eager);
+    RUN_TEST(test_window_follows_plain_decode);
     RUN_TEST(test_auto_probe_keeps_drafts);
     RUN_TEST(test_auto_batch_probes_one_at_a_time);
     colibri_tokenizer_free(tok);
