@@ -167,8 +167,10 @@ static void slot_finish(struct sched *s, struct slot *sl, const char *tail, size
         if (tail_len && (ev.text = event_text(tail, tail_len, &ev.len))) job_push(j, &ev);
         atomic_fetch_add(&s->met->finished, 1);
     }
+    /* observed before job_finish wakes the handler, so that a client that
+     * has its reply finds the request in /metrics */
+    if (fin != JOB_FIN_CANCELLED) serve_metrics_observe(s->met, METRICS_H_E2E, base_now_sec() - j->t_submit);
     job_finish(j, fin, st.n_cached, st.n_generated);
-    if (fin != JOB_FIN_CANCELLED) serve_metrics_observe(s->met, METRICS_H_E2E, j->t_end - j->t_submit);
     slot_release(s, sl);
 }
 
