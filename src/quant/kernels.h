@@ -50,11 +50,45 @@ typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
 typedef float (*quant_act_prep_fn)(const float *x, int cols, int cols_pad,
                                    int8_t *q, float *xs, float *xsum);
 
+/* Prefill over a whole activation slice: Y[j][r] for r in [r0, r1) and j in
+ * [j0, j0+nj), any nj >= QUANT_SLICE_MIN, r1 - r0 <= quant_slice_rows(cols),
+ * with the same outputs, bit for bit, as rows() (the kernels.h invariant).
+ * scratch: quant_slice_scratch_bytes(cols) bytes, 64-byte aligned, owned by
+ * the calling thread for the call (a kernel widens its row block's weights
+ * into it once and runs every activation of the slice over that panel). */
+typedef void (*quant_slice_fn)(const struct qtensor *W, int r0, int r1,
+                               const struct quant_act *a, int j0, int nj, float *Y,
+                               void *scratch);
+
 struct quant_kernel {
     quant_rows_fn rows;     /* NULL: no kernel at this level */
     int act_int8;           /* reads a->q / xs / xsum */
     int act_perm64;         /* reads a->xp */
+    quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
 };
+
+/* Slices with fewer activations go through rows(): the panel's widening
+ * costs more than it saves on a few activations. */
+#define QUANT_SLICE_MIN 8
+/* The f32 panel of a slice call's rows takes at most this much of the L2
+ * (1.25 MiB per core on Ice Lake-SP, 1 MiB on Zen 4), the rest is left to
+ * the activations passing through. */
+#define QUANT_SLICE_PANEL_BYTES (640u << 10)
+/* Rows per slice call: as many as fit the panel budget, a multiple of 6 (the
+ * register tiles are 2 or 3 rows), between 6 and 48. */
+static inline int quant_slice_rows(int cols)
+{
+    size_t row = (size_t)(cols + 63) / 64 * 64 * sizeof(float);
+    size_t n = QUANT_SLICE_PANEL_BYTES / row / 6 * 6;
+    return n < 6 ? 6 : n > 48 ? 48 : (int)n;
+}
+/* Scratch of a slice call: the panel (rows x cols rounded up to 64, f32)
+ * plus 64 KiB of resting accumulators. */
+static inline size_t quant_slice_scratch_bytes(int cols)
+{
+    return (size_t)quant_slice_rows(cols) * ((size_t)(cols + 63) / 64 * 64) * sizeof(float) +
+           (64u << 10);
+}
 
 struct quant_isa_table {
     struct quant_kernel k[QUANT_FMT_COUNT];

@@ -1,0 +1,333 @@
+/* quant/gemm_float_avx512.c - the slice kernels (kernels.h quant_slice_fn)
+ * of the float formats at the AVX-512 levels: f32, bf16 and f16 (the
+ * avx512 table) and fp8b (the avx512vbmi table, activations in the
+ * quant_act_perm64 order).
+ *
+ * Why a panel: the row kernels (kernels_avx512.c) widen every weight vector
+ * again for each group of QUANT_NB activations, two port-0/5 operations per
+ * 16 weights beside the FMAs, and their 3 x 4 tile reads a weight vector
+ * from L2 for every 4 FMAs (32 bytes a cycle at the FMA peak). Here a call
+ * widens its rows' weights once into an f32 panel (at most
+ * QUANT_SLICE_PANEL_BYTES, so it stays in L2) and runs every activation of
+ * the slice over it with FMA only.
+ *
+ * Register tiles, f32 / bf16 / f16: 3 rows x 8 activations. Each output
+ * keeps the sequence of the one-row loop of rows(): acc0 takes the first 16
+ * columns of every 32-column step, acc1 the second 16, the tail (cols % 32)
+ * goes to acc0, then one reduction of acc0 + acc1. acc0 and acc1 are
+ * independent chains, so the tile runs them one after the other (24
+ * accumulators in registers rather than 48), each over a column block of
+ * FLOAT_KC; a chain's accumulators rest in scratch between blocks (a store
+ * and a load are exact). Per 16-column chunk: 3 weight loads (from the L2
+ * panel) and 8 activation loads (from L1: the 8 activations' column block,
+ * 16 KiB, is reused by every row tile of the call) for 24 FMAs, so the
+ * panel is read at 16 bytes a cycle at the FMA peak.
+ *
+ * fp8b: each output's sequence is that of the fp8b row kernels (here the
+ * VBMI ones): per 128-column scale block two sums b0, b1 start at 0, b0
+ * takes chunks 0, 2, 4, 6 of the block and b1 chunks 1, 3, 5, 7 (16-column
+ * chunks in the order of the activations), then acc = fma(b0 + b1, scale,
+ * acc), and the output is the reduction of acc. The tile is 2 rows x 6
+ * activations with b0 and b1 in registers (24) and acc resting in scratch.
+ * The two operations per output per block besides its 8 FMAs bound it at
+ * 80% of the FMA peak. Weights are decoded through f16 (kernels_avx512.c's
+ * way: the e4m3 bits placed in an f16 give 2^-8 of the value, NaN codes
+ * 0x7F / 0xFF give +-480) and scaled by 2^8, both exact, so the panel holds
+ * the very values the VBMI byte tables give.
+ *
+ * Compiled with the AVX-512 flags (Makefile, *_avx512.c); called only
+ * through the tables of those levels.
+ */
+#include <assert.h>
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/gemm_float.h"
+#include "quant/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ------------------------------------------------------ f32 / bf16 / f16 */
+
+#define FR 3            /* rows per register tile */
+#define FNJ 8           /* activations per register tile */
+/* Columns per block: the FNJ activations' block (16 KiB) stays in L1 while
+ * every row tile of the call passes over it. A multiple of 32. */
+#define FLOAT_KC 512
+
+static_assert(FLOAT_KC % 32 == 0, "column blocks start at multiples of 32");
+static_assert(48 % FR == 0, "quant_slice_rows is a multiple of the tile rows");
+
+/* A panel holds each row tile's chunks in column order: chunk q (columns
+ * 16q..16q+15) of tile t is FR vectors at panel + (t * nq + q) * FR * 16,
+ * zeros past cols and in rows past the call's. */
+INLINE void widen_float(int fmt, const struct qtensor *W, int r0, int r1, float *panel)
+{
+    const int cols = W->cols, nq = (cols + 15) / 16, ntile = (r1 - r0 + FR - 1) / FR;
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
+    for (int t = 0; t < ntile; t++)
+        for (int i = 0; i < FR; i++) {
+            int r = r0 + t * FR + i;
+            float *o = panel + (size_t)t * nq * FR * 16 + 16 * i;
+            const uint8_t *p = (const uint8_t *)W->data + (size_t)r * rb;
+            for (int q = 0; q < nq; q++, o += FR * 16) {
+                int c = 16 * q;
+                __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+                __m512 v;
+                if (r >= r1) {
+                    v = _mm512_setzero_ps();
+                } else if (fmt == QUANT_F32) {
+                    v = _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+                } else {
+                    __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
+                    v = fmt == QUANT_F16 ? _mm512_cvtph_ps(h)
+                                         : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+                }
+                _mm512_store_ps(o, v);
+            }
+        }
+}
+
+/* One chain of one tile over nk 32-column steps: acc[i][j] += w * x for the
+ * chunk of each step that belongs to the chain. wp: the chain's first chunk
+ * in the panel (the next is 2 chunks on); x[j] + c: its activation columns.
+ * acc: FR * FNJ vectors, read unless first, always written. */
+INLINE void chain_float(const float *wp, const float *const *x, int c, int nk,
+                        __m512 *acc, int first)
+{
+    __m512 a[FR][FNJ];
+    UNROLL
+    for (int i = 0; i < FR; i++)
+        UNROLL
+        for (int j = 0; j < FNJ; j++) a[i][j] = first ? _mm512_setzero_ps() : acc[i * FNJ + j];
+    const float *x0 = x[0] + c, *x1 = x[1] + c, *x2 = x[2] + c, *x3 = x[3] + c;
+    const float *x4 = x[4] + c, *x5 = x[5] + c, *x6 = x[6] + c, *x7 = x[7] + c;
+    for (int k = 0; k < nk; k++) {
+        const float *w = wp + (size_t)k * 2 * FR * 16;
+        __m512 wv[FR];
+        UNROLL
+        for (int i = 0; i < FR; i++) wv[i] = _mm512_load_ps(w + 16 * i);
+        const float *xs[FNJ] = { x0, x1, x2, x3, x4, x5, x6, x7 };
+        UNROLL
+        for (int j = 0; j < FNJ; j++) {
+            __m512 xv = _mm512_loadu_ps(xs[j] + 32 * k);
+            UNROLL
+            for (int i = 0; i < FR; i++) a[i][j] = _mm512_fmadd_ps(wv[i], xv, a[i][j]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < FR; i++)
+        UNROLL
+        for (int j = 0; j < FNJ; j++) acc[i * FNJ + j] = a[i][j];
+}
+
+static_assert(FNJ == 8, "chain_float names its 8 activation pointers");
+
+INLINE void slice_float(int fmt, const struct qtensor *W, int r0, int r1,
+                        const struct quant_act *a, int j0, int nj, float *Y, void *scratch)
+{
+    const int cols = W->cols, nq = (cols + 15) / 16, nfull = cols / 32;
+    const int ntile = (r1 - r0 + FR - 1) / FR;
+    float *panel = scratch;
+    __m512 *sacc = (__m512 *)(panel + (size_t)quant_slice_rows(cols) * ((cols + 63) / 64 * 64));
+    assert(r1 - r0 <= quant_slice_rows(cols));
+    assert((size_t)ntile * 2 * FR * FNJ * sizeof(__m512) <= (64u << 10));
+    widen_float(fmt, W, r0, r1, panel);
+    for (int jt = j0; jt < j0 + nj; jt += FNJ) {
+        const float *x[FNJ];
+        for (int j = 0; j < FNJ; j++) {
+            /* past the slice: repeat its last activation, outputs dropped */
+            int jj = jt + j < j0 + nj ? jt + j : j0 + nj - 1;
+            x[j] = a->x + (size_t)jj * cols;
+        }
+        if (nfull == 0) memset(sacc, 0, (size_t)ntile * 2 * FR * FNJ * sizeof(__m512));
+        for (int c0 = 0; c0 < nfull * 32; c0 += FLOAT_KC) {
+            int nk = (nfull * 32 - c0 < FLOAT_KC ? nfull * 32 - c0 : FLOAT_KC) / 32;
+            for (int t = 0; t < ntile; t++) {
+                const float *wt = panel + ((size_t)t * nq + c0 / 16) * FR * 16;
+                __m512 *st = sacc + (size_t)t * 2 * FR * FNJ;
+                chain_float(wt, x, c0, nk, st, c0 == 0);
+                chain_float(wt + FR * 16, x, c0 + 16, nk, st + FR * FNJ, c0 == 0);
+            }
+        }
+        for (int t = 0; t < ntile; t++) {
+            __m512 *st = sacc + (size_t)t * 2 * FR * FNJ;
+            /* the tail: 1 or 2 masked chunks into acc0, in column order */
+            for (int q = 2 * nfull; q < nq; q++) {
+                int c = 16 * q;
+                __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+                const float *w = panel + ((size_t)t * nq + q) * FR * 16;
+                for (int j = 0; j < FNJ; j++) {
+                    __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + c);
+                    for (int i = 0; i < FR; i++)
+                        st[i * FNJ + j] = _mm512_fmadd_ps(_mm512_load_ps(w + 16 * i), xv, st[i * FNJ + j]);
+                }
+            }
+            for (int i = 0; i < FR; i++) {
+                int r = r0 + t * FR + i;
+                if (r >= r1) break;
+                for (int j = 0; j < FNJ && jt + j < j0 + nj; j++)
+                    Y[(size_t)(jt + j) * W->rows + r] =
+                        _mm512_reduce_add_ps(_mm512_add_ps(st[i * FNJ + j], st[FR * FNJ + i * FNJ + j]));
+            }
+        }
+    }
+}
+
+void quant_slice_f32_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                            int j0, int nj, float *Y, void *scratch)
+{
+    slice_float(QUANT_F32, W, r0, r1, a, j0, nj, Y, scratch);
+}
+
+void quant_slice_bf16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                             int j0, int nj, float *Y, void *scratch)
+{
+    slice_float(QUANT_BF16, W, r0, r1, a, j0, nj, Y, scratch);
+}
+
+void quant_slice_f16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                            int j0, int nj, float *Y, void *scratch)
+{
+    slice_float(QUANT_F16, W, r0, r1, a, j0, nj, Y, scratch);
+}
+
+/* ------------------------------------------------------------------ fp8b */
+
+#define PR 2            /* rows per register tile */
+#define PNJ 6           /* activations per register tile */
+/* Scale blocks (128 columns) per column block: the PNJ activations' block
+ * (24 KiB) stays in L1 while every row tile passes over it. */
+#define FP8_KB 8
+
+static_assert(48 % PR == 0, "quant_slice_rows is a multiple of the tile rows");
+static_assert(QUANT_FP8B_BLOCK == 128, "8 chunks of 16 per scale block");
+
+/* 16 e4m3 codes -> f32 of their values (NaN codes: +-480). */
+INLINE __m512 fp8x16_to_f32(__m128i b)
+{
+    __m256i h = _mm256_cvtepi8_epi16(b);
+    h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xBF80));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+}
+
+/* The panel of rows [r0, r1): tile t's chunks in the order of the
+ * perm64 activations, PR vectors each, at panel + (t * nq + q) * PR * 16,
+ * nq = cols rounded up to 64, / 16; zeros past cols and past r1. Within
+ * each 64 columns, chunk k lane 4L + i is column 16L + 4k + i: the
+ * linear vectors' 128-bit blocks transposed. */
+static void widen_fp8b(const struct qtensor *W, int r0, int r1, float *panel)
+{
+    const int cols = W->cols, nq = (cols + 63) / 64 * 4, ntile = (r1 - r0 + PR - 1) / PR;
+    for (int t = 0; t < ntile; t++)
+        for (int i = 0; i < PR; i++) {
+            int r = r0 + t * PR + i;
+            float *o = panel + (size_t)t * nq * PR * 16 + 16 * i;
+            const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+            for (int c = 0; c < cols; c += 64, o += 4 * PR * 16) {
+                __m512 v[4];
+                for (int L = 0; L < 4; L++) {
+                    int n = cols - c - 16 * L;
+                    __mmask16 m = r >= r1 || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+                    v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
+                }
+                __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
+                __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
+                __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
+                __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
+                _mm512_store_ps(o, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(o + PR * 16, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
+                _mm512_store_ps(o + 2 * PR * 16, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(o + 3 * PR * 16, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+        }
+}
+
+/* One tile over scale blocks [bc0, bc1): wp, x[j]: the first block's first
+ * chunk; s[i]: row i's scales; nlast: chunks of the last block of the row
+ * (4 or 8). acc: PR * PNJ vectors, read unless first, always written. */
+INLINE void tile_fp8b(const float *wp, const float *const *x, int bc0, int bc1, int nbc,
+                      int nlast, const float *const *s, __m512 *acc, int first)
+{
+    if (first)
+        UNROLL
+        for (int o = 0; o < PR * PNJ; o++) acc[o] = _mm512_setzero_ps();
+    for (int bc = bc0; bc < bc1; bc++) {
+        const float *w = wp + (size_t)(bc - bc0) * 8 * PR * 16;
+        const size_t c = (size_t)bc * 128;
+        const int nch = bc == nbc - 1 ? nlast : 8;
+        __m512 b0[PR][PNJ], b1[PR][PNJ];
+        UNROLL
+        for (int i = 0; i < PR; i++)
+            UNROLL
+            for (int j = 0; j < PNJ; j++) b0[i][j] = b1[i][j] = _mm512_setzero_ps();
+        for (int q = 0; q < nch; q += 2) {
+            __m512 wv[PR];
+            UNROLL
+            for (int i = 0; i < PR; i++) wv[i] = _mm512_load_ps(w + (size_t)q * PR * 16 + 16 * i);
+            UNROLL
+            for (int j = 0; j < PNJ; j++) {
+                __m512 xv = _mm512_loadu_ps(x[j] + c + 16 * q);
+                UNROLL
+                for (int i = 0; i < PR; i++) b0[i][j] = _mm512_fmadd_ps(wv[i], xv, b0[i][j]);
+            }
+            UNROLL
+            for (int i = 0; i < PR; i++) wv[i] = _mm512_load_ps(w + (size_t)(q + 1) * PR * 16 + 16 * i);
+            UNROLL
+            for (int j = 0; j < PNJ; j++) {
+                __m512 xv = _mm512_loadu_ps(x[j] + c + 16 * q + 16);
+                UNROLL
+                for (int i = 0; i < PR; i++) b1[i][j] = _mm512_fmadd_ps(wv[i], xv, b1[i][j]);
+            }
+        }
+        UNROLL
+        for (int i = 0; i < PR; i++) {
+            __m512 sv = _mm512_set1_ps(s[i][bc]);
+            UNROLL
+            for (int j = 0; j < PNJ; j++)
+                acc[i * PNJ + j] = _mm512_fmadd_ps(_mm512_add_ps(b0[i][j], b1[i][j]), sv, acc[i * PNJ + j]);
+        }
+    }
+}
+
+void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                                    int j0, int nj, float *Y, void *scratch)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    const int nq = (cols + 63) / 64 * 4, ntile = (r1 - r0 + PR - 1) / PR;
+    /* chunks of the last block: one or two 64-column steps */
+    const int nlast = cols - (nbc - 1) * B > 64 ? 8 : 4;
+    float *panel = scratch;
+    __m512 *sacc = (__m512 *)(panel + (size_t)quant_slice_rows(cols) * ((cols + 63) / 64 * 64));
+    assert(r1 - r0 <= quant_slice_rows(cols));
+    assert((size_t)ntile * PR * PNJ * sizeof(__m512) <= (64u << 10));
+    widen_fp8b(W, r0, r1, panel);
+    for (int jt = j0; jt < j0 + nj; jt += PNJ) {
+        const float *x[PNJ];
+        for (int j = 0; j < PNJ; j++) {
+            int jj = jt + j < j0 + nj ? jt + j : j0 + nj - 1;
+            x[j] = a->xp + (size_t)jj * a->cols_pad64;
+        }
+        for (int bc0 = 0; bc0 < nbc; bc0 += FP8_KB) {
+            int bc1 = bc0 + FP8_KB < nbc ? bc0 + FP8_KB : nbc;
+            for (int t = 0; t < ntile; t++) {
+                const float *s[PR];
+                for (int i = 0; i < PR; i++) {
+                    int r = r0 + t * PR + i < r1 ? r0 + t * PR + i : r1 - 1;
+                    s[i] = W->scales + (size_t)(r / B) * nbc;
+                }
+                tile_fp8b(panel + ((size_t)t * nq + (size_t)bc0 * 8) * PR * 16, x, bc0, bc1, nbc, nlast, s,
+                          sacc + (size_t)t * PR * PNJ, bc0 == 0);
+            }
+        }
+        for (int t = 0; t < ntile; t++)
+            for (int i = 0; i < PR; i++) {
+                int r = r0 + t * PR + i;
+                if (r >= r1) break;
+                for (int j = 0; j < PNJ && jt + j < j0 + nj; j++)
+                    Y[(size_t)(jt + j) * W->rows + r] = _mm512_reduce_add_ps(sacc[(size_t)t * PR * PNJ + i * PNJ + j]);
+            }
+    }
+}
