@@ -10,6 +10,13 @@
 #include "quant/kernels.h"
 
 #if defined(__x86_64__)
+/* Whether the f32 / bf16 / f16 slice kernels read a->xl (the lane kernels,
+ * built by GCC) or not (the one-row tiles, other compilers). */
+#if defined(__clang__)
+#define QUANT_SLICE_FLOAT_LANES 0
+#else
+#define QUANT_SLICE_FLOAT_LANES 1
+#endif
 void quant_slice_f32_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                             int j0, int nj, float *Y, void *scratch);
 void quant_slice_bf16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,

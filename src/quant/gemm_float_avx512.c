@@ -176,22 +176,208 @@ INLINE void slice_float(int fmt, const struct qtensor *W, int r0, int r1,
     }
 }
 
+/* ------------------------------------- f32 / bf16 / f16, lane kernels */
+
+#define LG 48           /* rows per call: 3 vectors of 16 */
+#define LNR QUANT_LANE_NR
+#define LKB 112         /* steps per block: a lane's 48 x 112 panel (21 KiB) stays in L1 */
+#define LSB 16          /* activation groups (of LNR) per pass */
+#define LACC (3 * LNR)  /* accumulator vectors per group */
+
+static_assert(LNR == 8, "the lane tile is 3 vectors x 8 activations");
+
+/* Rows i of r[16] become columns: r[c] lane i = old r[i] lane c. */
+INLINE void transpose16(__m512 r[16])
+{
+    __m512 a[16], b[16];
+    UNROLL
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        b[4 * i] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], 0x44);
+        b[4 * i + 1] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], 0xEE);
+        b[4 * i + 2] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0x44);
+        b[4 * i + 3] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0xEE);
+    }
+    /* b[4i + m], 128-bit block q: column 4q + m of rows 4i .. 4i+3 */
+    UNROLL
+    for (int m = 0; m < 4; m++) {
+        __m512 t0 = _mm512_shuffle_f32x4(b[m], b[4 + m], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 t1 = _mm512_shuffle_f32x4(b[m], b[4 + m], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512 t2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 t3 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], _MM_SHUFFLE(3, 2, 3, 2));
+        r[m] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + m] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+        r[8 + m] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + m] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* The lane panel of rows [r0, r1) (at most LG): step s of a row (kernels.h
+ * lane order) is LG floats at panel + s * LG, row r0 + i at element i;
+ * zeros past cols and past r1. Built 16 rows x 16 columns at a time. */
+INLINE void widen_lanes(int fmt, const struct qtensor *W, int r0, int r1, float *panel)
+{
+    const int cols = W->cols, nq = (cols + 15) / 16, nfull = cols / 32;
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
+    for (int sg = 0; sg < LG / 16; sg++)
+        for (int q = 0; q < nq; q++) {
+            int c = 16 * q;
+            __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+            __m512 v[16];
+            UNROLL
+            for (int i = 0; i < 16; i++) {
+                int r = r0 + 16 * sg + i;
+                const uint8_t *p = (const uint8_t *)W->data + (size_t)r * rb;
+                if (r >= r1) {
+                    v[i] = _mm512_setzero_ps();
+                } else if (fmt == QUANT_F32) {
+                    v[i] = _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+                } else {
+                    __m256i hv = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
+                    v[i] = fmt == QUANT_F16 ? _mm512_cvtph_ps(hv)
+                                            : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hv), 16));
+                }
+            }
+            transpose16(v);
+            /* column c + l: lane l of acc0 (h 0) or acc1, step k */
+            int h = q < 2 * nfull ? q & 1 : 0, k = q < 2 * nfull ? q / 2 : nfull + (q - 2 * nfull);
+            UNROLL
+            for (int l = 0; l < 16; l++)
+                _mm512_store_ps(panel + ((size_t)quant_lane_first(cols, h, l) + k) * LG + 16 * sg, v[l]);
+        }
+}
+
+/* One lane, one group of LNR activations, nk steps: acc[i * LNR + j] (rows
+ * 16i .. 16i+15, activation j) += panel row vectors x broadcast activation. */
+INLINE void lane_tile(const float *w, const float *x, const float *pf, int nk, __m512 *acc, int first)
+{
+    __m512 a[3][LNR];
+    UNROLL
+    for (int i = 0; i < 3; i++)
+        UNROLL
+        for (int j = 0; j < LNR; j++) a[i][j] = first ? _mm512_setzero_ps() : acc[i * LNR + j];
+    for (int k = 0; k < nk; k++) {
+        if (!(k & 1)) _mm_prefetch((const char *)(pf + (size_t)k * LNR), _MM_HINT_T0);
+        __m512 w0 = _mm512_load_ps(w + (size_t)k * LG), w1 = _mm512_load_ps(w + (size_t)k * LG + 16);
+        __m512 w2 = _mm512_load_ps(w + (size_t)k * LG + 32);
+        UNROLL
+        for (int j = 0; j < LNR; j++) {
+            __m512 xb = _mm512_set1_ps(x[(size_t)k * LNR + j]);
+            a[0][j] = _mm512_fmadd_ps(w0, xb, a[0][j]);
+            a[1][j] = _mm512_fmadd_ps(w1, xb, a[1][j]);
+            a[2][j] = _mm512_fmadd_ps(w2, xb, a[2][j]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < 3; i++)
+        UNROLL
+        for (int j = 0; j < LNR; j++) acc[i * LNR + j] = a[i][j];
+}
+
+/* Lane (h, l) for groups [g0, g0 + ng) into out[ng][LACC]. */
+static void lane_pass(const float *panel, const float *xl, size_t xper, int cols, int h, int l,
+                      int g0, int ng, __m512 *out)
+{
+    const int steps = quant_lane_steps(cols, h), s0 = quant_lane_first(cols, h, l);
+    if (steps == 0) {
+        for (int g = 0; g < ng * LACC; g++) out[g] = _mm512_setzero_ps();
+        return;
+    }
+    for (int k0 = 0; k0 < steps; k0 += LKB) {
+        int nk = steps - k0 < LKB ? steps - k0 : LKB;
+        const float *w = panel + (size_t)(s0 + k0) * LG;
+        for (int g = 0; g < ng; g++) {
+            /* the next group's activations, prefetched meanwhile (each
+             * group's block of steps is a new stream from L3) */
+            const float *x = xl + (size_t)(g0 + g) * xper + (size_t)(s0 + k0) * LNR;
+            lane_tile(w, x, g + 1 < ng ? x + xper : x, nk, out + (size_t)g * LACC, k0 == 0);
+        }
+    }
+}
+
+/* dst = a + b over n vectors */
+static void add_vecs(__m512 *dst, const __m512 *a, const __m512 *b, int n)
+{
+    for (int i = 0; i < n; i++) dst[i] = _mm512_add_ps(a[i], b[i]);
+}
+
+/* Rows [r0, r1) (at most LG) x activations [j0, j0+nj) (j0 a multiple of
+ * LNR) over the lane panel. Per output the 32 lane sums are those of the
+ * one-row loop, and they are added as _mm512_reduce_add_ps(acc0 + acc1)
+ * adds them in GCC's avx512fintrin.h: s_l = acc0_l + acc1_l, then
+ * t_i = s_(8+i) + s_i (i < 8), u_i = t_(4+i) + t_i (i < 4),
+ * v_0 = u_0 + u_2, v_1 = u_1 + u_3, y = v_0 + v_1; here each of those
+ * additions is one vector addition over 16 rows. test_quant checks the bits
+ * against the matvec. */
+INLINE void slice_lanes(int fmt, const struct qtensor *W, int r0, int r1,
+                        const struct quant_act *a, int j0, int nj, float *Y, void *scratch)
+{
+    const int cols = W->cols;
+    const size_t xper = (size_t)LNR * 16 * ((cols + 15) / 16);
+    float *panel = scratch;
+    __m512 *buf = (__m512 *)(panel + (size_t)quant_slice_rows(cols) * ((cols + 63) / 64 * 64));
+    const int nb = LSB * LACC;
+    __m512 *cur = buf, *lo = cur + nb, *s = lo + nb, *t = s + nb;   /* t: 8 x nb */
+    static_assert(11 * LSB * LACC * 64 <= (288u << 10), "kernels.h scratch");
+    assert(r1 - r0 <= LG && LG <= quant_slice_rows(cols) && j0 % LNR == 0);
+    widen_lanes(fmt, W, r0, r1, panel);
+    const int gend = (j0 + nj + LNR - 1) / LNR;
+    for (int g0 = j0 / LNR; g0 < gend; g0 += LSB) {
+        int ng = gend - g0 < LSB ? gend - g0 : LSB, n = ng * LACC;
+        for (int i = 0; i < 8; i++) {
+            lane_pass(panel, a->xl, xper, cols, 0, i, g0, ng, lo);
+            lane_pass(panel, a->xl, xper, cols, 1, i, g0, ng, cur);
+            add_vecs(s, lo, cur, n);                            /* s_i */
+            lane_pass(panel, a->xl, xper, cols, 0, i + 8, g0, ng, lo);
+            lane_pass(panel, a->xl, xper, cols, 1, i + 8, g0, ng, cur);
+            add_vecs(cur, lo, cur, n);                          /* s_(8+i) */
+            add_vecs(t + (size_t)i * nb, cur, s, n);            /* t_i */
+        }
+        for (int i = 0; i < 4; i++) add_vecs(t + (size_t)i * nb, t + (size_t)(4 + i) * nb, t + (size_t)i * nb, n);
+        add_vecs(t, t, t + (size_t)2 * nb, n);                  /* v_0 */
+        add_vecs(t + nb, t + nb, t + (size_t)3 * nb, n);        /* v_1 */
+        for (int g = 0; g < ng; g++)
+            for (int j = 0; j < LNR; j++) {
+                int jj = (g0 + g) * LNR + j;
+                if (jj >= j0 + nj) break;
+                for (int i = 0; i < 3 && r0 + 16 * i < r1; i++) {
+                    int vi = g * LACC + i * LNR + j, nr = r1 - r0 - 16 * i;
+                    __m512 y = _mm512_add_ps(t[vi], t[nb + vi]);
+                    _mm512_mask_storeu_ps(Y + (size_t)jj * W->rows + r0 + 16 * i,
+                                          nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1), y);
+                }
+            }
+    }
+}
+
+#if defined(__clang__)
+/* The lane kernels copy GCC's reduction tree; other compilers keep the
+ * one-row tiles above. */
+#define SLICE_FLOAT slice_float
+#else
+#define SLICE_FLOAT slice_lanes
+#endif
+
 void quant_slice_f32_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                             int j0, int nj, float *Y, void *scratch)
 {
-    slice_float(QUANT_F32, W, r0, r1, a, j0, nj, Y, scratch);
+    SLICE_FLOAT(QUANT_F32, W, r0, r1, a, j0, nj, Y, scratch);
 }
 
 void quant_slice_bf16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                              int j0, int nj, float *Y, void *scratch)
 {
-    slice_float(QUANT_BF16, W, r0, r1, a, j0, nj, Y, scratch);
+    SLICE_FLOAT(QUANT_BF16, W, r0, r1, a, j0, nj, Y, scratch);
 }
 
 void quant_slice_f16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                             int j0, int nj, float *Y, void *scratch)
 {
-    slice_float(QUANT_F16, W, r0, r1, a, j0, nj, Y, scratch);
+    SLICE_FLOAT(QUANT_F16, W, r0, r1, a, j0, nj, Y, scratch);
 }
 
 /* ------------------------------------------------------------------ fp8b */
@@ -292,8 +478,8 @@ INLINE void tile_fp8b(const float *wp, const float *const *x, int bc0, int bc1, 
     }
 }
 
-void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                                    int j0, int nj, float *Y, void *scratch)
+static void slice_fp8b_rows(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                            int j0, int nj, float *Y, void *scratch)
 {
     const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
     const int nq = (cols + 63) / 64 * 4, ntile = (r1 - r0 + PR - 1) / PR;
@@ -330,4 +516,16 @@ void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, con
                     Y[(size_t)(jt + j) * W->rows + r] = _mm512_reduce_add_ps(sacc[(size_t)t * PR * PNJ + i * PNJ + j]);
             }
     }
+}
+
+/* The call's rows in sub-blocks whose panel fits QUANT_SLICE_PANEL_BYTES:
+ * this kernel passes over its panel once per PNJ activations. */
+void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                                    int j0, int nj, float *Y, void *scratch)
+{
+    size_t row = (size_t)(W->cols + 63) / 64 * 64 * sizeof(float);
+    int sub = (int)(QUANT_SLICE_PANEL_BYTES / row) / PR * PR;
+    sub = sub < PR ? PR : sub;
+    for (int r = r0; r < r1; r += sub)
+        slice_fp8b_rows(W, r, r + sub < r1 ? r + sub : r1, a, j0, nj, Y, scratch);
 }

@@ -40,6 +40,8 @@ struct quant_act {
     /* f32 form in the 64-block order of quant_act_perm64, when asked for: */
     int cols_pad64;         /* cols rounded up to 64 */
     const float *xp;        /* [n][cols_pad64], zero past cols */
+    /* f32 copies in the lane order of quant_act_lanes, when asked for: */
+    const float *xl;        /* [ceil(n / QUANT_LANE_NR)][QUANT_LANE_NR * 16 * ceil(cols / 16)] */
 };
 
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
@@ -65,7 +67,38 @@ struct quant_kernel {
     int act_int8;           /* reads a->q / xs / xsum */
     int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
+    int act_lanes;          /* slice() reads a->xl */
 };
+
+/* The lane order. The one-row float loop (kernels_avx512.c) gives an output
+ * 32 independent sums: lane l of acc0 (h = 0) or acc1 (h = 1) sums, in the
+ * order of its steps k, the products of column quant_lane_col(cols, h, l, k)
+ * (acc0 takes the first 16 columns of every 32-column step and the tail
+ * (cols % 32), acc1 the second 16), and a fixed reduction tree adds the 32.
+ * A kernel that keeps, for a fixed lane, one output per vector element (16
+ * rows) can run those sums with broadcast activations. Lane (h, l) has
+ * quant_lane_steps(cols, h) steps and starts at step quant_lane_first(cols,
+ * h, l) of the 16 * ceil(cols / 16) steps of a row. QUANT_LANE_NR: the
+ * activations stored together per step in a->xl. */
+#define QUANT_LANE_NR 8
+static inline int quant_lane_steps(int cols, int h)
+{
+    return h ? cols / 32 : cols / 32 + (cols % 32 + 15) / 16;
+}
+static inline int quant_lane_first(int cols, int h, int l)
+{
+    return h ? 16 * quant_lane_steps(cols, 0) + l * quant_lane_steps(cols, 1)
+             : l * quant_lane_steps(cols, 0);
+}
+static inline int quant_lane_col(int cols, int h, int l, int k)
+{
+    int nfull = cols / 32;
+    return h ? 32 * k + 16 + l : k < nfull ? 32 * k + l : 32 * nfull + 16 * (k - nfull) + l;
+}
+/* Activations 8g .. 8g+7 of x[n][cols] in the lane order: step s of a row
+ * (lane (h, l), step k) holds at out[8 s + i] activation 8g + i's column
+ * quant_lane_col(cols, h, l, k), zero past cols and past n. */
+void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
 
 /* Slices with fewer activations go through rows(): the panel's widening
  * costs more than it saves on a few activations. */
@@ -74,20 +107,20 @@ struct quant_kernel {
  * (1.25 MiB per core on Ice Lake-SP, 1 MiB on Zen 4), the rest is left to
  * the activations passing through. */
 #define QUANT_SLICE_PANEL_BYTES (640u << 10)
-/* Rows per slice call: as many as fit the panel budget, a multiple of 6 (the
- * register tiles are 2 or 3 rows), between 6 and 48. */
+/* Rows per slice call: three vectors of 16 (the lane kernels' register
+ * tile); kernels that keep rows per vector lane sub-block them to fit the
+ * panel budget. */
 static inline int quant_slice_rows(int cols)
 {
-    size_t row = (size_t)(cols + 63) / 64 * 64 * sizeof(float);
-    size_t n = QUANT_SLICE_PANEL_BYTES / row / 6 * 6;
-    return n < 6 ? 6 : n > 48 ? 48 : (int)n;
+    (void)cols;
+    return 48;
 }
 /* Scratch of a slice call: the panel (rows x cols rounded up to 64, f32)
- * plus 64 KiB of resting accumulators. */
+ * plus 288 KiB of resting accumulators. */
 static inline size_t quant_slice_scratch_bytes(int cols)
 {
     return (size_t)quant_slice_rows(cols) * ((size_t)(cols + 63) / 64 * 64) * sizeof(float) +
-           (64u << 10);
+           (288u << 10);
 }
 
 struct quant_isa_table {
