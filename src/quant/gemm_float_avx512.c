@@ -282,6 +282,7 @@ INLINE void lane_tile(const float *w, const float *x, const float *pf, int nk, _
 static void lane_pass(const float *panel, const float *xl, size_t xper, int cols, int h, int l,
                       int g0, int ng, __m512 *out)
 {
+    const int pan_steps = 16 * quant_lane_steps(cols, 0) + 16 * quant_lane_steps(cols, 1);
     const int steps = quant_lane_steps(cols, h), s0 = quant_lane_first(cols, h, l);
     if (steps == 0) {
         for (int g = 0; g < ng * LACC; g++) out[g] = _mm512_setzero_ps();
@@ -290,7 +291,14 @@ static void lane_pass(const float *panel, const float *xl, size_t xper, int cols
     for (int k0 = 0; k0 < steps; k0 += LKB) {
         int nk = steps - k0 < LKB ? steps - k0 : LKB;
         const float *w = panel + (size_t)(s0 + k0) * LG;
+        /* the panel's next LKB steps (this lane's or the next lane's: lanes
+         * are stored in the order they run) into L2, a share per group: the
+         * panel is larger than L2 and a cold block stalls the first group */
+        const char *next = (const char *)(w + (size_t)nk * LG), *end = (const char *)(panel + (size_t)pan_steps * LG);
+        const size_t share = ((size_t)LKB * LG * sizeof(float) / ng + 63) / 64 * 64;
         for (int g = 0; g < ng; g++) {
+            for (const char *p = next + g * share; p < next + (g + 1) * share && p < end; p += 64)
+                _mm_prefetch(p, _MM_HINT_T1);
             /* the next group's activations, prefetched meanwhile (each
              * group's block of steps is a new stream from L3) */
             const float *x = xl + (size_t)(g0 + g) * xper + (size_t)(s0 + k0) * LNR;

@@ -85,10 +85,13 @@ static inline int quant_lane_steps(int cols, int h)
 {
     return h ? cols / 32 : cols / 32 + (cols % 32 + 15) / 16;
 }
+/* Lanes are stored in the order (0, i), (1, i), (0, i+8), (1, i+8) for
+ * i = 0..7, the order in which the reduction tree pairs them, so a kernel
+ * that runs them in that order reads one stream. */
 static inline int quant_lane_first(int cols, int h, int l)
 {
-    return h ? 16 * quant_lane_steps(cols, 0) + l * quant_lane_steps(cols, 1)
-             : l * quant_lane_steps(cols, 0);
+    int p = 4 * (l % 8) + 2 * (l / 8) + h;
+    return (p + 1) / 2 * quant_lane_steps(cols, 0) + p / 2 * quant_lane_steps(cols, 1);
 }
 static inline int quant_lane_col(int cols, int h, int l, int k)
 {
