@@ -10,12 +10,13 @@
 #include "quant/kernels.h"
 
 #if defined(__x86_64__)
-/* Whether the f32 / bf16 / f16 slice kernels read a->xl (the lane kernels,
- * built by GCC) or not (the one-row tiles, other compilers). */
+/* The activation packing of the f32 / bf16 / f16 slice kernels: the lane
+ * order (the lane kernels, built by GCC), or none (the one-row tiles, other
+ * compilers). */
 #if defined(__clang__)
-#define QUANT_SLICE_FLOAT_LANES 0
+#define QUANT_SLICE_FLOAT_PACK NULL
 #else
-#define QUANT_SLICE_FLOAT_LANES 1
+#define QUANT_SLICE_FLOAT_PACK quant_act_lanes
 #endif
 void quant_slice_f32_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                             int j0, int nj, float *Y, void *scratch);
@@ -23,6 +24,9 @@ void quant_slice_bf16_avx512(const struct qtensor *W, int r0, int r1, const stru
                              int j0, int nj, float *Y, void *scratch);
 void quant_slice_f16_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                             int j0, int nj, float *Y, void *scratch);
+/* fp8b's activation packing: lane l, step q holds position 16q + l of the
+ * quant_act_perm64 order. */
+void quant_act_lanes_perm64(const float *x, int n, int cols, int g, float *out);
 void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                                     int j0, int nj, float *Y, void *scratch);
 #endif

@@ -325,7 +325,7 @@ INLINE void slice_lanes(int fmt, const struct qtensor *W, int r0, int r1,
                         const struct quant_act *a, int j0, int nj, float *Y, void *scratch)
 {
     const int cols = W->cols;
-    const size_t xper = (size_t)LNR * 16 * ((cols + 15) / 16);
+    const size_t xper = quant_act_pack_stride(cols);
     float *panel = scratch;
     __m512 *buf = (__m512 *)(panel + (size_t)quant_slice_rows(cols) * ((cols + 63) / 64 * 64));
     const int nb = LSB * LACC;

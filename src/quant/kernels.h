@@ -40,8 +40,10 @@ struct quant_act {
     /* f32 form in the 64-block order of quant_act_perm64, when asked for: */
     int cols_pad64;         /* cols rounded up to 64 */
     const float *xp;        /* [n][cols_pad64], zero past cols */
-    /* f32 copies in the lane order of quant_act_lanes, when asked for: */
-    const float *xl;        /* [ceil(n / QUANT_LANE_NR)][QUANT_LANE_NR * 16 * ceil(cols / 16)] */
+    /* f32 copies packed by the kernel's act_pack, when it has one (and the
+     * batch is at least QUANT_SLICE_MIN): group g (activations
+     * QUANT_LANE_NR g ..) at xl + g * quant_act_pack_stride(cols). */
+    const float *xl;
 };
 
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
@@ -62,12 +64,16 @@ typedef void (*quant_slice_fn)(const struct qtensor *W, int r0, int r1,
                                const struct quant_act *a, int j0, int nj, float *Y,
                                void *scratch);
 
+/* Packs activations QUANT_LANE_NR g .. of x[n][cols] into out (at most
+ * quant_act_pack_stride(cols) floats), zeros past n. */
+typedef void (*quant_act_pack_fn)(const float *x, int n, int cols, int g, float *out);
+
 struct quant_kernel {
     quant_rows_fn rows;     /* NULL: no kernel at this level */
     int act_int8;           /* reads a->q / xs / xsum */
     int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
-    int act_lanes;          /* slice() reads a->xl */
+    quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
 };
 
 /* The lane order. The one-row float loop (kernels_avx512.c) gives an output
@@ -102,6 +108,11 @@ static inline int quant_lane_col(int cols, int h, int l, int k)
  * (lane (h, l), step k) holds at out[8 s + i] activation 8g + i's column
  * quant_lane_col(cols, h, l, k), zero past cols and past n. */
 void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
+/* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
+static inline size_t quant_act_pack_stride(int cols)
+{
+    return (size_t)QUANT_LANE_NR * ((size_t)(cols + 63) / 64 * 64);
+}
 
 /* Slices with fewer activations go through rows(): the panel's widening
  * costs more than it saves on a few activations. */

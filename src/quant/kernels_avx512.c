@@ -434,11 +434,11 @@ static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *
 const struct quant_isa_table quant_isa_avx512 = {
     .k = {
         [QUANT_F32] = { rows_f32, 0, .slice = quant_slice_f32_avx512,
-                         .act_lanes = QUANT_SLICE_FLOAT_LANES },
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
         [QUANT_BF16] = { rows_bf16, 0, .slice = quant_slice_bf16_avx512,
-                         .act_lanes = QUANT_SLICE_FLOAT_LANES },
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
         [QUANT_F16] = { rows_f16, 0, .slice = quant_slice_f16_avx512,
-                         .act_lanes = QUANT_SLICE_FLOAT_LANES },
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
         [QUANT_Q8] = { rows_q8, 1 },
         [QUANT_Q4] = { rows_q4, 1 },
         [QUANT_Q4G32] = { rows_q4g32, 1 },

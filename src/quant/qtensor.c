@@ -193,16 +193,19 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
             quant_act_perm64(X + (size_t)j * W->cols, W->cols, xp + (size_t)j * a.cols_pad64);
         a.xp = xp;
         buf = xp;
-    } else if (k->act_lanes && n >= QUANT_SLICE_MIN) {
-        /* a group's share: 8 activations x 16 x ceil(cols / 16) */
-        size_t per = (size_t)QUANT_LANE_NR * 16 * ((W->cols + 15) / 16);
+    }
+    float *xl = NULL;
+    if (k->act_pack && n >= QUANT_SLICE_MIN) {
+        size_t per = quant_act_pack_stride(W->cols);
         int ng = (n + QUANT_LANE_NR - 1) / QUANT_LANE_NR;
-        float *xl = base_xalloc((size_t)ng * per * sizeof(float));
-        if (!xl) return COLIBRI_ENOMEM;
+        xl = base_xalloc((size_t)ng * per * sizeof(float));
+        if (!xl) {
+            free(buf);
+            return COLIBRI_ENOMEM;
+        }
         #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
-        for (int g = 0; g < ng; g++) quant_act_lanes(X, n, W->cols, g, xl + (size_t)g * per);
+        for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
         a.xl = xl;
-        buf = xl;
     }
     /* Activations go in slices of jb that stay in the last-level cache
      * while every row block passes over them (a row block's weights stay in
@@ -218,7 +221,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
     int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
     for (int s0 = 0; s0 < n; s0 += jb) {
         int s1 = s0 + jb < n ? s0 + jb : n;
-        if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_lanes || a.xl)) {
+        if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_pack || a.xl)) {
             slice_with(k, W, &a, s0, s1, Y);
             continue;
         }
@@ -233,6 +236,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         }
     }
     free(buf);
+    free(xl);
     return 0;
 }
 
