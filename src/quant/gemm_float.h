@@ -15,7 +15,9 @@
  * compilers). */
 #if defined(__clang__)
 #define QUANT_SLICE_FLOAT_PACK NULL
+#define QUANT_SLICE_FP8B_PACK NULL
 #else
+#define QUANT_SLICE_FP8B_PACK quant_act_lanes_perm64
 #define QUANT_SLICE_FLOAT_PACK quant_act_lanes
 #endif
 void quant_slice_f32_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,

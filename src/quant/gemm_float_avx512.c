@@ -528,12 +528,207 @@ static void slice_fp8b_rows(const struct qtensor *W, int r0, int r1, const struc
 
 /* The call's rows in sub-blocks whose panel fits QUANT_SLICE_PANEL_BYTES:
  * this kernel passes over its panel once per PNJ activations. */
-void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                                    int j0, int nj, float *Y, void *scratch)
+static __attribute__((unused)) void slice_fp8b_tiles(const struct qtensor *W, int r0, int r1,
+                                                     const struct quant_act *a, int j0, int nj, float *Y,
+                                                     void *scratch)
 {
     size_t row = (size_t)(W->cols + 63) / 64 * 64 * sizeof(float);
     int sub = (int)(QUANT_SLICE_PANEL_BYTES / row) / PR * PR;
     sub = sub < PR ? PR : sub;
     for (int r = r0; r < r1; r += sub)
         slice_fp8b_rows(W, r, r + sub < r1 ? r + sub : r1, a, j0, nj, Y, scratch);
+}
+
+/* ------------------------------------------------------ fp8b, lane kernels
+ *
+ * Lane l (0..15) of an output's fp8b sums takes position 16q + l of the
+ * perm64 order at step q; per scale block (8 steps, 4 in a last block of at
+ * most 64 columns) b0 sums the even steps and b1 the odd ones, then
+ * acc_l = fma(b0 + b1, scale, acc_l), and the output is GCC's reduction of
+ * acc: t_i = acc_(8+i) + acc_i, u_i = t_(4+i) + t_i, v_0 = u_0 + u_2,
+ * v_1 = u_1 + u_3, y = v_0 + v_1. Tile: 3 vectors of rows x 4 activations,
+ * b0 and b1 in registers (24), acc resting in scratch per block. */
+
+#define P8NR 4
+#define P8KB 14         /* scale blocks per block of steps (112 steps) */
+
+void quant_act_lanes_perm64(const float *x, int n, int cols, int g, float *out)
+{
+    const int nq = (cols + 63) / 64 * 4;
+    for (int l = 0; l < 16; l++) {
+        float *o = out + (size_t)LNR * nq * (2 * (l % 8) + l / 8);
+        for (int q = 0; q < nq; q++, o += LNR) {
+            /* perm64 position 16k + 4L + i holds column 16L + 4k + i */
+            int k = q % 4, L = l / 4, i = l % 4, c = 64 * (q / 4) + 16 * L + 4 * k + i;
+            for (int j = 0; j < LNR; j++) {
+                int jj = g * LNR + j;
+                o[j] = jj < n && c < cols ? x[(size_t)jj * cols + c] : 0.0f;
+            }
+        }
+    }
+}
+
+/* Panel of rows [r0, r1): lane l (stored at position 2 (l % 8) + l / 8),
+ * step q: LG floats at panel + (pos * nq + q) * LG; scale panel sp[bc][LG]. */
+static void widen_fp8b_lanes(const struct qtensor *W, int r0, int r1, float *panel, float *sp)
+{
+    const int cols = W->cols, nq = (cols + 63) / 64 * 4, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    float tmp[16][64] __attribute__((aligned(64)));
+    for (int bc = 0; bc < nbc; bc++)
+        for (int i = 0; i < LG; i++) {
+            int r = r0 + i < r1 ? r0 + i : r1 - 1;
+            sp[(size_t)bc * LG + i] = W->scales[(size_t)(r / B) * nbc + bc];
+        }
+    for (int sg = 0; sg < LG / 16; sg++)
+        for (int c = 0; c < cols; c += 64) {
+            for (int i = 0; i < 16; i++) {
+                int r = r0 + 16 * sg + i;
+                const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+                __m512 v[4];
+                for (int L = 0; L < 4; L++) {
+                    int n = cols - c - 16 * L;
+                    __mmask16 m = r >= r1 || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+                    v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
+                }
+                __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
+                __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
+                __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
+                __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
+                _mm512_store_ps(tmp[i], _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(tmp[i] + 16, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
+                _mm512_store_ps(tmp[i] + 32, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(tmp[i] + 48, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+            for (int k = 0; k < 4; k++) {
+                __m512 v[16];
+                for (int i = 0; i < 16; i++) v[i] = _mm512_load_ps(tmp[i] + 16 * k);
+                transpose16(v);
+                int q = c / 16 + k;
+                for (int l = 0; l < 16; l++)
+                    _mm512_store_ps(panel + ((size_t)(2 * (l % 8) + l / 8) * nq + q) * LG + 16 * sg, v[l]);
+            }
+        }
+}
+
+/* One lane, P8NR activations (x: LNR floats per step), scale blocks
+ * [bc0, bc1) (w, x at bc0's first step); acc[i * LNR + j]. */
+INLINE void lane_tile_fp8(const float *w, const float *x, const float *pf, const float *sp,
+                          int bc0, int bc1, int nbc, int nlast, __m512 *acc, int first)
+{
+    if (first)
+        UNROLL
+        for (int i = 0; i < 3; i++)
+            UNROLL
+            for (int j = 0; j < P8NR; j++) acc[i * LNR + j] = _mm512_setzero_ps();
+    for (int bc = bc0; bc < bc1; bc++) {
+        const int nst = bc == nbc - 1 ? nlast : 8;
+        __m512 b0[3][P8NR], b1[3][P8NR];
+        UNROLL
+        for (int i = 0; i < 3; i++)
+            UNROLL
+            for (int j = 0; j < P8NR; j++) b0[i][j] = b1[i][j] = _mm512_setzero_ps();
+        for (int q = 0; q < nst; q += 2) {
+            _mm_prefetch((const char *)(pf + (size_t)q * LNR), _MM_HINT_T0);
+            __m512 w0 = _mm512_load_ps(w + (size_t)q * LG), w1 = _mm512_load_ps(w + (size_t)q * LG + 16);
+            __m512 w2 = _mm512_load_ps(w + (size_t)q * LG + 32);
+            UNROLL
+            for (int j = 0; j < P8NR; j++) {
+                __m512 xb = _mm512_set1_ps(x[(size_t)q * LNR + j]);
+                b0[0][j] = _mm512_fmadd_ps(w0, xb, b0[0][j]);
+                b0[1][j] = _mm512_fmadd_ps(w1, xb, b0[1][j]);
+                b0[2][j] = _mm512_fmadd_ps(w2, xb, b0[2][j]);
+            }
+            w0 = _mm512_load_ps(w + (size_t)(q + 1) * LG);
+            w1 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 16);
+            w2 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 32);
+            UNROLL
+            for (int j = 0; j < P8NR; j++) {
+                __m512 xb = _mm512_set1_ps(x[(size_t)(q + 1) * LNR + j]);
+                b1[0][j] = _mm512_fmadd_ps(w0, xb, b1[0][j]);
+                b1[1][j] = _mm512_fmadd_ps(w1, xb, b1[1][j]);
+                b1[2][j] = _mm512_fmadd_ps(w2, xb, b1[2][j]);
+            }
+        }
+        UNROLL
+        for (int i = 0; i < 3; i++) {
+            __m512 sv = _mm512_load_ps(sp + (size_t)bc * LG + 16 * i);
+            UNROLL
+            for (int j = 0; j < P8NR; j++)
+                acc[i * LNR + j] = _mm512_fmadd_ps(_mm512_add_ps(b0[i][j], b1[i][j]), sv, acc[i * LNR + j]);
+        }
+        w += (size_t)nst * LG;
+        x += (size_t)nst * LNR;
+        pf += (size_t)nst * LNR;
+    }
+}
+
+static void lane_pass_fp8(const float *panel, const float *sp, const float *xl, size_t xper, int cols,
+                          int pos, int g0, int ng, __m512 *out)
+{
+    const int nq = (cols + 63) / 64 * 4, nbc = (cols + 127) / 128;
+    const int nlast = cols - (nbc - 1) * 128 > 64 ? 8 : 4;
+    const float *lane = panel + (size_t)pos * nq * LG, *end = panel + (size_t)16 * nq * LG;
+    for (int bc0 = 0; bc0 < nbc; bc0 += P8KB) {
+        int bc1 = bc0 + P8KB < nbc ? bc0 + P8KB : nbc;
+        const float *w = lane + (size_t)bc0 * 8 * LG;
+        const char *next = (const char *)(lane + (size_t)(bc1 == nbc ? nq : bc1 * 8) * LG);
+        const size_t share = ((size_t)P8KB * 8 * LG * sizeof(float) / ng + 63) / 64 * 64;
+        for (int g = 0; g < ng; g++) {
+            for (const char *p = next + g * share; p < next + (g + 1) * share && p < (const char *)end; p += 64)
+                _mm_prefetch(p, _MM_HINT_T1);
+            const float *x = xl + (size_t)(g0 + g) * xper + ((size_t)pos * nq + (size_t)bc0 * 8) * LNR;
+            const float *pf = g + 1 < ng ? x + xper : x;
+            lane_tile_fp8(w, x, pf, sp, bc0, bc1, nbc, nlast, out + (size_t)g * LACC, bc0 == 0);
+            lane_tile_fp8(w, x + P8NR, pf, sp, bc0, bc1, nbc, nlast, out + (size_t)g * LACC + P8NR, bc0 == 0);
+        }
+    }
+}
+
+static void slice_fp8b_lanes(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                             int j0, int nj, float *Y, void *scratch)
+{
+    const int cols = W->cols, nbc = (cols + 127) / 128;
+    const size_t xper = quant_act_pack_stride(cols);
+    float *panel = scratch;
+    /* the scale panel sits after the lane panel (nq * 16 <= cols rounded up
+     * to 64 steps of LG floats); the accumulators after both */
+    float *sp = panel + (size_t)((cols + 63) / 64 * 64) * LG;
+    const int nb = LSB * LACC;
+    __m512 *lo = (__m512 *)(sp + ((size_t)nbc * LG + 15) / 16 * 16), *cur = lo + nb, *t = cur + nb;
+    static_assert(10 * LSB * LACC * 64 <= (288u << 10), "kernels.h scratch");
+    assert(r1 - r0 <= LG && LG <= quant_slice_rows(cols) && j0 % LNR == 0);
+    widen_fp8b_lanes(W, r0, r1, panel, sp);
+    const int gend = (j0 + nj + LNR - 1) / LNR;
+    for (int g0 = j0 / LNR; g0 < gend; g0 += LSB) {
+        int ng = gend - g0 < LSB ? gend - g0 : LSB, n = ng * LACC;
+        for (int i = 0; i < 8; i++) {
+            lane_pass_fp8(panel, sp, a->xl, xper, cols, 2 * i, g0, ng, lo);
+            lane_pass_fp8(panel, sp, a->xl, xper, cols, 2 * i + 1, g0, ng, cur);
+            add_vecs(t + (size_t)i * nb, cur, lo, n);           /* t_i */
+        }
+        for (int i = 0; i < 4; i++) add_vecs(t + (size_t)i * nb, t + (size_t)(4 + i) * nb, t + (size_t)i * nb, n);
+        add_vecs(t, t, t + (size_t)2 * nb, n);                  /* v_0 */
+        add_vecs(t + nb, t + nb, t + (size_t)3 * nb, n);        /* v_1 */
+        for (int g = 0; g < ng; g++)
+            for (int j = 0; j < LNR; j++) {
+                int jj = (g0 + g) * LNR + j;
+                if (jj >= j0 + nj) break;
+                for (int i = 0; i < 3 && r0 + 16 * i < r1; i++) {
+                    int vi = g * LACC + i * LNR + j, nr = r1 - r0 - 16 * i;
+                    __m512 y = _mm512_add_ps(t[vi], t[nb + vi]);
+                    _mm512_mask_storeu_ps(Y + (size_t)jj * W->rows + r0 + 16 * i,
+                                          nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1), y);
+                }
+            }
+    }
+}
+
+void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                                    int j0, int nj, float *Y, void *scratch)
+{
+#if defined(__clang__)
+    slice_fp8b_tiles(W, r0, r1, a, j0, nj, Y, scratch);
+#else
+    slice_fp8b_lanes(W, r0, r1, a, j0, nj, Y, scratch);
+#endif
 }

@@ -129,12 +129,13 @@ static inline int quant_slice_rows(int cols)
     (void)cols;
     return 48;
 }
-/* Scratch of a slice call: the panel (rows x cols rounded up to 64, f32)
- * plus 288 KiB of resting accumulators. */
+/* Scratch of a slice call: the panel (rows x cols rounded up to 64, f32),
+ * a row scale per 128 columns, and 288 KiB of resting accumulators. */
 static inline size_t quant_slice_scratch_bytes(int cols)
 {
-    return (size_t)quant_slice_rows(cols) * ((size_t)(cols + 63) / 64 * 64) * sizeof(float) +
-           (288u << 10);
+    size_t rows = (size_t)quant_slice_rows(cols);
+    return rows * ((size_t)(cols + 63) / 64 * 64) * sizeof(float) +
+           (rows * ((size_t)(cols + 127) / 128) * sizeof(float) + 63) / 64 * 64 + (288u << 10);
 }
 
 struct quant_isa_table {

@@ -209,5 +209,6 @@ VBMI static void rows_fp8b(const struct qtensor *W, int r0, int r1,
 
 const struct quant_isa_table quant_isa_avx512vbmi = {
     .k = { [QUANT_FP8B] = { .rows = rows_fp8b, .act_perm64 = 1,
-                         .slice = quant_slice_fp8b_perm64_avx512 } },
+                         .slice = quant_slice_fp8b_perm64_avx512,
+                         .act_pack = QUANT_SLICE_FP8B_PACK } },
 };
