@@ -11,7 +11,13 @@
  * QUANT_SLICE_PANEL_BYTES, so it stays in L2) and runs every activation of
  * the slice over it with FMA only.
  *
- * Register tiles, f32 / bf16 / f16: 3 rows x 8 activations. Each output
+ * With GCC the kernels are the lane kernels further down (one output per
+ * vector element, activations broadcast: this core sustains about one
+ * 64-byte load per cycle, and the tiles below need 11 of them per 24 FMAs;
+ * bench/gemm-float-results.md). The one-row tiles that follow are what other
+ * compilers use, since the lane kernels replay GCC's reduction tree.
+ *
+ * One-row tiles, f32 / bf16 / f16: 3 rows x 8 activations. Each output
  * keeps the sequence of the one-row loop of rows(): acc0 takes the first 16
  * columns of every 32-column step, acc1 the second 16, the tail (cols % 32)
  * goes to acc0, then one reduction of acc0 + acc1. acc0 and acc1 are
@@ -23,7 +29,7 @@
  * 16 KiB, is reused by every row tile of the call) for 24 FMAs, so the
  * panel is read at 16 bytes a cycle at the FMA peak.
  *
- * fp8b: each output's sequence is that of the fp8b row kernels (here the
+ * fp8b one-row tiles: each output's sequence is that of the fp8b row kernels (here the
  * VBMI ones): per 128-column scale block two sums b0, b1 start at 0, b0
  * takes chunks 0, 2, 4, 6 of the block and b1 chunks 1, 3, 5, 7 (16-column
  * chunks in the order of the activations), then acc = fma(b0 + b1, scale,
@@ -321,7 +327,7 @@ static void add_vecs(__m512 *dst, const __m512 *a, const __m512 *b, int n)
  * v_0 = u_0 + u_2, v_1 = u_1 + u_3, y = v_0 + v_1; here each of those
  * additions is one vector addition over 16 rows. test_quant checks the bits
  * against the matvec. */
-INLINE void slice_lanes(int fmt, const struct qtensor *W, int r0, int r1,
+static inline __attribute__((always_inline, unused)) void slice_lanes(int fmt, const struct qtensor *W, int r0, int r1,
                         const struct quant_act *a, int j0, int nj, float *Y, void *scratch)
 {
     const int cols = W->cols;
@@ -684,7 +690,7 @@ static void lane_pass_fp8(const float *panel, const float *sp, const float *xl, 
     }
 }
 
-static void slice_fp8b_lanes(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+static __attribute__((unused)) void slice_fp8b_lanes(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                              int j0, int nj, float *Y, void *scratch)
 {
     const int cols = W->cols, nbc = (cols + 127) / 128;

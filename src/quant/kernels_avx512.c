@@ -17,6 +17,8 @@
  * row per pass for the int8 formats (multi-row passes streamed slower) and
  * 4 rows for the float formats (sharing each f32 activation load). No tile
  * changes the operations of any one output (kernels.h invariant).
+ * Prefill of f32 / bf16 / f16 slices of QUANT_SLICE_MIN activations or more
+ * goes through the slice kernels of gemm_float_avx512.c instead.
  */
 #include <assert.h>
 #include <immintrin.h>
