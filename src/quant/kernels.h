@@ -40,6 +40,10 @@ struct quant_act {
     /* f32 form in the 64-block order of quant_act_perm64, when asked for: */
     int cols_pad64;         /* cols rounded up to 64 */
     const float *xp;        /* [n][cols_pad64], zero past cols */
+    /* f32 copies packed by the kernel's act_pack, when it has one (and the
+     * batch is at least QUANT_SLICE_MIN): group g (activations
+     * QUANT_LANE_NR g ..) at xl + g * quant_act_pack_stride(cols). */
+    const float *xl;
 };
 
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
@@ -50,11 +54,89 @@ typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
 typedef float (*quant_act_prep_fn)(const float *x, int cols, int cols_pad,
                                    int8_t *q, float *xs, float *xsum);
 
+/* Prefill over a whole activation slice: Y[j][r] for r in [r0, r1) and j in
+ * [j0, j0+nj), any nj >= QUANT_SLICE_MIN, r1 - r0 <= quant_slice_rows(cols),
+ * with the same outputs, bit for bit, as rows() (the kernels.h invariant).
+ * scratch: quant_slice_scratch_bytes(cols) bytes, 64-byte aligned, owned by
+ * the calling thread for the call (a kernel widens its row block's weights
+ * into it once and runs every activation of the slice over that panel). */
+typedef void (*quant_slice_fn)(const struct qtensor *W, int r0, int r1,
+                               const struct quant_act *a, int j0, int nj, float *Y,
+                               void *scratch);
+
+/* Packs activations QUANT_LANE_NR g .. of x[n][cols] into out (at most
+ * quant_act_pack_stride(cols) floats), zeros past n. */
+typedef void (*quant_act_pack_fn)(const float *x, int n, int cols, int g, float *out);
+
 struct quant_kernel {
     quant_rows_fn rows;     /* NULL: no kernel at this level */
     int act_int8;           /* reads a->q / xs / xsum */
     int act_perm64;         /* reads a->xp */
+    quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
+    quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
 };
+
+/* The lane order. The one-row float loop (kernels_avx512.c) gives an output
+ * 32 independent sums: lane l of acc0 (h = 0) or acc1 (h = 1) sums, in the
+ * order of its steps k, the products of column quant_lane_col(cols, h, l, k)
+ * (acc0 takes the first 16 columns of every 32-column step and the tail
+ * (cols % 32), acc1 the second 16), and a fixed reduction tree adds the 32.
+ * A kernel that keeps, for a fixed lane, one output per vector element (16
+ * rows) can run those sums with broadcast activations. Lane (h, l) has
+ * quant_lane_steps(cols, h) steps and starts at step quant_lane_first(cols,
+ * h, l) of the 16 * ceil(cols / 16) steps of a row. QUANT_LANE_NR: the
+ * activations stored together per step in a->xl. */
+#define QUANT_LANE_NR 8
+static inline int quant_lane_steps(int cols, int h)
+{
+    return h ? cols / 32 : cols / 32 + (cols % 32 + 15) / 16;
+}
+/* Lanes are stored in the order (0, i), (1, i), (0, i+8), (1, i+8) for
+ * i = 0..7, the order in which the reduction tree pairs them, so a kernel
+ * that runs them in that order reads one stream. */
+static inline int quant_lane_first(int cols, int h, int l)
+{
+    int p = 4 * (l % 8) + 2 * (l / 8) + h;
+    return (p + 1) / 2 * quant_lane_steps(cols, 0) + p / 2 * quant_lane_steps(cols, 1);
+}
+static inline int quant_lane_col(int cols, int h, int l, int k)
+{
+    int nfull = cols / 32;
+    return h ? 32 * k + 16 + l : k < nfull ? 32 * k + l : 32 * nfull + 16 * (k - nfull) + l;
+}
+/* Activations 8g .. 8g+7 of x[n][cols] in the lane order: step s of a row
+ * (lane (h, l), step k) holds at out[8 s + i] activation 8g + i's column
+ * quant_lane_col(cols, h, l, k), zero past cols and past n. */
+void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
+/* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
+static inline size_t quant_act_pack_stride(int cols)
+{
+    return (size_t)QUANT_LANE_NR * ((size_t)(cols + 63) / 64 * 64);
+}
+
+/* Slices with fewer activations go through rows(): the panel's widening
+ * costs more than it saves on a few activations. */
+#define QUANT_SLICE_MIN 8
+/* The f32 panel of a slice call's rows takes at most this much of the L2
+ * (1.25 MiB per core on Ice Lake-SP, 1 MiB on Zen 4), the rest is left to
+ * the activations passing through. */
+#define QUANT_SLICE_PANEL_BYTES (640u << 10)
+/* Rows per slice call: three vectors of 16 (the lane kernels' register
+ * tile); kernels that keep rows per vector lane sub-block them to fit the
+ * panel budget. */
+static inline int quant_slice_rows(int cols)
+{
+    (void)cols;
+    return 48;
+}
+/* Scratch of a slice call: the panel (rows x cols rounded up to 64, f32),
+ * a row scale per 128 columns, and 288 KiB of resting accumulators. */
+static inline size_t quant_slice_scratch_bytes(int cols)
+{
+    size_t rows = (size_t)quant_slice_rows(cols);
+    return rows * ((size_t)(cols + 63) / 64 * 64) * sizeof(float) +
+           (rows * ((size_t)(cols + 127) / 128) * sizeof(float) + 63) / 64 * 64 + (288u << 10);
+}
 
 struct quant_isa_table {
     struct quant_kernel k[QUANT_FMT_COUNT];

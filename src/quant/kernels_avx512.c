@@ -17,11 +17,14 @@
  * row per pass for the int8 formats (multi-row passes streamed slower) and
  * 4 rows for the float formats (sharing each f32 activation load). No tile
  * changes the operations of any one output (kernels.h invariant).
+ * Prefill of f32 / bf16 / f16 slices of QUANT_SLICE_MIN activations or more
+ * goes through the slice kernels of gemm_float_avx512.c instead.
  */
 #include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 
+#include "quant/gemm_float.h"
 #include "quant/kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -432,9 +435,12 @@ static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *
 
 const struct quant_isa_table quant_isa_avx512 = {
     .k = {
-        [QUANT_F32] = { rows_f32, 0 },
-        [QUANT_BF16] = { rows_bf16, 0 },
-        [QUANT_F16] = { rows_f16, 0 },
+        [QUANT_F32] = { rows_f32, 0, .slice = quant_slice_f32_avx512,
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
+        [QUANT_BF16] = { rows_bf16, 0, .slice = quant_slice_bf16_avx512,
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
+        [QUANT_F16] = { rows_f16, 0, .slice = quant_slice_f16_avx512,
+                         .act_pack = QUANT_SLICE_FLOAT_PACK },
         [QUANT_Q8] = { rows_q8, 1 },
         [QUANT_Q4] = { rows_q4, 1 },
         [QUANT_Q4G32] = { rows_q4g32, 1 },

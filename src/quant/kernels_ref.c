@@ -146,6 +146,21 @@ void quant_act_perm64(const float *x, int cols, float *xp)
         }
 }
 
+void quant_act_lanes(const float *x, int n, int cols, int g, float *out)
+{
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 16; l++) {
+            float *o = out + (size_t)QUANT_LANE_NR * quant_lane_first(cols, h, l);
+            for (int k = 0; k < quant_lane_steps(cols, h); k++, o += QUANT_LANE_NR) {
+                int c = quant_lane_col(cols, h, l, k);
+                for (int i = 0; i < QUANT_LANE_NR; i++) {
+                    int j = g * QUANT_LANE_NR + i;
+                    o[i] = j < n && c < cols ? x[(size_t)j * cols + c] : 0.0f;
+                }
+            }
+        }
+}
+
 const struct quant_isa_table quant_isa_ref = {
     .k = {
         [QUANT_F32] = { rows_f32, 0 },

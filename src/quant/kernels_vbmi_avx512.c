@@ -15,6 +15,7 @@
 #include <assert.h>
 #include <immintrin.h>
 
+#include "quant/gemm_float.h"
 #include "quant/kernels.h"
 
 #define VBMI __attribute__((target("avx512vbmi")))
@@ -207,5 +208,7 @@ VBMI static void rows_fp8b(const struct qtensor *W, int r0, int r1,
 }
 
 const struct quant_isa_table quant_isa_avx512vbmi = {
-    .k = { [QUANT_FP8B] = { .rows = rows_fp8b, .act_perm64 = 1 } },
+    .k = { [QUANT_FP8B] = { .rows = rows_fp8b, .act_perm64 = 1,
+                         .slice = quant_slice_fp8b_perm64_avx512,
+                         .act_pack = QUANT_SLICE_FP8B_PACK } },
 };

@@ -136,6 +136,31 @@ void quant_dequant_rows(const struct qtensor *W, int row0, int nrows, float *out
     for (int i = 0; i < nrows; i++) t->to_f32(W, row0 + i, out + (size_t)i * W->cols);
 }
 
+/* Activations [s0, s1) of a batch through the kernel's slice(): row blocks
+ * of quant_slice_rows in parallel, each thread with its own scratch panel. A
+ * thread whose scratch cannot be allocated goes through rows() instead (the
+ * same bits, kernels.h). */
+static void slice_with(const struct quant_kernel *k, const struct qtensor *W,
+                       const struct quant_act *a, int s0, int s1, float *Y)
+{
+    int rb = quant_slice_rows(W->cols), nblocks = (W->rows + rb - 1) / rb;
+    int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
+              (double)W->rows * W->cols * (s1 - s0) >= QUANT_PAR_MIN_WORK;
+    #pragma omp parallel if (par)
+    {
+        void *scratch = aligned_alloc(64, quant_slice_scratch_bytes(W->cols));
+        #pragma omp for schedule(static)
+        for (int b = 0; b < nblocks; b++) {
+            int r0 = b * rb, r1 = r0 + rb < W->rows ? r0 + rb : W->rows;
+            if (scratch) k->slice(W, r0, r1, a, s0, s1 - s0, Y, scratch);
+            else
+                for (int j0 = s0; j0 < s1; j0 += QUANT_NB)
+                    k->rows(W, r0, r1, a, j0, s1 - j0 < QUANT_NB ? s1 - j0 : QUANT_NB, Y);
+        }
+        free(scratch);
+    }
+}
+
 /* Y = X·Wᵀ with the kernels of table t. 0, or COLIBRI_ENOMEM when the int8
  * activation buffer cannot be allocated (nothing written then). */
 static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
@@ -169,6 +194,19 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.xp = xp;
         buf = xp;
     }
+    float *xl = NULL;
+    if (k->act_pack && n >= QUANT_SLICE_MIN) {
+        size_t per = quant_act_pack_stride(W->cols);
+        int ng = (n + QUANT_LANE_NR - 1) / QUANT_LANE_NR;
+        xl = base_xalloc((size_t)ng * per * sizeof(float));
+        if (!xl) {
+            free(buf);
+            return COLIBRI_ENOMEM;
+        }
+        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
+        for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
+        a.xl = xl;
+    }
     /* Activations go in slices of jb that stay in the last-level cache
      * while every row block passes over them (a row block's weights stay in
      * L2 across the slice; the kernels block columns so a tile's activations
@@ -177,11 +215,16 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
      * (512 KiB) re-read the f32-activation formats' weights every 16
      * activations and made their prefill 20-30% slower. */
     size_t act_row = k->act_int8 ? (size_t)a.cols_pad : (size_t)W->cols * sizeof(float);
-    int jb = (int)(QUANT_ACT_SLICE_BYTES / act_row) / QUANT_NB * QUANT_NB;
-    if (jb < QUANT_NB) jb = QUANT_NB;
+    /* whole groups of the lane order (QUANT_LANE_NR, a multiple of QUANT_NB) */
+    int jb = (int)(QUANT_ACT_SLICE_BYTES / act_row) / QUANT_LANE_NR * QUANT_LANE_NR;
+    if (jb < QUANT_LANE_NR) jb = QUANT_LANE_NR;
     int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
     for (int s0 = 0; s0 < n; s0 += jb) {
         int s1 = s0 + jb < n ? s0 + jb : n;
+        if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_pack || a.xl)) {
+            slice_with(k, W, &a, s0, s1, Y);
+            continue;
+        }
         int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
                   (double)W->rows * W->cols * (s1 - s0) >= QUANT_PAR_MIN_WORK;
         #pragma omp parallel for schedule(static) if (par)
@@ -193,6 +236,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         }
     }
     free(buf);
+    free(xl);
     return 0;
 }
 

@@ -101,8 +101,8 @@ void quant_matvec(const struct qtensor *W, const float *x, float *y);
 
 /* Y[n][rows] = X[n][cols] · Wᵀ, row-major (prefill). The weights are read
  * once per slice of the batch whose prepared activations fit in 8 MiB (at
- * 7168 columns: 1168 int8 activations for q8/q4*, 292 f32 ones for the float
- * formats; slices are multiples of 4), and each output is computed
+ * 7168 columns: 1168 int8 activations for q8/q4*, 288 f32 ones for the float
+ * formats; slices are multiples of 8), and each output is computed
  * exactly as quant_matvec would compute it. n <= 0 does nothing. */
 void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y);
 

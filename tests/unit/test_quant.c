@@ -562,7 +562,7 @@ static void test_convert(void)
  * written, each equal to the matvec of its column. */
 static void test_batch_slices(void)
 {
-    int rows = 9, cols = 7100, n = 1200;     /* slices: 295 f32 or 1170 int8 activations */
+    int rows = 9, cols = 7100, n = 1200;     /* slices: 288 f32 or 1168 int8 activations */
     float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
     float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
     static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B };
@@ -582,6 +582,40 @@ static void test_batch_slices(void)
     free(w); free(X); free(Y);
 }
 
+/* The slice kernels (kernels.h quant_slice_fn) of the float formats: every
+ * column of a batch equals its matvec bit for bit, at every level, over
+ * several row blocks of quant_slice_rows (the last one partial), a batch
+ * that is no multiple of the activation groups, and both a one-chunk and a
+ * two-chunk column tail (cols % 32 = 12, 20). */
+static void test_slice_kernels_batch_invariant(void)
+{
+    static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_FP8B };
+    static const int colss[] = { 300, 1044 };
+    for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
+        int cols = colss[ci], rows = 2 * quant_slice_rows(cols) + 11, n = 21;
+        float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 2.0f);
+        float *Y = malloc((size_t)n * rows * sizeof *Y), *y = malloc((size_t)rows * sizeof *y);
+        for (int fi = 0; fi < 4; fi++) {
+            struct qtensor W;
+            CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
+            for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+                if (!quant_isa_available(isa)) continue;
+                for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
+                CHECK(quant_matmul_isa(&W, X, n, Y, isa, NULL) == 0, "matmul");
+                int bad = 0;
+                for (int j = 0; j < n; j++) {
+                    CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
+                    if (memcmp(y, Y + (size_t)j * rows, (size_t)rows * sizeof *y) != 0) bad++;
+                }
+                CHECK(bad == 0, "%s/%s [%d,%d] n=%d: %d columns differ from their matvec", quant_isa_name(isa),
+                      quant_fmt_name(W.fmt), rows, cols, n, bad);
+            }
+            quant_qtensor_free(&W);
+        }
+        free(w); free(X); free(Y); free(y);
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_sizes);
@@ -598,5 +632,6 @@ int main(void)
     RUN_TEST(test_model_linear_bf16act);
     RUN_TEST(test_convert);
     RUN_TEST(test_batch_slices);
+    RUN_TEST(test_slice_kernels_batch_invariant);
     return CHECK_SUMMARY();
 }
