@@ -14,6 +14,8 @@ for line in open(sys.argv[1]):
     f = line.split()
     if line.startswith("peak |") and "G op/s" not in line and "---" not in line:
         cells = [c.strip() for c in line[5:].strip().strip("|").split("|")]
+        if cells[1] == "not available":     # e.g. bf16 dot on a CPU without AVX-512 BF16
+            continue
         peak.setdefault(cells[0].split()[0] + " " + cells[0].split()[1], []).append((float(cells[1]), float(cells[2])))
     if f[0] not in ("prefill", "decode"):
         continue
