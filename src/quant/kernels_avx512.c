@@ -263,9 +263,14 @@ INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
     return _mm_set1_ps(s[k]);                           /* G == 128 */
 }
 
-/* Bytes ahead of the current 128-element block that the matvec prefetches
- * in each of its rows (512: 7.9-10.6 GB/s for q4g64 streamed, 1024: 7.1-7.5,
- * none: 6.5-7.4; gemm-results-3.md). */
+/* Matvec prefetch. q8: INT_MV_PREFETCH bytes ahead of the current block in
+ * each row (512: 7.9-10.6 GB/s for q4g64 streamed, 1024: 7.1-7.5, none:
+ * 6.5-7.4; gemm-results-3.md). The int4 formats: the same block of the row
+ * R rows on, i.e. one tile ahead. In cache a 4-row q4g64 tile runs at about
+ * 22 GB/s, so 512 bytes ahead is some 25 ns, less than a memory latency, and
+ * streamed the kernel ran near 1/(1/compute + 1/memory); a tile ahead (14 KiB,
+ * about 0.7 us) gave q4g32/64/128 9.1-12.6 against 9.1-10.4 GB/s (16384 rows,
+ * interleaved), while q8 (7 KiB rows, 28 KiB a tile) was slower that way. */
 #define INT_MV_PREFETCH 512
 
 /* R rows x NJ activations per pass. INT4: nibble layout (offset 8), else
@@ -286,6 +291,7 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
 {
     const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
     const int ng = G ? (cols + G - 1) / G : 1;
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
     const float ofs = INT4 ? 8.0f : 128.0f;
     const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
@@ -317,8 +323,12 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
         __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
         UNROLL
         for (int i = 0; i < R; i++) {
-            if (NJ == 1)
-                _mm_prefetch((const char *)p[i] + (INT4 ? 64 : 128) * (size_t)k + INT_MV_PREFETCH, _MM_HINT_T0);
+            if (NJ == 1 && INT4) {
+                if (r + R + i < W->rows)    /* the same block of the next tile's row */
+                    _mm_prefetch((const char *)p[i] + R * rb + 64 * (size_t)k, _MM_HINT_T0);
+            } else if (NJ == 1) {
+                _mm_prefetch((const char *)p[i] + 128 * (size_t)k + INT_MV_PREFETCH, _MM_HINT_T0);
+            }
             if (INT4) {
                 __m512i v = _mm512_loadu_si512(p[i] + 64 * (size_t)k);
                 ulo[i] = _mm512_and_si512(v, m4);
@@ -387,7 +397,7 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
         }
 }
 
-/* matvec: 4 rows per pass, each prefetched INT_MV_PREFETCH bytes ahead.
+/* matvec: 4 rows per pass, prefetched (see INT_MV_PREFETCH).
  * On the Ice Lake-SP guest of bench/gemm-results-3.md this streamed faster
  * than one row (q4g64 at 16384 rows: 7.9-10.6 against 6.2-7.2 GB/s, 3 rounds
  * interleaved) and in cache too (the activation scales are spread once for
