@@ -88,7 +88,7 @@ INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *c
  * the core busy, and without a prefetch the memory and the compute time
  * added up (10.6-11.8 GB/s against 13.3-14.2 with one 512 bytes ahead on
  * Zen 4, bench/gemm-results-2.md). On the Ice Lake-SP of gemm-results-3.md
- * the kernel runs at about 23 GB/s in cache, so 512 bytes ahead is some
+ * its loop runs at about 23 GB/s in L1/L2, so 512 bytes ahead is some
  * 20 ns, under a memory latency; a tile ahead gave 11.6-13.6 against
  * 10.8-11.9 GB/s (16384 rows, 6 rounds interleaved). */
 
