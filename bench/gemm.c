@@ -13,8 +13,9 @@
  * The name "bf16act" times the opt-in bf16-activation product
  * (quant/bf16act.h) on bf16 weights.
  * The name "read" in the format list times the read-bandwidth probe instead:
- * a sum over rows * 7168 * 2 bytes with every thread (the decode bound; list
- * it between formats to interleave it with their matvecs, n = 1).
+ * a sum over rows * 7168 * 2 bytes with every thread, 8 streams per thread
+ * (the decode bound; list it between formats to interleave it with their
+ * matvecs, n = 1).
  *
  * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all]
  *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, neon] */
@@ -52,29 +53,46 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The read probe: median rate of `reps` sums over a buffer of `bytes`. */
+/* The read probe: median rate of `reps` sums over a buffer of `bytes`.
+ * Each thread sums its share as PROBE_STREAMS streams read side by side in
+ * 64-byte vectors: one sequential scalar stream (the probe until
+ * gemm-results-3) ran at 7-9 GB/s on an Ice Lake-SP guest whose bf16 matvec
+ * streams 12-13, so it bounded nothing there; 1, 4 and 8 vector streams read
+ * about 11, 15 and 16 GB/s. */
+#define PROBE_STREAMS 8
+typedef uint64_t probe_vec __attribute__((vector_size(64)));
+
 static void read_probe(size_t bytes, int reps)
 {
     static volatile uint64_t sink;
-    size_t nw = bytes / 8;
-    uint64_t *b = base_xalloc(nw * 8);
+    const size_t nv = bytes / sizeof(probe_vec);
+    probe_vec *b = base_xalloc(nv * sizeof(probe_vec));
     if (!b) return;
     #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < nw; i++) b[i] = i;
+    for (size_t i = 0; i < nv; i++) for (int k = 0; k < 8; k++) b[i][k] = i + k;
     double t[100], tc[100];
     for (int r = 0; r < reps; r++) {
         double t0 = base_now_sec(), c0 = cpu_sec();
         uint64_t sum = 0;
-        #pragma omp parallel for schedule(static) reduction(+ : sum)
-        for (size_t i = 0; i < nw; i++) sum += b[i];
+        #pragma omp parallel reduction(+ : sum)
+        {
+            int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            size_t per = nv / nt, v0 = per * id, len = (id == nt - 1 ? nv - v0 : per) / PROBE_STREAMS;
+            probe_vec acc[PROBE_STREAMS] = { { 0 } };
+            for (size_t i = 0; i < len; i++)
+                for (int s = 0; s < PROBE_STREAMS; s++) acc[s] += b[v0 + s * len + i];
+            for (int s = 0; s < PROBE_STREAMS; s++)
+                for (int k = 0; k < 8; k++) sum += acc[s][k];
+        }
         sink += sum;
         t[r] = base_now_sec() - t0;
         tc[r] = (cpu_sec() - c0) / omp_get_max_threads();
     }
     qsort(t, reps, sizeof t[0], cmp_d);
     qsort(tc, reps, sizeof tc[0], cmp_d);
-    printf("read probe %.0f MiB threads=%d | weight GB/s wall median %.1f cpu-time median %.1f\n",
-           bytes / 1048576.0, omp_get_max_threads(), bytes / t[reps / 2] / 1e9, bytes / tc[reps / 2] / 1e9);
+    printf("read probe %.0f MiB threads=%d streams=%d | weight GB/s wall median %.1f cpu-time median %.1f\n",
+           bytes / 1048576.0, omp_get_max_threads(), PROBE_STREAMS, bytes / t[reps / 2] / 1e9,
+           bytes / tc[reps / 2] / 1e9);
     fflush(stdout);
     free(b);
 }

@@ -13,9 +13,9 @@
  * prefill reads the weights once per QUANT_NB activations from cache and
  * once per batch from memory. Prefill (nj > 1) also tiles rows: float
  * formats 3 or 4 rows x nj over 1024-column blocks (activation slices stay
- * in L1), int8 formats 2 rows x nj. Matvec keeps one
- * row per pass for the int8 formats (multi-row passes streamed slower) and
- * 4 rows for the float formats (sharing each f32 activation load). No tile
+ * in L1), int8 formats 2 rows x nj. Matvec takes 4 rows per pass (the
+ * float formats share each f32 activation load, the int8 ones each spread
+ * activation scale, and 4 prefetched rows stream faster than one). No tile
  * changes the operations of any one output (kernels.h invariant).
  * Prefill of f32 / bf16 / f16 slices of QUANT_SLICE_MIN activations or more
  * goes through the slice kernels of gemm_float_avx512.c instead.
@@ -266,14 +266,26 @@ INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
     return _mm_set1_ps(s[k]);                           /* G == 128 */
 }
 
+/* Matvec prefetch. q8: INT_MV_PREFETCH bytes ahead of the current block in
+ * each row (512: 7.9-10.6 GB/s for q4g64 streamed, 1024: 7.1-7.5, none:
+ * 6.5-7.4; gemm-results-3.md). The int4 formats: the same block of the row
+ * R rows on, i.e. one tile ahead. In cache a 4-row q4g64 tile runs at about
+ * 22 GB/s, so 512 bytes ahead is some 25 ns, less than a memory latency, and
+ * streamed the kernel ran near 1/(1/compute + 1/memory); a tile ahead (14 KiB,
+ * about 0.7 us) gave q4g32/64/128 9.1-12.6 against 9.1-10.4 GB/s (16384 rows,
+ * interleaved), while q8 (7 KiB rows, 28 KiB a tile) was slower that way. */
+#define INT_MV_PREFETCH 512
+
 /* R rows x NJ activations per pass. INT4: nibble layout (offset 8), else
  * q8 bytes (offset 128). G: group size, 0 for one scale per row. Each row's
- * unsigned operands and spread scales are made once for the NJ activations,
- * and each activation's spread scales once for the R rows. A chunk's
- * combined scale is formed lane by lane as (row scale spread) x (activation
- * scale spread), the same product, lane for lane, as spreading the product
- * of the two 4-chunk vectors, so every output's operations and bits are
- * those of the one-row, one-activation loop whatever R and NJ are.
+ * unsigned operands are made once for the NJ activations. A chunk's
+ * combined scale (row or group scale x activation block scale) is the
+ * product of the two 4-chunk vectors, spread to the lanes: one 128-bit
+ * multiply and two permutes per row and activation. (Until gemm-results-3
+ * each factor was spread and the two 512-bit vectors multiplied, the same
+ * product lane for lane, so the same bits, in 2 permutes per row, 2 per
+ * activation and 2 multiplies per pair.) Every output's operations and bits
+ * are those of the one-row, one-activation loop whatever R and NJ are.
  * Lanes: of a 128-element block, dlo covers elements 0..63 (int32 lanes 0-7:
  * chunk 0, lanes 8-15: chunk 1) and dhi elements 64..127 (chunks 2, 3);
  * idx_lo / idx_hi spread each chunk's scale to its lanes. */
@@ -282,6 +294,7 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
 {
     const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
     const int ng = G ? (cols + G - 1) / G : 1;
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
     const float ofs = INT4 ? 8.0f : 128.0f;
     const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
@@ -307,12 +320,18 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
     }
     for (int k = 0; k < nb; k++) {
         __m512i ulo[4], uhi[4];
-        __m512 wlo[4], whi[4];
+        __m128 w4[4];
         int c = 128 * k, n = cols - c;
         __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
         __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
         UNROLL
         for (int i = 0; i < R; i++) {
+            if (NJ == 1 && INT4) {
+                if (r + R + i < W->rows)    /* the same block of the next tile's row */
+                    _mm_prefetch((const char *)p[i] + R * rb + 64 * (size_t)k, _MM_HINT_T0);
+            } else if (NJ == 1) {
+                _mm_prefetch((const char *)p[i] + 128 * (size_t)k + INT_MV_PREFETCH, _MM_HINT_T0);
+            }
             if (INT4) {
                 __m512i v = _mm512_loadu_si512(p[i] + 64 * (size_t)k);
                 ulo[i] = _mm512_and_si512(v, m4);
@@ -326,24 +345,30 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
                     uhi[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p[i] + c + 64), flip);
                 }
             }
-            if (G) {
-                __m128 w4 = chunk_scales(s[i], k, ng, G);
-                wlo[i] = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(w4));
-                whi[i] = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(w4));
-            }
+            if (G) w4[i] = chunk_scales(s[i], k, ng, G);
         }
         UNROLL
         for (int j = 0; j < NJ; j++) {
             const int8_t *qj = q[j] + 128 * (size_t)k;
             __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
-            __m512 xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
-            __m512 xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
+            __m512 xlo, xhi;
+            if (!G) {
+                xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
+                xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
+            }
             UNROLL
             for (int i = 0; i < R; i++) {
                 __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[i], _mm512_loadu_si512(qj));
                 __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi[i], _mm512_loadu_si512(qj + 64));
-                __m512 flo = G ? _mm512_mul_ps(wlo[i], xlo) : xlo;
-                __m512 fhi = G ? _mm512_mul_ps(whi[i], xhi) : xhi;
+                __m512 flo, fhi;
+                if (!G) {
+                    flo = xlo;
+                    fhi = xhi;
+                } else {
+                    __m128 f4 = _mm_mul_ps(w4[i], x4);
+                    flo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(f4));
+                    fhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(f4));
+                }
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), flo, acc[i][j]);
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), fhi, acc[i][j]);
             }
@@ -375,16 +400,21 @@ INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_a
         }
 }
 
-/* matvec: one row at a time (2- and 4-row tiles are faster in cache but
- * streamed from memory at half the rate here). Prefill: 2 rows x NJ
- * activations, group formats included since their offset correction runs in
- * its own pass after the main loop (with it inside, the 2-row tile ran out
- * of registers and was slower than one row). */
+/* matvec: 4 rows per pass, prefetched (see INT_MV_PREFETCH).
+ * On the Ice Lake-SP guest of bench/gemm-results-3.md this streamed faster
+ * than one row (q4g64 at 16384 rows: 7.9-10.6 against 6.2-7.2 GB/s, 3 rounds
+ * interleaved) and in cache too (the activation scales are spread once for
+ * 4 rows); on the Zen 4 of gemm-results-2.md multi-row passes without a
+ * prefetch had streamed at half the rate of one row, not remeasured there.
+ * Prefill: 2 rows x NJ activations, group formats included since their
+ * offset correction runs in its own pass after the main loop (with it
+ * inside, the 2-row tile ran out of registers and was slower than one
+ * row). */
 INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                         int j0, int NJ, float *Y, int INT4, int G)
 {
-    if (NJ > 1)
-        for (; r0 + 2 <= r1; r0 += 2) tile_int(W, r0, 2, a, j0, NJ, Y, INT4, G);
+    const int R = NJ > 1 ? 2 : 4;
+    for (; r0 + R <= r1; r0 += R) tile_int(W, r0, R, a, j0, NJ, Y, INT4, G);
     for (; r0 < r1; r0++) tile_int(W, r0, 1, a, j0, NJ, Y, INT4, G);
 }
 

@@ -84,12 +84,14 @@ INLINE void fp8_step64(const struct fp8_lut *t, const uint8_t *p, const float *c
     }
 }
 
-/* Bytes ahead of the current 64-column step that the matvec prefetches in
- * each of its 4 rows. The e4m3 decode keeps the core busy, and without it
- * the memory and the compute time added up (10.6-11.8 GB/s against 13.3-14.2
- * with it, bench/gemm-results-2.md); 256 and 2048 gained less. Past the end
- * of a row it touches the next rows, which are read next anyway. */
-#define FP8_PREFETCH 512
+/* The matvec prefetches, at each 64-column step, the same step of the row
+ * 4 rows on (one tile ahead, 28 KiB at 7168 columns). The e4m3 decode keeps
+ * the core busy, and without a prefetch the memory and the compute time
+ * added up (10.6-11.8 GB/s against 13.3-14.2 with one 512 bytes ahead on
+ * Zen 4, bench/gemm-results-2.md). On the Ice Lake-SP of gemm-results-3.md
+ * its loop runs at about 23 GB/s in L1/L2, so 512 bytes ahead is some
+ * 20 ns, under a memory latency; a tile ahead gave 11.6-13.6 against
+ * 10.8-11.9 GB/s (16384 rows, 6 rounds interleaved). */
 
 /* matvec: 4 rows per pass share each activation load (the activations are
  * 4 bytes per weight byte, and re-reading them per row costs as much cache
@@ -120,7 +122,7 @@ INLINE void tile4_fp8b(const struct fp8_lut *t, const struct qtensor *W, int r,
             __m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
             UNROLL
             for (int i = 0; i < 4; i++) {
-                _mm_prefetch((const char *)p[i] + c + FP8_PREFETCH, _MM_HINT_T0);
+                if (r + 4 + i < W->rows) _mm_prefetch((const char *)p[i] + 4 * (size_t)cols + c, _MM_HINT_T0);
                 __m512i v = load_codes64(p[i] + c, n);
                 __m512i hb = _mm512_permutex2var_epi8(t->ha, v, t->hb);
                 hb = _mm512_ternarylogic_epi32(hb, v, sign, 0xF8);
