@@ -319,6 +319,28 @@ static void add_vecs(__m512 *dst, const __m512 *a, const __m512 *b, int n)
     for (int i = 0; i < n; i++) dst[i] = _mm512_add_ps(a[i], b[i]);
 }
 
+/* The last levels of the reduction tree over t[8][nb] (the t_i, pairs of
+ * which make v_0 and v_1), then y = v_0 + v_1 stored for activations
+ * [j0, j0 + nj) of groups g0.. and rows [r0, r1). */
+static void lanes_finish(__m512 *t, int nb, int n, int ng, int g0, int j0, int nj, int r0, int r1,
+                         const struct qtensor *W, float *Y)
+{
+    for (int i = 0; i < 4; i++) add_vecs(t + (size_t)i * nb, t + (size_t)(4 + i) * nb, t + (size_t)i * nb, n);
+    add_vecs(t, t, t + (size_t)2 * nb, n);                  /* v_0 */
+    add_vecs(t + nb, t + nb, t + (size_t)3 * nb, n);        /* v_1 */
+    for (int g = 0; g < ng; g++)
+        for (int j = 0; j < LNR; j++) {
+            int jj = (g0 + g) * LNR + j;
+            if (jj >= j0 + nj) break;
+            for (int i = 0; i < 3 && r0 + 16 * i < r1; i++) {
+                int vi = g * LACC + i * LNR + j, nr = r1 - r0 - 16 * i;
+                __m512 y = _mm512_add_ps(t[vi], t[nb + vi]);
+                _mm512_mask_storeu_ps(Y + (size_t)jj * W->rows + r0 + 16 * i,
+                                      nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1), y);
+            }
+        }
+}
+
 /* Rows [r0, r1) (at most LG) x activations [j0, j0+nj) (j0 a multiple of
  * LNR) over the lane panel. Per output the 32 lane sums are those of the
  * one-row loop, and they are added as _mm512_reduce_add_ps(acc0 + acc1)
@@ -351,20 +373,7 @@ static inline __attribute__((always_inline, unused)) void slice_lanes(int fmt, c
             add_vecs(cur, lo, cur, n);                          /* s_(8+i) */
             add_vecs(t + (size_t)i * nb, cur, s, n);            /* t_i */
         }
-        for (int i = 0; i < 4; i++) add_vecs(t + (size_t)i * nb, t + (size_t)(4 + i) * nb, t + (size_t)i * nb, n);
-        add_vecs(t, t, t + (size_t)2 * nb, n);                  /* v_0 */
-        add_vecs(t + nb, t + nb, t + (size_t)3 * nb, n);        /* v_1 */
-        for (int g = 0; g < ng; g++)
-            for (int j = 0; j < LNR; j++) {
-                int jj = (g0 + g) * LNR + j;
-                if (jj >= j0 + nj) break;
-                for (int i = 0; i < 3 && r0 + 16 * i < r1; i++) {
-                    int vi = g * LACC + i * LNR + j, nr = r1 - r0 - 16 * i;
-                    __m512 y = _mm512_add_ps(t[vi], t[nb + vi]);
-                    _mm512_mask_storeu_ps(Y + (size_t)jj * W->rows + r0 + 16 * i,
-                                          nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1), y);
-                }
-            }
+        lanes_finish(t, nb, n, ng, g0, j0, nj, r0, r1, W, Y);
     }
 }
 
@@ -712,20 +721,7 @@ static __attribute__((unused)) void slice_fp8b_lanes(const struct qtensor *W, in
             lane_pass_fp8(panel, sp, a->xl, xper, cols, 2 * i + 1, g0, ng, cur);
             add_vecs(t + (size_t)i * nb, cur, lo, n);           /* t_i */
         }
-        for (int i = 0; i < 4; i++) add_vecs(t + (size_t)i * nb, t + (size_t)(4 + i) * nb, t + (size_t)i * nb, n);
-        add_vecs(t, t, t + (size_t)2 * nb, n);                  /* v_0 */
-        add_vecs(t + nb, t + nb, t + (size_t)3 * nb, n);        /* v_1 */
-        for (int g = 0; g < ng; g++)
-            for (int j = 0; j < LNR; j++) {
-                int jj = (g0 + g) * LNR + j;
-                if (jj >= j0 + nj) break;
-                for (int i = 0; i < 3 && r0 + 16 * i < r1; i++) {
-                    int vi = g * LACC + i * LNR + j, nr = r1 - r0 - 16 * i;
-                    __m512 y = _mm512_add_ps(t[vi], t[nb + vi]);
-                    _mm512_mask_storeu_ps(Y + (size_t)jj * W->rows + r0 + 16 * i,
-                                          nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1), y);
-                }
-            }
+        lanes_finish(t, nb, n, ng, g0, j0, nj, r0, r1, W, Y);
     }
 }
 
