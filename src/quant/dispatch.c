@@ -9,6 +9,9 @@
  * arch_prctl before any tile instruction runs), and its place in order[] and
  * lower_of(); every format it lacks falls back to the level below. */
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "quant/kernels.h"
 
@@ -37,6 +40,16 @@ static const struct quant_isa_table *native_table(enum quant_isa isa)
     }
 }
 
+#if defined(__x86_64__)
+/* F16C (CPUID.1:ECX bit 29) read directly: clang's __builtin_cpu_supports
+ * does not know "f16c". */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 static int cpu_has(enum quant_isa isa)
 {
     switch (isa) {
@@ -44,13 +57,12 @@ static int cpu_has(enum quant_isa isa)
 #if defined(__x86_64__)
     case QUANT_ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case QUANT_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("avx512vnni") && cpu_has_f16c();
     case QUANT_ISA_AVX512VBMI:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512vbmi");
