@@ -80,9 +80,21 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
             acc1[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j) + 1];
         }
     }
+    /* matvec: the same columns of the next tile's rows (R rows on) one
+     * step ahead, far enough to cover a memory latency (a few hundred
+     * bytes ahead in the same row is not); the prefetch changes no bits */
+    const size_t ahead = NJ == 1 && r + 2 * R <= W->rows ? (size_t)R * quant_fmt_row_bytes(W->fmt, cols) : 0;
+    const size_t esz = fmt == QUANT_F32 ? 4 : 2;
     int c = c0;
     for (; c + 32 <= c1; c += 32) {
         __m512 w[4];
+        if (ahead) {
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                _mm_prefetch((const char *)p[i] + ahead + esz * (size_t)c, _MM_HINT_T0);
+                if (esz == 4) _mm_prefetch((const char *)p[i] + ahead + esz * (size_t)c + 64, _MM_HINT_T0);
+            }
+        }
         UNROLL
         for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c, 0xFFFF);
         UNROLL
