@@ -214,7 +214,7 @@ static int bench_verify(colibri_model *m, int K, int n_prompt, int n_gen, struct
          * touches against a decode's bound its cost where decode is
          * bandwidth-bound, whatever the kernels. */
         int n_exp = in.n_routed_experts * (in.n_moe_layers + in.n_mtp_layers);
-        if (n_exp > 0 && acq_d > 0) {
+        if (n_exp > 0 && in.n_moe_layers > 0 && acq_d > 0) {
             double per_exp = (double)in.expert_bytes / n_exp;
             double bd = (double)in.active_bytes, bv = bd + ((double)acq_v - (double)acq_d) / n_gen * per_exp;
             printf("weights touched per step: decode %.1f MiB (%.2f experts per MoE layer), verify %.1f MiB "
