@@ -422,6 +422,28 @@ INLINE __m512 fp8x16_to_f32(__m128i b)
     return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
 }
 
+/* Columns [c, c + 64) of the fp8b row p (zeros past cols, or everywhere
+ * when !valid) as f32 in the perm64 order: four vectors at o, o + stride,
+ * o + 2 stride, o + 3 stride, chunk k lane 4L + i being column
+ * c + 16L + 4k + i (the linear vectors' 128-bit blocks transposed). */
+static void fp8b_widen64_perm(const uint8_t *p, int c, int cols, int valid, float *o, size_t stride)
+{
+    __m512 v[4];
+    for (int L = 0; L < 4; L++) {
+        int n = cols - c - 16 * L;
+        __mmask16 m = !valid || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+        v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
+    }
+    __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
+    __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
+    _mm512_store_ps(o, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_store_ps(o + stride, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_store_ps(o + 2 * stride, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_store_ps(o + 3 * stride, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 /* The panel of rows [r0, r1): tile t's chunks in the order of the
  * perm64 activations, PR vectors each, at panel + (t * nq + q) * PR * 16,
  * nq = cols rounded up to 64, / 16; zeros past cols and past r1. Within
@@ -435,22 +457,8 @@ static void widen_fp8b(const struct qtensor *W, int r0, int r1, float *panel)
             int r = r0 + t * PR + i;
             float *o = panel + (size_t)t * nq * PR * 16 + 16 * i;
             const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-            for (int c = 0; c < cols; c += 64, o += 4 * PR * 16) {
-                __m512 v[4];
-                for (int L = 0; L < 4; L++) {
-                    int n = cols - c - 16 * L;
-                    __mmask16 m = r >= r1 || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-                    v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
-                }
-                __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
-                __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
-                __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
-                __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
-                _mm512_store_ps(o, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_ps(o + PR * 16, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
-                _mm512_store_ps(o + 2 * PR * 16, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_ps(o + 3 * PR * 16, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
-            }
+            for (int c = 0; c < cols; c += 64, o += 4 * PR * 16)
+                fp8b_widen64_perm(p, c, cols, r < r1, o, PR * 16);
         }
 }
 
@@ -599,20 +607,7 @@ static void widen_fp8b_lanes(const struct qtensor *W, int r0, int r1, float *pan
             for (int i = 0; i < 16; i++) {
                 int r = r0 + 16 * sg + i;
                 const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-                __m512 v[4];
-                for (int L = 0; L < 4; L++) {
-                    int n = cols - c - 16 * L;
-                    __mmask16 m = r >= r1 || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-                    v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
-                }
-                __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
-                __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
-                __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
-                __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
-                _mm512_store_ps(tmp[i], _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_ps(tmp[i] + 16, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
-                _mm512_store_ps(tmp[i] + 32, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_ps(tmp[i] + 48, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+                fp8b_widen64_perm(p, c, cols, r < r1, tmp[i], 16);
             }
             for (int k = 0; k < 4; k++) {
                 __m512 v[16];
