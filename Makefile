@@ -39,7 +39,7 @@ LDLIBS   := -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -lm -lpthread
 # Per-ISA kernel files carry their own target flags (see quant/ and kv/).
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq \
-              -mavx512vnni -mavx512bf16
+              -mavx512vnni -mavx512bf16 -mamx-tile -mamx-int8 -mamx-bf16
 
 LIB_EXCLUDE ?=
 ifeq ($(MPI),1)
