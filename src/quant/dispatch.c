@@ -13,6 +13,7 @@
 #include <cpuid.h>
 #endif
 
+#include "quant/amx.h"
 #include "quant/kernels.h"
 
 /* The once-filled dispatch state: per level, availability and the effective
@@ -32,6 +33,7 @@ static const struct quant_isa_table *native_table(enum quant_isa isa)
     case QUANT_ISA_AVX2: return &quant_isa_avx2;
     case QUANT_ISA_AVX512: return &quant_isa_avx512;
     case QUANT_ISA_AVX512VBMI: return &quant_isa_avx512vbmi;
+    case QUANT_ISA_AMX: return &quant_isa_amx;
 #endif
 #if defined(__aarch64__)
     case QUANT_ISA_NEON: return &quant_isa_neon;
@@ -66,6 +68,7 @@ static int cpu_has(enum quant_isa isa)
     case QUANT_ISA_AVX512VBMI:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512vbmi");
+    case QUANT_ISA_AMX: return quant_amx_available(QUANT_AMX_INT8);
 #endif
 #if defined(__aarch64__)
     case QUANT_ISA_NEON: return 1;      /* baseline on aarch64 */
@@ -77,7 +80,8 @@ static int cpu_has(enum quant_isa isa)
 /* The level below isa in its own family (NEON and AVX2 sit on scalar). */
 static enum quant_isa lower_of(enum quant_isa isa)
 {
-    return isa == QUANT_ISA_AVX512VBMI ? QUANT_ISA_AVX512
+    return isa == QUANT_ISA_AMX ? QUANT_ISA_AVX512VBMI
+         : isa == QUANT_ISA_AVX512VBMI ? QUANT_ISA_AVX512
          : isa == QUANT_ISA_AVX512 ? QUANT_ISA_AVX2 : QUANT_ISA_SCALAR;
 }
 
@@ -85,7 +89,7 @@ static void dispatch_fill(void)
 {
     /* each level after the one it falls back to */
     const enum quant_isa order[] = { QUANT_ISA_SCALAR, QUANT_ISA_AVX2, QUANT_ISA_NEON,
-                                     QUANT_ISA_AVX512, QUANT_ISA_AVX512VBMI };
+                                     QUANT_ISA_AVX512, QUANT_ISA_AVX512VBMI, QUANT_ISA_AMX };
     quant_dispatch.best = QUANT_ISA_SCALAR;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         enum quant_isa isa = order[i];
@@ -129,7 +133,7 @@ const char *quant_isa_name(enum quant_isa isa)
     static const char *const names[QUANT_ISA_COUNT] = {
         [QUANT_ISA_SCALAR] = "scalar", [QUANT_ISA_AVX2] = "avx2",
         [QUANT_ISA_AVX512] = "avx512", [QUANT_ISA_NEON] = "neon",
-        [QUANT_ISA_AVX512VBMI] = "avx512vbmi",
+        [QUANT_ISA_AVX512VBMI] = "avx512vbmi", [QUANT_ISA_AMX] = "amx",
     };
     return (int)isa >= 0 && isa < QUANT_ISA_COUNT ? names[isa] : "?";
 }

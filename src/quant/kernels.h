@@ -44,7 +44,18 @@ struct quant_act {
      * batch is at least QUANT_SLICE_MIN): group g (activations
      * QUANT_LANE_NR g ..) at xl + g * quant_act_pack_stride(cols). */
     const float *xl;
+    /* int8 activations in AMX B-tile order, when the kernel asks for them
+     * (act_tile16) and the batch takes the slice path: group g of
+     * QUANT_TILE_NJ activations (QUANT_TILE_NJ g ..), 32-column block b:
+     * qt + (g * nblk + b) * 512 holds 8 rows of 64 bytes, row kk holding
+     * for each activation t of the group its bytes of columns 32b + 4kk ..
+     * 32b + 4kk + 3 at 64 kk + 4 t; xst + (g * nblk + b) * 16 holds their
+     * block scales xs. Activations past n read as zero. */
+    const int8_t *qt;
+    const float *xst;
 };
+/* Activations per AMX B tile (qt / xst groups). */
+#define QUANT_TILE_NJ 16
 
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
                               const struct quant_act *a, int j0, int nj, float *Y);
@@ -74,6 +85,8 @@ struct quant_kernel {
     int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
     quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
+    int act_tile16;         /* slice() reads a->qt / xst (quant_act_tile16) and
+                             * takes j0 a multiple of QUANT_TILE_NJ */
 };
 
 /* The lane order. The one-row float loop (kernels_avx512.c) gives an output
@@ -108,6 +121,9 @@ static inline int quant_lane_col(int cols, int h, int l, int k)
  * (lane (h, l), step k) holds at out[8 s + i] activation 8g + i's column
  * quant_lane_col(cols, h, l, k), zero past cols and past n. */
 void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
+/* Packs group g of the int8 activations of a (a->q / xs) into qt
+ * (nblk * 512 bytes) and xst (nblk * 16 floats), the order of a->qt. */
+void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst);
 /* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
 static inline size_t quant_act_pack_stride(int cols)
 {
@@ -148,6 +164,7 @@ extern const struct quant_isa_table quant_isa_ref;
 extern const struct quant_isa_table quant_isa_avx2;
 extern const struct quant_isa_table quant_isa_avx512;
 extern const struct quant_isa_table quant_isa_avx512vbmi;
+extern const struct quant_isa_table quant_isa_amx;
 #endif
 #if defined(__aarch64__)
 extern const struct quant_isa_table quant_isa_neon;

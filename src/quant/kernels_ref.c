@@ -146,6 +146,20 @@ void quant_act_perm64(const float *x, int cols, float *xp)
         }
 }
 
+void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst)
+{
+    for (int b = 0; b < a->nblk; b++)
+        for (int t = 0; t < QUANT_TILE_NJ; t++) {
+            int j = g * QUANT_TILE_NJ + t;
+            for (int kk = 0; kk < QUANT_ACT_BLOCK / 4; kk++) {
+                int8_t *d = qt + (size_t)b * 512 + 64 * kk + 4 * t;
+                if (j < a->n) memcpy(d, a->q + (size_t)j * a->cols_pad + 32 * b + 4 * kk, 4);
+                else memset(d, 0, 4);
+            }
+            xst[(size_t)b * QUANT_TILE_NJ + t] = j < a->n ? a->xs[(size_t)j * a->nblk + b] : 0.0f;
+        }
+}
+
 void quant_act_lanes(const float *x, int n, int cols, int g, float *out)
 {
     for (int h = 0; h < 2; h++)

@@ -207,6 +207,24 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
         a.xl = xl;
     }
+    void *tb = NULL;
+    if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
+        int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
+        size_t qb = (size_t)a.nblk * 512, fb = (size_t)a.nblk * QUANT_TILE_NJ * sizeof(float);
+        tb = base_xalloc((size_t)ng * (qb + fb));
+        if (!tb) {
+            free(buf);
+            free(xl);
+            return COLIBRI_ENOMEM;
+        }
+        int8_t *qt = tb;
+        float *xst = (float *)(qt + (size_t)ng * qb);
+        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
+        for (int g = 0; g < ng; g++)
+            quant_act_tile16(&a, g, qt + (size_t)g * qb, xst + (size_t)g * a.nblk * QUANT_TILE_NJ);
+        a.qt = qt;
+        a.xst = xst;
+    }
     /* Activations go in slices of jb that stay in the last-level cache
      * while every row block passes over them (a row block's weights stay in
      * L2 across the slice; the kernels block columns so a tile's activations
@@ -215,13 +233,15 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
      * (512 KiB) re-read the f32-activation formats' weights every 16
      * activations and made their prefill 20-30% slower. */
     size_t act_row = k->act_int8 ? (size_t)a.cols_pad : (size_t)W->cols * sizeof(float);
-    /* whole groups of the lane order (QUANT_LANE_NR, a multiple of QUANT_NB) */
-    int jb = (int)(QUANT_ACT_SLICE_BYTES / act_row) / QUANT_LANE_NR * QUANT_LANE_NR;
-    if (jb < QUANT_LANE_NR) jb = QUANT_LANE_NR;
+    /* whole groups of the lane order (QUANT_LANE_NR, a multiple of QUANT_NB)
+     * or of the tile order (QUANT_TILE_NJ) */
+    int grp = k->act_tile16 ? QUANT_TILE_NJ : QUANT_LANE_NR;
+    int jb = (int)(QUANT_ACT_SLICE_BYTES / act_row) / grp * grp;
+    if (jb < grp) jb = grp;
     int nblocks = (W->rows + QUANT_ROW_BLOCK - 1) / QUANT_ROW_BLOCK;
     for (int s0 = 0; s0 < n; s0 += jb) {
         int s1 = s0 + jb < n ? s0 + jb : n;
-        if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_pack || a.xl)) {
+        if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_pack || a.xl) && (!k->act_tile16 || a.qt)) {
             slice_with(k, W, &a, s0, s1, Y);
             continue;
         }
@@ -237,6 +257,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
     }
     free(buf);
     free(xl);
+    free(tb);
     return 0;
 }
 

@@ -63,6 +63,7 @@ enum quant_isa {
     QUANT_ISA_AVX512     = 2,   /* F, BW, VL, DQ, VNNI */
     QUANT_ISA_NEON       = 3,
     QUANT_ISA_AVX512VBMI = 4,   /* AVX512 + VBMI: byte-table fp8 decode */
+    QUANT_ISA_AMX        = 5,   /* AVX512VBMI + AMX-INT8: q8 / q4* on tiles */
     QUANT_ISA_COUNT
 };
 

@@ -582,20 +582,23 @@ static void test_batch_slices(void)
     free(w); free(X); free(Y);
 }
 
-/* The slice kernels (kernels.h quant_slice_fn) of the float formats: every
- * column of a batch equals its matvec bit for bit, at every level, over
- * several row blocks of quant_slice_rows (the last one partial), a batch
- * that is no multiple of the activation groups, and both a one-chunk and a
- * two-chunk column tail (cols % 32 = 12, 20). */
+/* The slice kernels (kernels.h quant_slice_fn) of the float formats and of
+ * the AMX level's int8 formats: every column of a batch equals its matvec
+ * bit for bit, at every level, over several row blocks of quant_slice_rows
+ * (the last one partial), a batch that is no multiple of the activation
+ * groups (8 lanes, 16 per tile), and both a one-chunk and a two-chunk
+ * column tail (cols % 32 = 12, 20). */
 static void test_slice_kernels_batch_invariant(void)
 {
-    static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_FP8B };
+    static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_FP8B,
+                                QUANT_Q8, QUANT_Q4, QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128 };
+    const int nfmts = (int)(sizeof fmts / sizeof fmts[0]);
     static const int colss[] = { 300, 1044 };
     for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
         int cols = colss[ci], rows = 2 * quant_slice_rows(cols) + 11, n = 21;
         float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 2.0f);
         float *Y = malloc((size_t)n * rows * sizeof *Y), *y = malloc((size_t)rows * sizeof *y);
-        for (int fi = 0; fi < 4; fi++) {
+        for (int fi = 0; fi < nfmts; fi++) {
             struct qtensor W;
             CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
             for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
