@@ -3,11 +3,10 @@
  * per-format kernels, each level falling back per format to the next lower
  * level that has a kernel.
  *
- * A new level (matrix tiles such as AMX, say) is an enum value in qtensor.h,
- * a table of the formats it implements, its cpu_has() test (for AMX: CPUID
- * amx-bf16 / amx-int8, plus the kernel's XTILEDATA permission granted by
- * arch_prctl before any tile instruction runs), and its place in order[] and
- * lower_of(); every format it lacks falls back to the level below. */
+ * A new level is an enum value in qtensor.h, a table of the formats it
+ * implements, its cpu_has() test (for AMX: quant/amx.h, CPUID plus the
+ * XTILEDATA permission), and its place in order[] and lower_of(); every
+ * format it lacks falls back to the level below. */
 #include <pthread.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -101,7 +100,11 @@ static void dispatch_fill(void)
         for (int f = 0; f < QUANT_FMT_COUNT; f++) e->k[f] = t->k[f].rows ? t->k[f] : lo->k[f];
         e->act_prep = t->act_prep ? t->act_prep : lo->act_prep;
         quant_dispatch.available[isa] = 1;
-        quant_dispatch.best = isa;
+        /* AMX is reached only through quant_matmul_isa for now: its prefill
+         * is 2.4-3x the AVX-512 one, but its matvec, which a batch must
+         * match bit for bit, reads int4 weights at 13 GB/s in cache against
+         * VPDPBUSD's 30-36 (bench/amx-results.md), so decode would slow */
+        if (isa != QUANT_ISA_AMX) quant_dispatch.best = isa;
     }
 }
 

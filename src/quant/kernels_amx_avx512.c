@@ -55,39 +55,42 @@ static_assert(sizeof(struct tile_cfg) == 64, "LDTILECFG reads 64 bytes");
 #define TA2 3
 #define TB2 4
 #define TC2 5
+#define TC3 6
+#define TC4 7
 
-/* The two configurations, for n activations per B / C tile (1 for matvec,
- * 16 for prefill): A 16 rows x 32 bytes, B 8 rows x 4n bytes, C 16 rows x n
- * int32, twice (tiles 0-2 and 3-5). Static: GCC 12's _tile_loadconfig tells
- * the compiler it reads only 8 bytes, so stores into a local configuration
- * could be dropped as dead. */
-#define TILE_CFG(n)                                                                   \
-    { .palette = 1,                                                                   \
-      .colsb = { 32, 4 * (n), 4 * (n), 32, 4 * (n), 4 * (n) },                        \
-      .rows = { 16, 8, 16, 16, 8, 16 } }
-static const struct tile_cfg tile_cfg_matvec __attribute__((aligned(64))) = TILE_CFG(1);
-static const struct tile_cfg tile_cfg_prefill __attribute__((aligned(64))) = TILE_CFG(QUANT_TILE_NJ);
+/* The configurations, tiles 0-2 and 3-5 alike (A, B, C). Matvec: A 16 rows
+ * x 64 bytes (two blocks), B 16 rows x 8 bytes (a block pair,
+ * quant_act.qp), C 16 rows x 2 int32, and two more C tiles (6, 7) so four
+ * chunks are in flight. Prefill: A 16 rows x 32 bytes (one block), B 8 rows
+ * x 64 bytes (16 activations, quant_act.qt), C 16 rows x 16 int32. Static:
+ * GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes, so
+ * stores into a local configuration could be dropped as dead. */
+static const struct tile_cfg tile_cfg_matvec __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = { 64, 8, 8, 64, 8, 8, 8, 8 }, .rows = { 16, 16, 16, 16, 16, 16, 16, 16 } };
+static const struct tile_cfg tile_cfg_prefill __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = { 32, 64, 64, 32, 64, 64 }, .rows = { 16, 8, 16, 16, 8, 16 } };
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
     return (const uint8_t *)W->data + (size_t)r * quant_fmt_row_bytes(W->fmt, W->cols);
 }
 
-/* Unpacks 128-column int4 block k of rows [r, r + nr) into out[16][128]
- * signed bytes (element c of the block at out[i * 128 + c]); rows past nr
- * are zero. */
-INLINE void unpack_int4_block(const struct qtensor *W, int r, int nr, int k, int8_t *out)
+/* Unpacks 128-column int4 block k of rows [r, r + nr) into signed bytes:
+ * element c < 64 of row i at lo[i * ostride + c], element 64 + c at
+ * hi[i * ostride + c]; rows past nr are zero. */
+INLINE void unpack_int4_block(const struct qtensor *W, int r, int nr, int k, int8_t *lo, int8_t *hi,
+                              size_t ostride)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     for (int i = 0; i < nr; i++) {
         __m512i v = _mm512_loadu_si512(row_ptr(W, r + i) + 64 * (size_t)k);
-        _mm512_storeu_si512(out + 128 * i, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
-        _mm512_storeu_si512(out + 128 * i + 64,
+        _mm512_storeu_si512(lo + ostride * i, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
+        _mm512_storeu_si512(hi + ostride * i,
                             _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
     }
     for (int i = nr; i < 16; i++) {
-        _mm512_storeu_si512(out + 128 * i, _mm512_setzero_si512());
-        _mm512_storeu_si512(out + 128 * i + 64, _mm512_setzero_si512());
+        _mm512_storeu_si512(lo + ostride * i, _mm512_setzero_si512());
+        _mm512_storeu_si512(hi + ostride * i, _mm512_setzero_si512());
     }
 }
 
@@ -97,45 +100,120 @@ static inline int group_of(int b, int G)
     return G == 32 ? b : G == 64 ? b / 2 : b / 4;
 }
 
-/* One activation (q, xs) times rows [r, r + nr), nr <= 16, into y[nr]. */
-INLINE void matvec_tile(const struct qtensor *W, int r, int nr, const int8_t *q, const float *xs,
+/* Matvec columns per unpacked int4 chunk: the tile loads read nibbles
+ * unpacked a while before (a tile load right after the vector stores that
+ * wrote its bytes waits for them). 16 rows x 1024 bytes fit L1. */
+#define MV_CHUNK 1024
+
+/* The A tile of 64-column chunk k for rows [r, r + nr): in the weights (q8,
+ * a whole tile), else copied into buf zero-padded. */
+INLINE const int8_t *q8_chunk(const struct qtensor *W, int r, int nr, int k, size_t rb, int8_t *buf,
+                              size_t *stride)
+{
+    const int cols = W->cols;
+    if (nr == 16 && 64 * (k + 1) <= cols) {
+        *stride = rb;
+        return (const int8_t *)row_ptr(W, r) + 64 * (size_t)k;
+    }
+    int n = cols - 64 * k < 64 ? cols - 64 * k : 64;
+    memset(buf, 0, 16 * 64);
+    for (int i = 0; i < nr; i++) memcpy(buf + 64 * i, row_ptr(W, r + i) + 64 * (size_t)k, (size_t)n);
+    *stride = 64;
+    return buf;
+}
+
+/* One block's f32 step for the 16 rows: acc = fma(float(isum), scale, acc);
+ * sg holds the group scales of the chunk's groups from g0 on. */
+INLINE __m512 mv_step(__m512 acc, __m512i isum, const float *xs, const float *sg, int g0, int b, int G)
+{
+    __m512 f = _mm512_set1_ps(xs[b]);
+    if (G) f = _mm512_mul_ps(_mm512_load_ps(sg + 16 * (size_t)(group_of(b, G) - g0)), f);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), f, acc);
+}
+
+/* The two blocks of a stored C tile (16 rows x 2 int32) as two vectors of
+ * the 16 rows, then their steps in block order (the second only when block
+ * b + 1 holds a column). */
+INLINE __m512 mv_pair(__m512 acc, const int32_t *c, const float *xs, const float *sg, int g0, int b,
+                      int nb, int G)
+{
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i v0 = _mm512_load_si512(c), v1 = _mm512_load_si512(c + 16);
+    acc = mv_step(acc, _mm512_permutex2var_epi32(v0, ev, v1), xs, sg, g0, b, G);
+    if (b + 1 < nb) acc = mv_step(acc, _mm512_permutex2var_epi32(v0, od, v1), xs, sg, g0, b + 1, G);
+    return acc;
+}
+
+/* One activation (qp: its bytes in pair order, xs) times rows [r, r + nr),
+ * nr <= 16, into y[nr]: one tile product per 64 columns (two blocks, the
+ * pair order keeps their sums apart), chunks alternating between the two
+ * tile sets so one chunk's product overlaps the other's store. */
+INLINE void matvec_tile(const struct qtensor *W, int r, int nr, const int8_t *qp, const float *xs,
                         float *y, int INT4, int G)
 {
-    const int cols = W->cols, nb = (cols + 31) / 32;
+    const int cols = W->cols, nb = (cols + 31) / 32, nk = (cols + 63) / 64;
     const int ng = G ? (cols + G - 1) / G : 1;
     const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
-    int8_t ubuf[16 * 128] __attribute__((aligned(64)));
-    int32_t cbuf[16] __attribute__((aligned(64)));
-    /* group scales of the 16 rows: lane i reads s[(r + i) * ng + g] */
-    const __m512i sidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(ng));
+    int8_t ubuf[16 * MV_CHUNK] __attribute__((aligned(64)));
+    int8_t tbuf[4][16 * 64] __attribute__((aligned(64)));
+    int32_t cbuf[4][32] __attribute__((aligned(64)));
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
     const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
+    /* the chunk's group scales, transposed: lane i of group g at
+     * sg[16 (g - g0) + i] = s[i * ng + g] */
+    float sg[16 * (MV_CHUNK / 32)] __attribute__((aligned(64)));
+    const __m512i sidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(ng));
     __m512 acc = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const int8_t *ap;
-        size_t stride;
-        if (INT4) {
-            if (b % 4 == 0) unpack_int4_block(W, r, nr, b / 4, ubuf);
-            ap = ubuf + 32 * (b % 4), stride = 128;
-        } else if (nr == 16 && 32 * (b + 1) <= cols) {
-            ap = (const int8_t *)row_ptr(W, r) + 32 * (size_t)b, stride = rb;
-        } else {
-            /* a tile past the last row or the last column: copy, zero-padded */
-            int n = cols - 32 * b < 32 ? cols - 32 * b : 32;
-            memset(ubuf, 0, 16 * 32);
-            for (int i = 0; i < nr; i++) memcpy(ubuf + 32 * i, row_ptr(W, r + i) + 32 * (size_t)b, (size_t)n);
-            ap = ubuf, stride = 32;
+    for (int c0 = 0; c0 < nk * 64; c0 += MV_CHUNK) {
+        const int k0 = c0 / 64, k1 = nk < k0 + MV_CHUNK / 64 ? nk : k0 + MV_CHUNK / 64;
+        const int g0 = G ? group_of(2 * k0, G) : 0;
+        for (int g = g0; G && g <= group_of((nb < 2 * k1 ? nb : 2 * k1) - 1, G); g++)
+            _mm512_store_ps(sg + 16 * (size_t)(g - g0),
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live,
+                                                     _mm512_add_epi32(sidx, _mm512_set1_epi32(g)), s, 4));
+        /* int4: chunk k's 16 x 64 bytes at ubuf + 1024 (k - k0), contiguous */
+        if (INT4)
+            for (int k = c0 / 128; k < (64 * k1 + 127) / 128; k++)
+                unpack_int4_block(W, r, nr, k, ubuf + 1024 * (2 * k - k0), ubuf + 1024 * (2 * k + 1 - k0), 64);
+        for (int k = k0; k < k1; k += 4) {
+            const int m = k1 - k < 4 ? k1 - k : 4;
+            const int8_t *ap[4];
+            size_t st[4];
+            for (int u = 0; u < m; u++) {
+                if (INT4) ap[u] = ubuf + 1024 * (size_t)(k + u - k0), st[u] = 64;
+                else ap[u] = q8_chunk(W, r, nr, k + u, rb, tbuf[u], &st[u]);
+            }
+            /* four chunks in flight: A / B reloaded once their product read them */
+            _tile_loadd(TA, ap[0], st[0]);
+            _tile_loadd(TB, qp + 128 * (size_t)k, 8);
+            _tile_zero(TC);
+            _tile_dpbssd(TC, TA, TB);
+            if (m > 1) {
+                _tile_loadd(TA2, ap[1], st[1]);
+                _tile_loadd(TB2, qp + 128 * (size_t)(k + 1), 8);
+                _tile_zero(TC2);
+                _tile_dpbssd(TC2, TA2, TB2);
+            }
+            if (m > 2) {
+                _tile_loadd(TA, ap[2], st[2]);
+                _tile_loadd(TB, qp + 128 * (size_t)(k + 2), 8);
+                _tile_zero(TC3);
+                _tile_dpbssd(TC3, TA, TB);
+            }
+            if (m > 3) {
+                _tile_loadd(TA2, ap[3], st[3]);
+                _tile_loadd(TB2, qp + 128 * (size_t)(k + 3), 8);
+                _tile_zero(TC4);
+                _tile_dpbssd(TC4, TA2, TB2);
+            }
+            _tile_stored(TC, cbuf[0], 8);
+            if (m > 1) _tile_stored(TC2, cbuf[1], 8);
+            if (m > 2) _tile_stored(TC3, cbuf[2], 8);
+            if (m > 3) _tile_stored(TC4, cbuf[3], 8);
+            for (int u = 0; u < m; u++) acc = mv_pair(acc, cbuf[u], xs, sg, g0, 2 * (k + u), nb, G);
         }
-        _tile_loadd(TA, ap, stride);
-        _tile_loadd(TB, q + 32 * (size_t)b, 4);
-        _tile_zero(TC);
-        _tile_dpbssd(TC, TA, TB);
-        _tile_stored(TC, cbuf, 4);
-        __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf));
-        __m512 f = _mm512_set1_ps(xs[b]);
-        if (G) f = _mm512_mul_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, _mm512_add_epi32(sidx, _mm512_set1_epi32(group_of(b, G))), s, 4), f);
-        acc = _mm512_fmadd_ps(v, f, acc);
     }
     if (!G) acc = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, s), acc);
     _mm512_mask_storeu_ps(y, live, acc);
@@ -149,7 +227,7 @@ INLINE void rows_amx(const struct qtensor *W, int r0, int r1, const struct quant
     for (int r = r0; r < r1; r += 16) {
         int nr = r1 - r < 16 ? r1 - r : 16;
         for (int j = j0; j < j0 + nj; j++) {
-            matvec_tile(W, r, nr, a->q + (size_t)j * a->cols_pad, a->xs + (size_t)j * a->nblk, y, INT4, G);
+            matvec_tile(W, r, nr, a->qp + (size_t)j * 2 * a->cols_pad, a->xs + (size_t)j * a->nblk, y, INT4, G);
             memcpy(Y + (size_t)j * W->rows + r, y, (size_t)nr * sizeof(float));
         }
     }
@@ -174,7 +252,7 @@ INLINE void slice_amx(const struct qtensor *W, int r0, int r1, const struct quan
         if (INT4) {
             int8_t ub[16 * 128] __attribute__((aligned(64)));
             for (int k = 0; k < cp / 128 + (cp % 128 != 0); k++) {
-                unpack_int4_block(W, r0 + tr, n, k, ub);
+                unpack_int4_block(W, r0 + tr, n, k, ub, ub + 64, 128);
                 int w = cp - 128 * k < 128 ? cp - 128 * k : 128;
                 for (int i = 0; i < 16; i++) memcpy(pt + (size_t)i * cp + 128 * k, ub + 128 * i, (size_t)w);
             }

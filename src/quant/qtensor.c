@@ -207,7 +207,17 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
         a.xl = xl;
     }
-    void *tb = NULL;
+    void *tb = NULL, *pb = NULL;
+    if (k->act_tile16) {
+        pb = base_xalloc((size_t)n * 2 * a.cols_pad);
+        if (!pb) {
+            free(buf);
+            free(xl);
+            return COLIBRI_ENOMEM;
+        }
+        for (int j = 0; j < n; j++) quant_act_pairs(&a, j, (int8_t *)pb + (size_t)j * 2 * a.cols_pad);
+        a.qp = pb;
+    }
     if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
         int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
         size_t qb = (size_t)a.nblk * 512, fb = (size_t)a.nblk * QUANT_TILE_NJ * sizeof(float);
@@ -215,6 +225,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         if (!tb) {
             free(buf);
             free(xl);
+            free(pb);
             return COLIBRI_ENOMEM;
         }
         int8_t *qt = tb;
@@ -258,6 +269,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
     free(buf);
     free(xl);
     free(tb);
+    free(pb);
     return 0;
 }
 

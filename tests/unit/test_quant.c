@@ -559,7 +559,7 @@ static void test_convert(void)
 }
 
 /* Batches larger than one activation slice (qtensor.h): every output
- * written, each equal to the matvec of its column. */
+ * written, each equal to the matvec of its column, at every level. */
 static void test_batch_slices(void)
 {
     int rows = 9, cols = 7100, n = 1200;     /* slices: 288 f32 or 1168 int8 activations */
@@ -569,14 +569,18 @@ static void test_batch_slices(void)
     for (int fi = 0; fi < 3; fi++) {
         struct qtensor W;
         CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
-        for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
-        quant_matmul(&W, X, n, Y);
-        int bad = 0;
-        for (int j = 0; j < n; j++) {
-            quant_matvec(&W, X + (size_t)j * cols, y);
-            if (memcmp(y, Y + (size_t)j * rows, sizeof y) != 0) bad++;
+        for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_isa_available(isa)) continue;
+            for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
+            CHECK(quant_matmul_isa(&W, X, n, Y, isa, NULL) == 0, "matmul");
+            int bad = 0;
+            for (int j = 0; j < n; j++) {
+                CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
+                if (memcmp(y, Y + (size_t)j * rows, sizeof y) != 0) bad++;
+            }
+            CHECK(bad == 0, "%s/%s: %d of %d batch columns differ from matvec", quant_isa_name(isa),
+                  quant_fmt_name(W.fmt), bad, n);
         }
-        CHECK(bad == 0, "%s: %d of %d batch columns differ from matvec", quant_fmt_name(W.fmt), bad, n);
         quant_qtensor_free(&W);
     }
     free(w); free(X); free(Y);
