@@ -100,11 +100,7 @@ static void dispatch_fill(void)
         for (int f = 0; f < QUANT_FMT_COUNT; f++) e->k[f] = t->k[f].rows ? t->k[f] : lo->k[f];
         e->act_prep = t->act_prep ? t->act_prep : lo->act_prep;
         quant_dispatch.available[isa] = 1;
-        /* AMX is reached only through quant_matmul_isa for now: its prefill
-         * is 2.4-3x the AVX-512 one, but its matvec, which a batch must
-         * match bit for bit, reads int4 weights at 13 GB/s in cache against
-         * VPDPBUSD's 30-36 (bench/amx-results.md), so decode would slow */
-        if (isa != QUANT_ISA_AMX) quant_dispatch.best = isa;
+        quant_dispatch.best = isa;
     }
 }
 

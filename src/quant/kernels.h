@@ -53,12 +53,9 @@ struct quant_act {
      * block scales xs. Activations past n read as zero. */
     const int8_t *qt;
     const float *xst;
-    /* The same kernels' matvec form, for every activation: activation j's
-     * 64-column chunk k at qp + j * 2 * cols_pad + 128 k, 16 rows of 8
-     * bytes: row kk < 8 holds columns 64k + 4kk .. + 3 then 4 zeros, row
-     * kk >= 8 4 zeros then columns 64k + 4kk .. + 3 (a B tile whose two
-     * columns sum the chunk's two blocks apart). */
-    const int8_t *qp;
+    /* For the same kernels, every activation: the integer sum of each
+     * block's q, [n][nblk]. */
+    const int32_t *qsum;
 };
 /* Activations per AMX B tile (qt / xst groups). */
 #define QUANT_TILE_NJ 16
@@ -130,8 +127,8 @@ void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
 /* Packs group g of the int8 activations of a (a->q / xs) into qt
  * (nblk * 512 bytes) and xst (nblk * 16 floats), the order of a->qt. */
 void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst);
-/* Writes activation j of a in the order of a->qp (2 * cols_pad bytes). */
-void quant_act_pairs(const struct quant_act *a, int j, int8_t *qp);
+/* qsum[nblk] = the integer sum of each block of activation j's q. */
+void quant_act_block_sums(const struct quant_act *a, int j, int32_t *qsum);
 /* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
 static inline size_t quant_act_pack_stride(int cols)
 {

@@ -1,5 +1,6 @@
-/* quant/kernels_amx_avx512.c - the AMX level: q8 / q4 / q4gG products on
- * AMX-INT8 tiles (TDPBSSD). Float formats and fp8b use the AVX-512 kernels.
+/* quant/kernels_amx_avx512.c - the AMX level: q8 / q4 / q4g128 prefill on
+ * AMX-INT8 tiles (TDPBSSD), and a matvec with the same numerics on
+ * VPDPBUSD. Other formats use the AVX-512 kernels (see AMX_ENTRY).
  *
  * Numerics of this level (its own, not those of the VPDPBUSD kernels): the
  * weights are taken as signed int8 (q8 bytes as stored, int4 nibbles minus
@@ -55,18 +56,12 @@ static_assert(sizeof(struct tile_cfg) == 64, "LDTILECFG reads 64 bytes");
 #define TA2 3
 #define TB2 4
 #define TC2 5
-#define TC3 6
-#define TC4 7
 
-/* The configurations, tiles 0-2 and 3-5 alike (A, B, C). Matvec: A 16 rows
- * x 64 bytes (two blocks), B 16 rows x 8 bytes (a block pair,
- * quant_act.qp), C 16 rows x 2 int32, and two more C tiles (6, 7) so four
- * chunks are in flight. Prefill: A 16 rows x 32 bytes (one block), B 8 rows
- * x 64 bytes (16 activations, quant_act.qt), C 16 rows x 16 int32. Static:
- * GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes, so
- * stores into a local configuration could be dropped as dead. */
-static const struct tile_cfg tile_cfg_matvec __attribute__((aligned(64))) = {
-    .palette = 1, .colsb = { 64, 8, 8, 64, 8, 8, 8, 8 }, .rows = { 16, 16, 16, 16, 16, 16, 16, 16 } };
+/* The prefill configuration, tiles 0-2 and 3-5 alike: A 16 rows x 32 bytes
+ * (one block of 16 weight rows), B 8 rows x 64 bytes (16 activations,
+ * quant_act.qt), C 16 rows x 16 int32. Static: GCC 12's _tile_loadconfig
+ * tells the compiler it reads only 8 bytes, so stores into a local
+ * configuration could be dropped as dead. */
 static const struct tile_cfg tile_cfg_prefill __attribute__((aligned(64))) = {
     .palette = 1, .colsb = { 32, 64, 64, 32, 64, 64 }, .rows = { 16, 8, 16, 16, 8, 16 } };
 
@@ -100,138 +95,166 @@ static inline int group_of(int b, int G)
     return G == 32 ? b : G == 64 ? b / 2 : b / 4;
 }
 
-/* Matvec columns per unpacked int4 chunk: the tile loads read nibbles
- * unpacked a while before (a tile load right after the vector stores that
- * wrote its bytes waits for them). 16 rows x 1024 bytes fit L1. */
-#define MV_CHUNK 1024
+/* Matvec: the same block sums from VPDPBUSD, whose lanes each sum 4
+ * columns: a vector of one row holds two blocks (lanes 0-7, 8-15), and a
+ * tree of unpacks and adds over 16 rows turns 16 such vectors into two
+ * vectors of the 16 rows' block sums. The weights are unsigned (nibble =
+ * q + 8, q8 byte ^ 0x80 = q + 128), so the offset times the activation
+ * block's integer sum comes off each sum, exactly. (A tile matvec, A = 16
+ * rows of weights and B one activation, read int4 weights at 13 GB/s in
+ * cache against this kernel's ~30: each tile load and store costs about a
+ * cycle per row, for 16 x 64 useful bytes.) */
+/* Decode prefetch distances, chosen on the streamed matvec (65536 x 7168,
+ * 1 thread, 3 rounds interleaved, bench/amx-results.md): int4 one tile
+ * ahead to L2 (T1 0-2% over T0, a tile + 256 bytes 2-5% under); q8 512
+ * bytes ahead in the row, 15.4-15.8 GB/s against 13.8-14.8 a tile ahead. */
+#define MV_Q8_PREFETCH 512
 
-/* The A tile of 64-column chunk k for rows [r, r + nr): in the weights (q8,
- * a whole tile), else copied into buf zero-padded. */
-INLINE const int8_t *q8_chunk(const struct qtensor *W, int r, int nr, int k, size_t rb, int8_t *buf,
-                              size_t *stride)
+INLINE void reduce16(const __m512i *D, __m512i *SA, __m512i *SB)
 {
-    const int cols = W->cols;
-    if (nr == 16 && 64 * (k + 1) <= cols) {
-        *stride = rb;
-        return (const int8_t *)row_ptr(W, r) + 64 * (size_t)k;
+    __m512i E[8], F[4], H[2];
+    UNROLL
+    for (int p = 0; p < 8; p++)     /* (a0+a2, b0+b2, a1+a3, b1+b3) per 128-bit lane */
+        E[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(D[2 * p], D[2 * p + 1]),
+                                _mm512_unpackhi_epi32(D[2 * p], D[2 * p + 1]));
+    UNROLL
+    for (int p = 0; p < 4; p++)     /* rows 4p .. 4p+3, one sum of 4 lanes each */
+        F[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(E[2 * p], E[2 * p + 1]),
+                                _mm512_unpackhi_epi64(E[2 * p], E[2 * p + 1]));
+    UNROLL
+    for (int p = 0; p < 2; p++)     /* [A rows 8p..8p+3, B same, A 8p+4.., B 8p+4..] */
+        H[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(F[2 * p], F[2 * p + 1], 0x88),
+                                _mm512_shuffle_i32x4(F[2 * p], F[2 * p + 1], 0xDD));
+    *SA = _mm512_shuffle_i32x4(H[0], H[1], 0x88);
+    *SB = _mm512_shuffle_i32x4(H[0], H[1], 0xDD);
+}
+
+/* The matvec keeps its 16 rows in the lane order pi(j) = 4 (j % 4) + j / 4
+ * (an involution): the order in which a 4 x 4 transpose per 128-bit lane
+ * leaves the group scales of 16 rows (scales4), so they need no permute.
+ * reduce16 keeps its inputs' order, so loading row pi(j) as input j puts
+ * the block sums in the same order; one permute restores the rows at the
+ * end. */
+#define PI_IDX _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0)
+static inline int lane_row(int j) { return 4 * (j % 4) + j / 4; }
+
+/* Group scales g0 .. g0+3 (those < ng; the rest 0) of the 16 rows at s
+ * (row i at s + i * ng; rows past nr read row 0's), as 4 vectors in the
+ * lane order pi. */
+INLINE void scales4(const float *s, int ng, int g0, int nr, __m512 *V)
+{
+    const int v = ng - g0;
+    const __mmask8 m = (__mmask8)(v >= 4 ? 0xF : (1u << v) - 1);
+    __m512 Z[4];
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+        /* Z[p], 128-bit lane L: row 4p + L's 4 scales */
+        __m512 z = _mm512_castps128_ps512(_mm_maskz_loadu_ps(m, s + (size_t)(4 * p < nr ? 4 * p : 0) * ng + g0));
+        UNROLL
+        for (int L = 1; L < 4; L++) {
+            int i = 4 * p + L;
+            z = _mm512_insertf32x4(z, _mm_maskz_loadu_ps(m, s + (size_t)(i < nr ? i : 0) * ng + g0), L);
+        }
+        Z[p] = z;
     }
-    int n = cols - 64 * k < 64 ? cols - 64 * k : 64;
-    memset(buf, 0, 16 * 64);
-    for (int i = 0; i < nr; i++) memcpy(buf + 64 * i, row_ptr(W, r + i) + 64 * (size_t)k, (size_t)n);
-    *stride = 64;
-    return buf;
+    /* transposed per 128-bit lane: V[t] lane (L, p) = row 4p + L, group g0 + t */
+    __m512 t0 = _mm512_unpacklo_ps(Z[0], Z[1]), t1 = _mm512_unpackhi_ps(Z[0], Z[1]);
+    __m512 t2 = _mm512_unpacklo_ps(Z[2], Z[3]), t3 = _mm512_unpackhi_ps(Z[2], Z[3]);
+    V[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    V[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    V[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    V[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
 }
 
-/* One block's f32 step for the 16 rows: acc = fma(float(isum), scale, acc);
- * sg holds the group scales of the chunk's groups from g0 on. */
-INLINE __m512 mv_step(__m512 acc, __m512i isum, const float *xs, const float *sg, int g0, int b, int G)
+/* One activation (q, xs, qs: its block integer sums) times rows
+ * [r, r + nr), nr <= 16, into y[nr]. */
+INLINE void matvec_tile(const struct qtensor *W, int r, int nr, const int8_t *q, const float *xs,
+                        const int32_t *qs, float *y, int INT4, int G)
 {
-    __m512 f = _mm512_set1_ps(xs[b]);
-    if (G) f = _mm512_mul_ps(_mm512_load_ps(sg + 16 * (size_t)(group_of(b, G) - g0)), f);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), f, acc);
-}
-
-/* The two blocks of a stored C tile (16 rows x 2 int32) as two vectors of
- * the 16 rows, then their steps in block order (the second only when block
- * b + 1 holds a column). */
-INLINE __m512 mv_pair(__m512 acc, const int32_t *c, const float *xs, const float *sg, int g0, int b,
-                      int nb, int G)
-{
-    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    __m512i v0 = _mm512_load_si512(c), v1 = _mm512_load_si512(c + 16);
-    acc = mv_step(acc, _mm512_permutex2var_epi32(v0, ev, v1), xs, sg, g0, b, G);
-    if (b + 1 < nb) acc = mv_step(acc, _mm512_permutex2var_epi32(v0, od, v1), xs, sg, g0, b + 1, G);
-    return acc;
-}
-
-/* One activation (qp: its bytes in pair order, xs) times rows [r, r + nr),
- * nr <= 16, into y[nr]: one tile product per 64 columns (two blocks, the
- * pair order keeps their sums apart), chunks alternating between the two
- * tile sets so one chunk's product overlaps the other's store. */
-INLINE void matvec_tile(const struct qtensor *W, int r, int nr, const int8_t *qp, const float *xs,
-                        float *y, int INT4, int G)
-{
-    const int cols = W->cols, nb = (cols + 31) / 32, nk = (cols + 63) / 64;
+    const int cols = W->cols, nb = (cols + 31) / 32, nk = (cols + 127) / 128;
     const int ng = G ? (cols + G - 1) / G : 1;
     const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
-    int8_t ubuf[16 * MV_CHUNK] __attribute__((aligned(64)));
-    int8_t tbuf[4][16 * 64] __attribute__((aligned(64)));
-    int32_t cbuf[4][32] __attribute__((aligned(64)));
+    const int ofs = INT4 ? 8 : 128;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
     const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
-    /* the chunk's group scales, transposed: lane i of group g at
-     * sg[16 (g - g0) + i] = s[i * ng + g] */
-    float sg[16 * (MV_CHUNK / 32)] __attribute__((aligned(64)));
-    const __m512i sidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(ng));
-    __m512 acc = _mm512_setzero_ps();
-    for (int c0 = 0; c0 < nk * 64; c0 += MV_CHUNK) {
-        const int k0 = c0 / 64, k1 = nk < k0 + MV_CHUNK / 64 ? nk : k0 + MV_CHUNK / 64;
-        const int g0 = G ? group_of(2 * k0, G) : 0;
-        for (int g = g0; G && g <= group_of((nb < 2 * k1 ? nb : 2 * k1) - 1, G); g++)
-            _mm512_store_ps(sg + 16 * (size_t)(g - g0),
-                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live,
-                                                     _mm512_add_epi32(sidx, _mm512_set1_epi32(g)), s, 4));
-        /* int4: chunk k's 16 x 64 bytes at ubuf + 1024 (k - k0), contiguous */
-        if (INT4)
-            for (int k = c0 / 128; k < (64 * k1 + 127) / 128; k++)
-                unpack_int4_block(W, r, nr, k, ubuf + 1024 * (2 * k - k0), ubuf + 1024 * (2 * k + 1 - k0), 64);
-        for (int k = k0; k < k1; k += 4) {
-            const int m = k1 - k < 4 ? k1 - k : 4;
-            const int8_t *ap[4];
-            size_t st[4];
-            for (int u = 0; u < m; u++) {
-                if (INT4) ap[u] = ubuf + 1024 * (size_t)(k + u - k0), st[u] = 64;
-                else ap[u] = q8_chunk(W, r, nr, k + u, rb, tbuf[u], &st[u]);
+    /* int4: the same block of the next tile's rows (16 on) is prefetched,
+     * to L2; q8 (7 KiB rows) MV_Q8_PREFETCH bytes ahead in its own rows */
+    const int ahead = r + 32 <= W->rows;
+    const uint8_t *p[16];
+    int use[16];
+    for (int j = 0; j < 16; j++) {
+        use[j] = lane_row(j) < nr;
+        p[j] = row_ptr(W, r + (use[j] ? lane_row(j) : 0));
+    }
+    __m512 acc = _mm512_setzero_ps(), sg[4];
+    int gwin = -1;      /* first group held in sg */
+    for (int k = 0; k < nk; k++) {
+        const int n = cols - 128 * k;
+        const __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
+        const __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
+        const __m512i qlo = _mm512_loadu_si512(q + 128 * (size_t)k), qhi = _mm512_loadu_si512(q + 128 * (size_t)k + 64);
+        __m512i D[16], S[4];
+        UNROLL
+        for (int j = 0; j < 16; j++) {
+            __m512i u;
+            if (INT4) {
+                if (ahead) _mm_prefetch((const char *)p[j] + 16 * rb + 64 * (size_t)k, _MM_HINT_T1);
+                u = _mm512_and_si512(_mm512_loadu_si512(p[j] + 64 * (size_t)k), m4);
+            } else {
+                _mm_prefetch((const char *)p[j] + 128 * (size_t)k + MV_Q8_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)p[j] + 128 * (size_t)k + MV_Q8_PREFETCH + 64, _MM_HINT_T0);
+                u = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[j] + 128 * (size_t)k), flip);
             }
-            /* four chunks in flight: A / B reloaded once their product read them */
-            _tile_loadd(TA, ap[0], st[0]);
-            _tile_loadd(TB, qp + 128 * (size_t)k, 8);
-            _tile_zero(TC);
-            _tile_dpbssd(TC, TA, TB);
-            if (m > 1) {
-                _tile_loadd(TA2, ap[1], st[1]);
-                _tile_loadd(TB2, qp + 128 * (size_t)(k + 1), 8);
-                _tile_zero(TC2);
-                _tile_dpbssd(TC2, TA2, TB2);
+            D[j] = use[j] ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, qlo) : _mm512_setzero_si512();
+        }
+        reduce16(D, &S[0], &S[1]);
+        UNROLL
+        for (int j = 0; j < 16; j++) {
+            __m512i u;
+            if (INT4) u = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(p[j] + 64 * (size_t)k), 4), m4);
+            else u = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p[j] + 128 * (size_t)k + 64), flip);
+            D[j] = use[j] ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, qhi) : _mm512_setzero_si512();
+        }
+        reduce16(D, &S[2], &S[3]);
+        UNROLL
+        for (int t = 0; t < 4; t++) {
+            const int b = 4 * k + t;
+            if (b >= nb) break;
+            __m512i isum = _mm512_sub_epi32(S[t], _mm512_set1_epi32(ofs * qs[b]));
+            __m512 f = _mm512_set1_ps(xs[b]);
+            if (G) {
+                int g = group_of(b, G);
+                if (gwin < 0 || g >= gwin + 4) {
+                    gwin = g;
+                    scales4(s, ng, gwin, nr, sg);
+                    /* and, where a cache line of them starts, the next
+                     * tile's (16 rows on) */
+                    if (ahead && ((uintptr_t)(s + gwin) % 64 < 16 || gwin == 0))
+                        for (int i = 0; i < 16; i++)
+                            _mm_prefetch((const char *)(s + (size_t)(16 + i) * ng + gwin), _MM_HINT_T0);
+                }
+                f = _mm512_mul_ps(sg[g - gwin], f);
             }
-            if (m > 2) {
-                _tile_loadd(TA, ap[2], st[2]);
-                _tile_loadd(TB, qp + 128 * (size_t)(k + 2), 8);
-                _tile_zero(TC3);
-                _tile_dpbssd(TC3, TA, TB);
-            }
-            if (m > 3) {
-                _tile_loadd(TA2, ap[3], st[3]);
-                _tile_loadd(TB2, qp + 128 * (size_t)(k + 3), 8);
-                _tile_zero(TC4);
-                _tile_dpbssd(TC4, TA2, TB2);
-            }
-            _tile_stored(TC, cbuf[0], 8);
-            if (m > 1) _tile_stored(TC2, cbuf[1], 8);
-            if (m > 2) _tile_stored(TC3, cbuf[2], 8);
-            if (m > 3) _tile_stored(TC4, cbuf[3], 8);
-            for (int u = 0; u < m; u++) acc = mv_pair(acc, cbuf[u], xs, sg, g0, 2 * (k + u), nb, G);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), f, acc);
         }
     }
-    if (!G) acc = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, s), acc);
-    _mm512_mask_storeu_ps(y, live, acc);
+    if (!G) acc = _mm512_mul_ps(_mm512_permutexvar_ps(PI_IDX, _mm512_maskz_loadu_ps(live, s)), acc);
+    _mm512_mask_storeu_ps(y, live, _mm512_permutexvar_ps(PI_IDX, acc));
 }
 
 INLINE void rows_amx(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                      int j0, int nj, float *Y, int INT4, int G)
 {
     float y[16];
-    _tile_loadconfig(&tile_cfg_matvec);
     for (int r = r0; r < r1; r += 16) {
         int nr = r1 - r < 16 ? r1 - r : 16;
         for (int j = j0; j < j0 + nj; j++) {
-            matvec_tile(W, r, nr, a->qp + (size_t)j * 2 * a->cols_pad, a->xs + (size_t)j * a->nblk, y, INT4, G);
+            matvec_tile(W, r, nr, a->q + (size_t)j * a->cols_pad, a->xs + (size_t)j * a->nblk,
+                        a->qsum + (size_t)j * a->nblk, y, INT4, G);
             memcpy(Y + (size_t)j * W->rows + r, y, (size_t)nr * sizeof(float));
         }
     }
-    _tile_release();
 }
 
 /* Prefill: rows [r0, r1) (at most quant_slice_rows) x activations
@@ -321,17 +344,19 @@ INLINE void slice_amx(const struct qtensor *W, int r0, int r1, const struct quan
     }
 AMX_KERNEL(q8, 0, 0)
 AMX_KERNEL(q4, 1, 0)
-AMX_KERNEL(q4g32, 1, 32)
-AMX_KERNEL(q4g64, 1, 64)
 AMX_KERNEL(q4g128, 1, 128)
 
+/* q4g32 and q4g64 keep the AVX-512 kernels at this level: this matvec reads
+ * them at 12.2-12.9 and 14.1-14.4 GB/s streamed against 15.2-15.6 and
+ * 15.6-16.5 for VPDPBUSD's 4-row one (more scale streams next to 16 weight
+ * rows; bench/amx-results.md), and decode matters more than their 3.3x
+ * prefill. Its prefill ran them at 475 and 465 GFLOP/s there, the AVX-512
+ * kernel at 142. */
 #define AMX_ENTRY(name) { .rows = rows_##name, .act_int8 = 1, .slice = slice_##name, .act_tile16 = 1 }
 const struct quant_isa_table quant_isa_amx = {
     .k = {
         [QUANT_Q8] = AMX_ENTRY(q8),
         [QUANT_Q4] = AMX_ENTRY(q4),
-        [QUANT_Q4G32] = AMX_ENTRY(q4g32),
-        [QUANT_Q4G64] = AMX_ENTRY(q4g64),
         [QUANT_Q4G128] = AMX_ENTRY(q4g128),
     },
 };

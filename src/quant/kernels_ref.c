@@ -160,15 +160,14 @@ void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst)
         }
 }
 
-void quant_act_pairs(const struct quant_act *a, int j, int8_t *qp)
+void quant_act_block_sums(const struct quant_act *a, int j, int32_t *qsum)
 {
     const int8_t *q = a->q + (size_t)j * a->cols_pad;
-    for (int k = 0; k < a->cols_pad / 64; k++)
-        for (int kk = 0; kk < 16; kk++) {
-            int8_t *d = qp + 128 * (size_t)k + 8 * kk;
-            memset(d, 0, 8);
-            memcpy(d + (kk < 8 ? 0 : 4), q + 64 * (size_t)k + 4 * kk, 4);
-        }
+    for (int b = 0; b < a->nblk; b++) {
+        int32_t t = 0;
+        for (int c = 0; c < QUANT_ACT_BLOCK; c++) t += q[(size_t)b * QUANT_ACT_BLOCK + c];
+        qsum[b] = t;
+    }
 }
 
 void quant_act_lanes(const float *x, int n, int cols, int g, float *out)

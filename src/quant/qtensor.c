@@ -209,14 +209,14 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
     }
     void *tb = NULL, *pb = NULL;
     if (k->act_tile16) {
-        pb = base_xalloc((size_t)n * 2 * a.cols_pad);
+        pb = base_xalloc((size_t)n * a.nblk * sizeof(int32_t));
         if (!pb) {
             free(buf);
             free(xl);
             return COLIBRI_ENOMEM;
         }
-        for (int j = 0; j < n; j++) quant_act_pairs(&a, j, (int8_t *)pb + (size_t)j * 2 * a.cols_pad);
-        a.qp = pb;
+        for (int j = 0; j < n; j++) quant_act_block_sums(&a, j, (int32_t *)pb + (size_t)j * a.nblk);
+        a.qsum = pb;
     }
     if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
         int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
