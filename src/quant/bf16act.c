@@ -69,8 +69,8 @@ static int run_vdpbf16ps(const struct qtensor *W, const uint16_t *xb, int n, int
  * activations for a 256-column block (32 KiB) stay in L1. */
 #define AMX_SLICE 64
 
-/* The activations are rounded per slice (into xb, one slice long), so the
- * buffers stay small whatever the batch. */
+/* The activations are rounded and packed per slice, so the buffer stays
+ * small whatever the batch. */
 static int run_amx(const struct qtensor *W, const float *X, int n, int cols_pad, float *Y,
                    struct colibri_err *err)
 {
@@ -79,20 +79,16 @@ static int run_amx(const struct qtensor *W, const float *X, int n, int cols_pad,
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt > nblocks) nt = nblocks;
     uint16_t *panel = base_xalloc((size_t)jbp * cols_pad * sizeof *panel);
-    uint16_t *xb = base_xalloc((size_t)jb * cols_pad * sizeof *xb);
     float *sums = base_xalloc((size_t)nt * 32 * jbp * sizeof *sums);
-    if (!panel || !xb || !sums) {
+    if (!panel || !sums) {
         free(panel);
-        free(xb);
         free(sums);
         return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate the bf16 product's buffers for [%d, %d] x %d",
                        rows, cols, n);
     }
     for (int s0 = 0; s0 < n; s0 += jb) {
         int nx = n - s0 < jb ? n - s0 : jb, nxp = (nx + 15) / 16 * 16;
-        for (int j = 0; j < nx; j++)
-            quant_bf16act_round_avx512(X + (size_t)(s0 + j) * cols, cols, cols_pad, xb + (size_t)j * cols_pad);
-        quant_bf16act_amx_pack(xb, cols_pad, nx, nxp, panel);
+        quant_bf16act_amx_pack(X + (size_t)s0 * cols, cols, cols_pad, nx, nxp, panel);
         /* each thread a contiguous run of 32-row blocks: one tile configuration per thread */
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
@@ -105,7 +101,6 @@ static int run_amx(const struct qtensor *W, const float *X, int n, int cols_pad,
         }
     }
     free(panel);
-    free(xb);
     free(sums);
     return 0;
 }

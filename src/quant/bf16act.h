@@ -77,11 +77,13 @@ void quant_bf16act_rows_avx512(const uint16_t *Wd, int rows, int cols, int r0, i
 /* The AMX kernel (bf16act_amx_avx512.c), for bf16act.c only. Columns per
  * accumulation chunk (the bound above); a multiple of 32. */
 #define QUANT_BF16ACT_AMX_CHUNK 128
-/* panel = the nx activations xb ([nx][cols_pad] bf16) as TDPBF16PS B tiles:
- * per 16 tokens (nxp, a multiple of 16, >= nx; tokens past nx zero) and per
- * 32 columns one 16 x 16 tile of column pairs (row k2: pair k2 of each
- * token), tiles [token tile][column step], 1 KiB each. */
-void quant_bf16act_amx_pack(const uint16_t *xb, int cols_pad, int nx, int nxp, uint16_t *panel);
+/* panel = the nx activations X ([nx][cols] f32), rounded to bf16 as
+ * quant_bf16act_round_avx512 does, as TDPBF16PS B tiles: per 16 tokens
+ * (nxp, a multiple of 16, >= nx; tokens past nx and columns past cols zero)
+ * and per 32 columns one 16 x 16 tile of column pairs (row k2: pair k2 of
+ * each token), tiles [token tile][column step], 1 KiB each; panel 64-byte
+ * aligned. */
+void quant_bf16act_amx_pack(const float *X, int cols, int cols_pad, int nx, int nxp, uint16_t *panel);
 /* Rows [r_begin, r_end) (r_begin a multiple of 32; r_end too, or = rows)
  * times the packed activations into Y[t * rows + r] for t < nx; sums holds
  * 32 * nxp floats. Loads its own tile configuration and releases it. */

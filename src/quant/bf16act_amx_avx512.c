@@ -4,7 +4,7 @@
  * Operands: the weights are tile A, read in place (16 rows x 32 bf16 of the
  * row-major matrix, stride one row), so nothing is repacked per call; the
  * activations are tile B, packed once per call by quant_bf16act_amx_pack
- * into TDPBF16PS's pair order. The accumulator tile C is then 16 weight rows
+ * into TDPBF16PS's pair order (rounded to bf16 on the way). The accumulator tile C is then 16 weight rows
  * x 16 tokens.
  *
  * An output's sequence (the same whatever the batch, its split, or the
@@ -55,22 +55,59 @@ static void config_tiles(void)
     _tile_loadconfig(cfg);
 }
 
-void quant_bf16act_amx_pack(const uint16_t *xb, int cols_pad, int nx, int nxp, uint16_t *panel)
+/* r[0..15] (16 dwords each) transposed in place: r[k] dword t = old r[t] dword k.
+ * 32-bit then 64-bit interleaves transpose the 4 x 4 blocks inside each
+ * 128-bit lane; two rounds of lane shuffles then transpose the 4 x 4 lanes. */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    /* u[4g + c], lane L: dword c + 4L of rows 4g..4g+3 */
+    for (int c = 0; c < 4; c++) {
+        __m512i w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), w1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+        __m512i w2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+        __m512i w3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_i32x4(w0, w2, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(w0, w2, 0xDD);
+        r[8 + c] = _mm512_shuffle_i32x4(w1, w3, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(w1, w3, 0xDD);
+    }
+}
+
+void quant_bf16act_amx_pack(const float *X, int cols, int cols_pad, int nx, int nxp, uint16_t *panel)
 {
     const int steps = cols_pad / 32;
     for (int tb = 0; tb < nxp / 16; tb++)
         for (int s = 0; s < steps; s++) {
-            uint32_t *tile = (uint32_t *)(panel + ((size_t)tb * steps + s) * TILE_ELEMS);
+            /* 32 columns of 16 tokens rounded as quant_bf16act_round_avx512
+             * does (one VCVTNE2PS2BF16, zeros past cols): 16 column pairs each */
+            int c = s * 32, m = cols - c < 32 ? cols - c : 32;
+            __mmask16 m0 = (__mmask16)(m >= 16 ? 0xFFFF : (1u << m) - 1);
+            __mmask16 m1 = (__mmask16)(m >= 32 ? 0xFFFF : m <= 16 ? 0 : (1u << (m - 16)) - 1);
+            __m512i v[16];
             for (int t = 0; t < 16; t++) {
                 int tok = tb * 16 + t;
                 if (tok >= nx) {
-                    for (int k2 = 0; k2 < 16; k2++) tile[k2 * 16 + t] = 0;
+                    v[t] = _mm512_setzero_si512();
                     continue;
                 }
-                const uint32_t *src = (const uint32_t *)(xb + (size_t)tok * cols_pad + (size_t)s * 32);
-                /* a 16 x 16 transpose of column pairs: B row k2 holds pair k2 of every token */
-                for (int k2 = 0; k2 < 16; k2++) tile[k2 * 16 + t] = src[k2];
+                const float *x = X + (size_t)tok * cols + c;
+                __m512 lo = _mm512_maskz_loadu_ps(m0, x), hi = _mm512_maskz_loadu_ps(m1, x + 16);
+                v[t] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
             }
+            /* B row k2 holds pair k2 of every token */
+            transpose16(v);
+            uint16_t *tile = panel + ((size_t)tb * steps + s) * TILE_ELEMS;
+            for (int k2 = 0; k2 < 16; k2++) _mm512_store_si512(tile + 32 * k2, v[k2]);
         }
 }
 
