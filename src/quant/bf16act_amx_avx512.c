@@ -30,6 +30,8 @@
 /* Columns per cache block: 32 rows x 256 bf16 = 16 KiB of weights, with a
  * 64-token slice's 32 KiB of activations, in a 48 KiB L1. */
 #define BK 256
+/* chunks never straddle a block, so their bounds are fixed multiples of CHUNK */
+_Static_assert(BK % QUANT_BF16ACT_AMX_CHUNK == 0, "column blocks must hold whole chunks");
 
 /* 1 KiB tiles: 16 rows x 64 bytes. */
 #define TILE_ELEMS 512
