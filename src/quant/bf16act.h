@@ -15,11 +15,11 @@
  *   VDPBF16PS: one f32 lane per output and column residue takes 2 products
  *     per 32 columns in column order, then 16 lanes are summed in 4 levels:
  *     d = 2 * ceil(cols / 32) + 4 (136 at cols = 2100, 452 at 7168);
- *   TDPBF16PS: per chunk of QUANT_BF16ACT_AMX_CHUNK = 256 columns, one C
- *     element starts at zero and takes its 256 products in column order
+ *   TDPBF16PS: per chunk of QUANT_BF16ACT_AMX_CHUNK = 128 columns, one C
+ *     element starts at zero and takes its 128 products in column order
  *     (if the unit rounds after each; fewer roundings only lower it); the
  *     chunk sums are added in column order:
- *     d = 256 + ceil(cols / 256) (265 at cols = 2100, 284 at 7168).
+ *     d = 128 + ceil(cols / 128) (145 at cols = 2100, 184 at 7168).
  * (The 2^-8 covers the activation rounding's 2^-9 and, with room to spare,
  * the second-order terms.)
  * Each output's operations do not depend on the batch or its split, so a
@@ -76,10 +76,12 @@ void quant_bf16act_rows_avx512(const uint16_t *Wd, int rows, int cols, int r0, i
 
 /* The AMX kernel (bf16act_amx_avx512.c), for bf16act.c only. Columns per
  * accumulation chunk (the bound above); a multiple of 32 dividing the
- * kernel's column block (256). Each chunk costs 4 tile stores and 64 vector
- * adds per 2 x 2 tiles: 128 ran at 835, 256 at 1005 GFLOP/s (n = 512, W
- * 2048 x 7168, 1 thread); longer would outgrow VDPBF16PS's d at 7168. */
-#define QUANT_BF16ACT_AMX_CHUNK 256
+ * kernel's column block (256). Measured, 1 thread, rounds interleaved:
+ * 128 ran prefill (n = 512, W 2048 x 7168) at 835 GFLOP/s and decode
+ * (W 32768 x 7168) at 15.7 GB/s; 256 at 1005 GFLOP/s but 14.5 GB/s, below
+ * the VDPBF16PS kernel's 15.2; each chunk end drains the tile unit and
+ * costs 4 tile stores and 64 vector adds per 2 x 2 tiles. Decode decides. */
+#define QUANT_BF16ACT_AMX_CHUNK 128
 /* panel = the nx activations X ([nx][cols] f32), rounded to bf16 as
  * quant_bf16act_round_avx512 does, as TDPBF16PS B tiles: per 16 tokens
  * (nxp, a multiple of 16, >= nx; tokens past nx and columns past cols zero)

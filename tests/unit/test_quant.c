@@ -419,7 +419,7 @@ static void test_bf16act(void)
     }
     /* Each kernel where this machine has it: VDPBF16PS, then TDPBF16PS
      * tiles. The shapes cover partial row tiles (16 and 32 rows), rows
-     * whose length is not a multiple of 32 columns or of the 256-column
+     * whose length is not a multiple of 32 columns or of the 128-column
      * chunk, and batches within one token tile (13) and over several tiles
      * and slices (70). */
     static const enum quant_bf16act_kernel kernels[] = { QUANT_BF16ACT_VDPBF16PS, QUANT_BF16ACT_AMX };
@@ -442,7 +442,7 @@ static void test_bf16act(void)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             int rows = shapes[si][0], cols = shapes[si][1], n = shapes[si][2];
             /* bf16act.h: the f32 addition chain of each output per kernel */
-            int depth = kern == QUANT_BF16ACT_AMX ? 256 + (cols + 255) / 256 : 2 * ((cols + 31) / 32) + 4;
+            int depth = kern == QUANT_BF16ACT_AMX ? 128 + (cols + 127) / 128 : 2 * ((cols + 31) / 32) + 4;
             float *wf = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 3.0f);
             float *Y = malloc((size_t)n * rows * sizeof *Y), *y1 = malloc((size_t)rows * sizeof *y1);
             float *Yb = malloc((size_t)n * rows * sizeof *Yb), *wr = malloc((size_t)cols * sizeof *wr);
