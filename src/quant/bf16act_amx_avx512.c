@@ -3,9 +3,10 @@
  *
  * Operands: the weights are tile A, read in place (16 rows x 32 bf16 of the
  * row-major matrix, stride one row), so nothing is repacked per call; the
- * activations are tile B, packed once per call by quant_bf16act_amx_pack
- * into TDPBF16PS's pair order (rounded to bf16 on the way). The accumulator tile C is then 16 weight rows
- * x 16 tokens.
+ * activations are tile B, rounded to bf16 and packed into TDPBF16PS's pair
+ * order once per call and slice of tokens by quant_bf16act_amx_pack. The
+ * accumulator tile C is then 16 weight rows x 16 tokens. (The weights as B
+ * would need them repacked per call into pairs of rows; not tried.)
  *
  * An output's sequence (the same whatever the batch, its split, or the
  * output's position in a tile, since a C element depends only on its own A
