@@ -88,10 +88,15 @@ static int run_amx(const struct qtensor *W, const float *X, int n, int cols_pad,
     }
     for (int s0 = 0; s0 < n; s0 += jb) {
         int nx = n - s0 < jb ? n - s0 : jb, nxp = (nx + 15) / 16 * 16;
-        quant_bf16act_amx_pack(X + (size_t)s0 * cols, cols, cols_pad, nx, nxp, panel);
-        /* each thread a contiguous run of 32-row blocks: one tile configuration per thread */
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
+            /* the threads pack the slice's token tiles, then (after the loop's
+             * barrier) each runs a contiguous run of 32-row blocks */
+            #pragma omp for schedule(static)
+            for (int tt = 0; tt < nxp / 16; tt++)
+                quant_bf16act_amx_pack(X + (size_t)(s0 + 16 * tt) * cols, cols, cols_pad,
+                                       nx - 16 * tt < 16 ? nx - 16 * tt : 16, 16,
+                                       panel + (size_t)tt * (cols_pad / 32) * QUANT_BF16ACT_AMX_TILE_ELEMS);
             int t = omp_get_thread_num(), nth = omp_get_num_threads();
             int b0 = (int)((long)nblocks * t / nth), b1 = (int)((long)nblocks * (t + 1) / nth);
             int r0 = b0 * 32, r1 = b1 * 32 < rows ? b1 * 32 : rows;

@@ -82,6 +82,8 @@ void quant_bf16act_rows_avx512(const uint16_t *Wd, int rows, int cols, int r0, i
  * the VDPBF16PS kernel's 15.2; each chunk end drains the tile unit and
  * costs 4 tile stores and 64 vector adds per 2 x 2 tiles. Decode decides. */
 #define QUANT_BF16ACT_AMX_CHUNK 128
+/* bf16 elements per packed B tile (16 rows x 32). */
+#define QUANT_BF16ACT_AMX_TILE_ELEMS 512
 /* panel = the nx activations X ([nx][cols] f32), rounded to bf16 as
  * quant_bf16act_round_avx512 does, as TDPBF16PS B tiles: per 16 tokens
  * (nxp, a multiple of 16, >= nx; tokens past nx and columns past cols zero)

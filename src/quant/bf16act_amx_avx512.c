@@ -35,7 +35,7 @@
 _Static_assert(BK % QUANT_BF16ACT_AMX_CHUNK == 0, "column blocks must hold whole chunks");
 
 /* 1 KiB tiles: 16 rows x 64 bytes. */
-#define TILE_ELEMS 512
+#define TILE_ELEMS QUANT_BF16ACT_AMX_TILE_ELEMS
 /* With one token tile (decode) the weights pass once, so the kernel waits
  * on memory: their lines are prefetched PF steps (of 32 columns) ahead
  * (decode 14.8 -> 15.8 GB/s of a 16.4 read probe, 32768 x 7168, 1 thread).
