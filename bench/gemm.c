@@ -11,7 +11,8 @@
  * (bench/gemm.sh), which also prints the compute peaks to divide by.
  *
  * The name "bf16act" times the opt-in bf16-activation product
- * (quant/bf16act.h) on bf16 weights.
+ * (quant/bf16act.h) on bf16 weights on its default kernel (AMX tiles where
+ * available), "bf16act-avx512" the same product on its VDPBF16PS kernel.
  * The name "read" in the format list times the read-bandwidth probe instead:
  * a sum over rows * 7168 * 2 bytes with every thread, 8 streams per thread
  * (the decode bound; list it between formats to interleave it with their
@@ -125,7 +126,8 @@ int main(int argc, char **argv)
             read_probe((size_t)rows * cols * 2, reps);
             continue;
         }
-        int bf16act = strcmp(tok, "bf16act") == 0;
+        /* 1: the default bf16act kernel, 2: the VDPBF16PS one */
+        int bf16act = strcmp(tok, "bf16act") == 0 ? 1 : strcmp(tok, "bf16act-avx512") == 0 ? 2 : 0;
         int f = bf16act ? QUANT_BF16 : quant_fmt_from_name(tok);
         if (f < 0) { fprintf(stderr, "unknown format %s\n", tok); return 2; }
         struct qtensor W;
@@ -134,7 +136,10 @@ int main(int argc, char **argv)
         if (bf16act) { fprintf(stderr, "bf16act not built\n"); return 2; }
 #define PRODUCT() quant_matmul_isa(&W, x, n, y, isa, NULL)
 #else
-#define PRODUCT() (bf16act ? quant_matmul_bf16act(&W, x, n, y, NULL) : quant_matmul_isa(&W, x, n, y, isa, NULL))
+#define PRODUCT()                                                                                          \
+    (bf16act == 1   ? quant_matmul_bf16act(&W, x, n, y, NULL)                                              \
+     : bf16act == 2 ? quant_matmul_bf16act_kernel(&W, x, n, y, QUANT_BF16ACT_VDPBF16PS, NULL)              \
+                    : quant_matmul_isa(&W, x, n, y, isa, NULL))
 #endif
         if (PRODUCT()) return 1;                                     /* warm-up */
         double t[100], tc[100];

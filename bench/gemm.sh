@@ -24,7 +24,7 @@ for r in $(seq "$ROUNDS"); do
         for b in old new; do
             if [ $b = old ]; then bin=$OLD; else bin=$NEW; fi
             OMP_NUM_THREADS=$t $bin 256 4096 3 $FMTS | sed "s/^/prefill $b r$r /"
-            if [ $b = new ]; then OMP_NUM_THREADS=$t $bin 256 4096 3 bf16act | sed "s/^/prefill $b r$r /"; fi
+            if [ $b = new ]; then OMP_NUM_THREADS=$t $bin 256 4096 3 bf16act,bf16act-avx512 | sed "s/^/prefill $b r$r /"; fi
             OMP_NUM_THREADS=$t $bin 1 8192 7 $DEC | sed "s/^/decode $b r$r /"
         done
     done

@@ -42,9 +42,11 @@ def rng(v, i):
     return "%.0f-%.0f" % (min(x[i] for x in v), max(x[i] for x in v))
 
 
+# bf16act runs on AMX tiles where the CPU has them (the peak table then has the row)
 INSN = {"q8": "int8 dot", "q4": "int8 dot", "q4g32": "int8 dot", "q4g64": "int8 dot",
-        "q4g128": "int8 dot", "bf16act": "bf16 dot"}
-fmts = ["f32", "bf16", "f16", "q8", "q4", "q4g32", "q4g64", "q4g128", "fp8b", "bf16act"]
+        "q4g128": "int8 dot", "bf16act": "amx-bf16 tile" if "amx-bf16 tile" in peak else "bf16 dot",
+        "bf16act-avx512": "bf16 dot"}
+fmts = ["f32", "bf16", "f16", "q8", "q4", "q4g32", "q4g64", "q4g128", "fp8b", "bf16act", "bf16act-avx512"]
 print("### compute peaks, median of the rounds (range), G op/s\n")
 print("| instruction | 1 thread | 2 threads |\n|---|---:|---:|")
 for k, v in peak.items():

@@ -425,7 +425,7 @@ int cmd_bench(int argc, char **argv)
         { "mtp-accept", 0, OPT_STR, &mtp_accept, "with --mtp on: force drafts (the tokens without drafts, each "
                                                  "right with these probabilities at draft positions 1,2,3 given the "
                                                  "ones before, e.g. 0.57,0.46,0.42), for a model whose MTP layer is random" },
-        { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot, 1 and all threads (no model needed)" },
+        { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot and the AMX int8/bf16 tiles, 1 and all threads (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
         "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--attn-dsa K] [--cpu-time]",

@@ -3,6 +3,8 @@
  * time, and times the per-ISA loop on 1 and on all threads. */
 #include "quant/peak.h"
 
+#include "quant/amx.h"
+
 #include <omp.h>
 #include <time.h>
 
@@ -11,6 +13,8 @@ static const struct { const char *name; int ops; } KINDS[QUANT_PEAK_COUNT] = {
     [QUANT_PEAK_FP32_FMA] = { "fp32 FMA (vfmadd231ps zmm)", 32 },
     [QUANT_PEAK_BF16_DOT] = { "bf16 dot (vdpbf16ps zmm)", 64 },
     [QUANT_PEAK_INT8_DOT] = { "int8 dot (vpdpbusd zmm)", 128 },
+    [QUANT_PEAK_AMX_INT8] = { "amx-int8 tile (tdpbssd)", 16 * 16 * 64 * 2 },
+    [QUANT_PEAK_AMX_BF16] = { "amx-bf16 tile (tdpbf16ps)", 16 * 16 * 32 * 2 },
 };
 
 int quant_peak_ops_per_insn(enum quant_peak_kind k)
@@ -32,6 +36,8 @@ static int kind_available(enum quant_peak_kind k)
     case QUANT_PEAK_FP32_FMA: return 1;
     case QUANT_PEAK_BF16_DOT: return __builtin_cpu_supports("avx512bf16");
     case QUANT_PEAK_INT8_DOT: return __builtin_cpu_supports("avx512vnni");
+    case QUANT_PEAK_AMX_INT8: return quant_amx_available(QUANT_AMX_INT8);
+    case QUANT_PEAK_AMX_BF16: return quant_amx_available(QUANT_AMX_BF16);
     default: return 0;
     }
 #else

@@ -13,8 +13,14 @@
  *   fp32 FMA   VFMADD231PS zmm   16 lanes x 2        = 32 FLOP per instruction
  *   bf16 dot   VDPBF16PS zmm     16 lanes x 2 pairs x 2 = 64 FLOP
  *   int8 dot   VPDPBUSD zmm      16 lanes x 4 pairs x 2 = 128 OP
- * A probe whose instruction this machine lacks reports 0 (not measured).
- * Matrix-tile (AMX) probes are not built: no AMX kernel exists yet. */
+ *   AMX int8   TDPBSSD           16 x 16 x 64 x 2       = 32768 OP
+ *   AMX bf16   TDPBF16PS         16 x 16 x 32 x 2       = 16384 FLOP
+ * The AMX probes run on full 16-row x 64-byte tiles: four accumulator tiles
+ * updated in turn from two A and two B tiles (each operand tile feeds two
+ * products), so no product waits on the previous one's result; each
+ * thread loads its own tile configuration and releases it after.
+ * A probe whose instruction this machine lacks, or whose AMX unit this
+ * process may not use (quant/amx.h), reports 0 (not measured). */
 #ifndef COLIBRI_QUANT_PEAK_H
 #define COLIBRI_QUANT_PEAK_H
 
@@ -24,6 +30,8 @@ enum quant_peak_kind {
     QUANT_PEAK_FP32_FMA,
     QUANT_PEAK_BF16_DOT,
     QUANT_PEAK_INT8_DOT,
+    QUANT_PEAK_AMX_INT8,
+    QUANT_PEAK_AMX_BF16,
     QUANT_PEAK_COUNT
 };
 

@@ -2,8 +2,14 @@
  * (quant/peak.h) with AVX-512 instructions. Each iteration issues CHAINS
  * independent operations; 24 chains cover a 4-6 cycle latency on 2-4 pipes.
  * The operands are loop-invariant registers and the accumulators are summed
- * into a volatile sink, so the compiler keeps every operation. */
+ * into a volatile sink, so the compiler keeps every operation. The AMX
+ * loops keep 4 accumulator tiles (tmm0-3) fed by 2 A (tmm4-5) and 2 B
+ * (tmm6-7) tiles: a product reads the accumulator the product 4 before it
+ * wrote, which covers the tile unit's latency; their results are stored and
+ * summed into the sink too. */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "quant/peak.h"
 
@@ -60,12 +66,87 @@ static double vnni_loop(long iters)
     return (double)iters * CHAINS;
 }
 
+/* LDTILECFG's 64-byte operand: palette 1, every tile 16 rows x 64 bytes. */
+static void amx_config_full(void)
+{
+    _Alignas(64) uint8_t cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg[16 + 2 * t] = 64;           /* colsb, little-endian 16 bits */
+        cfg[48 + t] = 16;               /* rows */
+    }
+    /* gcc 12 does not see LDTILECFG read the buffer and drops the stores
+     * above (the load then faults): make them visible first. */
+    __asm__ volatile("" : : "r"(cfg) : "memory");
+    _tile_loadconfig(cfg);
+}
+
+/* The 4 accumulators' sum, read from memory after the loop. */
+static float amx_sum_f(void)
+{
+    _Alignas(64) float c[4][16 * 16];
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    _tile_stored(2, c[2], 64);
+    _tile_stored(3, c[3], 64);
+    float s = 0;
+    for (int t = 0; t < 4; t++) for (int i = 0; i < 256; i++) s += c[t][i];
+    return s;
+}
+
+static double amx_int8_loop(long iters)
+{
+    _Alignas(64) int8_t a[16 * 64], b[16 * 64];
+    for (int i = 0; i < 16 * 64; i++) a[i] = (int8_t)(i % 7 - 3), b[i] = (int8_t)(i % 5 - 2);
+    amx_config_full();
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, a, 64); _tile_loadd(5, b, 64);
+    _tile_loadd(6, b, 64); _tile_loadd(7, a, 64);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _Alignas(64) int32_t c[16 * 16];
+    int s = 0;
+    _tile_stored(0, c, 64); for (int i = 0; i < 256; i++) s += c[i];
+    _tile_stored(1, c, 64); for (int i = 0; i < 256; i++) s += c[i];
+    _tile_stored(2, c, 64); for (int i = 0; i < 256; i++) s += c[i];
+    _tile_stored(3, c, 64); for (int i = 0; i < 256; i++) s += c[i];
+    _tile_release();
+    sink_i = s;
+    return (double)iters * 4;
+}
+
+static double amx_bf16_loop(long iters)
+{
+    _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
+    for (int i = 0; i < 16 * 32; i++) a[i] = 0x3F80, b[i] = 0x3380;     /* 1.0, 2^-24 */
+    amx_config_full();
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, a, 64); _tile_loadd(5, b, 64);
+    _tile_loadd(6, b, 64); _tile_loadd(7, a, 64);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    sink_f = amx_sum_f();
+    _tile_release();
+    return (double)iters * 4;
+}
+
 double quant_peak_loop_avx512(enum quant_peak_kind k, long iters)
 {
     switch (k) {
     case QUANT_PEAK_FP32_FMA: return fma_loop(iters);
     case QUANT_PEAK_BF16_DOT: return bf16_loop(iters);
     case QUANT_PEAK_INT8_DOT: return vnni_loop(iters);
+    case QUANT_PEAK_AMX_INT8: return amx_int8_loop(iters);
+    case QUANT_PEAK_AMX_BF16: return amx_bf16_loop(iters);
     default: return 0;
     }
 }
