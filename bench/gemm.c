@@ -19,7 +19,7 @@
  * matvecs, n = 1).
  *
  * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all]
- *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, neon] */
+ *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, amx, neon] */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>

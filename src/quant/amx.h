@@ -21,6 +21,29 @@ enum quant_amx_unit {
  * first call), else 0. Thread-safe. */
 int quant_amx_available(enum quant_amx_unit unit);
 
+#if defined(__AMX_TILE__)
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+/* Loads a configuration (palette 1) with all 8 tiles 16 rows x 64 bytes,
+ * for the calling thread. For the files built with the AMX flags. */
+static inline void quant_amx_config_full(void)
+{
+    _Alignas(64) uint8_t cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg[16 + 2 * t] = 64;           /* bytes per row, 16 bits little-endian */
+        cfg[48 + t] = 16;               /* rows */
+    }
+    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so the
+     * stores above could be dropped as dead (and LDTILECFG faults): make
+     * them visible first. */
+    __asm__ volatile("" : : "r"(cfg) : "memory");
+    _tile_loadconfig(cfg);
+}
+#endif
+
 /* Why the last check said no, for messages ("the CPU lacks AMX-INT8", "the
  * kernel refused XTILEDATA (arch_prctl: ...)"); "" when available. */
 const char *quant_amx_why_not(enum quant_amx_unit unit);

@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "quant/amx.h"
 #include "quant/bf16act.h"
 
 /* Columns per cache block: 32 rows x 256 bf16 = 16 KiB of weights, with a
@@ -43,20 +44,6 @@ _Static_assert(BK % QUANT_BF16ACT_AMX_CHUNK == 0, "column blocks must hold whole
  * about 900 -> 730 GFLOP/s), so they are skipped. */
 #define PF 4
 
-static void config_tiles(void)
-{
-    _Alignas(64) uint8_t cfg[64];
-    memset(cfg, 0, sizeof cfg);
-    cfg[0] = 1;                             /* palette 1 */
-    for (int t = 0; t < 8; t++) {
-        cfg[16 + 2 * t] = 64;               /* bytes per row (16 bits, little-endian) */
-        cfg[48 + t] = 16;                   /* rows */
-    }
-    /* gcc 12 does not see LDTILECFG read the buffer and drops the stores
-     * above (the load then faults): make them visible first. */
-    __asm__ volatile("" : : "r"(cfg) : "memory");
-    _tile_loadconfig(cfg);
-}
 
 /* r[0..15] (16 dwords each) transposed in place: r[k] dword t = old r[t] dword k.
  * 32-bit then 64-bit interleaves transpose the 4 x 4 blocks inside each
@@ -153,7 +140,7 @@ void quant_bf16act_amx_rows(const uint16_t *Wd, int rows, int cols, int r_begin,
     const int steps = cols_pad / 32, CH = QUANT_BF16ACT_AMX_CHUNK;
     _Alignas(64) uint16_t pad0[TILE_ELEMS], pad1[TILE_ELEMS];
     _Alignas(64) float tmp[4][256];
-    config_tiles();
+    quant_amx_config_full();
     for (int r = r_begin; r < r_end; r += 32) {
         /* sums[i][t]: row r + i (i < 32), token t (< nxp) */
         for (int c0 = 0; c0 < cols_pad; c0 += BK) {

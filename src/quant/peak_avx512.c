@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant/amx.h"
 #include "quant/peak.h"
 
 #define CHAINS 24
@@ -66,21 +67,6 @@ static double vnni_loop(long iters)
     return (double)iters * CHAINS;
 }
 
-/* LDTILECFG's 64-byte operand: palette 1, every tile 16 rows x 64 bytes. */
-static void amx_config_full(void)
-{
-    _Alignas(64) uint8_t cfg[64];
-    memset(cfg, 0, sizeof cfg);
-    cfg[0] = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg[16 + 2 * t] = 64;           /* colsb, little-endian 16 bits */
-        cfg[48 + t] = 16;               /* rows */
-    }
-    /* gcc 12 does not see LDTILECFG read the buffer and drops the stores
-     * above (the load then faults): make them visible first. */
-    __asm__ volatile("" : : "r"(cfg) : "memory");
-    _tile_loadconfig(cfg);
-}
 
 /* The 4 accumulators' sum, read from memory after the loop. */
 static float amx_sum_f(void)
@@ -99,7 +85,7 @@ static double amx_int8_loop(long iters)
 {
     _Alignas(64) int8_t a[16 * 64], b[16 * 64];
     for (int i = 0; i < 16 * 64; i++) a[i] = (int8_t)(i % 7 - 3), b[i] = (int8_t)(i % 5 - 2);
-    amx_config_full();
+    quant_amx_config_full();
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, a, 64); _tile_loadd(5, b, 64);
     _tile_loadd(6, b, 64); _tile_loadd(7, a, 64);
@@ -124,7 +110,7 @@ static double amx_bf16_loop(long iters)
 {
     _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
     for (int i = 0; i < 16 * 32; i++) a[i] = 0x3F80, b[i] = 0x3380;     /* 1.0, 2^-24 */
-    amx_config_full();
+    quant_amx_config_full();
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, a, 64); _tile_loadd(5, b, 64);
     _tile_loadd(6, b, 64); _tile_loadd(7, a, 64);

@@ -20,7 +20,7 @@ if "$COLIBRI" run -p hi --ctx-sizes 9 2>"$t.e"; then exit 1; fi
 grep -q "unknown option '--ctx-sizes'" "$t.e"
 v=$("$COLIBRI" --version)
 echo "$v" | grep -Eq '^colibri [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown)\)$'
-echo "$v" | grep -Eq '^kernels: (avx512vbmi|avx512|avx2|neon|scalar) on this CPU$'
+echo "$v" | grep -Eq '^kernels: (amx|avx512vbmi|avx512|avx2|neon|scalar) on this CPU$'
 [ "$("$COLIBRI" tokenize -p "Hello world")" = "$("$COLIBRI" tokenize -m models/colibri-tiny --text "Hello world")" ]
 # --display-prompt prints the prompt, then exactly what a plain run prints
 "$COLIBRI" run -p "It is a truth" -n 6 --temp 0 --display-prompt > "$t.d" 2>/dev/null
