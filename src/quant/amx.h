@@ -21,7 +21,7 @@ enum quant_amx_unit {
  * first call), else 0. Thread-safe. */
 int quant_amx_available(enum quant_amx_unit unit);
 
-#if defined(__AMX_TILE__)
+#if defined(__AMX_TILE__) || defined(__AMXTILE__)     /* GCC, clang */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>

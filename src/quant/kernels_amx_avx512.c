@@ -149,13 +149,12 @@ INLINE void scales4(const float *s, int ng, int g0, int nr, __m512 *V)
     UNROLL
     for (int p = 0; p < 4; p++) {
         /* Z[p], 128-bit lane L: row 4p + L's 4 scales */
-        __m512 z = _mm512_castps128_ps512(_mm_maskz_loadu_ps(m, s + (size_t)(4 * p < nr ? 4 * p : 0) * ng + g0));
-        UNROLL
-        for (int L = 1; L < 4; L++) {
-            int i = 4 * p + L;
-            z = _mm512_insertf32x4(z, _mm_maskz_loadu_ps(m, s + (size_t)(i < nr ? i : 0) * ng + g0), L);
-        }
-        Z[p] = z;
+        const float *q[4];
+        for (int L = 0; L < 4; L++) q[L] = s + (size_t)(4 * p + L < nr ? 4 * p + L : 0) * ng + g0;
+        __m512 z = _mm512_castps128_ps512(_mm_maskz_loadu_ps(m, q[0]));
+        z = _mm512_insertf32x4(z, _mm_maskz_loadu_ps(m, q[1]), 1);
+        z = _mm512_insertf32x4(z, _mm_maskz_loadu_ps(m, q[2]), 2);
+        Z[p] = _mm512_insertf32x4(z, _mm_maskz_loadu_ps(m, q[3]), 3);
     }
     /* transposed per 128-bit lane: V[t] lane (L, p) = row 4p + L, group g0 + t */
     __m512 t0 = _mm512_unpacklo_ps(Z[0], Z[1]), t1 = _mm512_unpackhi_ps(Z[0], Z[1]);
