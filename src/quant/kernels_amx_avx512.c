@@ -56,14 +56,16 @@ static_assert(sizeof(struct tile_cfg) == 64, "LDTILECFG reads 64 bytes");
 #define TA2 3
 #define TB2 4
 #define TC2 5
+#define TC3 6
+#define TC4 7
 
 /* The prefill configuration, tiles 0-2 and 3-5 alike: A 16 rows x 32 bytes
  * (one block of 16 weight rows), B 8 rows x 64 bytes (16 activations,
- * quant_act.qt), C 16 rows x 16 int32. Static: GCC 12's _tile_loadconfig
+ * quant_act.qt), C 16 rows x 16 int32; tiles 6-7 two more C tiles. Static: GCC 12's _tile_loadconfig
  * tells the compiler it reads only 8 bytes, so stores into a local
  * configuration could be dropped as dead. */
 static const struct tile_cfg tile_cfg_prefill __attribute__((aligned(64))) = {
-    .palette = 1, .colsb = { 32, 64, 64, 32, 64, 64 }, .rows = { 16, 8, 16, 16, 8, 16 } };
+    .palette = 1, .colsb = { 32, 64, 64, 32, 64, 64, 64, 64 }, .rows = { 16, 8, 16, 16, 8, 16, 16, 16 } };
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
@@ -256,6 +258,49 @@ INLINE void rows_amx(const struct qtensor *W, int r0, int r1, const struct quant
     }
 }
 
+/* The products of blocks b and b + 1 (if < nb) of a 16-row panel tile
+ * (pt, row stride cp) with a packed activation group (qt) into the C tiles
+ * of `set` (0: TC, TC2; 1: TC3, TC4), and their stores into cb, cb + 256.
+ * Two sets, so a pair's products need not wait for the previous pair's
+ * stores (a tile store waits for its product; one set made every pair a
+ * chain of product and store latencies: 480 against 650+ GFLOP/s). */
+INLINE void amx_pair_issue(const int8_t *pt, int cp, const int8_t *qt, int b, int nb, int set)
+{
+    const int two = b + 1 < nb;
+    _tile_loadd(TA, pt + 32 * (size_t)b, cp);
+    _tile_loadd(TB, qt + 512 * (size_t)b, 64);
+    if (two) {
+        _tile_loadd(TA2, pt + 32 * (size_t)(b + 1), cp);
+        _tile_loadd(TB2, qt + 512 * (size_t)(b + 1), 64);
+    }
+    if (set == 0) {
+        _tile_zero(TC);
+        _tile_dpbssd(TC, TA, TB);
+        if (two) {
+            _tile_zero(TC2);
+            _tile_dpbssd(TC2, TA2, TB2);
+        }
+    } else {
+        _tile_zero(TC3);
+        _tile_dpbssd(TC3, TA, TB);
+        if (two) {
+            _tile_zero(TC4);
+            _tile_dpbssd(TC4, TA2, TB2);
+        }
+    }
+}
+
+INLINE void amx_pair_store(int32_t *cb, int b, int nb, int set)
+{
+    if (set == 0) {
+        _tile_stored(TC, cb, 64);
+        if (b + 1 < nb) _tile_stored(TC2, cb + 256, 64);
+    } else {
+        _tile_stored(TC3, cb, 64);
+        if (b + 1 < nb) _tile_stored(TC4, cb + 256, 64);
+    }
+}
+
 /* Prefill: rows [r0, r1) (at most quant_slice_rows) x activations
  * [j0, j0 + nj), j0 a multiple of QUANT_TILE_NJ. The rows' weights are
  * unpacked once into the signed panel [rows rounded to 16][nb * 32]. */
@@ -266,8 +311,9 @@ INLINE void slice_amx(const struct qtensor *W, int r0, int r1, const struct quan
     const int ng = G ? (cols + G - 1) / G : 1, nr = r1 - r0, nt = (nr + 15) / 16;
     int8_t *panel = scratch;
     float *out = (float *)(panel + (size_t)nt * 16 * cp);     /* [16 rows][16 activations] */
-    int32_t *cbuf = (int32_t *)(out + 256);
+    int32_t *cbuf = (int32_t *)(out + 256);                   /* two C tiles */
     assert(j0 % QUANT_TILE_NJ == 0 && a->qt && nr <= quant_slice_rows(cols));
+    assert((size_t)nt * 16 * cp + 256 * sizeof(float) + 512 * sizeof(int32_t) <= quant_slice_scratch_bytes(cols));
     for (int t = 0; t < nt; t++) {
         int tr = t * 16, n = nr - tr < 16 ? nr - tr : 16;
         int8_t *pt = panel + (size_t)tr * cp;
@@ -302,19 +348,23 @@ INLINE void slice_amx(const struct qtensor *W, int r0, int r1, const struct quan
             __m512 acc[16];
             UNROLL
             for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-            for (int b = 0; b < nb; b++) {
-                _tile_loadd(TA, pt + 32 * (size_t)b, cp);
-                _tile_loadd(TB, qt + 512 * (size_t)b, 64);
-                _tile_zero(TC);
-                _tile_dpbssd(TC, TA, TB);
-                _tile_stored(TC, cbuf, 64);
-                const __m512 xv = _mm512_load_ps(xst + 16 * (size_t)b);
-                const int gb = G ? group_of(b, G) : 0;
-                UNROLL
-                for (int i = 0; i < 16; i++) {
-                    __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * i));
-                    __m512 f = G ? _mm512_mul_ps(_mm512_set1_ps(i < n ? s[(size_t)i * ng + gb] : 0.0f), xv) : xv;
-                    acc[i] = _mm512_fmadd_ps(v, f, acc[i]);
+            /* blocks in pairs, alternating between the two C tile sets:
+             * pair p + 1's products are issued before pair p is stored and
+             * its f32 steps run (in block order) */
+            amx_pair_issue(pt, cp, qt, 0, nb, 0);
+            for (int b = 0; b < nb; b += 2) {
+                const int set = b / 2 % 2;
+                if (b + 2 < nb) amx_pair_issue(pt, cp, qt, b + 2, nb, !set);
+                amx_pair_store(cbuf, b, nb, set);
+                for (int h = 0; h < 2 && b + h < nb; h++) {
+                    const __m512 xv = _mm512_load_ps(xst + 16 * (size_t)(b + h));
+                    const int gb = G ? group_of(b + h, G) : 0;
+                    UNROLL
+                    for (int i = 0; i < 16; i++) {
+                        __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 256 * h + 16 * i));
+                        __m512 f = G ? _mm512_mul_ps(_mm512_set1_ps(i < n ? s[(size_t)i * ng + gb] : 0.0f), xv) : xv;
+                        acc[i] = _mm512_fmadd_ps(v, f, acc[i]);
+                    }
                 }
             }
             UNROLL
