@@ -88,8 +88,9 @@ struct quant_kernel {
     int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
     quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
-    int act_tile16;         /* slice() reads a->qt / xst (quant_act_tile16) and
-                             * takes j0 a multiple of QUANT_TILE_NJ */
+    int act_tile16;         /* rows() reads a->qsum, slice() a->qt / xst
+                             * (quant_act_tile16) with j0 a multiple of
+                             * QUANT_TILE_NJ */
 };
 
 /* The lane order. The one-row float loop (kernels_avx512.c) gives an output

@@ -195,39 +195,28 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         buf = xp;
     }
     float *xl = NULL;
+    void *tb = NULL, *sb = NULL;
+    int rc = 0;
     if (k->act_pack && n >= QUANT_SLICE_MIN) {
         size_t per = quant_act_pack_stride(W->cols);
         int ng = (n + QUANT_LANE_NR - 1) / QUANT_LANE_NR;
         xl = base_xalloc((size_t)ng * per * sizeof(float));
-        if (!xl) {
-            free(buf);
-            return COLIBRI_ENOMEM;
-        }
+        if (!xl) goto nomem;
         #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
         for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
         a.xl = xl;
     }
-    void *tb = NULL, *pb = NULL;
     if (k->act_tile16) {
-        pb = base_xalloc((size_t)n * a.nblk * sizeof(int32_t));
-        if (!pb) {
-            free(buf);
-            free(xl);
-            return COLIBRI_ENOMEM;
-        }
-        for (int j = 0; j < n; j++) quant_act_block_sums(&a, j, (int32_t *)pb + (size_t)j * a.nblk);
-        a.qsum = pb;
+        sb = base_xalloc((size_t)n * a.nblk * sizeof(int32_t));
+        if (!sb) goto nomem;
+        for (int j = 0; j < n; j++) quant_act_block_sums(&a, j, (int32_t *)sb + (size_t)j * a.nblk);
+        a.qsum = sb;
     }
     if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
         int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
         size_t qb = (size_t)a.nblk * 512, fb = (size_t)a.nblk * QUANT_TILE_NJ * sizeof(float);
         tb = base_xalloc((size_t)ng * (qb + fb));
-        if (!tb) {
-            free(buf);
-            free(xl);
-            free(pb);
-            return COLIBRI_ENOMEM;
-        }
+        if (!tb) goto nomem;
         int8_t *qt = tb;
         float *xst = (float *)(qt + (size_t)ng * qb);
         #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
@@ -266,11 +255,15 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
                 k->rows(W, r0, r1, &a, j0, s1 - j0 < QUANT_NB ? s1 - j0 : QUANT_NB, Y);
         }
     }
+    goto done;
+nomem:
+    rc = COLIBRI_ENOMEM;
+done:
     free(buf);
     free(xl);
     free(tb);
-    free(pb);
-    return 0;
+    free(sb);
+    return rc;
 }
 
 int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
