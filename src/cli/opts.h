@@ -71,7 +71,7 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
       "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: no state file)" }
 
 /* The opt-in bf16-activation products (colibri_model_opts.bf16_act). */
-#define OPTS_BF16_ACT_HELP "bf16 weights multiply activations rounded to bf16 on VDPBF16PS (AVX-512 BF16): "   \
+#define OPTS_BF16_ACT_HELP "bf16 weights multiply activations rounded to bf16 on AMX-BF16 tiles or VDPBF16PS: "   \
                            "faster prefill, slightly different numbers; other formats unaffected (default off)"
 #define OPTS_BF16_ACT(flag) { "bf16-act", 0, OPT_FLAG, &(flag), OPTS_BF16_ACT_HELP }
 /* The commands whose decode may run on a compute device (model/forward_dev.h). */
