@@ -343,6 +343,21 @@ static void test_entry_points_and_nesting(void)
     free(w); free(X); free(Y0); free(Y1);
 }
 
+/* Multiplies the n activations X at level isa in one batch (Y, filled with
+ * NaN first) and one at a time (y: W->rows floats); returns how many
+ * columns of the batch differ from their one-activation product. */
+static int columns_unlike_matvec(const struct qtensor *W, const float *X, int n, int isa, float *Y, float *y)
+{
+    for (size_t k = 0; k < (size_t)n * W->rows; k++) Y[k] = NAN;
+    CHECK(quant_matmul_isa(W, X, n, Y, isa, NULL) == 0, "matmul");
+    int bad = 0;
+    for (int j = 0; j < n; j++) {
+        CHECK(quant_matmul_isa(W, X + (size_t)j * W->cols, 1, y, isa, NULL) == 0, "matvec");
+        if (memcmp(y, Y + (size_t)j * W->rows, (size_t)W->rows * sizeof *y) != 0) bad++;
+    }
+    return bad;
+}
+
 /* Register tiles (rows x activations) and column blocks of the prefill
  * kernels: every column of a batch equals its own matvec bit for bit, at
  * every level, for a shape that is a multiple of no tile size (37 rows; 13
@@ -362,12 +377,7 @@ static void test_tiles_batch_invariant(void)
             for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
                 if (!quant_isa_available(isa)) continue;
                 for (int nb = 1; nb <= n; nb += nb < 4 ? 1 : n - 4) {
-                    CHECK(quant_matmul_isa(&W, X, nb, Y, isa, NULL) == 0, "matmul");
-                    int bad = 0;
-                    for (int j = 0; j < nb; j++) {
-                        CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
-                        if (memcmp(y, Y + (size_t)j * rows, (size_t)rows * sizeof *y) != 0) bad++;
-                    }
+                    int bad = columns_unlike_matvec(&W, X, nb, isa, Y, y);
                     CHECK(bad == 0, "%s/%s%s n=%d: %d columns differ from their matvec", quant_isa_name(isa),
                           quant_fmt_name(W.fmt), raw ? " raw" : "", nb, bad);
                 }
@@ -620,19 +630,13 @@ static void test_batch_slices(void)
     int rows = 9, cols = 7100, n = 1200;     /* slices: 288 f32 or 1168 int8 activations */
     float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
     float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
-    static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B };
-    for (int fi = 0; fi < 3; fi++) {
+    static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B, QUANT_Q8 };
+    for (int fi = 0; fi < 4; fi++) {
         struct qtensor W;
         CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
         for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
             if (!quant_isa_available(isa)) continue;
-            for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
-            CHECK(quant_matmul_isa(&W, X, n, Y, isa, NULL) == 0, "matmul");
-            int bad = 0;
-            for (int j = 0; j < n; j++) {
-                CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
-                if (memcmp(y, Y + (size_t)j * rows, sizeof y) != 0) bad++;
-            }
+            int bad = columns_unlike_matvec(&W, X, n, isa, Y, y);
             CHECK(bad == 0, "%s/%s: %d of %d batch columns differ from matvec", quant_isa_name(isa),
                   quant_fmt_name(W.fmt), bad, n);
         }
@@ -662,13 +666,7 @@ static void test_slice_kernels_batch_invariant(void)
             CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
             for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
                 if (!quant_isa_available(isa)) continue;
-                for (size_t k = 0; k < (size_t)n * rows; k++) Y[k] = NAN;
-                CHECK(quant_matmul_isa(&W, X, n, Y, isa, NULL) == 0, "matmul");
-                int bad = 0;
-                for (int j = 0; j < n; j++) {
-                    CHECK(quant_matmul_isa(&W, X + (size_t)j * cols, 1, y, isa, NULL) == 0, "matvec");
-                    if (memcmp(y, Y + (size_t)j * rows, (size_t)rows * sizeof *y) != 0) bad++;
-                }
+                int bad = columns_unlike_matvec(&W, X, n, isa, Y, y);
                 CHECK(bad == 0, "%s/%s [%d,%d] n=%d: %d columns differ from their matvec", quant_isa_name(isa),
                       quant_fmt_name(W.fmt), rows, cols, n, bad);
             }
