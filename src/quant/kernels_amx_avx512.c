@@ -418,10 +418,10 @@ AMX_KERNEL(q4g128, 1, 128)
 
 /* Every int8-activation format. The group formats joined once their matvec
  * (8-row passes, prefetch in address order) streamed at least as fast as
- * the AVX-512 level's 4-row kernel: 65536 x 7168, 1 thread, medians of 4-7
- * rounds interleaved, q4g32 15.8 GB/s against 14.4, q4g64 15.4 against
- * 15.0 (read probe 15.9); before that (16-row passes, a prefetch stream per
- * row) 12.6 and 14.3, so they had kept the AVX-512 kernels. Prefill n = 512
+ * the AVX-512 level's 4-row kernel: 65536 x 7168, 1 thread, medians of 10
+ * rounds interleaved, q4g32 16.0 GB/s against 14.4, q4g64 15.6 against
+ * 15.1 (read probe 15.9); before that (16-row passes, a prefetch stream per
+ * row) 12.7 and 14.4, so they had kept the AVX-512 kernels. Prefill n = 512
  * on 2048 x 7168: q4g32 474, q4g64 456 GFLOP/s against 137 and 138
  * (bench/amx-decode-results.md). */
 #define AMX_ENTRY(name) { .rows = rows_##name, .act_int8 = 1, .slice = slice_##name, .act_tile16 = 1 }
