@@ -26,7 +26,7 @@
  * (half a step of the activation rounding, plus f32 rounding of the terms and
  * of the offset o = 8 or 128 steps of the weight scale s_j). Every other
  * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|.
- * The AMX level (q8, q4, q4g128) sums each 32-column block exactly in
+ * The AMX level (q8, q4, q4gG) sums each 32-column block exactly in
  * int32 and chains the blocks in f32 (kernels_amx_avx512.c): no f32 offset
  * term, so within the same bound. fp8b at the SIMD levels decodes exactly (through f16, or bf16 byte tables
  * with VBMI) except the NaN codes 0x7F/0xFF, which read as +-480 (the
@@ -65,7 +65,7 @@ enum quant_isa {
     QUANT_ISA_AVX512     = 2,   /* F, BW, VL, DQ, VNNI */
     QUANT_ISA_NEON       = 3,
     QUANT_ISA_AVX512VBMI = 4,   /* AVX512 + VBMI: byte-table fp8 decode */
-    QUANT_ISA_AMX        = 5,   /* AVX512VBMI + AMX-INT8: q8 / q4 / q4g128 prefill on tiles */
+    QUANT_ISA_AMX        = 5,   /* AVX512VBMI + AMX-INT8: q8 / q4 / q4gG prefill on tiles */
     QUANT_ISA_COUNT
 };
 
