@@ -113,7 +113,7 @@ static inline int group_of(int b, int G)
  * q4g32 / q4g64 ran 16.7 / 16.4 GB/s that way against 15.4 / 15.6 in
  * 16-row passes; q4 15.1 against 16.2). */
 /* Decode prefetch, chosen on the streamed matvec (65536 x 7168, 1 thread,
- * 3+ rounds interleaved, bench/amx-results.md, amx-decode-results.md).
+ * 3+ rounds interleaved, bench/amx-int8-results.md, amx-decode-results.md).
  * int4: the next pass's rows, a contiguous run of bytes, to L2 in address
  * order, as many lines per 128-column step as the pass has rows, so they
  * are fetched by the time this pass ends; the group formats the next
@@ -121,8 +121,9 @@ static inline int group_of(int b, int G)
  * q4g64 / q4g32, one run: each row's block of the next pass to L1 and the
  * scales per row at each window 14.7 / 14.1 GB/s; the scales in address
  * order 15.1 / 15.3; the weights too, to L1 14.0 / 15.9, to L2 15.4 /
- * 16.3; in another run, two passes ahead 15.0 / 14.7.) Prefetching instead each row's own block of the next pass (a stream per
- * row) streamed 16-row q4g32 / q4g64 at 12.4 / 13.9 GB/s. q8 (7 KiB rows)
+ * 16.3; in another run, two passes ahead 15.0 / 14.7.) Prefetching
+ * instead each row's own block of the next pass (a stream per row)
+ * streamed 16-row q4g32 / q4g64 at 12.4 / 13.9 GB/s. q8 (7 KiB rows)
  * MV_Q8_PREFETCH bytes ahead in its own rows, 15.4-15.8 GB/s against
  * 13.8-14.8 a tile ahead. */
 #define MV_Q8_PREFETCH 512
