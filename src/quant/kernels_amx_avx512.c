@@ -62,9 +62,9 @@ static_assert(sizeof(struct tile_cfg) == 64, "LDTILECFG reads 64 bytes");
 
 /* The prefill configuration, tiles 0-2 and 3-5 alike: A 16 rows x 32 bytes
  * (one block of 16 weight rows), B 8 rows x 64 bytes (16 activations,
- * quant_act.qt), C 16 rows x 16 int32; tiles 6-7 two more C tiles. Static: GCC 12's _tile_loadconfig
- * tells the compiler it reads only 8 bytes, so stores into a local
- * configuration could be dropped as dead. */
+ * quant_act.qt), C 16 rows x 16 int32; tiles 6-7 two more C tiles. Static:
+ * GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes, so
+ * stores into a local configuration could be dropped as dead. */
 static const struct tile_cfg tile_cfg_prefill __attribute__((aligned(64))) = {
     .palette = 1, .colsb = { 32, 64, 64, 32, 64, 64, 64, 64 }, .rows = { 16, 8, 16, 16, 8, 16, 16, 16 } };
 

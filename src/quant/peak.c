@@ -3,10 +3,10 @@
  * time, and times the per-ISA loop on 1 and on all threads. */
 #include "quant/peak.h"
 
-#include "quant/amx.h"
-
 #include <omp.h>
 #include <time.h>
+
+#include "quant/amx.h"
 
 
 static const struct { const char *name; int ops; } KINDS[QUANT_PEAK_COUNT] = {

@@ -173,18 +173,24 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
         a.nblk = a.cols_pad / QUANT_ACT_BLOCK;
         size_t nq = (size_t)n * a.cols_pad, nf = (size_t)n * a.nblk;
-        buf = base_xalloc(nq + (2 * nf + (size_t)n) * sizeof(float));
+        /* one buffer: q, xs, xsum, xsum_all, and the block sums (act_tile16) */
+        size_t ni = k->act_tile16 ? nf : 0;
+        buf = base_xalloc(nq + (2 * nf + (size_t)n) * sizeof(float) + ni * sizeof(int32_t));
         if (!buf) return COLIBRI_ENOMEM;
         float *xs = (float *)((uint8_t *)buf + nq), *xsum = xs + nf, *all = xsum + nf;
+        int32_t *qsum = ni ? (int32_t *)(all + n) : NULL;
         int8_t *q = buf;
-        for (int j = 0; j < n; j++)
-            all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
-                                 q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
-                                 xsum + (size_t)j * a.nblk);
         a.q = q;
         a.xs = xs;
         a.xsum = xsum;
         a.xsum_all = all;
+        a.qsum = qsum;
+        for (int j = 0; j < n; j++) {
+            all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
+                                 q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
+                                 xsum + (size_t)j * a.nblk);
+            if (qsum) quant_act_block_sums(&a, j, qsum + (size_t)j * a.nblk);
+        }
     } else if (k->act_perm64) {
         a.cols_pad64 = (W->cols + 63) / 64 * 64;
         float *xp = base_xalloc((size_t)n * a.cols_pad64 * sizeof(float));
@@ -195,7 +201,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         buf = xp;
     }
     float *xl = NULL;
-    void *tb = NULL, *sb = NULL;
+    void *tb = NULL;
     int rc = 0;
     if (k->act_pack && n >= QUANT_SLICE_MIN) {
         size_t per = quant_act_pack_stride(W->cols);
@@ -205,12 +211,6 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
         for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
         a.xl = xl;
-    }
-    if (k->act_tile16) {
-        sb = base_xalloc((size_t)n * a.nblk * sizeof(int32_t));
-        if (!sb) goto nomem;
-        for (int j = 0; j < n; j++) quant_act_block_sums(&a, j, (int32_t *)sb + (size_t)j * a.nblk);
-        a.qsum = sb;
     }
     if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
         int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
@@ -262,7 +262,6 @@ done:
     free(buf);
     free(xl);
     free(tb);
-    free(sb);
     return rc;
 }
 

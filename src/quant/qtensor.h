@@ -28,8 +28,8 @@
  * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|.
  * The AMX level (q8, q4, q4gG) sums each 32-column block exactly in
  * int32 and chains the blocks in f32 (kernels_amx_avx512.c): no f32 offset
- * term, so within the same bound. fp8b at the SIMD levels decodes exactly (through f16, or bf16 byte tables
- * with VBMI) except the NaN codes 0x7F/0xFF, which read as +-480 (the
+ * term, so within the same bound. fp8b at the SIMD levels decodes exactly
+ * (through f16, or bf16 byte tables with VBMI) except the NaN codes 0x7F/0xFF, which read as +-480 (the
  * reference table gives NaN); our encoder never writes them and DeepSeek
  * checkpoints do not hold them.
  */
