@@ -53,8 +53,8 @@ struct quant_act {
      * block scales xs. Activations past n read as zero. */
     const int8_t *qt;
     const float *xst;
-    /* For the same kernels, every activation: the integer sum of each
-     * block's q, [n][nblk]. */
+    /* When the kernel asks for them (act_qsum), every activation: the
+     * integer sum of each block's q, [n][nblk]. */
     const int32_t *qsum;
 };
 /* Activations per AMX B tile (qt / xst groups). */
@@ -88,9 +88,9 @@ struct quant_kernel {
     int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
     quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
-    int act_tile16;         /* rows() reads a->qsum, slice() a->qt / xst
-                             * (quant_act_tile16) with j0 a multiple of
-                             * QUANT_TILE_NJ */
+    int act_qsum;           /* rows() and slice() read a->qsum */
+    int act_tile16;         /* slice() reads a->qt / xst (quant_act_tile16)
+                             * with j0 a multiple of QUANT_TILE_NJ */
 };
 
 /* The lane order. The one-row float loop (kernels_avx512.c) gives an output

@@ -4,19 +4,16 @@
  * against the f32 activations; fp8b widens e4m3 through f16 (sign-extend the
  * byte, shift left 7, clear bit 14: the f16 with the same exponent and
  * mantissa bits, worth 2^-8 of the e4m3 value; the 2^8 is folded into the
- * block scale). q8 / q4* multiply int8 activations (blocks of 32) with VPDPBUSD:
- * the unsigned operand is the stored weight plus an offset (q4 nibbles are
- * already q+8; q8 bytes are flipped to q+128), and the offset times the sum
- * of the activation block (quant_act.xsum) is subtracted at the end.
+ * block scale). The int8-activation formats (q8, q4*) are those of
+ * kernels_int8_avx512.c; this file has their activation quantizer.
  *
  * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
  * prefill reads the weights once per QUANT_NB activations from cache and
- * once per batch from memory. Prefill (nj > 1) also tiles rows: float
- * formats 3 or 4 rows x nj over 1024-column blocks (activation slices stay
- * in L1), int8 formats 2 rows x nj. Matvec takes 4 rows per pass (the
- * float formats share each f32 activation load, the int8 ones each spread
- * activation scale, and 4 prefetched rows stream faster than one). No tile
- * changes the operations of any one output (kernels.h invariant).
+ * once per batch from memory. Prefill (nj > 1) also tiles rows: 3 or 4
+ * rows x nj over 1024-column blocks (activation slices stay in L1). Matvec
+ * takes 4 rows per pass (sharing each f32 activation load; 4 prefetched
+ * rows stream faster than one). No tile changes the operations of any one
+ * output (kernels.h invariant).
  * Prefill of f32 / bf16 / f16 slices of QUANT_SLICE_MIN activations or more
  * goes through the slice kernels of gemm_float_avx512.c instead.
  */
@@ -25,7 +22,7 @@
 #include <math.h>
 
 #include "quant/gemm_float.h"
-#include "quant/kernels.h"
+#include "quant/kernels_int8.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Loops over the rows and activations of a register tile must unroll fully
@@ -259,194 +256,6 @@ static void rows_fp8b(const struct qtensor *W, int r0, int r1,
     }
 }
 
-/* ------------------------------------------------------------- q8 / q4* */
-
-/* Weight scales of the 4 chunks of 128-block k, for group size G (0 = one
- * scale per row: handled by the caller). Groups past the row read as 0;
- * whole groups use plain loads (a streamed masked load is slower here). */
-INLINE __m128 chunk_scales(const float *s, int k, int ng, int G)
-{
-    if (G == 32) {
-        int v = ng - 4 * k;
-        return v >= 4 ? _mm_loadu_ps(s + 4 * k) : _mm_maskz_loadu_ps((__mmask8)((1u << v) - 1), s + 4 * k);
-    }
-    if (G == 64) {
-        int v = ng - 2 * k;
-        __m128 w2 = v >= 2 ? _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(s + 2 * k))) : _mm_load_ss(s + 2 * k);
-        return _mm_unpacklo_ps(w2, w2);
-    }
-    return _mm_set1_ps(s[k]);                           /* G == 128 */
-}
-
-/* Matvec prefetch. q8: INT_MV_PREFETCH bytes ahead of the current block in
- * each row (512: 7.9-10.6 GB/s for q4g64 streamed, 1024: 7.1-7.5, none:
- * 6.5-7.4; gemm-results-3.md). The int4 formats: the same block of the row
- * R rows on, i.e. one tile ahead. In cache a 4-row q4g64 tile runs at about
- * 22 GB/s, so 512 bytes ahead is some 25 ns, less than a memory latency, and
- * streamed the kernel ran near 1/(1/compute + 1/memory); a tile ahead (14 KiB,
- * about 0.7 us) gave q4g32/64/128 9.1-12.6 against 9.1-10.4 GB/s (16384 rows,
- * interleaved), while q8 (7 KiB rows, 28 KiB a tile) was slower that way. */
-#define INT_MV_PREFETCH 512
-
-/* R rows x NJ activations per pass. INT4: nibble layout (offset 8), else
- * q8 bytes (offset 128). G: group size, 0 for one scale per row. Each row's
- * unsigned operands are made once for the NJ activations. A chunk's
- * combined scale (row or group scale x activation block scale) is the
- * product of the two 4-chunk vectors, spread to the lanes: one 128-bit
- * multiply and two permutes per row and activation. (Until gemm-results-3
- * each factor was spread and the two 512-bit vectors multiplied, the same
- * product lane for lane, so the same bits, in 2 permutes per row, 2 per
- * activation and 2 multiplies per pair.) Every output's operations and bits
- * are those of the one-row, one-activation loop whatever R and NJ are.
- * Lanes: of a 128-element block, dlo covers elements 0..63 (int32 lanes 0-7:
- * chunk 0, lanes 8-15: chunk 1) and dhi elements 64..127 (chunks 2, 3);
- * idx_lo / idx_hi spread each chunk's scale to its lanes. */
-INLINE void tile_int(const struct qtensor *W, int r, int R, const struct quant_act *a,
-                     int j0, int NJ, float *Y, int INT4, int G)
-{
-    const int cols = W->cols, nb = a->cols_pad / QUANT_INT4_BLOCK;
-    const int ng = G ? (cols + G - 1) / G : 1;
-    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
-    const float ofs = INT4 ? 8.0f : 128.0f;
-    const __m512i idx_lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i idx_hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
-    const int8_t *q[QUANT_NB];
-    const float *xs[QUANT_NB], *xsum[QUANT_NB];
-    UNROLL
-    for (int j = 0; j < NJ; j++) {
-        q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
-        xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
-        xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
-    const uint8_t *p[4];
-    const float *s[4];
-    __m512 acc[4][QUANT_NB];
-    __m128 corr[4][QUANT_NB];
-    UNROLL
-    for (int i = 0; i < R; i++) {
-        p[i] = row_ptr(W, r + i);
-        s[i] = G ? W->scales + (size_t)(r + i) * ng : W->scales + r + i;
-        UNROLL
-        for (int j = 0; j < NJ; j++) { acc[i][j] = _mm512_setzero_ps(); corr[i][j] = _mm_setzero_ps(); }
-    }
-    for (int k = 0; k < nb; k++) {
-        __m512i ulo[4], uhi[4];
-        __m128 w4[4];
-        int c = 128 * k, n = cols - c;
-        __mmask64 mlo = n >= 64 ? ~0ull : (1ull << n) - 1;
-        __mmask64 mhi = n >= 128 ? ~0ull : n <= 64 ? 0 : (1ull << (n - 64)) - 1;
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            if (NJ == 1 && INT4) {
-                if (r + R + i < W->rows)    /* the same block of the next tile's row */
-                    _mm_prefetch((const char *)p[i] + R * rb + 64 * (size_t)k, _MM_HINT_T0);
-            } else if (NJ == 1) {
-                _mm_prefetch((const char *)p[i] + 128 * (size_t)k + INT_MV_PREFETCH, _MM_HINT_T0);
-            }
-            if (INT4) {
-                __m512i v = _mm512_loadu_si512(p[i] + 64 * (size_t)k);
-                ulo[i] = _mm512_and_si512(v, m4);
-                uhi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            } else {
-                if (n >= 128) {
-                    ulo[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c), flip);
-                    uhi[i] = _mm512_xor_si512(_mm512_loadu_si512(p[i] + c + 64), flip);
-                } else {
-                    ulo[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[i] + c), flip);
-                    uhi[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mhi, p[i] + c + 64), flip);
-                }
-            }
-            if (G) w4[i] = chunk_scales(s[i], k, ng, G);
-        }
-        UNROLL
-        for (int j = 0; j < NJ; j++) {
-            const int8_t *qj = q[j] + 128 * (size_t)k;
-            __m128 x4 = _mm_loadu_ps(xs[j] + 4 * k);
-            __m512 xlo, xhi;
-            if (!G) {
-                xlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(x4));
-                xhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(x4));
-            }
-            UNROLL
-            for (int i = 0; i < R; i++) {
-                __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[i], _mm512_loadu_si512(qj));
-                __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uhi[i], _mm512_loadu_si512(qj + 64));
-                __m512 flo, fhi;
-                if (!G) {
-                    flo = xlo;
-                    fhi = xhi;
-                } else {
-                    __m128 f4 = _mm_mul_ps(w4[i], x4);
-                    flo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(f4));
-                    fhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(f4));
-                }
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), flo, acc[i][j]);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), fhi, acc[i][j]);
-            }
-        }
-    }
-    /* The offset correction of the group formats: its own pass, in the order
-     * of the blocks, so the main loop holds fewer registers. */
-    for (int k = 0; G && k < nb; k++) {
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            __m128 w4 = chunk_scales(s[i], k, ng, G);
-            UNROLL
-            for (int j = 0; j < NJ; j++) corr[i][j] = _mm_fmadd_ps(w4, _mm_loadu_ps(xsum[j] + 4 * k), corr[i][j]);
-        }
-    }
-    UNROLL
-    for (int i = 0; i < R; i++)
-        UNROLL
-        for (int j = 0; j < NJ; j++) {
-            float dot = _mm512_reduce_add_ps(acc[i][j]), y;
-            if (G) {
-                __m128 c2 = _mm_add_ps(corr[i][j], _mm_movehl_ps(corr[i][j], corr[i][j]));
-                float cs = _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
-                y = dot - ofs * cs;
-            } else {
-                y = s[i][0] * (dot - ofs * a->xsum_all[j0 + j]);
-            }
-            Y[(size_t)(j0 + j) * W->rows + r + i] = y;
-        }
-}
-
-/* matvec: 4 rows per pass, prefetched (see INT_MV_PREFETCH).
- * On the Ice Lake-SP guest of bench/gemm-results-3.md this streamed faster
- * than one row (q4g64 at 16384 rows: 7.9-10.6 against 6.2-7.2 GB/s, 3 rounds
- * interleaved) and in cache too (the activation scales are spread once for
- * 4 rows); on the Zen 4 of gemm-results-2.md multi-row passes without a
- * prefetch had streamed at half the rate of one row, not remeasured there.
- * Prefill: 2 rows x NJ activations, group formats included since their
- * offset correction runs in its own pass after the main loop (with it
- * inside, the 2-row tile ran out of registers and was slower than one
- * row). */
-INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                        int j0, int NJ, float *Y, int INT4, int G)
-{
-    const int R = NJ > 1 ? 2 : 4;
-    for (; r0 + R <= r1; r0 += R) tile_int(W, r0, R, a, j0, NJ, Y, INT4, G);
-    for (; r0 < r1; r0++) tile_int(W, r0, 1, a, j0, NJ, Y, INT4, G);
-}
-
-#define INT_KERNEL(name, INT4, G)                                                    \
-    static void rows_##name(const struct qtensor *W, int r0, int r1,                 \
-                            const struct quant_act *a, int j0, int nj, float *Y)     \
-    {                                                                                \
-        switch (nj) {                                                                \
-        case 1: rows_int_nj(W, r0, r1, a, j0, 1, Y, INT4, G); break;                \
-        case 2: rows_int_nj(W, r0, r1, a, j0, 2, Y, INT4, G); break;                \
-        case 3: rows_int_nj(W, r0, r1, a, j0, 3, Y, INT4, G); break;                \
-        default: rows_int_nj(W, r0, r1, a, j0, 4, Y, INT4, G); break;               \
-        }                                                                            \
-    }
-INT_KERNEL(q8, 0, 0)
-INT_KERNEL(q4, 1, 0)
-INT_KERNEL(q4g32, 1, 32)
-INT_KERNEL(q4g64, 1, 64)
-INT_KERNEL(q4g128, 1, 128)
-
 /* -------------------------------------------------- activation quantizer */
 
 /* Bit-identical to quant_act_prep_ref: same f32 operations, lane-parallel. */
@@ -475,6 +284,10 @@ static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *
     return total;
 }
 
+/* The int8 formats: kernels_int8_avx512.c (block-exact numerics). */
+#define INT8_ENTRY(name)                                                                  \
+    { .rows = quant_int8_rows_##name, .act_int8 = 1, .slice = quant_int8_slice_##name,   \
+      .act_qsum = 1 }
 const struct quant_isa_table quant_isa_avx512 = {
     .k = {
         [QUANT_F32] = { rows_f32, 0, .slice = quant_slice_f32_avx512,
@@ -483,11 +296,11 @@ const struct quant_isa_table quant_isa_avx512 = {
                          .act_pack = QUANT_SLICE_FLOAT_PACK },
         [QUANT_F16] = { rows_f16, 0, .slice = quant_slice_f16_avx512,
                          .act_pack = QUANT_SLICE_FLOAT_PACK },
-        [QUANT_Q8] = { rows_q8, 1 },
-        [QUANT_Q4] = { rows_q4, 1 },
-        [QUANT_Q4G32] = { rows_q4g32, 1 },
-        [QUANT_Q4G64] = { rows_q4g64, 1 },
-        [QUANT_Q4G128] = { rows_q4g128, 1 },
+        [QUANT_Q8] = INT8_ENTRY(q8),
+        [QUANT_Q4] = INT8_ENTRY(q4),
+        [QUANT_Q4G32] = INT8_ENTRY(q4g32),
+        [QUANT_Q4G64] = INT8_ENTRY(q4g64),
+        [QUANT_Q4G128] = INT8_ENTRY(q4g128),
         [QUANT_FP8B] = { rows_fp8b, 0 },
     },
     .act_prep = act_prep,

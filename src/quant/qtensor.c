@@ -173,8 +173,8 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
         a.nblk = a.cols_pad / QUANT_ACT_BLOCK;
         size_t nq = (size_t)n * a.cols_pad, nf = (size_t)n * a.nblk;
-        /* one buffer: q, xs, xsum, xsum_all, and the block sums (act_tile16) */
-        size_t ni = k->act_tile16 ? nf : 0;
+        /* one buffer: q, xs, xsum, xsum_all, and the block sums (act_qsum) */
+        size_t ni = k->act_qsum ? nf : 0;
         buf = base_xalloc(nq + (2 * nf + (size_t)n) * sizeof(float) + ni * sizeof(int32_t));
         if (!buf) return COLIBRI_ENOMEM;
         float *xs = (float *)((uint8_t *)buf + nq), *xsum = xs + nf, *all = xsum + nf;
