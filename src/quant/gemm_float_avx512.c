@@ -222,6 +222,11 @@ INLINE void transpose16(__m512 r[16])
     }
 }
 
+/* Widening reads 16 rows side by side, from memory for a prefill; a
+ * prefetch this many bytes ahead in each row took bf16 prefill (n = 256,
+ * 4096 x 7168, 1 thread, Zen 5) from 123-176 to 191-197 GFLOP/s (4 rounds
+ * interleaved; 2048 ahead 161-193, the current line 188-195). */
+#define WIDEN_AHEAD 512
 /* The lane panel of rows [r0, r1) (at most LG): step s of a row (kernels.h
  * lane order) is LG floats at panel + s * LG, row r0 + i at element i;
  * zeros past cols and past r1. Built 16 rows x 16 columns at a time. */
@@ -238,6 +243,7 @@ INLINE void widen_lanes(int fmt, const struct qtensor *W, int r0, int r1, float 
             for (int i = 0; i < 16; i++) {
                 int r = r0 + 16 * sg + i;
                 const uint8_t *p = (const uint8_t *)W->data + (size_t)r * rb;
+                if (r < r1) _mm_prefetch((const char *)p + (fmt == QUANT_F32 ? 4 : 2) * (size_t)c + WIDEN_AHEAD, _MM_HINT_T0);
                 if (r >= r1) {
                     v[i] = _mm512_setzero_ps();
                 } else if (fmt == QUANT_F32) {
@@ -573,6 +579,11 @@ static __attribute__((unused)) void slice_fp8b_tiles(const struct qtensor *W, in
  * b0 and b1 in registers (24), acc resting in scratch per block. */
 
 #define P8NR 4
+/* The weight vectors stay in registers for the P8NR activations: GCC
+ * otherwise folds their loads into every FMA, 12 64-byte loads and 4
+ * broadcasts per 12 FMAs, more than the load ports take (fp8b prefill,
+ * n = 256, Zen 5: 99-119 GFLOP/s that way). */
+#define KEEP_IN_REGS(a, b, c) __asm__("" : "+v"(a), "+v"(b), "+v"(c))
 #define P8KB 14         /* scale blocks per block of steps (112 steps) */
 
 void quant_act_lanes_perm64(const float *x, int n, int cols, int g, float *out)
@@ -607,6 +618,7 @@ static void widen_fp8b_lanes(const struct qtensor *W, int r0, int r1, float *pan
             for (int i = 0; i < 16; i++) {
                 int r = r0 + 16 * sg + i;
                 const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
+                if (r < r1) _mm_prefetch((const char *)p + c + WIDEN_AHEAD, _MM_HINT_T0);
                 fp8b_widen64_perm(p, c, cols, r < r1, tmp[i], 16);
             }
             for (int k = 0; k < 4; k++) {
@@ -641,6 +653,7 @@ INLINE void lane_tile_fp8(const float *w, const float *x, const float *pf, const
             _mm_prefetch((const char *)(pf + (size_t)q * LNR), _MM_HINT_T0);
             __m512 w0 = _mm512_load_ps(w + (size_t)q * LG), w1 = _mm512_load_ps(w + (size_t)q * LG + 16);
             __m512 w2 = _mm512_load_ps(w + (size_t)q * LG + 32);
+            KEEP_IN_REGS(w0, w1, w2);
             UNROLL
             for (int j = 0; j < P8NR; j++) {
                 __m512 xb = _mm512_set1_ps(x[(size_t)q * LNR + j]);
@@ -651,6 +664,7 @@ INLINE void lane_tile_fp8(const float *w, const float *x, const float *pf, const
             w0 = _mm512_load_ps(w + (size_t)(q + 1) * LG);
             w1 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 16);
             w2 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 32);
+            KEEP_IN_REGS(w0, w1, w2);
             UNROLL
             for (int j = 0; j < P8NR; j++) {
                 __m512 xb = _mm512_set1_ps(x[(size_t)(q + 1) * LNR + j]);
