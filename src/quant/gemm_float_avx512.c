@@ -1,7 +1,7 @@
 /* quant/gemm_float_avx512.c - the slice kernels (kernels.h quant_slice_fn)
- * of the float formats at the AVX-512 levels: f32, bf16 and f16 (the
- * avx512 table) and fp8b (the avx512vbmi table, activations in the
- * quant_act_perm64 order).
+ * of the float formats at the AVX-512 levels: f32, bf16, f16 and fp8b, whose
+ * weights are widened to their dequantized f32 values (quant_fp8b_widen16),
+ * so all four run the same kernels once the panel is built.
  *
  * Why a panel: the row kernels (kernels_avx512.c) widen every weight vector
  * again for each group of QUANT_NB activations, two port-0/5 operations per
@@ -17,7 +17,7 @@
  * bench/gemm-float-results.md). The one-row tiles that follow are what other
  * compilers use, since the lane kernels replay GCC's reduction tree.
  *
- * One-row tiles, f32 / bf16 / f16: 3 rows x 8 activations. Each output
+ * One-row tiles: 3 rows x 8 activations. Each output
  * keeps the sequence of the one-row loop of rows(): acc0 takes the first 16
  * columns of every 32-column step, acc1 the second 16, the tail (cols % 32)
  * goes to acc0, then one reduction of acc0 + acc1. acc0 and acc1 are
@@ -28,18 +28,6 @@
  * panel) and 8 activation loads (from L1: the 8 activations' column block,
  * 16 KiB, is reused by every row tile of the call) for 24 FMAs, so the
  * panel is read at 16 bytes a cycle at the FMA peak.
- *
- * fp8b one-row tiles: each output's sequence is that of the fp8b row kernels (here the
- * VBMI ones): per 128-column scale block two sums b0, b1 start at 0, b0
- * takes chunks 0, 2, 4, 6 of the block and b1 chunks 1, 3, 5, 7 (16-column
- * chunks in the order of the activations), then acc = fma(b0 + b1, scale,
- * acc), and the output is the reduction of acc. The tile is 2 rows x 6
- * activations with b0 and b1 in registers (24) and acc resting in scratch.
- * The two operations per output per block besides its 8 FMAs bound it at
- * 80% of the FMA peak. Weights are decoded through f16 (kernels_avx512.c's
- * way: the e4m3 bits placed in an f16 give 2^-8 of the value, NaN codes
- * 0x7F / 0xFF give +-480) and scaled by 2^8, both exact, so the panel holds
- * the very values the VBMI byte tables give.
  *
  * Compiled with the AVX-512 flags (Makefile, *_avx512.c); called only
  * through the tables of those levels.
@@ -55,7 +43,15 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* ------------------------------------------------------ f32 / bf16 / f16 */
+/* ------------------------------------------------- f32 / bf16 / f16 / fp8b */
+
+/* fp8b: 256 x the scale of row r's block holding column c, broadcast
+ * (quant_fp8b_widen16). */
+INLINE __m512 fp8b_scale256(const struct qtensor *W, int r, int c)
+{
+    const int nbc = (W->cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
+    return _mm512_set1_ps(W->scales[(size_t)(r / QUANT_FP8B_BLOCK) * nbc + c / QUANT_FP8B_BLOCK] * 256.0f);
+}
 
 #define FR 3            /* rows per register tile */
 #define FNJ 8           /* activations per register tile */
@@ -86,6 +82,8 @@ INLINE void widen_float(int fmt, const struct qtensor *W, int r0, int r1, float 
                     v = _mm512_setzero_ps();
                 } else if (fmt == QUANT_F32) {
                     v = _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+                } else if (fmt == QUANT_FP8B) {
+                    v = quant_fp8b_widen16(_mm_maskz_loadu_epi8(m, p + c), fp8b_scale256(W, r, c));
                 } else {
                     __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
                     v = fmt == QUANT_F16 ? _mm512_cvtph_ps(h)
@@ -233,7 +231,7 @@ INLINE void transpose16(__m512 r[16])
 INLINE void widen_lanes(int fmt, const struct qtensor *W, int r0, int r1, float *panel)
 {
     const int cols = W->cols, nq = (cols + 15) / 16, nfull = cols / 32;
-    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols), esz = fmt == QUANT_F32 ? 4 : fmt == QUANT_FP8B ? 1 : 2;
     for (int sg = 0; sg < LG / 16; sg++)
         for (int q = 0; q < nq; q++) {
             int c = 16 * q;
@@ -243,11 +241,13 @@ INLINE void widen_lanes(int fmt, const struct qtensor *W, int r0, int r1, float 
             for (int i = 0; i < 16; i++) {
                 int r = r0 + 16 * sg + i;
                 const uint8_t *p = (const uint8_t *)W->data + (size_t)r * rb;
-                if (r < r1) _mm_prefetch((const char *)p + (fmt == QUANT_F32 ? 4 : 2) * (size_t)c + WIDEN_AHEAD, _MM_HINT_T0);
+                if (r < r1) _mm_prefetch((const char *)p + esz * (size_t)c + WIDEN_AHEAD, _MM_HINT_T0);
                 if (r >= r1) {
                     v[i] = _mm512_setzero_ps();
                 } else if (fmt == QUANT_F32) {
                     v[i] = _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+                } else if (fmt == QUANT_FP8B) {
+                    v[i] = quant_fp8b_widen16(_mm_maskz_loadu_epi8(m, p + c), fp8b_scale256(W, r, c));
                 } else {
                     __m256i hv = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
                     v[i] = fmt == QUANT_F16 ? _mm512_cvtph_ps(hv)
@@ -409,337 +409,8 @@ void quant_slice_f16_avx512(const struct qtensor *W, int r0, int r1, const struc
     SLICE_FLOAT(QUANT_F16, W, r0, r1, a, j0, nj, Y, scratch);
 }
 
-/* ------------------------------------------------------------------ fp8b */
-
-#define PR 2            /* rows per register tile */
-#define PNJ 6           /* activations per register tile */
-/* Scale blocks (128 columns) per column block: the PNJ activations' block
- * (24 KiB) stays in L1 while every row tile passes over it. */
-#define FP8_KB 8
-
-static_assert(48 % PR == 0, "quant_slice_rows is a multiple of the tile rows");
-static_assert(QUANT_FP8B_BLOCK == 128, "8 chunks of 16 per scale block");
-
-/* 16 e4m3 codes -> f32 of their values (NaN codes: +-480). */
-INLINE __m512 fp8x16_to_f32(__m128i b)
-{
-    __m256i h = _mm256_cvtepi8_epi16(b);
-    h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xBF80));
-    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
-}
-
-/* Columns [c, c + 64) of the fp8b row p (zeros past cols, or everywhere
- * when !valid) as f32 in the perm64 order: four vectors at o, o + stride,
- * o + 2 stride, o + 3 stride, chunk k lane 4L + i being column
- * c + 16L + 4k + i (the linear vectors' 128-bit blocks transposed). */
-static void fp8b_widen64_perm(const uint8_t *p, int c, int cols, int valid, float *o, size_t stride)
-{
-    __m512 v[4];
-    for (int L = 0; L < 4; L++) {
-        int n = cols - c - 16 * L;
-        __mmask16 m = !valid || n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-        v[L] = fp8x16_to_f32(_mm_maskz_loadu_epi8(m, p + c + 16 * L));
-    }
-    __m512 t0 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0));
-    __m512 t1 = _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2));
-    __m512 t2 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0));
-    __m512 t3 = _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2));
-    _mm512_store_ps(o, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
-    _mm512_store_ps(o + stride, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm512_store_ps(o + 2 * stride, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
-    _mm512_store_ps(o + 3 * stride, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/* The panel of rows [r0, r1): tile t's chunks in the order of the
- * perm64 activations, PR vectors each, at panel + (t * nq + q) * PR * 16,
- * nq = cols rounded up to 64, / 16; zeros past cols and past r1. Within
- * each 64 columns, chunk k lane 4L + i is column 16L + 4k + i: the
- * linear vectors' 128-bit blocks transposed. */
-static void widen_fp8b(const struct qtensor *W, int r0, int r1, float *panel)
-{
-    const int cols = W->cols, nq = (cols + 63) / 64 * 4, ntile = (r1 - r0 + PR - 1) / PR;
-    for (int t = 0; t < ntile; t++)
-        for (int i = 0; i < PR; i++) {
-            int r = r0 + t * PR + i;
-            float *o = panel + (size_t)t * nq * PR * 16 + 16 * i;
-            const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-            for (int c = 0; c < cols; c += 64, o += 4 * PR * 16)
-                fp8b_widen64_perm(p, c, cols, r < r1, o, PR * 16);
-        }
-}
-
-/* One tile over scale blocks [bc0, bc1): wp, x[j]: the first block's first
- * chunk; s[i]: row i's scales; nlast: chunks of the last block of the row
- * (4 or 8). acc: PR * PNJ vectors, read unless first, always written. */
-INLINE void tile_fp8b(const float *wp, const float *const *x, int bc0, int bc1, int nbc,
-                      int nlast, const float *const *s, __m512 *acc, int first)
-{
-    if (first)
-        UNROLL
-        for (int o = 0; o < PR * PNJ; o++) acc[o] = _mm512_setzero_ps();
-    for (int bc = bc0; bc < bc1; bc++) {
-        const float *w = wp + (size_t)(bc - bc0) * 8 * PR * 16;
-        const size_t c = (size_t)bc * 128;
-        const int nch = bc == nbc - 1 ? nlast : 8;
-        __m512 b0[PR][PNJ], b1[PR][PNJ];
-        UNROLL
-        for (int i = 0; i < PR; i++)
-            UNROLL
-            for (int j = 0; j < PNJ; j++) b0[i][j] = b1[i][j] = _mm512_setzero_ps();
-        for (int q = 0; q < nch; q += 2) {
-            __m512 wv[PR];
-            UNROLL
-            for (int i = 0; i < PR; i++) wv[i] = _mm512_load_ps(w + (size_t)q * PR * 16 + 16 * i);
-            UNROLL
-            for (int j = 0; j < PNJ; j++) {
-                __m512 xv = _mm512_loadu_ps(x[j] + c + 16 * q);
-                UNROLL
-                for (int i = 0; i < PR; i++) b0[i][j] = _mm512_fmadd_ps(wv[i], xv, b0[i][j]);
-            }
-            UNROLL
-            for (int i = 0; i < PR; i++) wv[i] = _mm512_load_ps(w + (size_t)(q + 1) * PR * 16 + 16 * i);
-            UNROLL
-            for (int j = 0; j < PNJ; j++) {
-                __m512 xv = _mm512_loadu_ps(x[j] + c + 16 * q + 16);
-                UNROLL
-                for (int i = 0; i < PR; i++) b1[i][j] = _mm512_fmadd_ps(wv[i], xv, b1[i][j]);
-            }
-        }
-        UNROLL
-        for (int i = 0; i < PR; i++) {
-            __m512 sv = _mm512_set1_ps(s[i][bc]);
-            UNROLL
-            for (int j = 0; j < PNJ; j++)
-                acc[i * PNJ + j] = _mm512_fmadd_ps(_mm512_add_ps(b0[i][j], b1[i][j]), sv, acc[i * PNJ + j]);
-        }
-    }
-}
-
-static void slice_fp8b_rows(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                            int j0, int nj, float *Y, void *scratch)
-{
-    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
-    const int nq = (cols + 63) / 64 * 4, ntile = (r1 - r0 + PR - 1) / PR;
-    /* chunks of the last block: one or two 64-column steps */
-    const int nlast = cols - (nbc - 1) * B > 64 ? 8 : 4;
-    float *panel = scratch;
-    __m512 *sacc = (__m512 *)(panel + (size_t)quant_slice_rows(cols) * ((cols + 63) / 64 * 64));
-    assert(r1 - r0 <= quant_slice_rows(cols));
-    assert((size_t)ntile * PR * PNJ * sizeof(__m512) <= (64u << 10));
-    widen_fp8b(W, r0, r1, panel);
-    for (int jt = j0; jt < j0 + nj; jt += PNJ) {
-        const float *x[PNJ];
-        for (int j = 0; j < PNJ; j++) {
-            int jj = jt + j < j0 + nj ? jt + j : j0 + nj - 1;
-            x[j] = a->xp + (size_t)jj * a->cols_pad64;
-        }
-        for (int bc0 = 0; bc0 < nbc; bc0 += FP8_KB) {
-            int bc1 = bc0 + FP8_KB < nbc ? bc0 + FP8_KB : nbc;
-            for (int t = 0; t < ntile; t++) {
-                const float *s[PR];
-                for (int i = 0; i < PR; i++) {
-                    int r = r0 + t * PR + i < r1 ? r0 + t * PR + i : r1 - 1;
-                    s[i] = W->scales + (size_t)(r / B) * nbc;
-                }
-                tile_fp8b(panel + ((size_t)t * nq + (size_t)bc0 * 8) * PR * 16, x, bc0, bc1, nbc, nlast, s,
-                          sacc + (size_t)t * PR * PNJ, bc0 == 0);
-            }
-        }
-        for (int t = 0; t < ntile; t++)
-            for (int i = 0; i < PR; i++) {
-                int r = r0 + t * PR + i;
-                if (r >= r1) break;
-                for (int j = 0; j < PNJ && jt + j < j0 + nj; j++)
-                    Y[(size_t)(jt + j) * W->rows + r] = _mm512_reduce_add_ps(sacc[(size_t)t * PR * PNJ + i * PNJ + j]);
-            }
-    }
-}
-
-/* The call's rows in sub-blocks whose panel fits QUANT_SLICE_PANEL_BYTES:
- * this kernel passes over its panel once per PNJ activations. */
-static __attribute__((unused)) void slice_fp8b_tiles(const struct qtensor *W, int r0, int r1,
-                                                     const struct quant_act *a, int j0, int nj, float *Y,
-                                                     void *scratch)
-{
-    size_t row = (size_t)(W->cols + 63) / 64 * 64 * sizeof(float);
-    int sub = (int)(QUANT_SLICE_PANEL_BYTES / row) / PR * PR;
-    sub = sub < PR ? PR : sub;
-    for (int r = r0; r < r1; r += sub)
-        slice_fp8b_rows(W, r, r + sub < r1 ? r + sub : r1, a, j0, nj, Y, scratch);
-}
-
-/* ------------------------------------------------------ fp8b, lane kernels
- *
- * Lane l (0..15) of an output's fp8b sums takes position 16q + l of the
- * perm64 order at step q; per scale block (8 steps, 4 in a last block of at
- * most 64 columns) b0 sums the even steps and b1 the odd ones, then
- * acc_l = fma(b0 + b1, scale, acc_l), and the output is GCC's reduction of
- * acc: t_i = acc_(8+i) + acc_i, u_i = t_(4+i) + t_i, v_0 = u_0 + u_2,
- * v_1 = u_1 + u_3, y = v_0 + v_1. Tile: 3 vectors of rows x 4 activations,
- * b0 and b1 in registers (24), acc resting in scratch per block. */
-
-#define P8NR 4
-/* The weight vectors stay in registers for the P8NR activations: GCC
- * otherwise folds their loads into every FMA, 12 64-byte loads and 4
- * broadcasts per 12 FMAs, more than the load ports take (fp8b prefill,
- * n = 256, Zen 5: 99-119 GFLOP/s that way). */
-#define KEEP_IN_REGS(a, b, c) __asm__("" : "+v"(a), "+v"(b), "+v"(c))
-#define P8KB 14         /* scale blocks per block of steps (112 steps) */
-
-void quant_act_lanes_perm64(const float *x, int n, int cols, int g, float *out)
-{
-    const int nq = (cols + 63) / 64 * 4;
-    for (int l = 0; l < 16; l++) {
-        float *o = out + (size_t)LNR * nq * (2 * (l % 8) + l / 8);
-        for (int q = 0; q < nq; q++, o += LNR) {
-            /* perm64 position 16k + 4L + i holds column 16L + 4k + i */
-            int k = q % 4, L = l / 4, i = l % 4, c = 64 * (q / 4) + 16 * L + 4 * k + i;
-            for (int j = 0; j < LNR; j++) {
-                int jj = g * LNR + j;
-                o[j] = jj < n && c < cols ? x[(size_t)jj * cols + c] : 0.0f;
-            }
-        }
-    }
-}
-
-/* Panel of rows [r0, r1): lane l (stored at position 2 (l % 8) + l / 8),
- * step q: LG floats at panel + (pos * nq + q) * LG; scale panel sp[bc][LG]. */
-static void widen_fp8b_lanes(const struct qtensor *W, int r0, int r1, float *panel, float *sp)
-{
-    const int cols = W->cols, nq = (cols + 63) / 64 * 4, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
-    float tmp[16][64] __attribute__((aligned(64)));
-    for (int bc = 0; bc < nbc; bc++)
-        for (int i = 0; i < LG; i++) {
-            int r = r0 + i < r1 ? r0 + i : r1 - 1;
-            sp[(size_t)bc * LG + i] = W->scales[(size_t)(r / B) * nbc + bc];
-        }
-    for (int sg = 0; sg < LG / 16; sg++)
-        for (int c = 0; c < cols; c += 64) {
-            for (int i = 0; i < 16; i++) {
-                int r = r0 + 16 * sg + i;
-                const uint8_t *p = (const uint8_t *)W->data + (size_t)r * cols;
-                if (r < r1) _mm_prefetch((const char *)p + c + WIDEN_AHEAD, _MM_HINT_T0);
-                fp8b_widen64_perm(p, c, cols, r < r1, tmp[i], 16);
-            }
-            for (int k = 0; k < 4; k++) {
-                __m512 v[16];
-                for (int i = 0; i < 16; i++) v[i] = _mm512_load_ps(tmp[i] + 16 * k);
-                transpose16(v);
-                int q = c / 16 + k;
-                for (int l = 0; l < 16; l++)
-                    _mm512_store_ps(panel + ((size_t)(2 * (l % 8) + l / 8) * nq + q) * LG + 16 * sg, v[l]);
-            }
-        }
-}
-
-/* One lane, P8NR activations (x: LNR floats per step), scale blocks
- * [bc0, bc1) (w, x at bc0's first step); acc[i * LNR + j]. */
-INLINE void lane_tile_fp8(const float *w, const float *x, const float *pf, const float *sp,
-                          int bc0, int bc1, int nbc, int nlast, __m512 *acc, int first)
-{
-    if (first)
-        UNROLL
-        for (int i = 0; i < 3; i++)
-            UNROLL
-            for (int j = 0; j < P8NR; j++) acc[i * LNR + j] = _mm512_setzero_ps();
-    for (int bc = bc0; bc < bc1; bc++) {
-        const int nst = bc == nbc - 1 ? nlast : 8;
-        __m512 b0[3][P8NR], b1[3][P8NR];
-        UNROLL
-        for (int i = 0; i < 3; i++)
-            UNROLL
-            for (int j = 0; j < P8NR; j++) b0[i][j] = b1[i][j] = _mm512_setzero_ps();
-        for (int q = 0; q < nst; q += 2) {
-            _mm_prefetch((const char *)(pf + (size_t)q * LNR), _MM_HINT_T0);
-            __m512 w0 = _mm512_load_ps(w + (size_t)q * LG), w1 = _mm512_load_ps(w + (size_t)q * LG + 16);
-            __m512 w2 = _mm512_load_ps(w + (size_t)q * LG + 32);
-            KEEP_IN_REGS(w0, w1, w2);
-            UNROLL
-            for (int j = 0; j < P8NR; j++) {
-                __m512 xb = _mm512_set1_ps(x[(size_t)q * LNR + j]);
-                b0[0][j] = _mm512_fmadd_ps(w0, xb, b0[0][j]);
-                b0[1][j] = _mm512_fmadd_ps(w1, xb, b0[1][j]);
-                b0[2][j] = _mm512_fmadd_ps(w2, xb, b0[2][j]);
-            }
-            w0 = _mm512_load_ps(w + (size_t)(q + 1) * LG);
-            w1 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 16);
-            w2 = _mm512_load_ps(w + (size_t)(q + 1) * LG + 32);
-            KEEP_IN_REGS(w0, w1, w2);
-            UNROLL
-            for (int j = 0; j < P8NR; j++) {
-                __m512 xb = _mm512_set1_ps(x[(size_t)(q + 1) * LNR + j]);
-                b1[0][j] = _mm512_fmadd_ps(w0, xb, b1[0][j]);
-                b1[1][j] = _mm512_fmadd_ps(w1, xb, b1[1][j]);
-                b1[2][j] = _mm512_fmadd_ps(w2, xb, b1[2][j]);
-            }
-        }
-        UNROLL
-        for (int i = 0; i < 3; i++) {
-            __m512 sv = _mm512_load_ps(sp + (size_t)bc * LG + 16 * i);
-            UNROLL
-            for (int j = 0; j < P8NR; j++)
-                acc[i * LNR + j] = _mm512_fmadd_ps(_mm512_add_ps(b0[i][j], b1[i][j]), sv, acc[i * LNR + j]);
-        }
-        w += (size_t)nst * LG;
-        x += (size_t)nst * LNR;
-        pf += (size_t)nst * LNR;
-    }
-}
-
-static void lane_pass_fp8(const float *panel, const float *sp, const float *xl, size_t xper, int cols,
-                          int pos, int g0, int ng, __m512 *out)
-{
-    const int nq = (cols + 63) / 64 * 4, nbc = (cols + 127) / 128;
-    const int nlast = cols - (nbc - 1) * 128 > 64 ? 8 : 4;
-    const float *lane = panel + (size_t)pos * nq * LG, *end = panel + (size_t)16 * nq * LG;
-    for (int bc0 = 0; bc0 < nbc; bc0 += P8KB) {
-        int bc1 = bc0 + P8KB < nbc ? bc0 + P8KB : nbc;
-        const float *w = lane + (size_t)bc0 * 8 * LG;
-        const char *next = (const char *)(lane + (size_t)(bc1 == nbc ? nq : bc1 * 8) * LG);
-        const size_t share = ((size_t)P8KB * 8 * LG * sizeof(float) / ng + 63) / 64 * 64;
-        for (int g = 0; g < ng; g++) {
-            for (const char *p = next + g * share; p < next + (g + 1) * share && p < (const char *)end; p += 64)
-                _mm_prefetch(p, _MM_HINT_T1);
-            const float *x = xl + (size_t)(g0 + g) * xper + ((size_t)pos * nq + (size_t)bc0 * 8) * LNR;
-            const float *pf = g + 1 < ng ? x + xper : x;
-            lane_tile_fp8(w, x, pf, sp, bc0, bc1, nbc, nlast, out + (size_t)g * LACC, bc0 == 0);
-            lane_tile_fp8(w, x + P8NR, pf, sp, bc0, bc1, nbc, nlast, out + (size_t)g * LACC + P8NR, bc0 == 0);
-        }
-    }
-}
-
-static __attribute__((unused)) void slice_fp8b_lanes(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+void quant_slice_fp8b_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                              int j0, int nj, float *Y, void *scratch)
 {
-    const int cols = W->cols, nbc = (cols + 127) / 128;
-    const size_t xper = quant_act_pack_stride(cols);
-    float *panel = scratch;
-    /* the scale panel sits after the lane panel (nq * 16 <= cols rounded up
-     * to 64 steps of LG floats); the accumulators after both */
-    float *sp = panel + (size_t)((cols + 63) / 64 * 64) * LG;
-    const int nb = LSB * LACC;
-    __m512 *lo = (__m512 *)(sp + ((size_t)nbc * LG + 15) / 16 * 16), *cur = lo + nb, *t = cur + nb;
-    static_assert(10 * LSB * LACC * 64 <= (288u << 10), "kernels.h scratch");
-    assert(r1 - r0 <= LG && LG <= quant_slice_rows(cols) && j0 % LNR == 0);
-    widen_fp8b_lanes(W, r0, r1, panel, sp);
-    const int gend = (j0 + nj + LNR - 1) / LNR;
-    for (int g0 = j0 / LNR; g0 < gend; g0 += LSB) {
-        int ng = gend - g0 < LSB ? gend - g0 : LSB, n = ng * LACC;
-        for (int i = 0; i < 8; i++) {
-            lane_pass_fp8(panel, sp, a->xl, xper, cols, 2 * i, g0, ng, lo);
-            lane_pass_fp8(panel, sp, a->xl, xper, cols, 2 * i + 1, g0, ng, cur);
-            add_vecs(t + (size_t)i * nb, cur, lo, n);           /* t_i */
-        }
-        lanes_finish(t, nb, n, ng, g0, j0, nj, r0, r1, W, Y);
-    }
-}
-
-void quant_slice_fp8b_perm64_avx512(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                                    int j0, int nj, float *Y, void *scratch)
-{
-#if defined(__clang__)
-    slice_fp8b_tiles(W, r0, r1, a, j0, nj, Y, scratch);
-#else
-    slice_fp8b_lanes(W, r0, r1, a, j0, nj, Y, scratch);
-#endif
+    SLICE_FLOAT(QUANT_FP8B, W, r0, r1, a, j0, nj, Y, scratch);
 }

@@ -5,8 +5,8 @@
  * and j in [j0, j0+nj), nj <= QUANT_NB, writing Y[j * W->rows + r]. It reads
  * the activations from a struct quant_act prepared once per call of the
  * driver: always the f32 rows, plus, when the kernel asks for them, int8
- * copies quantized per block of 32 (act_int8) or f32 copies reordered for a
- * byte-unpacking decoder (act_perm64). Kernels are pure and re-entrant; the
+ * copies quantized per block of 32 (act_int8) and packed copies for its
+ * slice kernel (act_pack, act_tile16). Kernels are pure and re-entrant; the
  * driver splits rows among threads.
  *
  * Invariant: an output's bits do not depend on nj, j0, r0 or r1 (a kernel
@@ -37,9 +37,6 @@ struct quant_act {
     const float *xs;        /* [n][nblk] block scale: x ~ q * xs */
     const float *xsum;      /* [n][nblk] xs * sum of the block's q */
     const float *xsum_all;  /* [n] sum over the row of xsum */
-    /* f32 form in the 64-block order of quant_act_perm64, when asked for: */
-    int cols_pad64;         /* cols rounded up to 64 */
-    const float *xp;        /* [n][cols_pad64], zero past cols */
     /* f32 copies packed by the kernel's act_pack, when it has one (and the
      * batch is at least QUANT_SLICE_MIN): group g (activations
      * QUANT_LANE_NR g ..) at xl + g * quant_act_pack_stride(cols). */
@@ -85,7 +82,6 @@ typedef void (*quant_act_pack_fn)(const float *x, int n, int cols, int g, float 
 struct quant_kernel {
     quant_rows_fn rows;     /* NULL: no kernel at this level */
     int act_int8;           /* reads a->q / xs / xsum */
-    int act_perm64;         /* reads a->xp */
     quant_slice_fn slice;   /* NULL: prefill calls rows() per QUANT_NB activations */
     quant_act_pack_fn act_pack;     /* slice() reads a->xl packed by it */
     int act_qsum;           /* rows() and slice() read a->qsum */
@@ -180,13 +176,6 @@ extern const struct quant_isa_table quant_isa_neon;
  * amax/127, blocks with amax 0 get scale 0). */
 float quant_act_prep_ref(const float *x, int cols, int cols_pad,
                          int8_t *q, float *xs, float *xsum);
-
-/* The 64-block order of a->xp: within each block of 64 columns, element
- * 16L + 4k + i (L, k, i in 0..3) is stored at 16k + 4L + i. This is the order
- * in which unpacking bytes to 32-bit lanes (two rounds of in-lane unpack)
- * leaves them, so a kernel that widens bytes that way reads x linearly.
- * Writes xp[0 .. cols rounded up to 64), zeros past cols. */
-void quant_act_perm64(const float *x, int cols, float *xp);
 
 /* The table for a level, NULL if unavailable. Filled once (dispatch.c). */
 const struct quant_isa_table *quant_isa_table(enum quant_isa isa);

@@ -1,10 +1,9 @@
 /* quant/kernels_avx512.c - AVX-512 (F/BW/VL/DQ + VNNI) kernels.
  *
  * Float formats (f32, bf16, f16, fp8b) widen the weights to f32 and use FMA
- * against the f32 activations; fp8b widens e4m3 through f16 (sign-extend the
- * byte, shift left 7, clear bit 14: the f16 with the same exponent and
- * mantissa bits, worth 2^-8 of the e4m3 value; the 2^8 is folded into the
- * block scale). The int8-activation formats (q8, q4*) are those of
+ * against the f32 activations; fp8b widens to its dequantized values (e4m3
+ * times the block scale, rounded once: quant_fp8b_widen16), so its products
+ * are those of f32 over the dequantized tensor. The int8-activation formats (q8, q4*) are those of
  * kernels_int8_avx512.c; this file has their activation quantizer.
  *
  * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
@@ -43,10 +42,12 @@ static_assert(QUANT_NB == 4, "the kernel switches cover nj = 1..4");
 
 /* ------------------------------------------------------ f32 / bf16 / f16 */
 
-/* 16 weights of column c..c+15 (mask m selects valid lanes) as f32. */
-INLINE __m512 load_w16(int fmt, const uint8_t *p, int c, __mmask16 m)
+/* 16 weights of column c..c+15 (mask m selects valid lanes) as f32; fp8b
+ * multiplied by sv, its block scale times 256 (quant_fp8b_widen16). */
+INLINE __m512 load_w16(int fmt, const uint8_t *p, int c, __mmask16 m, __m512 sv)
 {
     if (fmt == QUANT_F32) return _mm512_maskz_loadu_ps(m, p + 4 * (size_t)c);
+    if (fmt == QUANT_FP8B) return quant_fp8b_widen16(_mm_maskz_loadu_epi8(m, p + c), sv);
     __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * (size_t)c);
     if (fmt == QUANT_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));   /* bf16 */
@@ -67,10 +68,15 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
 {
     const int cols = W->cols, first = c0 == 0, last = c1 == cols;
     const uint8_t *p[4];
+    const float *srow[4];       /* fp8b: the rows' block scales */
+    __m512 sv[4];               /* fp8b: 256 x the scale of the current block */
     __m512 acc0[4][QUANT_NB], acc1[4][QUANT_NB];
+    const int nbc = (cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = row_ptr(W, r + i);
+        srow[i] = fmt == QUANT_FP8B ? W->scales + (size_t)((r + i) / QUANT_FP8B_BLOCK) * nbc : NULL;
+        sv[i] = _mm512_setzero_ps();
         UNROLL
         for (int j = 0; j < NJ; j++) {
             acc0[i][j] = first ? _mm512_setzero_ps() : sacc[2 * (i * NJ + j)];
@@ -81,10 +87,13 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
      * step ahead, far enough to cover a memory latency (a few hundred
      * bytes ahead in the same row is not); the prefetch changes no bits */
     const size_t ahead = NJ == 1 && r + 2 * R <= W->rows ? (size_t)R * quant_fmt_row_bytes(W->fmt, cols) : 0;
-    const size_t esz = fmt == QUANT_F32 ? 4 : 2;
+    const size_t esz = fmt == QUANT_F32 ? 4 : fmt == QUANT_FP8B ? 1 : 2;
     int c = c0;
     for (; c + 32 <= c1; c += 32) {
         __m512 w[4];
+        if (fmt == QUANT_FP8B && (c == c0 || c % QUANT_FP8B_BLOCK == 0))
+            UNROLL
+            for (int i = 0; i < R; i++) sv[i] = _mm512_set1_ps(srow[i][c / QUANT_FP8B_BLOCK] * 256.0f);
         if (ahead) {
             UNROLL
             for (int i = 0; i < R; i++) {
@@ -93,7 +102,7 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
             }
         }
         UNROLL
-        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c, 0xFFFF);
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c, 0xFFFF, sv[i]);
         UNROLL
         for (int j = 0; j < NJ; j++) {
             __m512 xv = _mm512_loadu_ps(x[j] + c);
@@ -102,7 +111,7 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
             for (int i = 0; i < R; i++) acc0[i][j] = _mm512_fmadd_ps(w[i], xv, acc0[i][j]);
         }
         UNROLL
-        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c + 16, 0xFFFF);
+        for (int i = 0; i < R; i++) w[i] = load_w16(fmt, p[i], c + 16, 0xFFFF, sv[i]);
         UNROLL
         for (int j = 0; j < NJ; j++) {
             __m512 xv = _mm512_loadu_ps(x[j] + c + 16);
@@ -115,7 +124,8 @@ INLINE void tile_float16(int fmt, const struct qtensor *W, int r, int R, const f
         __mmask16 m = cols - c >= 16 ? 0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m512 w0 = load_w16(fmt, p[i], c, m);
+            if (fmt == QUANT_FP8B) sv[i] = _mm512_set1_ps(srow[i][c / QUANT_FP8B_BLOCK] * 256.0f);
+            __m512 w0 = load_w16(fmt, p[i], c, m, sv[i]);
             UNROLL
             for (int j = 0; j < NJ; j++)
                 acc0[i][j] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[j] + c), acc0[i][j]);
@@ -184,77 +194,7 @@ INLINE void rows_float16(int fmt, const struct qtensor *W, int r0, int r1,
 FLOAT_KERNEL(f32, QUANT_F32)
 FLOAT_KERNEL(bf16, QUANT_BF16)
 FLOAT_KERNEL(f16, QUANT_F16)
-
-/* ------------------------------------------------------------------ fp8b */
-
-/* 32 e4m3 bytes -> two vectors of f32 worth 2^-8 of the e4m3 values. */
-INLINE void fp8x32_to_f32_2m8(__m256i b, __m512 *lo, __m512 *hi)
-{
-    __m512i h = _mm512_cvtepi8_epi16(b);
-    h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xBF80));
-    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-}
-
-/* One 32-column step of an fp8b row: widen, multiply into the block sums. */
-INLINE void fp8_step(const uint8_t *p, const float *const *x, int c, __mmask32 m, int NJ,
-                     __m512 *b0, __m512 *b1)
-{
-    __m512 wl, wh;
-    fp8x32_to_f32_2m8(_mm256_maskz_loadu_epi8(m, p + c), &wl, &wh);
-    UNROLL
-    for (int j = 0; j < NJ; j++) {
-        b0[j] = _mm512_fmadd_ps(wl, _mm512_maskz_loadu_ps((__mmask16)m, x[j] + c), b0[j]);
-        b1[j] = _mm512_fmadd_ps(wh, _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x[j] + c + 16), b1[j]);
-    }
-}
-
-INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
-                         const struct quant_act *a, int j0, int NJ, float *Y)
-{
-    const int cols = W->cols, B = QUANT_FP8B_BLOCK;
-    const int nbc = (cols + B - 1) / B, nfull = cols / B;
-    const float *x[QUANT_NB];
-    UNROLL
-    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        const float *s = W->scales + (size_t)(r / B) * nbc;
-        __m512 acc[QUANT_NB];
-        UNROLL
-        for (int j = 0; j < NJ; j++) acc[j] = _mm512_setzero_ps();
-        for (int bc = 0; bc < nbc; bc++) {
-            __m512 b0[QUANT_NB], b1[QUANT_NB];
-            UNROLL
-            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm512_setzero_ps();
-            int c0 = bc * B;
-            if (bc < nfull) {
-                for (int c = c0; c < c0 + B; c += 32) fp8_step(p, x, c, 0xFFFFFFFFu, NJ, b0, b1);
-            } else {
-                for (int c = c0; c < cols; c += 32) {
-                    int n = cols - c;
-                    fp8_step(p, x, c, n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1), NJ, b0, b1);
-                }
-            }
-            __m512 sv = _mm512_set1_ps(s[bc] * 256.0f);
-            UNROLL
-            for (int j = 0; j < NJ; j++) acc[j] = _mm512_fmadd_ps(_mm512_add_ps(b0[j], b1[j]), sv, acc[j]);
-        }
-        UNROLL
-        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = _mm512_reduce_add_ps(acc[j]);
-    }
-}
-
-static void rows_fp8b(const struct qtensor *W, int r0, int r1,
-                      const struct quant_act *a, int j0, int nj, float *Y)
-{
-    switch (nj) {
-    case 1: rows_fp8b_nj(W, r0, r1, a, j0, 1, Y); break;
-    case 2: rows_fp8b_nj(W, r0, r1, a, j0, 2, Y); break;
-    case 3: rows_fp8b_nj(W, r0, r1, a, j0, 3, Y); break;
-    default: rows_fp8b_nj(W, r0, r1, a, j0, 4, Y); break;
-    }
-}
+FLOAT_KERNEL(fp8b, QUANT_FP8B)
 
 /* -------------------------------------------------- activation quantizer */
 
@@ -301,7 +241,8 @@ const struct quant_isa_table quant_isa_avx512 = {
         [QUANT_Q4G32] = INT8_ENTRY(q4g32),
         [QUANT_Q4G64] = INT8_ENTRY(q4g64),
         [QUANT_Q4G128] = INT8_ENTRY(q4g128),
-        [QUANT_FP8B] = { rows_fp8b, 0 },
+        [QUANT_FP8B] = { rows_fp8b, 0, .slice = quant_slice_fp8b_avx512,
+                          .act_pack = QUANT_SLICE_FLOAT_PACK },
     },
     .act_prep = act_prep,
 };

@@ -137,15 +137,6 @@ float quant_act_prep_ref(const float *x, int cols, int cols_pad,
     return total;
 }
 
-void quant_act_perm64(const float *x, int cols, float *xp)
-{
-    for (int c0 = 0; c0 < cols; c0 += 64)
-        for (int e = 0; e < 64; e++) {
-            int L = e / 16, k = (e / 4) % 4, i = e % 4;
-            xp[c0 + 16 * k + 4 * L + i] = c0 + e < cols ? x[c0 + e] : 0.0f;
-        }
-}
-
 void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst)
 {
     for (int b = 0; b < a->nblk; b++)

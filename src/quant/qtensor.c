@@ -191,14 +191,6 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
                                  xsum + (size_t)j * a.nblk);
             if (qsum) quant_act_block_sums(&a, j, qsum + (size_t)j * a.nblk);
         }
-    } else if (k->act_perm64) {
-        a.cols_pad64 = (W->cols + 63) / 64 * 64;
-        float *xp = base_xalloc((size_t)n * a.cols_pad64 * sizeof(float));
-        if (!xp) return COLIBRI_ENOMEM;
-        for (int j = 0; j < n; j++)
-            quant_act_perm64(X + (size_t)j * W->cols, W->cols, xp + (size_t)j * a.cols_pad64);
-        a.xp = xp;
-        buf = xp;
     }
     float *xl = NULL;
     void *tb = NULL;

@@ -18,20 +18,22 @@
  *
  * Numerics: quant_isa_best() picks the kernel level. The scalar level is the
  * reference: dequantize in f32, multiply by the f32 activations, accumulate
- * in f32. At the AVX2 / AVX-512 levels, q8 and q4* quantize the activations to
- * int8 per block of 32 (scale amax/127) and use integer dot products on
- * offset weights (q+8, q+128; the offset is taken out in f32). The tests
- * hold them to the exact product within
+ * in f32. At the AVX2 / AVX-512 / AMX levels, q8 and q4* quantize the
+ * activations to int8 per block of 32 (scale amax/127) and use integer dot
+ * products. AVX2 takes them on offset weights (q+8, q+128; the offset is
+ * taken out in f32); the tests hold it to the exact product within
  *     sum_j |w_j| * amax(block of x_j) / 254  +  1e-5 * sum_j (|w_j| + o*s_j) |x_j|
  * (half a step of the activation rounding, plus f32 rounding of the terms and
- * of the offset o = 8 or 128 steps of the weight scale s_j). Every other
- * format and level stays in f32 and is held within 1e-5 * sum_j |w_j x_j|.
- * The AMX level (q8, q4, q4gG) sums each 32-column block exactly in
- * int32 and chains the blocks in f32 (kernels_amx_avx512.c): no f32 offset
- * term, so within the same bound. fp8b at the SIMD levels decodes exactly
- * (through f16, or bf16 byte tables with VBMI) except the NaN codes 0x7F/0xFF, which read as +-480 (the
- * reference table gives NaN); our encoder never writes them and DeepSeek
- * checkpoints do not hold them.
+ * of the offset o = 8 or 128 steps of the weight scale s_j). The AVX-512 and
+ * AMX levels sum each 32-column block exactly in int32 and chain the blocks
+ * in f32 (kernels_int8.h): no f32 offset term, so within the same bound, and
+ * the same bits at both levels. Every other format and level stays in f32
+ * and is held within 1e-5 * sum_j |w_j x_j|. fp8b at the SIMD levels decodes
+ * exactly (through f16, or bf16 byte tables with VBMI) except the NaN codes
+ * 0x7F/0xFF, which read as +-480 (the reference table gives NaN); our
+ * encoder never writes them and DeepSeek checkpoints do not hold them. At
+ * the AVX-512 levels fp8b is f32 over its dequantized weights (value times
+ * block scale, rounded once), with f32's order of operations.
  */
 #ifndef COLIBRI_QUANT_QTENSOR_H
 #define COLIBRI_QUANT_QTENSOR_H
@@ -64,7 +66,7 @@ enum quant_isa {
     QUANT_ISA_AVX2       = 1,   /* + FMA, F16C */
     QUANT_ISA_AVX512     = 2,   /* F, BW, VL, DQ, VNNI */
     QUANT_ISA_NEON       = 3,
-    QUANT_ISA_AVX512VBMI = 4,   /* AVX512 + VBMI: byte-table fp8 decode */
+    QUANT_ISA_AVX512VBMI = 4,   /* AVX512 + VBMI: byte-table fp8 decode (matvec) */
     QUANT_ISA_AMX        = 5,   /* AVX512VBMI + AMX-INT8: q8 / q4 / q4gG prefill on tiles */
     QUANT_ISA_COUNT
 };
