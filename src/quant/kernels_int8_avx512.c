@@ -316,11 +316,13 @@ INLINE void pack_row_group(const struct qtensor *W, int r, int n, uint8_t *dst, 
          * chunk, the 64 of a 128-column int4 block */
         const size_t off = INT4 ? 64 * (size_t)(m / 2) : 64 * (size_t)m;
         for (int i = 0; i < 16; i++) {
-            const uint8_t *p = rp + (size_t)i * rb + off;
-            if (i < n && (!INT4 || m % 2 == 0)) _mm_prefetch((const char *)p + PACK_AHEAD, _MM_HINT_T0);
             if (i >= n) {
                 V[i] = _mm512_setzero_si512();
-            } else if (INT4) {      /* low nibbles, then high */
+                continue;
+            }
+            const uint8_t *p = rp + (size_t)i * rb + off;
+            if (!INT4 || m % 2 == 0) _mm_prefetch((const char *)p + PACK_AHEAD, _MM_HINT_T0);
+            if (INT4) {      /* low nibbles, then high */
                 __m512i v = _mm512_loadu_si512(p);
                 V[i] = _mm512_and_si512(m % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
             } else {
