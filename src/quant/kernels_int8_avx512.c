@@ -19,20 +19,21 @@ static const uint8_t *row_ptr(const struct qtensor *W, int r)
     return (const uint8_t *)W->data + (size_t)r * quant_fmt_row_bytes(W->fmt, W->cols);
 }
 
-/* Matvec: the same block sums from VPDPBUSD, whose lanes each sum 4
- * columns: a vector of one row holds two blocks (lanes 0-7, 8-15), and a
- * tree of unpacks and adds (reduce16) turns 16 such vectors into two
- * vectors of block sums, one lane per input vector. The weights are
- * unsigned (nibble = q + 8, q8 byte ^ 0x80 = q + 128), so the offset times
- * the activation block's integer sum comes off each sum, exactly. (A tile
- * matvec, A = 16 rows of weights and B one activation, read int4 weights at
- * 13 GB/s in cache against this kernel's ~30: each tile load and store
- * costs about a cycle per row, for 16 x 64 useful bytes.)
+/* Matvec: the block sums from VPDPBUSD on the weights as stored, whose
+ * lanes each sum 4 columns: a vector of one row holds two blocks (lanes
+ * 0-7, 8-15), and a tree of unpacks and adds (reduce16) turns 16 such
+ * vectors into two vectors of block sums, one lane per input vector. The
+ * weights are unsigned (nibble = q + 8, q8 byte ^ 0x80 = q + 128), so the
+ * offset times the activation block's integer sum comes off each sum,
+ * exactly. (A tile matvec, A = 16 rows of weights and B one activation,
+ * read int4 weights at 13 GB/s in cache against this kernel's ~30: each
+ * tile load and store costs about a cycle per row, for 16 x 64 useful
+ * bytes.)
  * Row-scale formats (q8, q4) take 16 rows per pass, one row per lane; the
  * group formats 8 rows per pass, one row per lane of a 256-bit chain, with
- * 8 groups' scales per window (bench/amx-decode-results.md: streamed,
- * q4g32 / q4g64 ran 16.7 / 16.4 GB/s that way against 15.4 / 15.6 in
- * 16-row passes; q4 15.1 against 16.2). */
+ * 8 groups' scales per window (bench/amx-decode-results.md, Sapphire
+ * Rapids: streamed, q4g32 / q4g64 ran 16.7 / 16.4 GB/s that way against
+ * 15.4 / 15.6 in 16-row passes; q4 15.1 against 16.2). */
 /* Decode prefetch, chosen on the streamed matvec (65536 x 7168, 1 thread,
  * 3+ rounds interleaved, bench/amx-int8-results.md, amx-decode-results.md).
  * int4: the next pass's rows, a contiguous run of bytes, to L2 in address
