@@ -65,6 +65,52 @@ static int run_vdpbf16ps(const struct qtensor *W, const uint16_t *xb, int n, int
     return 0;
 }
 
+#if !defined(__clang__)
+/* Batches of QUANT_BF16ACT_LANE_MIN or more on the lane slice: the
+ * activations packed once, then blocks of QUANT_BF16ACT_LANE_ROWS rows in
+ * parallel, each thread with its own panel. A thread whose scratch cannot
+ * be allocated goes through the rows kernel (the same bits). */
+static int run_lanes(const struct qtensor *W, const uint16_t *xb, int n, int cols_pad, float *Y,
+                     struct colibri_err *err)
+{
+    const int rows = W->rows, cols = W->cols, ng = (n + 7) / 8, RB = QUANT_BF16ACT_LANE_ROWS;
+    const int nblocks = (rows + RB - 1) / RB;
+    const size_t per = (size_t)4 * cols_pad;     /* dwords per group of 8 */
+    uint32_t *xl = base_xalloc((size_t)ng * per * sizeof *xl);
+    if (!xl)
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate the bf16 product's buffers for [%d, %d] x %d",
+                       rows, cols, n);
+    int par = !omp_in_parallel() && omp_get_max_threads() > 1, failed = 0;
+    #pragma omp parallel if (par) reduction(| : failed)
+    {
+        #pragma omp for schedule(static)
+        for (int g = 0; g < ng; g++) quant_bf16act_lanes_pack(xb, n, cols_pad, g, xl + (size_t)g * per);
+        void *scratch = aligned_alloc(64, (quant_bf16act_lanes_scratch(cols_pad) + 63) / 64 * 64);
+        float *acc = scratch ? NULL : aligned_alloc(64, (size_t)QUANT_BF16ACT_ROWS * n * 16 * sizeof(float));
+        #pragma omp for schedule(static)
+        for (int b = 0; b < nblocks; b++) {
+            int r0 = b * RB, r1 = r0 + RB < rows ? r0 + RB : rows;
+            if (scratch) {
+                quant_bf16act_lanes_avx512(W->data, rows, cols, cols_pad, r0, r1, xl, n, Y, scratch);
+            } else if (acc) {
+                for (int r = r0; r < r1; r += QUANT_BF16ACT_ROWS)
+                    quant_bf16act_rows_avx512(W->data, rows, cols, r, r + QUANT_BF16ACT_ROWS < r1 ? r + QUANT_BF16ACT_ROWS : r1,
+                                              xb, cols_pad, n, Y, acc);
+            } else {
+                failed = 1;
+            }
+        }
+        free(scratch);
+        free(acc);
+    }
+    free(xl);
+    if (failed)
+        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate the bf16 product's buffers for [%d, %d] x %d",
+                       rows, cols, n);
+    return 0;
+}
+#endif
+
 /* Tokens per slice on the AMX kernel: a multiple of 32 whose packed
  * activations for a 256-column block (32 KiB) stay in L1. */
 #define AMX_SLICE 64
@@ -136,7 +182,12 @@ int quant_matmul_bf16act_kernel(const struct qtensor *W, const float *X, int n, 
                        W->rows, cols, n);
     for (int j = 0; j < n; j++)
         quant_bf16act_round_avx512(X + (size_t)j * cols, cols, cols_pad, xb + (size_t)j * cols_pad);
+#if !defined(__clang__)
+    int rc = n >= QUANT_BF16ACT_LANE_MIN ? run_lanes(W, xb, n, cols_pad, Y, err)
+                                         : run_vdpbf16ps(W, xb, n, cols_pad, Y, err);
+#else
     int rc = run_vdpbf16ps(W, xb, n, cols_pad, Y, err);
+#endif
     free(xb);
     return rc;
 #else

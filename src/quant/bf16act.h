@@ -72,6 +72,24 @@ int quant_matmul_bf16act_kernel(const struct qtensor *W, const float *X, int n, 
 void quant_bf16act_round_avx512(const float *x, int cols, int cols_pad, uint16_t *out);
 void quant_bf16act_rows_avx512(const uint16_t *Wd, int rows, int cols, int r0, int r1,
                                const uint16_t *xb, int cols_pad, int nx, float *Y, float *scratch);
+/* The lane slice of the same kernel (bf16act_avx512.c), for batches of
+ * QUANT_BF16ACT_LANE_MIN or more in GCC builds (it adds each output's 16
+ * lane sums in the order of GCC's _mm512_reduce_add_ps, which the rows
+ * kernel uses): the same bits as quant_bf16act_rows_avx512. The activations
+ * go in groups of 8 (quant_bf16act_lanes_pack: group g into out, 4 * cols_pad
+ * dwords, zeros past n); a call takes rows [r0, r1), at most
+ * QUANT_BF16ACT_LANE_ROWS, and every activation, with
+ * quant_bf16act_lanes_scratch(cols_pad) bytes of scratch, 64-byte aligned. */
+/* Below 32 the panel's transpose costs what the wider tile saves (Zen 5,
+ * 2048 x 7168, 1 thread: n = 16 134-140 GFLOP/s against 141-145 on the
+ * rows kernel, n = 32 158-178 against 159-180, n = 64 195-279 against
+ * 160-233). */
+#define QUANT_BF16ACT_LANE_MIN 32
+#define QUANT_BF16ACT_LANE_ROWS 48
+void quant_bf16act_lanes_pack(const uint16_t *xb, int n, int cols_pad, int g, uint32_t *out);
+size_t quant_bf16act_lanes_scratch(int cols_pad);
+void quant_bf16act_lanes_avx512(const uint16_t *Wd, int rows, int cols, int cols_pad, int r0, int r1,
+                                const uint32_t *xl, int n, float *Y, void *scratch);
 
 
 /* The AMX kernel (bf16act_amx_avx512.c), for bf16act.c only. Columns per
