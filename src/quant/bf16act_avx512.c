@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "quant/bf16act.h"
+#include "quant/transpose_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -128,35 +129,6 @@ void quant_bf16act_round_avx512(const float *x, int cols, int cols_pad, uint16_t
 #define LGRP 8          /* activation groups per pass */
 #define LACC (3 * LNJ)  /* accumulator vectors per group */
 
-/* 16 x 16 transpose of 32-bit elements: T[s] element i = V[i] element s. */
-INLINE void transpose16x16_epi32(const __m512i *V, __m512i *T)
-{
-    __m512i A[8], B[8], X[4][4];
-    UNROLL
-    for (int p = 0; p < 8; p++) {
-        A[p] = _mm512_unpacklo_epi32(V[2 * p], V[2 * p + 1]);
-        B[p] = _mm512_unpackhi_epi32(V[2 * p], V[2 * p + 1]);
-    }
-    /* X[q][k], 128-bit lane L: rows 4q .. 4q+3 of element 4L + k */
-    UNROLL
-    for (int q = 0; q < 4; q++) {
-        X[q][0] = _mm512_unpacklo_epi64(A[2 * q], A[2 * q + 1]);
-        X[q][1] = _mm512_unpackhi_epi64(A[2 * q], A[2 * q + 1]);
-        X[q][2] = _mm512_unpacklo_epi64(B[2 * q], B[2 * q + 1]);
-        X[q][3] = _mm512_unpackhi_epi64(B[2 * q], B[2 * q + 1]);
-    }
-    /* lane q of T[4L + k] = lane L of X[q][k] */
-    UNROLL
-    for (int k = 0; k < 4; k++) {
-        __m512i y0 = _mm512_shuffle_i32x4(X[0][k], X[1][k], 0x44), y1 = _mm512_shuffle_i32x4(X[0][k], X[1][k], 0xEE);
-        __m512i y2 = _mm512_shuffle_i32x4(X[2][k], X[3][k], 0x44), y3 = _mm512_shuffle_i32x4(X[2][k], X[3][k], 0xEE);
-        T[k] = _mm512_shuffle_i32x4(y0, y2, 0x88);
-        T[4 + k] = _mm512_shuffle_i32x4(y0, y2, 0xDD);
-        T[8 + k] = _mm512_shuffle_i32x4(y1, y3, 0x88);
-        T[12 + k] = _mm512_shuffle_i32x4(y1, y3, 0xDD);
-    }
-}
-
 size_t quant_bf16act_lanes_scratch(int cols_pad)
 {
     return (size_t)LROWS * cols_pad * sizeof(uint16_t) + (size_t)10 * LGRP * LACC * sizeof(__m512);
@@ -195,7 +167,7 @@ static void lanes_panel(const uint16_t *Wd, int cols, int cols_pad, int r0, int 
                 _mm_prefetch((const char *)p + 512, _MM_HINT_T0);
                 V[i] = _mm512_maskz_loadu_epi16(m, p);
             }
-            transpose16x16_epi32(V, T);
+            quant_transpose16x16_epi32(V, T);
             for (int l = 0; l < 16; l++)
                 _mm512_store_si512(panel + (((size_t)l * nk + k) * 3 + v) * 16, T[l]);
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "quant/kernels_int8.h"
+#include "quant/transpose_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -265,35 +266,6 @@ INLINE void rows_int8(const struct qtensor *W, int r0, int r1, const struct quan
 #define SLICE_NJ 4
 static_assert(SLICE_RG * 16 >= 48, "a slice call's rows fit the panel's row groups");
 
-/* 16 x 16 transpose of 32-bit elements: T[s] element i = V[i] element s. */
-INLINE void transpose16x16_epi32(const __m512i *V, __m512i *T)
-{
-    __m512i A[8], B[8], X[4][4];
-    UNROLL
-    for (int p = 0; p < 8; p++) {
-        A[p] = _mm512_unpacklo_epi32(V[2 * p], V[2 * p + 1]);
-        B[p] = _mm512_unpackhi_epi32(V[2 * p], V[2 * p + 1]);
-    }
-    /* X[q][k], 128-bit lane L: rows 4q .. 4q+3 of element 4L + k */
-    UNROLL
-    for (int q = 0; q < 4; q++) {
-        X[q][0] = _mm512_unpacklo_epi64(A[2 * q], A[2 * q + 1]);
-        X[q][1] = _mm512_unpackhi_epi64(A[2 * q], A[2 * q + 1]);
-        X[q][2] = _mm512_unpacklo_epi64(B[2 * q], B[2 * q + 1]);
-        X[q][3] = _mm512_unpackhi_epi64(B[2 * q], B[2 * q + 1]);
-    }
-    /* lane q of T[4L + k] = lane L of X[q][k] */
-    UNROLL
-    for (int k = 0; k < 4; k++) {
-        __m512i y0 = _mm512_shuffle_i32x4(X[0][k], X[1][k], 0x44), y1 = _mm512_shuffle_i32x4(X[0][k], X[1][k], 0xEE);
-        __m512i y2 = _mm512_shuffle_i32x4(X[2][k], X[3][k], 0x44), y3 = _mm512_shuffle_i32x4(X[2][k], X[3][k], 0xEE);
-        T[k] = _mm512_shuffle_i32x4(y0, y2, 0x88);
-        T[4 + k] = _mm512_shuffle_i32x4(y0, y2, 0xDD);
-        T[8 + k] = _mm512_shuffle_i32x4(y1, y3, 0x88);
-        T[12 + k] = _mm512_shuffle_i32x4(y1, y3, 0xDD);
-    }
-}
-
 /* Packing reads 16 rows side by side, from memory for a prefill; a
  * prefetch this many bytes ahead in each row took the prefill (Zen 5,
  * 1 thread, 3 rounds interleaved) of 2048 x 7168 at n = 16 from 188-237 to
@@ -332,7 +304,7 @@ INLINE void pack_row_group(const struct qtensor *W, int r, int n, uint8_t *dst, 
                 V[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, p), flip);
             }
         }
-        transpose16x16_epi32(V, T);
+        quant_transpose16x16_epi32(V, T);
         for (int s = 0; s < 16 && 16 * m + s < ns; s++)
             _mm512_store_si512(dst + (size_t)(16 * m + s) * 64, T[s]);
     }
