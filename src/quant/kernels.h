@@ -60,10 +60,11 @@ struct quant_act {
 typedef void (*quant_rows_fn)(const struct qtensor *W, int r0, int r1,
                               const struct quant_act *a, int j0, int nj, float *Y);
 
-/* Quantizes one activation row: q[cols_pad], xs[nblk], xsum[nblk]; returns
- * the sum of xsum. */
+/* Quantizes one activation row: q[cols_pad], xs[nblk], xsum[nblk], and,
+ * unless qsum is NULL, each block's integer sum of q into qsum[nblk];
+ * returns the sum of xsum. */
 typedef float (*quant_act_prep_fn)(const float *x, int cols, int cols_pad,
-                                   int8_t *q, float *xs, float *xsum);
+                                   int8_t *q, float *xs, float *xsum, int32_t *qsum);
 
 /* Prefill over a whole activation slice: Y[j][r] for r in [r0, r1) and j in
  * [j0, j0+nj), any nj >= QUANT_SLICE_MIN, r1 - r0 <= quant_slice_rows(cols),
@@ -124,7 +125,8 @@ void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
 /* Packs group g of the int8 activations of a (a->q / xs) into qt
  * (nblk * 512 bytes) and xst (nblk * 16 floats), the order of a->qt. */
 void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst);
-/* qsum[nblk] = the integer sum of each block of activation j's q. */
+/* qsum[nblk] = the integer sum of each block of activation j's q (what
+ * act_prep writes to its qsum; the tests check one against the other). */
 void quant_act_block_sums(const struct quant_act *a, int j, int32_t *qsum);
 /* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
 static inline size_t quant_act_pack_stride(int cols)
@@ -175,7 +177,7 @@ extern const struct quant_isa_table quant_isa_neon;
 /* The reference activation quantizer (round to nearest even, scale
  * amax/127, blocks with amax 0 get scale 0). */
 float quant_act_prep_ref(const float *x, int cols, int cols_pad,
-                         int8_t *q, float *xs, float *xsum);
+                         int8_t *q, float *xs, float *xsum, int32_t *qsum);
 
 /* The table for a level, NULL if unavailable. Filled once (dispatch.c). */
 const struct quant_isa_table *quant_isa_table(enum quant_isa isa);

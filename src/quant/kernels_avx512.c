@@ -199,7 +199,7 @@ FLOAT_KERNEL(fp8b, QUANT_FP8B)
 /* -------------------------------------------------- activation quantizer */
 
 /* Bit-identical to quant_act_prep_ref: same f32 operations, lane-parallel. */
-static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *xs, float *xsum)
+static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *xs, float *xsum, int32_t *qsum)
 {
     float total = 0.0f;
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
@@ -219,6 +219,7 @@ static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *
         int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
         xs[b] = s;
         xsum[b] = s * (float)sum;
+        if (qsum) qsum[b] = sum;
         total += xsum[b];
     }
     return total;

@@ -114,7 +114,7 @@ REF_ROWS(q4g128)
 REF_ROWS(fp8b)
 
 float quant_act_prep_ref(const float *x, int cols, int cols_pad,
-                         int8_t *q, float *xs, float *xsum)
+                         int8_t *q, float *xs, float *xsum, int32_t *qsum)
 {
     float total = 0.0f;
     for (int b = 0; b * QUANT_ACT_BLOCK < cols_pad; b++) {
@@ -132,6 +132,7 @@ float quant_act_prep_ref(const float *x, int cols, int cols_pad,
         }
         xs[b] = s;
         xsum[b] = s * (float)sum;
+        if (qsum) qsum[b] = sum;
         total += xsum[b];
     }
     return total;

@@ -188,8 +188,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         for (int j = 0; j < n; j++) {
             all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
                                  q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
-                                 xsum + (size_t)j * a.nblk);
-            if (qsum) quant_act_block_sums(&a, j, qsum + (size_t)j * a.nblk);
+                                 xsum + (size_t)j * a.nblk, qsum ? qsum + (size_t)j * a.nblk : NULL);
         }
     }
     float *xl = NULL;

@@ -532,7 +532,7 @@ static void test_act_prep(void)
     for (int i = 32; i < 64; i++) x[i] = 0;
     int8_t q[128];
     float xs[4], xsum[4];
-    float all = quant_act_prep_ref(x, 100, 128, q, xs, xsum);
+    float all = quant_act_prep_ref(x, 100, 128, q, xs, xsum, NULL);
     double tot = 0;
     for (int b = 0; b < 4; b++) {
         int sum = 0;
@@ -551,9 +551,14 @@ static void test_act_prep(void)
         if (!t) continue;
         int8_t q2[128];
         float xs2[4], xsum2[4];
-        t->act_prep(x, 100, 128, q2, xs2, xsum2);
+        int32_t qs2[4], qs_ref[4];
+        t->act_prep(x, 100, 128, q2, xs2, xsum2, qs2);
         CHECK(memcmp(q, q2, sizeof q) == 0 && memcmp(xs, xs2, sizeof xs) == 0,
               "%s act_prep matches the reference", quant_isa_name(isa));
+        /* the block sums it writes are those of its q */
+        struct quant_act a = { .n = 1, .cols = 100, .cols_pad = 128, .nblk = 4, .q = q2 };
+        quant_act_block_sums(&a, 0, qs_ref);
+        CHECK(memcmp(qs2, qs_ref, sizeof qs2) == 0, "%s act_prep block sums", quant_isa_name(isa));
     }
 }
 
