@@ -125,9 +125,6 @@ void quant_act_lanes(const float *x, int n, int cols, int g, float *out);
 /* Packs group g of the int8 activations of a (a->q / xs) into qt
  * (nblk * 512 bytes) and xst (nblk * 16 floats), the order of a->qt. */
 void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst);
-/* qsum[nblk] = the integer sum of each block of activation j's q (what
- * act_prep writes to its qsum; the tests check one against the other). */
-void quant_act_block_sums(const struct quant_act *a, int j, int32_t *qsum);
 /* Floats per packed group of QUANT_LANE_NR activations (a->xl). */
 static inline size_t quant_act_pack_stride(int cols)
 {

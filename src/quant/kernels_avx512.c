@@ -3,8 +3,9 @@
  * Float formats (f32, bf16, f16, fp8b) widen the weights to f32 and use FMA
  * against the f32 activations; fp8b widens to its dequantized values (e4m3
  * times the block scale, rounded once: quant_fp8b_widen16), so its products
- * are those of f32 over the dequantized tensor. The int8-activation formats (q8, q4*) are those of
- * kernels_int8_avx512.c; this file has their activation quantizer.
+ * are those of f32 over the dequantized tensor. The int8-activation formats
+ * (q8, q4*) are those of kernels_int8_avx512.c; this file has their
+ * activation quantizer.
  *
  * Each row kernel handles nj (1..QUANT_NB) activations per weight load, so
  * prefill reads the weights once per QUANT_NB activations from cache and

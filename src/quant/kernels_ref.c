@@ -152,16 +152,6 @@ void quant_act_tile16(const struct quant_act *a, int g, int8_t *qt, float *xst)
         }
 }
 
-void quant_act_block_sums(const struct quant_act *a, int j, int32_t *qsum)
-{
-    const int8_t *q = a->q + (size_t)j * a->cols_pad;
-    for (int b = 0; b < a->nblk; b++) {
-        int32_t t = 0;
-        for (int c = 0; c < QUANT_ACT_BLOCK; c++) t += q[(size_t)b * QUANT_ACT_BLOCK + c];
-        qsum[b] = t;
-    }
-}
-
 void quant_act_lanes(const float *x, int n, int cols, int g, float *out)
 {
     for (int h = 0; h < 2; h++)

@@ -556,8 +556,10 @@ static void test_act_prep(void)
         CHECK(memcmp(q, q2, sizeof q) == 0 && memcmp(xs, xs2, sizeof xs) == 0,
               "%s act_prep matches the reference", quant_isa_name(isa));
         /* the block sums it writes are those of its q */
-        struct quant_act a = { .n = 1, .cols = 100, .cols_pad = 128, .nblk = 4, .q = q2 };
-        quant_act_block_sums(&a, 0, qs_ref);
+        for (int b = 0; b < 4; b++) {
+            qs_ref[b] = 0;
+            for (int c = 32 * b; c < 32 * b + 32; c++) qs_ref[b] += q2[c];
+        }
         CHECK(memcmp(qs2, qs_ref, sizeof qs2) == 0, "%s act_prep block sums", quant_isa_name(isa));
     }
 }
