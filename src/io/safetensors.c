@@ -163,6 +163,12 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     int rc = 0, first = s->n_tensors;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
+            /* JSON lets a key repeat; a second metadata object would replace
+             * (and leak) the first, so the file is refused */
+            if (files[fi].metadata) {
+                rc = base_err_set(err, COLIBRI_EFORMAT, "%s: '__metadata__' appears twice in the header", path);
+                break;
+            }
             if (!cJSON_IsObject(e)) {
                 rc = base_err_set(err, COLIBRI_EFORMAT, "%s: '__metadata__' is not a JSON object", path);
                 break;

@@ -133,6 +133,9 @@ static void test_malformed_headers(void)
     open_expect(path, 0, NULL);
     write_st(path, "{\"__metadata__\":{\"format\":\"pt\"}}", zeros, 0);
     open_expect(path, 0, NULL);
+    /* found by fuzz_safetensors: a repeated key must not replace (and leak) the first */
+    write_st(path, "{\"__metadata__\":{\"format\":\"pt\"},\"__metadata__\":{\"format\":\"pt\"}}", zeros, 0);
+    open_expect(path, COLIBRI_EFORMAT, "'__metadata__' appears twice");
     /* Header length larger than the file. */
     FILE *f = fopen(path, "wb");
     uint8_t le[12] = { 0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ' };
