@@ -23,14 +23,39 @@ double base_now_sec(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* One line, one write: stderr is unbuffered, and the tag, the message and
+ * the newline written apart interleave with other processes writing to the
+ * same pipe (the ranks of an MPI job: "[info] " of one rank ended up in
+ * front of another rank's line). A write of up to PIPE_BUF bytes to a pipe is
+ * atomic; longer lines are formatted into the heap, still written once. */
 void base_log_msg(const char *tag, const char *fmt, ...)
 {
+    char small[1024], *line = small;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "[%s] ", tag);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int head = snprintf(small, sizeof small, "[%s] ", tag);
+    if (head < 0) head = 0;
+    if ((size_t)head >= sizeof small) head = (int)sizeof small - 1;
+    va_list ap2;
+    va_copy(ap2, ap);
+    int body = vsnprintf(small + head, sizeof small - (size_t)head, fmt, ap);
+    if (body < 0) body = 0;
+    size_t len = (size_t)head + (size_t)body;
+    if (len + 1 >= sizeof small) {
+        char *big = malloc(len + 2);
+        if (big) {
+            memcpy(big, small, (size_t)head);
+            vsnprintf(big + head, (size_t)body + 1, fmt, ap2);
+            line = big;
+        } else {
+            len = sizeof small - 2;     /* cut to what fits rather than lose the line */
+        }
+    }
+    va_end(ap2);
     va_end(ap);
+    line[len] = '\n';
+    fwrite(line, 1, len + 1, stderr);
+    if (line != small) free(line);
 }
 
 void base_progress_start(struct progress *p, const char *label, uint64_t total)
