@@ -19,7 +19,8 @@
  * matvecs, n = 1).
  *
  * usage: gemm [n, default 256] [rows, default 1024] [reps, default 5] [formats, default all]
- *             [kernel level, default the best: scalar, avx2, avx512, avx512vbmi, amx, neon] */
+ *             [kernel level, default "best": scalar, avx2, avx512, avx512vbmi, amx, neon]
+ *             [cols, default 7168; 2048 is a V3 down projection's and V2-Lite's hidden size] */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,15 +106,15 @@ int main(int argc, char **argv)
     char every_fmt[256];
     quant_fmt_names(every_fmt, sizeof every_fmt, ",");
     const char *list = argc > 4 ? argv[4] : every_fmt;
-    const int cols = 7168;
+    const int cols = argc > 6 ? atoi(argv[6]) : 7168;
     int isa = quant_isa_best();
-    if (argc > 5) {
+    if (argc > 5 && strcmp(argv[5], "best") != 0) {
         isa = -1;
         for (int i = 0; i < QUANT_ISA_COUNT; i++)
             if (strcmp(argv[5], quant_isa_name(i)) == 0) isa = i;
         if (isa < 0 || !quant_isa_available(isa)) { fprintf(stderr, "level %s not available\n", argv[5]); return 2; }
     }
-    if (n <= 0 || rows <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
+    if (n <= 0 || rows <= 0 || cols <= 0 || reps <= 0 || reps > 100) { fprintf(stderr, "bad arguments\n"); return 2; }
     float *w = base_xalloc((size_t)rows * cols * sizeof(float)), *x = base_xalloc((size_t)n * cols * sizeof(float));
     float *y = base_xalloc((size_t)n * rows * sizeof(float));
     if (!w || !x || !y) { fprintf(stderr, "out of memory\n"); return 1; }

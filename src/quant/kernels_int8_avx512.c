@@ -48,8 +48,16 @@ static const uint8_t *row_ptr(const struct qtensor *W, int r)
  * instead each row's own block of the next pass (a stream per row)
  * streamed 16-row q4g32 / q4g64 at 12.4 / 13.9 GB/s. q8 (7 KiB rows)
  * MV_Q8_PREFETCH bytes ahead in its own rows, 15.4-15.8 GB/s against
- * 13.8-14.8 a tile ahead. */
+ * 13.8-14.8 a tile ahead. Rows shorter than MV_Q8_INROW_MIN bytes (a V3
+ * down projection's 2048 columns, V2-Lite's 2048 and 1408) take the int4
+ * scheme instead: on Zen 5 (1 thread, 5 rounds interleaved, probe 32-33
+ * GB/s; bench/avx512-kernels-results.md) 2048 columns streamed at 32.3
+ * (29.8-33.6) GB/s that way against 26.1 (24.6-27.0) in their own rows
+ * and 22.9 before the own-row streams ran on into the next pass; 7168
+ * columns at 33.3 (31.5-34.0) in their own rows, 31.8 (30.3-34.5) in
+ * address order. */
 #define MV_Q8_PREFETCH 512
+#define MV_Q8_INROW_MIN 4096
 
 INLINE void reduce16(const __m512i *D, __m512i *SA, __m512i *SB)
 {
@@ -73,21 +81,25 @@ INLINE void reduce16(const __m512i *D, __m512i *SA, __m512i *SB)
 /* One activation (q, xs, qs: its block integer sums) times rows
  * [r, r + nr), nr <= 16, of a row-scale format (q8, q4) into y[nr]: input
  * j of reduce16 is row j's low (then high) half of a 128-column block, so
- * lane j holds row j's chain. */
+ * lane j holds row j's chain. INROW: q8 prefetches in each row's stream,
+ * not in address order (MV_Q8_INROW_MIN). */
 INLINE void matvec_tile16(const struct qtensor *W, int r, int nr, const int8_t *q, const float *xs,
-                          const int32_t *qs, float *y, int INT4)
+                          const int32_t *qs, float *y, int INT4, int INROW)
 {
     const int cols = W->cols, nb = (cols + 31) / 32, nk = (cols + 127) / 128;
     const int ofs = INT4 ? 8 : 128;
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    /* int4: the next pass's 16 rows in address order, 16 lines a step */
+    /* the next pass's 16 rows in address order, as many lines a step as
+     * this pass reads: 16 (int4) or 32 (q8) */
     const uint8_t *next = r + 32 <= W->rows ? row_ptr(W, r + 16) : NULL;
-    const uint8_t *p[16];
+    const uint8_t *p[16], *pn[16];
     int use[16];
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
     for (int j = 0; j < 16; j++) {
         use[j] = j < nr;
         p[j] = row_ptr(W, r + (use[j] ? j : 0));
+        pn[j] = r + 16 + j < W->rows ? row_ptr(W, r + 16 + j) : NULL;
     }
     __m512 acc = _mm512_setzero_ps();
     for (int k = 0; k < nk; k++) {
@@ -101,12 +113,20 @@ INLINE void matvec_tile16(const struct qtensor *W, int r, int nr, const int8_t *
             __m512i u;
             if (INT4) {
                 if (next) _mm_prefetch((const char *)next + 64 * (16 * (size_t)k + j), _MM_HINT_T1);
-                u = _mm512_and_si512(_mm512_loadu_si512(p[j] + 64 * (size_t)k), m4);
-            } else {
-                _mm_prefetch((const char *)p[j] + 128 * (size_t)k + MV_Q8_PREFETCH, _MM_HINT_T0);
-                _mm_prefetch((const char *)p[j] + 128 * (size_t)k + MV_Q8_PREFETCH + 64, _MM_HINT_T0);
-                u = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[j] + 128 * (size_t)k), flip);
+            } else if (INROW) {
+                /* MV_Q8_PREFETCH bytes ahead in the row's stream, which
+                 * runs on into the same lane's row of the next pass */
+                UNROLL
+                for (size_t l = 128 * (size_t)k + MV_Q8_PREFETCH; l < 128 * (size_t)k + MV_Q8_PREFETCH + 128; l += 64) {
+                    if (l < rb) _mm_prefetch((const char *)p[j] + l, _MM_HINT_T0);
+                    else if (pn[j]) _mm_prefetch((const char *)pn[j] + (l - rb), _MM_HINT_T0);
+                }
+            } else if (next) {
+                _mm_prefetch((const char *)next + 128 * (16 * (size_t)k + j), _MM_HINT_T1);
+                _mm_prefetch((const char *)next + 128 * (16 * (size_t)k + j) + 64, _MM_HINT_T1);
             }
+            if (INT4) u = _mm512_and_si512(_mm512_loadu_si512(p[j] + 64 * (size_t)k), m4);
+            else u = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mlo, p[j] + 128 * (size_t)k), flip);
             D[j] = use[j] ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, qlo) : _mm512_setzero_si512();
         }
         reduce16(D, &S[0], &S[1]);
@@ -237,6 +257,9 @@ INLINE void rows_int8(const struct qtensor *W, int r0, int r1, const struct quan
                      int j0, int nj, float *Y, int INT4, int G)
 {
     const int R = G ? 8 : 16;
+    /* q8: long rows prefetch in their own streams, short rows in address
+     * order like int4 (see MV_Q8_PREFETCH) */
+    const int inrow = quant_fmt_row_bytes(W->fmt, W->cols) >= MV_Q8_INROW_MIN;
     float y[16];
     for (int r = r0; r < r1; r += R) {
         int nr = r1 - r < R ? r1 - r : R;
@@ -245,7 +268,9 @@ INLINE void rows_int8(const struct qtensor *W, int r0, int r1, const struct quan
             const float *xs = a->xs + (size_t)j * a->nblk;
             const int32_t *qs = a->qsum + (size_t)j * a->nblk;
             if (G) matvec_tile8(W, r, nr, q, xs, qs, y, G);
-            else matvec_tile16(W, r, nr, q, xs, qs, y, INT4);
+            else if (INT4) matvec_tile16(W, r, nr, q, xs, qs, y, 1, 0);
+            else if (inrow) matvec_tile16(W, r, nr, q, xs, qs, y, 0, 1);
+            else matvec_tile16(W, r, nr, q, xs, qs, y, 0, 0);
             memcpy(Y + (size_t)j * W->rows + r, y, (size_t)nr * sizeof(float));
         }
     }
