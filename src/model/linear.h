@@ -17,7 +17,17 @@
 /* y[n][rows] = x[n][cols] · Wᵀ */
 void model_linear(const struct qtensor *W, const float *x, int n, float *y);
 
-/* Σ a[i]·b[i], vectorized (the order of the sum is the compiler's). */
+/* Σ a[i]·b[i] in a fixed order, the same on every machine: lane l of 16
+ * sums the products of the elements i ≡ l (mod 16) up to the last whole 16
+ * in rising i (each product rounded, then added), the n % 16 left go on
+ * into lane 0, then the lanes are added in order 0..15 starting from 0.
+ * (The order GCC's AVX-512 vectorization of the plain loop gave; written
+ * out so that model_dot_f32_multi keeps it.) */
 float model_dot_f32(const float *a, const float *b, int n);
+
+/* out[j] = model_dot_f32(a[j], b, n) for j < na, bit for bit: b is read
+ * once per 16 of the a[j] (the attention scores of a block of queries
+ * against one key). */
+void model_dot_f32_multi(const float *const *a, int na, const float *b, int n, float *out);
 
 #endif

@@ -35,7 +35,7 @@ static void softmax_inplace(float *x, int n)
 }
 
 /* Query rows per task of the expanded attention (attend_expanded). */
-#define MLA_QROWS 8
+#define MLA_QROWS 16
 
 /* A group's DSA selection: row s attends pos[s * stride + j], j < n[s]. */
 struct mla_sel {
@@ -141,13 +141,19 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
                 continue;
             }
             /* causal: row i sees positions [0, tn[i]), tn rising with i */
+            const float *qn[MLA_QROWS], *qr[MLA_QROWS];
+            for (int i = 0; i < ns; i++) {
+                qn[i] = q + (int64_t)(s0 + i) * H * dqk + h * dqk;
+                qr[i] = qn[i] + dn;
+            }
+            int i0 = 0;     /* the first row that sees position t */
             for (int t = 0; t < tmax; t++) {
                 const float *kn = kvx + (int64_t)t * H * dkv + h * dkv, *kr = rope + t * rope_stride;
-                for (int i = 0; i < ns; i++) {
-                    if (t >= tn[i]) continue;
-                    const float *qn = q + (int64_t)(s0 + i) * H * dqk + h * dqk;
-                    p[i][t] = (model_dot_f32(qn, kn, dn) + model_dot_f32(qn + dn, kr, dr)) * c->softmax_scale;
-                }
+                float dnope[MLA_QROWS], drope[MLA_QROWS];
+                while (tn[i0] <= t) i0++;
+                model_dot_f32_multi(qn + i0, ns - i0, kn, dn, dnope + i0);
+                model_dot_f32_multi(qr + i0, ns - i0, kr, dr, drope + i0);
+                for (int i = i0; i < ns; i++) p[i][t] = (dnope[i] + drope[i]) * c->softmax_scale;
             }
             float *oh[MLA_QROWS];
             for (int i = 0; i < ns; i++) {
