@@ -2,7 +2,8 @@
  * attention door for every tier, the prefill forms, slices longer than the
  * run buffers, the expert store's call pattern, the hidden-state output and
  * the optional kv_b copy. Runs on models/colibri-tiny (bf16, trained) and the
- * oracle fixture tests/oracle/deepseek_v3_tiny (f32). */
+ * oracle fixture tests/oracle/deepseek_v3_tiny (f32); the attention's dot
+ * products, one and batched, against their stated order. */
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
@@ -377,8 +378,63 @@ static void test_streamed_store(void)
     model_free(&a);
 }
 
+/* model_dot_f32's order as linear.h states it, spelled out lane by lane */
+static float dot_in_stated_order(const float *a, const float *b, int n)
+{
+    float lane[16] = { 0 };
+    int whole = n / 16 * 16;
+    for (int l = 0; l < 16; l++)
+        for (int i = l; i < whole; i += 16) {
+            float prod = a[i] * b[i];
+            lane[l] = lane[l] + prod;
+        }
+    for (int i = whole; i < n; i++) {
+        float prod = a[i] * b[i];
+        lane[0] = lane[0] + prod;
+    }
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s = s + lane[l];
+    return s;
+}
+
+static void test_dot_orders(void)
+{
+    enum { NMAX = 200, AMAX = 40 };
+    static float a[AMAX][NMAX], b[NMAX];
+    uint64_t x = 88172645463325252ull;
+    for (int j = 0; j < AMAX; j++)
+        for (int i = 0; i < NMAX; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            /* mixed magnitudes, so a different order gives different bits */
+            a[j][i] = (float)((int64_t)(x % 2000001) - 1000000) * (x % 7 == 0 ? 1e-3f : 1e-7f);
+        }
+    for (int i = 0; i < NMAX; i++) b[i] = a[AMAX - 1][(i * 7) % NMAX] * 3.0f + 1e-4f;
+    const int ns[] = { 1, 7, 16, 31, 64, 128, 192, 200 }, nas[] = { 1, 3, 16, 17, 33, 40 };
+    const float *ap[AMAX];
+    for (int j = 0; j < AMAX; j++) ap[j] = a[j];
+    for (size_t u = 0; u < sizeof ns / sizeof *ns; u++) {
+        int n = ns[u];
+        for (int j = 0; j < AMAX; j++) {
+            float got = model_dot_f32(a[j], b, n), want = dot_in_stated_order(a[j], b, n);
+            CHECK(!memcmp(&got, &want, sizeof got), "n = %d row %d: %.9g, stated order %.9g", n, j, got, want);
+        }
+        for (size_t v = 0; v < sizeof nas / sizeof *nas; v++) {
+            float out[AMAX + 1];
+            out[nas[v]] = -1.0f;
+            model_dot_f32_multi(ap, nas[v], b, n, out);
+            for (int j = 0; j < nas[v]; j++) {
+                float want = model_dot_f32(a[j], b, n);
+                CHECK(!memcmp(&out[j], &want, sizeof want), "multi n = %d na = %d row %d: %.9g vs %.9g", n, nas[v],
+                      j, out[j], want);
+            }
+            CHECK(out[nas[v]] == -1.0f, "multi n = %d wrote past na = %d", n, nas[v]);
+        }
+    }
+}
+
 int main(void)
 {
+    RUN_TEST(test_dot_orders);
     RUN_TEST(test_decode_allocates_nothing);
     RUN_TEST(test_kv_b_copy_is_bit_identical);
     RUN_TEST(test_prefill_forms_agree);
