@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include <assert.h>
+#include <string.h>
 
 #include "quant/bf16act.h"
 #ifdef __AVX512F__
@@ -58,6 +59,61 @@ void model_dot_f32_multi(const float *const *a, int na, const float *b, int n, f
     }
 #else
     for (int j = 0; j < na; j++) out[j] = model_dot_f32(a[j], b, n);
+#endif
+}
+
+void model_weighted_sum_multi(const float *const *w, const int *tn, int nw, const float *v, int64_t vstride, int n,
+                              float *const *out)
+{
+#ifdef __AVX512F__
+    /* 4 rows x 64 columns of sums in registers while t runs */
+    for (int i0 = 0; i0 < nw; i0 += 4) {
+        const int m = nw - i0 < 4 ? nw - i0 : 4;
+        const float *wr[4];
+        int tr[4], tmax = 0;
+        for (int j = 0; j < 4; j++) {
+            wr[j] = w[i0 + (j < m ? j : m - 1)];
+            tr[j] = j < m ? tn[i0 + j] : 0;
+            tmax = tr[j] > tmax ? tr[j] : tmax;
+        }
+        for (int c = 0; c < n; c += 64) {
+            __mmask16 mk[4];
+            __m512 acc[4][4];
+            _Pragma("GCC unroll 4")
+            for (int q = 0; q < 4; q++) {
+                int left = n - c - 16 * q;
+                mk[q] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < 4; j++) acc[j][q] = _mm512_setzero_ps();
+            }
+            for (int t = 0; t < tmax; t++) {
+                const float *vt = v + (int64_t)t * vstride + c;
+                __m512 vv[4];
+                _Pragma("GCC unroll 4")
+                for (int q = 0; q < 4; q++) vv[q] = mk[q] ? _mm512_maskz_loadu_ps(mk[q], vt + 16 * q) : _mm512_setzero_ps();
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < 4; j++) {
+                    if (t >= tr[j]) continue;
+                    const __m512 pw = _mm512_set1_ps(wr[j][t]);
+                    _Pragma("GCC unroll 4")
+                    for (int q = 0; q < 4; q++) acc[j][q] = _mm512_add_ps(acc[j][q], _mm512_mul_ps(pw, vv[q]));
+                }
+            }
+            for (int j = 0; j < m; j++)
+                for (int q = 0; q < 4; q++)
+                    if (mk[q]) _mm512_mask_storeu_ps(out[i0 + j] + c + 16 * q, mk[q], acc[j][q]);
+        }
+    }
+#else
+    for (int i = 0; i < nw; i++) {
+        memset(out[i], 0, (size_t)n * sizeof *out[i]);
+        for (int t = 0; t < tn[i]; t++) {
+            const float pt = w[i][t], *vt = v + (int64_t)t * vstride;
+            float *o = out[i];
+#pragma omp simd
+            for (int k = 0; k < n; k++) o[k] += pt * vt[k];
+        }
+    }
 #endif
 }
 

@@ -30,4 +30,11 @@ float model_dot_f32(const float *a, const float *b, int n);
  * against one key). */
 void model_dot_f32_multi(const float *const *a, int na, const float *b, int n, float *out);
 
+/* out[i][k] = Σ w[i][t]·v_t[k] over t < tn[i] in rising t, for k < n and
+ * i < nw, with v_t = v + t·vstride: each product rounded, then added to a
+ * sum that starts at 0 (the value sums of attention for a block of
+ * queries). The same bits as that loop written plainly, on every machine. */
+void model_weighted_sum_multi(const float *const *w, const int *tn, int nw, const float *v, int64_t vstride, int n,
+                              float *const *out);
+
 #endif

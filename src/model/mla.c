@@ -159,19 +159,8 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
             for (int i = 0; i < ns; i++) {
                 softmax_inplace(p[i], tn[i]);
                 oh[i] = o + (int64_t)(s0 + i) * H * dv + h * dv;
-                memset(oh[i], 0, (size_t)dv * sizeof *oh[i]);
             }
-            for (int t = 0; t < tmax; t++) {
-                const float *v = kvx + (int64_t)t * H * dkv + h * dkv + dn;
-                for (int i = 0; i < ns; i++) {
-                    if (t >= tn[i]) continue;
-                    float pt = p[i][t], *out = oh[i];
-                    /* the output row and v do not overlap: vectorized, each
-                     * element keeps its one multiply and add */
-#pragma omp simd
-                    for (int k = 0; k < dv; k++) out[k] += pt * v[k];
-                }
-            }
+            model_weighted_sum_multi((const float *const *)p, tn, ns, kvx + h * dkv + dn, (int64_t)H * dkv, dv, oh);
         }
     }
     return 0;

@@ -430,6 +430,31 @@ static void test_dot_orders(void)
             CHECK(out[nas[v]] == -1.0f, "multi n = %d wrote past na = %d", n, nas[v]);
         }
     }
+    /* the value sums: rows of weights a[i] over the rows of b-shaped values
+     * (vstride NMAX; t < tn[i], tn rising and not), against the plain loop */
+    const int tns[9] = { 5, 6, 7, 8, 9, 1, 30, 2, 17 };
+    for (size_t u = 0; u < sizeof ns / sizeof *ns; u++) {
+        int n = ns[u];
+        static float got[9][NMAX + 1], want[NMAX];
+        float *outp[9];
+        for (int i = 0; i < 9; i++) {
+            outp[i] = got[i];
+            got[i][n] = -1.0f;
+        }
+        model_weighted_sum_multi(ap, tns, 9, &a[0][0], NMAX, n, outp);
+        for (int i = 0; i < 9; i++) {
+            for (int k = 0; k < n; k++) {
+                float acc = 0.0f;
+                for (int t = 0; t < tns[i]; t++) {
+                    float prod = a[i][t] * a[t][k];
+                    acc = acc + prod;
+                }
+                want[k] = acc;
+            }
+            CHECK(!memcmp(got[i], want, (size_t)n * sizeof *want), "value sums n = %d row %d differ", n, i);
+            CHECK(got[i][n] == -1.0f, "value sums n = %d row %d: wrote past n", n, i);
+        }
+    }
 }
 
 int main(void)
