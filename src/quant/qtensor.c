@@ -185,6 +185,7 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
         a.xsum = xsum;
         a.xsum_all = all;
         a.qsum = qsum;
+        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
         for (int j = 0; j < n; j++) {
             all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
                                  q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
