@@ -154,8 +154,12 @@ INLINE void slice_amx(const struct qtensor *W, int r0, int r1, const struct quan
         if (INT4) {
             int8_t ub[16 * 128] __attribute__((aligned(64)));
             for (int k = 0; k < cp / 128 + (cp % 128 != 0); k++) {
-                unpack_int4_block(W, r0 + tr, n, k, ub, ub + 64, 128);
                 int w = cp - 128 * k < 128 ? cp - 128 * k : 128;
+                if (w == 128) {         /* whole blocks go straight into the panel */
+                    unpack_int4_block(W, r0 + tr, n, k, pt + 128 * k, pt + 128 * k + 64, (size_t)cp);
+                    continue;
+                }
+                unpack_int4_block(W, r0 + tr, n, k, ub, ub + 64, 128);
                 for (int i = 0; i < 16; i++) memcpy(pt + (size_t)i * cp + 128 * k, ub + 128 * i, (size_t)w);
             }
         } else if (!q8_direct) {
