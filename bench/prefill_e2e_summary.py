@@ -56,7 +56,8 @@ def main():
     for line in open(raw):
         if line.startswith("machine:"):
             machine = line.split(":", 1)[1].strip()
-        m = re.match(r"peak r\d+ \| (fp32 FMA|bf16 dot|int8 dot) \([^)]*\) \| ([\d.]+) \| ([\d.]+) \|", line)
+        m = re.match(r"peak r\d+ \| (fp32 FMA|bf16 dot|int8 dot|amx-int8 tile) \([^)]*\) \| ([\d.]+) \| ([\d.]+) \|",
+                     line)
         if m:
             peaks.setdefault((m.group(1), 1), []).append(float(m.group(2)))
             peaks.setdefault((m.group(1), 2), []).append(float(m.group(3)))
@@ -84,22 +85,30 @@ def main():
     print("Machine: %s.\n" % machine)
     print("### Compute peaks (`colibri bench --peak`, each round), G op/s\n")
     print("| instruction | 1 thread | 2 threads |\n|---|---:|---:|")
-    for name in ("fp32 FMA", "bf16 dot", "int8 dot"):
+    # on a machine with AMX the int8 formats' prefill runs on tiles: their
+    # share of the tile unit's peak is printed too
+    amx = med(peaks.get(("amx-int8 tile", 1), [])) > 0
+    for name in ("fp32 FMA", "bf16 dot", "int8 dot") + (("amx-int8 tile",) if amx else ()):
         print("| %s | %s | %s |" % (name, cell(peaks.get((name, 1), []), "%.0f"), cell(peaks.get((name, 2), []), "%.0f")))
     for t in (1, 2):
         clock = "process CPU time" if t == 1 else "wall clock"
         print("\n### Prefill of %d tokens, %d thread%s (%s): tok/s and GFLOP/s of weight products\n"
               % (n_prompt, t, "s" if t > 1 else "", clock))
-        print("| weights | old tok/s | new tok/s | new / old | new GFLOP/s | instruction | of its peak |")
-        print("|---|---:|---:|---:|---:|---|---:|")
+        print("| weights | old tok/s | new tok/s | new / old | new GFLOP/s | instruction | of its peak |"
+              + (" of AMX-INT8 peak |" if amx else ""))
+        print("|---|---:|---:|---:|---:|---|---:|" + ("---:|" if amx else ""))
         for f in fmts:
             cfg = json.load(open(pfx + f + "/config.json"))
             w, a = flops_per_token(cfg, n_prompt)
             o, n = pre.get((t, "old", f), []), pre.get((t, "new", f), [])
             gf = [x * w / 1e9 for x in n]
             pk = med(peaks.get((PEAK_OF.get(f, "fp32 FMA"), t), []))
-            print("| %s | %s | %s | %.2fx | %s | %s | %.0f%% |" % (f, cell(o), cell(n), med(n) / med(o), cell(gf, "%.0f"),
-                  PEAK_OF.get(f, "?"), 100 * med(gf) / pk))
+            tile = ""
+            if amx:
+                tile = " %.1f%% |" % (100 * med(gf) / med(peaks[("amx-int8 tile", t)])) \
+                    if PEAK_OF.get(f) == "int8 dot" else " - |"
+            print("| %s | %s | %s | %.2fx | %s | %s | %.0f%% |%s" % (f, cell(o), cell(n), med(n) / med(o), cell(gf, "%.0f"),
+                  PEAK_OF.get(f, "?"), 100 * med(gf) / pk, tile))
         print("\n(Weight products: %.0f MFLOP per token; the attention's own products at this length add %.1f MFLOP "
               "per token, %.1f%%.)" % (w / 1e6, a / 1e6, 100 * a / w))
     print("\n### Decode of 32 tokens after the prefill (depth 512), 1 thread (process CPU time): tok/s and % of the "
