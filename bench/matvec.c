@@ -82,16 +82,13 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One read-bandwidth pass: every thread sums its slice of buf (n words);
- * returns seconds. */
+/* One pass of the read probe (quant/peak.h) over buf (n words); returns
+ * seconds. */
 static double probe_pass(const uint64_t *buf, size_t n)
 {
-    static volatile uint64_t sink;
+    static volatile unsigned long long sink;
     double t0 = base_now_sec();
-    uint64_t s = 0;
-    #pragma omp parallel for schedule(static) reduction(+ : s)
-    for (size_t i = 0; i < n; i++) s += buf[i];
-    sink += s;
+    sink += quant_read_pass(buf, n * sizeof *buf);
     return base_now_sec() - t0;
 }
 

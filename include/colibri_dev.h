@@ -88,6 +88,12 @@ int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *ta
  * lacks are reported as not available. */
 int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err);
 
+/* Read bandwidth in GB/s with every OpenMP thread: the best of three passes
+ * of the read probe (several vector streams per thread) over a 1 GiB
+ * buffer, the bound of a decode that reads its weights from memory. 0 when
+ * the buffer cannot be allocated. */
+double colibri_bench_read_bandwidth(void);
+
 /* ---------------------------------------------------------- verification */
 
 /* Checks one oracle fixture directory (config.json, model.safetensors,

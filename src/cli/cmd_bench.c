@@ -21,30 +21,6 @@ static double now(int cpu)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* Read bandwidth in GB/s: the best of three passes summing a 1 GiB buffer
- * with every OpenMP thread (the ceiling for reading weights). */
-static double read_bandwidth(void)
-{
-    size_t n = (1u << 30) / sizeof(uint64_t);
-    uint64_t *buf = malloc(n * sizeof *buf);
-    if (!buf) return 0;
-#pragma omp parallel for
-    for (size_t i = 0; i < n; i++) buf[i] = i;
-    double best = 0;
-    volatile uint64_t sink = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        uint64_t sum = 0;
-        double t0 = now(0);
-#pragma omp parallel for reduction(+ : sum)
-        for (size_t i = 0; i < n; i++) sum += buf[i];
-        double dt = now(0) - t0;
-        sink += sum;
-        if (n * sizeof *buf / dt / 1e9 > best) best = n * sizeof *buf / dt / 1e9;
-    }
-    free(buf);
-    return best;
-}
-
 /* "1024,8192" -> {1024, 8192}; the count, or -1 for anything else. */
 static int parse_int_list(const char *s, int *out, int max)
 {
@@ -586,7 +562,7 @@ int cmd_bench(int argc, char **argv)
     if (!rc && bw) {
         struct colibri_model_info in;
         colibri_model_get_info(m, &in);
-        double gbs = read_bandwidth(), bound = gbs * 1e9 / (double)in.active_bytes;
+        double gbs = colibri_bench_read_bandwidth(), bound = gbs * 1e9 / (double)in.active_bytes;
         printf("read bandwidth %.1f GB/s; %.2f MiB of weights per decoded token -> bound %.1f tok/s; "
                "decode reaches %.0f%% of it\n", gbs, in.active_bytes / 1048576.0, bound,
                100.0 * (n_gen / best_dec) / bound);
