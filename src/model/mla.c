@@ -195,7 +195,11 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
             const float *qn = q + (int64_t)s * H * dqk + h * dqk;
             float *qah = qa + (int64_t)h * r;
             memset(qah, 0, (size_t)r * sizeof *qah);
+            /* lanes over j: each qah[j] keeps its sequence of multiplies and
+             * adds (the scalar loop, which GCC left unvectorized at -O2, was
+             * 9% of a V2-Lite decode) */
             for (int i = 0; i < dn; i++)
+#pragma omp simd
                 for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[(int64_t)i * r + j];
             memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
         }
