@@ -14,6 +14,11 @@
 
 #include "quant/qtensor.h"
 
+/* Elementwise model work (activations, norms, the experts' weighted adds)
+ * of fewer elements than this stays on the calling thread: an OpenMP
+ * region costs a few microseconds. */
+#define MODEL_PAR_MIN_ELEMS 16384
+
 /* y[n][rows] = x[n][cols] · Wᵀ */
 void model_linear(const struct qtensor *W, const float *x, int n, float *y);
 

@@ -1,6 +1,7 @@
 #include "model/mlp.h"
 
 #include <math.h>
+#include <omp.h>
 
 #include "model/linear.h"
 #include "quant/format.h"
@@ -12,7 +13,11 @@ void model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float
     int inter = w->gate.rows;
     model_linear(&w->gate, x, n, g);
     model_linear(&w->up, x, n, u);
-    for (int64_t i = 0; i < (int64_t)n * inter; i++) g[i] = silu(g[i]) * u[i];
+    /* elementwise, so the threads change no bit; one thread's expf over a
+     * prompt's intermediates was most of what a 2-thread prefill left serial */
+    const int64_t ne = (int64_t)n * inter;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && ne >= MODEL_PAR_MIN_ELEMS)
+    for (int64_t i = 0; i < ne; i++) g[i] = silu(g[i]) * u[i];
     model_linear(&w->down, g, n, out);
 }
 

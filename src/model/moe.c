@@ -1,6 +1,7 @@
 #include "model/moe.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "model/linear.h"
@@ -143,6 +144,9 @@ int model_moe_expert_rows(const int *idx, const float *wts, int n, int K, int e,
 
 void model_moe_add_weighted(float *out, const int *tok, const float *tw, const float *res, int cnt, int hid)
 {
+    /* an expert's rows are distinct tokens, so the threads touch distinct
+     * outputs, each still added to in expert order */
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (int64_t)cnt * hid >= MODEL_PAR_MIN_ELEMS)
     for (int i = 0; i < cnt; i++) {
         float *o = out + (int64_t)tok[i] * hid;
         const float *r = res + (int64_t)i * hid;

@@ -1,10 +1,15 @@
 #include "model/norm.h"
 
+#include "model/linear.h"
+
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 
 void model_rmsnorm(float *y, const float *x, const float *weight, int n, int d, float eps)
 {
+    /* rows are independent: the threads change no bit */
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (int64_t)n * d >= MODEL_PAR_MIN_ELEMS)
     for (int t = 0; t < n; t++) {
         const float *xr = x + (int64_t)t * d;
         float *yr = y + (int64_t)t * d;
