@@ -2,14 +2,27 @@
 
 #include <math.h>
 
-void model_rope_apply(float *x, int dr, int pos, const struct model_config *c)
+void model_rope_angles(int dr, int pos, const struct model_config *c, float *cs, float *sn)
 {
     for (int i = 0; i < dr / 2; i++) {
         float angle = (float)pos * c->inv_freq[i];
-        float cs = (float)cos((double)angle) * c->rope_attention_factor;
-        float sn = (float)sin((double)angle) * c->rope_attention_factor;
-        float x0 = x[2 * i], x1 = x[2 * i + 1];
-        x[2 * i] = x0 * cs - x1 * sn;
-        x[2 * i + 1] = x1 * cs + x0 * sn;
+        cs[i] = (float)cos((double)angle) * c->rope_attention_factor;
+        sn[i] = (float)sin((double)angle) * c->rope_attention_factor;
     }
+}
+
+void model_rope_rotate(float *x, int dr, const float *cs, const float *sn)
+{
+    for (int i = 0; i < dr / 2; i++) {
+        float x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * cs[i] - x1 * sn[i];
+        x[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+    }
+}
+
+void model_rope_apply(float *x, int dr, int pos, const struct model_config *c)
+{
+    float cs[MODEL_MAX_ROPE_DIM / 2], sn[MODEL_MAX_ROPE_DIM / 2];
+    model_rope_angles(dr, pos, c, cs, sn);
+    model_rope_rotate(x, dr, cs, sn);
 }

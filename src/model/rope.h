@@ -10,4 +10,11 @@
 /* Rotates x[0..dr) in place for position pos. */
 void model_rope_apply(float *x, int dr, int pos, const struct model_config *c);
 
+/* The same in two steps, for many vectors at one position (a token's key
+ * and every head's query): the scaled cos and sin of pos's dr / 2 angles
+ * (dr <= MODEL_MAX_ROPE_DIM), then a rotation by them. model_rope_apply's
+ * bits: it is these two steps. */
+void model_rope_angles(int dr, int pos, const struct model_config *c, float *cs, float *sn);
+void model_rope_rotate(float *x, int dr, const float *cs, const float *sn);
+
 #endif
