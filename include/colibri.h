@@ -58,8 +58,10 @@ typedef struct colibri_model colibri_model;
  * default, which on a machine doing anything else costs several-fold (decode
  * measured 5x slower on 2 busy cores); the policy is read once, when the
  * process starts, so a program using the library should run with
- * OMP_WAIT_POLICY=passive in its environment (the colibri command re-executes
- * itself with it). The library never changes the variable itself. */
+ * OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=1000 in its environment (a short
+ * spin before sleeping: passive alone pays a wake-up per region, 2-thread
+ * decode 0.75x; the colibri command re-executes itself with both). The
+ * library never changes the variables itself. */
 typedef struct colibri_mpi colibri_mpi;
 
 struct colibri_model_opts {
