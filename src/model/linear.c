@@ -18,7 +18,6 @@
  * tokens (1 thread, 4 rounds) 297 tok/s against 291 for 8 rows x 32 and
  * 275 for 4 x 64. */
 #define WSUM_ROWS 16
-#define WSUM_VECS 1
 
 float model_dot_f32(const float *a, const float *b, int n)
 {
@@ -73,10 +72,10 @@ void model_weighted_sum_multi(const float *const *w, const int *tn, int nw, cons
                               float *const *out)
 {
 #ifdef __AVX512F__
-    /* WSUM_ROWS rows x 16 * WSUM_VECS columns of sums in registers while t
-     * runs: each pass over t reads the value rows' chunk once for all the
-     * rows of the block */
-    enum { R = WSUM_ROWS, Q = WSUM_VECS };
+    /* WSUM_ROWS rows x 16 columns of sums in registers while t runs: each
+     * pass over t reads the value rows' 16 columns once for all the rows of
+     * the block */
+    enum { R = WSUM_ROWS };
     for (int i0 = 0; i0 < nw; i0 += R) {
         const int m = nw - i0 < R ? nw - i0 : R;
         const float *wr[R];
@@ -86,39 +85,27 @@ void model_weighted_sum_multi(const float *const *w, const int *tn, int nw, cons
             tr[j] = j < m ? tn[i0 + j] : 0;
             tmax = tr[j] > tmax ? tr[j] : tmax;
         }
-        for (int c = 0; c < n; c += 16 * Q) {
-            __mmask16 mk[Q];
-            __m512 acc[R][Q];
+        for (int c = 0; c < n; c += 16) {
+            const __mmask16 mk = (__mmask16)(n - c >= 16 ? 0xFFFF : (1u << (n - c)) - 1);
+            __m512 acc[R];
             _Pragma("GCC unroll 16")
-            for (int q = 0; q < Q; q++) {
-                int left = n - c - 16 * q;
-                mk[q] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
-                _Pragma("GCC unroll 16")
-                for (int j = 0; j < R; j++) acc[j][q] = _mm512_setzero_ps();
-            }
+            for (int j = 0; j < R; j++) acc[j] = _mm512_setzero_ps();
             for (int t = 0; t < tmax; t++) {
                 const float *vt = v + (int64_t)t * vstride + c;
                 /* rows vstride apart defeat the hardware prefetchers (the
                  * attention's value rows): fetch this chunk 4 rows on */
-                if (t + 4 < tmax)
-                    for (int q = 0; q < Q; q++) __builtin_prefetch(vt + 4 * vstride + 16 * q);
-                __m512 vv[Q];
-                _Pragma("GCC unroll 16")
-                for (int q = 0; q < Q; q++) vv[q] = mk[q] ? _mm512_maskz_loadu_ps(mk[q], vt + 16 * q) : _mm512_setzero_ps();
+                if (t + 4 < tmax) __builtin_prefetch(vt + 4 * vstride);
+                const __m512 vv = _mm512_maskz_loadu_ps(mk, vt);
                 _Pragma("GCC unroll 16")
                 for (int j = 0; j < R; j++) {
                     if (t >= tr[j]) continue;
-                    const __m512 pw = _mm512_set1_ps(wr[j][t]);
-                    _Pragma("GCC unroll 16")
-                    for (int q = 0; q < Q; q++) acc[j][q] = _mm512_add_ps(acc[j][q], _mm512_mul_ps(pw, vv[q]));
+                    acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_set1_ps(wr[j][t]), vv));
                 }
             }
             /* constant bounds, so the sums need no address */
             _Pragma("GCC unroll 16")
             for (int j = 0; j < R; j++)
-                _Pragma("GCC unroll 16")
-                for (int q = 0; q < Q; q++)
-                    if (j < m && mk[q]) _mm512_mask_storeu_ps(out[i0 + j] + c + 16 * q, mk[q], acc[j][q]);
+                if (j < m) _mm512_mask_storeu_ps(out[i0 + j] + c, mk, acc[j]);
         }
     }
 #else
