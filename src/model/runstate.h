@@ -47,7 +47,7 @@ struct run_bufs {
     float *exp_kv;   size_t exp_kv_cap;     /* [T][H * (dn + dv)] */
     float *exp_lat;  size_t exp_lat_cap;    /* [T][r] */
     float *exp_rows; size_t exp_rows_cap;   /* [T][r + dr] decoded cache rows */
-    float *exp_p;    size_t exp_p_cap;      /* [n_threads][16][T] softmax rows (mla.c) */
+    float *exp_p;    size_t exp_p_cap;      /* per thread: [16][T + 16] softmax rows, [16][dqk] query rows (mla.c) */
     float *exp_kvb;  size_t exp_kvb_cap;    /* kv_b in f32 when there is no copy (see mla.c) */
     struct indexer_bufs *dsa;   /* DSA indexer activations and selection (NULL without DSA) */
     size_t bytes;               /* allocated so far */
