@@ -99,6 +99,9 @@ static void dispatch_fill(void)
         const struct quant_isa_table *lo = isa == QUANT_ISA_SCALAR ? t : &quant_dispatch.eff[lower_of(isa)];
         for (int f = 0; f < QUANT_FMT_COUNT; f++) e->k[f] = t->k[f].rows ? t->k[f] : lo->k[f];
         e->act_prep = t->act_prep ? t->act_prep : lo->act_prep;
+        for (int f = 0; f < QUANT_FMT_COUNT; f++)
+            e->dequant[f] = t->dequant[f] ? t->dequant[f] : isa == QUANT_ISA_SCALAR ? quant_fmt_traits(f)->to_f32
+                                                                                      : lo->dequant[f];
         quant_dispatch.available[isa] = 1;
         quant_dispatch.best = isa;
     }

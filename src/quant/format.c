@@ -34,9 +34,15 @@ static void f32_to_f32(const struct qtensor *W, int row, float *out)
            (size_t)W->cols * sizeof(float));
 }
 
+/* The loops below are written for the vectorizer (omp simd over constant
+ * scale runs, no table lookups): the absorbed decode dequantizes kv_b rows
+ * per token with them (model/mla.c), so their speed is decode speed. Each
+ * value is the same single product (or exact widening) as the scalar
+ * definition in format.h; test_quant compares them code by code. */
 static void bf16_to_f32(const struct qtensor *W, int row, float *out)
 {
     const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+#pragma omp simd
     for (int c = 0; c < W->cols; c++) {
         uint16_t h;
         memcpy(&h, p + 2 * (size_t)c, 2);
@@ -58,18 +64,49 @@ static void q8_to_f32(const struct qtensor *W, int row, float *out)
 {
     const int8_t *p = (const int8_t *)W->data + (size_t)row * row_bytes_of(W);
     float s = W->scales[row];
+#pragma omp simd
     for (int c = 0; c < W->cols; c++) out[c] = (float)p[c] * s;
 }
 
-/* Covers q4 and q4gG: the scale of column c comes from the format's geometry. */
+/* Covers q4 and q4gG: the scale of column c comes from the format's
+ * geometry. Every group size is a multiple of 32, so each 32 columns of a
+ * 128-column block (one half of its low or high nibbles) share a scale. */
 static void q4_to_f32(const struct qtensor *W, int row, float *out)
 {
     const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
     const struct quant_fmt_traits *t = quant_fmt_traits(W->fmt);
-    int g = t->scale_kind == QUANT_SCALE_GROUP ? t->group_cols : W->cols;
-    int ng = (W->cols + g - 1) / g;
+    int cols = W->cols, g = t->scale_kind == QUANT_SCALE_GROUP ? t->group_cols : cols;
+    int ng = (cols + g - 1) / g;
     const float *s = W->scales + (size_t)row * ng;
-    for (int c = 0; c < W->cols; c++) out[c] = (float)quant_int4_get(p, c) * s[c / g];
+    for (int c0 = 0; c0 < cols; c0 += 32) {
+        int n = cols - c0 < 32 ? cols - c0 : 32, hi = c0 % QUANT_INT4_BLOCK >= QUANT_INT4_BLOCK / 2;
+        const uint8_t *b = p + (size_t)(c0 / QUANT_INT4_BLOCK) * (QUANT_INT4_BLOCK / 2) +
+                           c0 % (QUANT_INT4_BLOCK / 2);
+        float sc = s[c0 / g];
+        float *o = out + c0;
+        if (hi) {
+#pragma omp simd
+            for (int k = 0; k < n; k++) o[k] = (float)((b[k] >> 4) - 8) * sc;
+        } else {
+#pragma omp simd
+            for (int k = 0; k < n; k++) o[k] = (float)((b[k] & 0xF) - 8) * sc;
+        }
+    }
+}
+
+/* quant_fp8_e4m3_table[code] from the code's bits, without branches or
+ * lookups (so the loop vectorizes): a normal e4m3 (exponent field E >= 1)
+ * is the f32 with exponent field E + 120 and the same 3 mantissa bits. The
+ * same bits for E = 0 read (1 + M/8) 2^-7, and the subnormal M 2^-9 is twice
+ * that less 2^-6, exactly. 0x7F/0xFF are NaN. */
+static inline float fp8_e4m3_bits_to_f32(uint8_t code)
+{
+    uint32_t m7 = code & 0x7Fu, nb = (m7 << 20) + (120u << 23);
+    uint32_t sb = quant_f32_bits(2.0f * quant_bits_f32(nb) - 0x1p-6f);
+    uint32_t sub = 0u - (uint32_t)(m7 < 8), nan = 0u - (uint32_t)(m7 == 0x7F);
+    uint32_t bits = (sb & sub) | (nb & ~sub);
+    bits = (0x7FC00000u & nan) | (bits & ~nan);
+    return quant_bits_f32(bits | (code & 0x80u) << 24);
 }
 
 static void fp8b_to_f32(const struct qtensor *W, int row, float *out)
@@ -77,8 +114,12 @@ static void fp8b_to_f32(const struct qtensor *W, int row, float *out)
     const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
     int nbc = (W->cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
     const float *s = W->scales + (size_t)(row / QUANT_FP8B_BLOCK) * nbc;
-    for (int c = 0; c < W->cols; c++)
-        out[c] = quant_fp8_e4m3_table[p[c]] * s[c / QUANT_FP8B_BLOCK];
+    for (int c0 = 0; c0 < W->cols; c0 += QUANT_FP8B_BLOCK) {
+        int n = W->cols - c0 < QUANT_FP8B_BLOCK ? W->cols - c0 : QUANT_FP8B_BLOCK;
+        float sc = s[c0 / QUANT_FP8B_BLOCK];
+#pragma omp simd
+        for (int k = 0; k < n; k++) out[c0 + k] = fp8_e4m3_bits_to_f32(p[c0 + k]) * sc;
+    }
 }
 
 /* -------------------------------------------------------------- quantize */

@@ -155,9 +155,15 @@ static inline size_t quant_slice_scratch_bytes(int cols)
            (rows * ((size_t)(cols + 127) / 128) * sizeof(float) + 63) / 64 * 64 + (288u << 10);
 }
 
+/* Row `row` of W in f32, exactly the format's to_f32 (format.c) bit for bit,
+ * NaN codes included (the absorbed decode dequantizes kv_b rows per token
+ * with it when no f32 copy is kept). */
+typedef void (*quant_dequant_fn)(const struct qtensor *W, int row, float *out);
+
 struct quant_isa_table {
     struct quant_kernel k[QUANT_FMT_COUNT];
     quant_act_prep_fn act_prep;     /* NULL: use the reference's */
+    quant_dequant_fn dequant[QUANT_FMT_COUNT];  /* NULL: the next lower level's, at the bottom to_f32 */
 };
 
 extern const struct quant_isa_table quant_isa_ref;

@@ -21,6 +21,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "quant/fp8.h"
 #include "quant/gemm_float.h"
 #include "quant/kernels_int8.h"
 
@@ -226,6 +227,38 @@ static float act_prep(const float *x, int cols, int cols_pad, int8_t *q, float *
     return total;
 }
 
+/* ------------------------------------------------------- dequantization */
+
+/* fp8b row in f32 through quant_fp8b_widen16, 16 codes a step; NaN codes
+ * get the table's NaN. A block whose scale is huge, infinite or NaN (a
+ * hostile file's), where 256 x scale could overflow, goes through the table
+ * instead, so the result is to_f32's in every case. */
+static void dequant_fp8b(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * quant_fmt_row_bytes(W->fmt, W->cols);
+    const int cols = W->cols, nbc = (cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
+    const float *s = W->scales + (size_t)(row / QUANT_FP8B_BLOCK) * nbc;
+    const __m512 pnan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)),
+                 nnan = _mm512_castsi512_ps(_mm512_set1_epi32((int)0xFFC00000u));
+    for (int c0 = 0; c0 < cols; c0 += QUANT_FP8B_BLOCK) {
+        int c1 = c0 + QUANT_FP8B_BLOCK < cols ? c0 + QUANT_FP8B_BLOCK : cols;
+        float sc = s[c0 / QUANT_FP8B_BLOCK];
+        if (!(fabsf(sc) < 0x1p110f)) {
+            for (int c = c0; c < c1; c++) out[c] = quant_fp8_e4m3_table[p[c]] * sc;
+            continue;
+        }
+        const __m512 sv = _mm512_set1_ps(sc * 256.0f);
+        for (int c = c0; c < c1; c += 16) {
+            __mmask16 m = c1 - c >= 16 ? 0xFFFF : (__mmask16)((1u << (c1 - c)) - 1);
+            __m128i codes = _mm_maskz_loadu_epi8(m, p + c);
+            __m512 v = quant_fp8b_widen16(codes, sv);
+            v = _mm512_mask_mov_ps(v, _mm_cmpeq_epi8_mask(codes, _mm_set1_epi8(0x7F)), pnan);
+            v = _mm512_mask_mov_ps(v, _mm_cmpeq_epi8_mask(codes, _mm_set1_epi8((char)0xFF)), nnan);
+            _mm512_mask_storeu_ps(out + c, m, v);
+        }
+    }
+}
+
 /* The int8 formats: kernels_int8_avx512.c (block-exact numerics). */
 #define INT8_ENTRY(name)                                                                  \
     { .rows = quant_int8_rows_##name, .act_int8 = 1, .slice = quant_int8_slice_##name,   \
@@ -247,4 +280,5 @@ const struct quant_isa_table quant_isa_avx512 = {
                           .act_pack = QUANT_SLICE_FLOAT_PACK },
     },
     .act_prep = act_prep,
+    .dequant = { [QUANT_FP8B] = dequant_fp8b },
 };

@@ -132,8 +132,19 @@ void quant_qtensor_free(struct qtensor *W)
 
 void quant_dequant_rows(const struct qtensor *W, int row0, int nrows, float *out)
 {
-    const struct quant_fmt_traits *t = quant_fmt_traits(W->fmt);
-    for (int i = 0; i < nrows; i++) t->to_f32(W, row0 + i, out + (size_t)i * W->cols);
+    quant_dequant_fn f = quant_isa_table(quant_isa_best())->dequant[W->fmt];
+    for (int i = 0; i < nrows; i++) f(W, row0 + i, out + (size_t)i * W->cols);
+}
+
+int quant_dequant_rows_isa(const struct qtensor *W, int row0, int nrows, float *out, enum quant_isa isa,
+                           struct colibri_err *err)
+{
+    const struct quant_isa_table *t = quant_isa_table(isa);
+    if (!t)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
+                            quant_isa_name(isa));
+    for (int i = 0; i < nrows; i++) t->dequant[W->fmt](W, row0 + i, out + (size_t)i * W->cols);
+    return 0;
 }
 
 /* Activations [s0, s1) of a batch through the kernel's slice(): row blocks

@@ -113,7 +113,7 @@ void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y);
 
 /* out[nrows][cols] = rows row0 .. row0+nrows-1 of W in f32 (for slices such as
  * kv_b_proj's W_UK / W_UV of one head). Exact dequantization (no activation
- * rounding is involved). */
+ * rounding is involved): every level gives the format's to_f32 bits. */
 void quant_dequant_rows(const struct qtensor *W, int row0, int nrows, float *out);
 
 /* The level quant_matvec / quant_matmul use: the best the CPU supports,
@@ -131,5 +131,9 @@ const char *quant_isa_name(enum quant_isa isa);
  * rather than fail when that allocation fails. */
 int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
                      enum quant_isa isa, struct colibri_err *err);
+/* quant_dequant_rows at a chosen level (tests compare levels with it);
+ * COLIBRI_EUNSUPPORTED if the level is not available here. */
+int quant_dequant_rows_isa(const struct qtensor *W, int row0, int nrows, float *out, enum quant_isa isa,
+                           struct colibri_err *err);
 
 #endif

@@ -73,34 +73,68 @@ static void test_sizes(void)
 /* The int4 layout written out independently: element c sits in block c/128,
  * byte (c%128)%64, low nibble if c%128 < 64; value nibble - 8. Random bytes
  * cover the extremes 0x0 and 0xF, forced in at known spots too. */
+/* Every int4 format's dequantization against the layout in format.h: low
+ * nibbles are columns 0-63 of a 128-column block, high nibbles 64-127, each
+ * value (nibble - 8) times its group's (or row's) scale. 200 columns end in
+ * a partial block. */
 static void test_int4_layout(void)
 {
-    int rows = 3, cols = 200;
-    size_t rb = quant_fmt_row_bytes(QUANT_Q4G32, cols);
-    uint8_t *d = malloc(rows * rb);
-    for (size_t i = 0; i < rows * rb; i++) d[i] = (uint8_t)rnd();
-    d[0] = 0xF0;            /* row 0: col 0 -> -8, col 64 -> +7 */
-    d[1] = 0x0F;            /* col 1 -> +7, col 65 -> -8 */
-    int ng = 7;
-    float sc[3 * 7];
-    for (int i = 0; i < 21; i++) sc[i] = 0.5f + (float)i;
+    static const int fmts[] = { QUANT_Q4, QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128 };
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++) {
+        int fmt = fmts[fi], rows = 3, cols = 200;
+        int g = fmt == QUANT_Q4 ? cols : quant_fmt_traits(fmt)->group_cols, ng = (cols + g - 1) / g;
+        size_t rb = quant_fmt_row_bytes(fmt, cols);
+        uint8_t *d = malloc(rows * rb);
+        for (size_t i = 0; i < rows * rb; i++) d[i] = (uint8_t)rnd();
+        d[0] = 0xF0;            /* row 0: col 0 -> -8, col 64 -> +7 */
+        d[1] = 0x0F;            /* col 1 -> +7, col 65 -> -8 */
+        float sc[3 * 7];
+        for (int i = 0; i < rows * ng; i++) sc[i] = 0.5f + (float)i * 1.37f;
+        struct qtensor W;
+        CHECK(quant_qtensor_wrap(fmt, rows, cols, d, rows * rb, sc, rows * ng, &W, NULL) == 0, "wrap");
+        float out[3 * 200];
+        quant_dequant_rows(&W, 0, rows, out);
+        int bad = 0;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                uint8_t b = d[r * rb + (c / 128) * 64 + (c % 128) % 64];
+                int nib = (c % 128) < 64 ? (b & 15) : (b >> 4);
+                float want = (float)(nib - 8) * sc[r * ng + c / g];
+                if (out[r * cols + c] != want) bad++;
+            }
+        CHECK(bad == 0, "%s: %d elements differ from the layout", quant_fmt_name(fmt), bad);
+        CHECK(out[0] == -8 * sc[0] && out[64] == 7 * sc[64 / g] && out[1] == 7 * sc[0] &&
+              out[65] == -8 * sc[65 / g], "%s: nibble extremes", quant_fmt_name(fmt));
+        quant_qtensor_free(&W);
+        free(d);
+    }
+}
+
+/* q8 and bf16 rows against their one-line definitions (with a row length
+ * that is no multiple of a vector). */
+static void test_q8_bf16_layout(void)
+{
+    int rows = 2, cols = 37;
+    int8_t q[2 * 37];
+    uint16_t h[2 * 37];
+    for (int i = 0; i < rows * cols; i++) { q[i] = (int8_t)rnd(); h[i] = (uint16_t)rnd(); }
+    q[0] = -128; q[1] = 127;
+    float sc[2] = { 0.0173f, 3.5f }, out[2 * 37];
     struct qtensor W;
-    CHECK(quant_qtensor_wrap(QUANT_Q4G32, rows, cols, d, rows * rb, sc, 21, &W, NULL) == 0, "wrap");
-    float out[3 * 200];
+    CHECK(quant_qtensor_wrap(QUANT_Q8, rows, cols, q, sizeof q, sc, 2, &W, NULL) == 0, "wrap q8");
     quant_dequant_rows(&W, 0, rows, out);
     int bad = 0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            uint8_t b = d[r * rb + (c / 128) * 64 + (c % 128) % 64];
-            int nib = (c % 128) < 64 ? (b & 15) : (b >> 4);
-            float want = (float)(nib - 8) * sc[r * ng + c / 32];
-            if (out[r * cols + c] != want) bad++;
-        }
-    CHECK(bad == 0, "%d elements differ from the layout", bad);
-    CHECK(out[0] == -8 * sc[0] && out[64] == 7 * sc[2] && out[1] == 7 * sc[0] && out[65] == -8 * sc[2],
-          "nibble extremes");
-    quant_qtensor_free(&W);
-    free(d);
+    for (int i = 0; i < rows * cols; i++) bad += out[i] != (float)q[i] * sc[i / cols];
+    CHECK(bad == 0, "q8: %d elements wrong", bad);
+    CHECK(quant_qtensor_wrap(QUANT_BF16, rows, cols, h, sizeof h, NULL, 0, &W, NULL) == 0, "wrap bf16");
+    quant_dequant_rows(&W, 0, rows, out);
+    bad = 0;
+    for (int i = 0; i < rows * cols; i++) {
+        uint32_t u = (uint32_t)h[i] << 16, v;
+        memcpy(&v, &out[i], 4);
+        bad += u != v;
+    }
+    CHECK(bad == 0, "bf16: %d elements not the high half of their f32", bad);
 }
 
 static void test_fp8b_layout(void)
@@ -122,8 +156,59 @@ static void test_fp8b_layout(void)
     float slice[3 * 260];
     quant_dequant_rows(&W, 127, 3, slice);
     CHECK(memcmp(slice, out + 127 * cols, sizeof slice) == 0, "slice across a block row edge");
+    /* every code once, NaN ones included, bit for bit against the table */
+    for (int i = 0; i < 256; i++) d[i] = (uint8_t)i;
+    CHECK(quant_qtensor_wrap(QUANT_FP8B, 1, 256, d, 256, sc, 2, &W, NULL) == 0, "wrap all codes");
+    quant_dequant_rows(&W, 0, 1, out);
+    bad = 0;
+    for (int i = 0; i < 256; i++) {
+        float want = quant_fp8_e4m3_decode((uint8_t)i) * sc[i / 128];
+        bad += isnan(want) ? !isnan(out[i]) : memcmp(&want, &out[i], 4) != 0;
+    }
+    CHECK(bad == 0, "%d of the 256 codes decode differently from the table", bad);
     free(out);
     free(d);
+}
+
+/* Every level's row dequantizer gives the format's to_f32 bits, for every
+ * format, on rows that end in a partial block; fp8b with every code (NaN
+ * ones included) under ordinary, subnormal, huge, infinite and NaN block
+ * scales, where a widening through 256 x scale would overflow. */
+static void test_dequant_levels(void)
+{
+    int rows = 130, cols = 300;     /* fp8b: 2 x 3 scale blocks */
+    float *f = malloc(sizeof(float) * rows * cols), *want = malloc(sizeof(float) * rows * cols),
+          *got = malloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++) f[i] = ((float)(rnd() % 20001) - 10000.0f) * 1e-4f;
+    int levels = 0;
+    for (size_t fi = 0; fi < sizeof ALL_FMTS / sizeof *ALL_FMTS; fi++) {
+        struct qtensor W;
+        CHECK(quant_qtensor_from_f32(ALL_FMTS[fi], rows, cols, f, &W, NULL) == 0, "quantize");
+        if (W.fmt == QUANT_FP8B) {
+            uint8_t *d = (uint8_t *)W.data;
+            float *sc = (float *)W.scales;
+            for (int i = 0; i < rows * cols; i++) d[i] = (uint8_t)(i * 7);
+            const float odd[6] = { 0x1p-140f, 0x1p125f, INFINITY, NAN, -0.5f, 1e-3f };
+            memcpy(sc, odd, sizeof odd);
+        }
+        for (int r = 0; r < rows; r++) quant_fmt_traits(W.fmt)->to_f32(&W, r, want + (size_t)r * cols);
+        for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_isa_available(isa)) continue;
+            levels++;
+            memset(got, 0xAB, sizeof(float) * rows * cols);
+            CHECK(quant_dequant_rows_isa(&W, 0, rows, got, isa, NULL) == 0, "dequant at %s", quant_isa_name(isa));
+            int bad = 0;
+            for (int i = 0; i < rows * cols; i++)
+                bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&want[i], &got[i], 4) != 0;
+            CHECK(bad == 0, "%s at %s: %d of %d values differ from to_f32", quant_fmt_name(W.fmt),
+                  quant_isa_name(isa), bad, rows * cols);
+        }
+        quant_qtensor_free(&W);
+    }
+    CHECK(levels > 0, "no level ran");
+    free(f);
+    free(want);
+    free(got);
 }
 
 static void test_wrap_checks(void)
@@ -687,6 +772,8 @@ int main(void)
 {
     RUN_TEST(test_sizes);
     RUN_TEST(test_int4_layout);
+    RUN_TEST(test_q8_bf16_layout);
+    RUN_TEST(test_dequant_levels);
     RUN_TEST(test_fp8b_layout);
     RUN_TEST(test_wrap_checks);
     RUN_TEST(test_roundtrip_bounds);
