@@ -43,12 +43,12 @@ run_case tiny_f32_d900 -p 900 -n 64 -r 1
 run_case v2_f32_d2048 -m "$v2" -p 2048 -n 32 -r 1
 run_case v2_fp8_d2048 -m "$v2" -p 2048 -n 32 -r 1 --kv fp8
 run_case v2_q4g64_f32 -m "$v2" -p 64 -n 32 -r 2 --dense q4g64 --embed q8
-# the after binary alone: kv_b dequantized per head (default) vs the f32 copy
-A0=$A; A=$B; XA=--no-kv-b-f32; XB=
+# the after binary alone: kv_b dequantized row by row (default) vs the f32 copy
+A0=$A; A=$B; XA=; XB=--kv-b-f32
 run_case copy_tiny_f32 -p 128 -n 64 -r 3
 run_case copy_v2_q4g64 -m "$v2" -p 64 -n 32 -r 2 --dense q4g64 --embed q8
 run_case copy_v2_fp8b -m "$v2" -p 64 -n 32 -r 2 --dense fp8b --embed q8
-A=$A0; XA=
+A=$A0; XA=; XB=
 
 {
     echo "# Model-layer pipeline: speed before and after"
@@ -67,8 +67,8 @@ A=$A0; XA=
         echo "| $c | $(stat $tmp/$c.A.pre) | $(stat $tmp/$c.B.pre) | $(ratio $tmp/$c.A.pre $tmp/$c.B.pre) | $(stat $tmp/$c.A.dec) | $(stat $tmp/$c.B.dec) | $(ratio $tmp/$c.A.dec $tmp/$c.B.dec) |"
     done
     echo
-    echo "kv_b in the absorbed decode, after binary only: dequantized per head as it goes (\`--no-kv-b-f32\`,"
-    echo "\"no copy\" column) vs the f32 copy kept from load (the default, \"copy\" column)."
+    echo "kv_b in the absorbed decode, after binary only: dequantized row by row as it goes (the default,"
+    echo "\"no copy\" column) vs the f32 copy kept from load (\`--kv-b-f32\`, \"copy\" column)."
     echo
     echo "| case | prefill no copy | prefill copy | ratio | decode no copy | decode copy | ratio |"
     echo "|---|---|---|---|---|---|---|"

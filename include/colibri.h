@@ -71,12 +71,14 @@ struct colibri_model_opts {
     const char *experts_fmt;    /* routed experts */
     const char *dense_fmt;      /* attention, shared experts, dense MLPs */
     const char *embed_fmt;      /* embeddings and lm_head */
-    /* The absorbed decode keeps an f32 copy of each layer's kv_b
+    /* 1 keeps an f32 copy of each layer's kv_b for the absorbed decode
      * (H*(dn+dv)*r floats, counted in copy_bytes; about 4 GB at DeepSeek-V3
-     * shapes) because it is faster than dequantizing each head's rows every
-     * token (bench/pipeline-results.md). 1 turns the copy off: same output,
-     * less memory, slower decode. Nothing to copy when kv_b is f32. */
-    int no_kv_b_f32;
+     * shapes). By default the decode dequantizes each kv_b row as it reads
+     * it: the same f32 values, so the same output, and with AVX-512 as fast
+     * as reading the copy (bench/kvb-results.md). The copy can be faster
+     * where the dequantization is not vectorized (fp8b without AVX-512).
+     * Nothing to copy when kv_b is f32. */
+    int kv_b_f32;
     /* Leave weights borrowed from the checkpoint mapped on demand instead of
      * reading them in at load (load returns at once; the first forwards read
      * from disk). Loads of models above 80% of the machine's memory are lazy

@@ -27,7 +27,7 @@
 static int parse_formats(const struct colibri_model_opts *opts, struct model_load_opts *out, struct colibri_err *err)
 {
     struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED,
-                                  !(opts && opts->no_kv_b_f32), opts ? opts->lazy_load != 0 : 0 };
+                                  opts && opts->kv_b_f32, opts ? opts->lazy_load != 0 : 0 };
     const struct { const char *opt, *name; int *dest; } fmts[] = {
         { "experts", opts ? opts->experts_fmt : NULL, &lo.experts_fmt },
         { "dense", opts ? opts->dense_fmt : NULL, &lo.dense_fmt },

@@ -227,7 +227,7 @@ int cmd_eval(int argc, char **argv)
     struct colibri_err err = { 0 };
     colibri_model *m = NULL, *m_ref = NULL;
     colibri_tokenizer *tok = NULL;
-    struct colibri_model_opts mo_ref = { .n_threads = threads, .no_kv_b_f32 = mo.no_kv_b_f32, .ram = mo.ram };
+    struct colibri_model_opts mo_ref = { .n_threads = threads, .kv_b_f32 = mo.kv_b_f32, .ram = mo.ram };
     mo.n_threads = threads;
     int mpi_status;
     if (cli_mpi_begin("eval", &cm, dir, &mo, &mpi_status)) return mpi_status;

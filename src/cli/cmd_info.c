@@ -27,7 +27,7 @@ int cmd_info(int argc, char **argv)
         { "ctx", 'c', OPT_INT, &n_ctx, "also state the KV cache at this context (default: the model's)", 0, 1 << 24 },
         { "slots", 0, OPT_INT, &n_slots, "... for this many sessions (serve --slots; default 1)", 1, 4096 },
     };
-    const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--ram SIZE] [--no-kv-b-f32]",
+    const struct opts_spec spec = { "colibri info [-m DIR] [--experts FMT] [--dense FMT] [--embed FMT] [--ram SIZE] [--kv-b-f32]",
                                     "Prints the model family, layer and expert counts, parameter count, bytes per "
                                     "dtype, what the model holds in memory when loaded with the given weight "
                                     "formats, and KV-cache bytes per token.",
@@ -74,7 +74,7 @@ int cmd_info(int argc, char **argv)
            in.expert_store);
     if (in.expert_cache_bytes != in.expert_bytes) printf(", a cache for %.1f MiB on disk", in.expert_bytes / 1048576.0);
     printf("), f32 copies %.1f%s\n", in.copy_bytes / 1048576.0,
-           in.copy_bytes ? " (kv_b for the decode; --no-kv-b-f32 drops it)" : "");
+           in.copy_bytes ? " (kv_b for the decode, --kv-b-f32)" : "");
     printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     int ctx = n_ctx ? n_ctx : in.max_position_embeddings;
     int64_t kv = in.kv_bytes_per_token * ctx * n_slots;

@@ -54,6 +54,19 @@ static const struct { const char *alias, *name; } ALIASES[] = {
 };
 
 /* arg is "-x", "--name" or an alias, with any "=value" cut off: name_len chars. */
+/* Options colibri once took, with what to do instead, so an old script
+ * gets an error it can act on. */
+static const char *retired(const char *a, size_t len)
+{
+    static const struct { const char *name, *why; } gone[] = {
+        { "--no-kv-b-f32", "kv_b rows are dequantized as they are read by default now (as fast, no copy); "
+                           "--kv-b-f32 keeps the f32 copy" },
+    };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (strlen(gone[i].name) == len && !strncmp(a, gone[i].name, len)) return gone[i].why;
+    return NULL;
+}
+
 static const struct opt *find(const struct opts_spec *spec, const char *arg, size_t len)
 {
     for (int i = 0; i < spec->n_opts; i++) {
@@ -109,7 +122,9 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
             size_t len = eq ? (size_t)(eq - a) : strlen(a);
             const struct opt *o = find(spec, a, len);
             if (!o) {
-                fprintf(stderr, "colibri: unknown option '%.*s' (see --help)\n", (int)len, a);
+                const char *why = retired(a, len);
+                if (why) fprintf(stderr, "colibri: option '%.*s' is no longer taken: %s\n", (int)len, a, why);
+                else fprintf(stderr, "colibri: unknown option '%.*s' (see --help)\n", (int)len, a);
                 return -1;
             }
             if (o->type == OPT_FLAG) {

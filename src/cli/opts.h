@@ -65,8 +65,9 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 #define OPTS_MODEL_MEMORY(mo)                                                                                    \
     { "ram", 0, OPT_STR, &(mo).ram, "most memory for weights, e.g. 12G: routed experts that do not fit are "      \
       "streamed from disk (same output; default: no limit unless the model exceeds 80% of RAM)" },               \
-    { "no-kv-b-f32", 0, OPT_FLAG, &(mo).no_kv_b_f32, "no f32 copy of kv_b for the absorbed decode: same output, "  \
-      "less memory (see colibri info), slower decode" },                                                         \
+    { "kv-b-f32", 0, OPT_FLAG, &(mo).kv_b_f32, "keep an f32 copy of kv_b for the absorbed decode (about 4 GB at "   \
+      "DeepSeek-V3 shapes, see colibri info): same output; by default each row is dequantized as it is read, as "  \
+      "fast with AVX-512" },                                                                                     \
     { "state-dir", 0, OPT_STR, &(mo).state_dir, "where streamed experts keep the routing counts of their hot set "  \
       "(default $XDG_CACHE_HOME/colibri or ~/.cache/colibri; none: no state file)" }
 

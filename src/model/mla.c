@@ -198,15 +198,15 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
     return 0;
 }
 
-/* Rows [row0, row0 + n) of kv_b in f32 (a head's W_UK or W_UV): the tensor
+/* Row `row` of kv_b in f32 (one row of a head's W_UK or W_UV): the tensor
  * itself when f32, the load-time copy when there is one, else dequantized
- * into buf. */
-static const float *kv_b_rows(const struct attn_weights *w, int row0, int n, float *buf)
+ * into buf (r floats, in L1 while it is used). */
+static const float *kv_b_row(const struct attn_weights *w, int row, float *buf)
 {
-    int64_t off = (int64_t)row0 * w->kv_b.cols;
+    int64_t off = (int64_t)row * w->kv_b.cols;
     if (w->kv_b.fmt == QUANT_F32) return (const float *)w->kv_b.data + off;
     if (w->kv_b_f32) return w->kv_b_f32 + off;
-    quant_dequant_rows(&w->kv_b, row0, n, buf);
+    quant_dequant_rows(&w->kv_b, row, 1, buf);
     return buf;
 }
 
@@ -223,16 +223,18 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
     for (int s = 0; s < S && !rc; s++) {
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int h = 0; h < H; h++) {
-            const float *wuk = kv_b_rows(w, h * dkv, dn, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
+            float *rowbuf = b->kvb_row + (int64_t)omp_get_thread_num() * r;
             const float *qn = q + (int64_t)s * H * dqk + h * dqk;
             float *qah = qa + (int64_t)h * r;
             memset(qah, 0, (size_t)r * sizeof *qah);
             /* lanes over j: each qah[j] keeps its sequence of multiplies and
              * adds (the scalar loop, which GCC left unvectorized at -O2, was
              * 9% of a V2-Lite decode) */
-            for (int i = 0; i < dn; i++)
+            for (int i = 0; i < dn; i++) {
+                const float *wuk = kv_b_row(w, h * dkv + i, rowbuf);
 #pragma omp simd
-                for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[(int64_t)i * r + j];
+                for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[j];
+            }
             memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
         }
         /* DSA reads the selected rows only; a selection of every row is kv_attend itself */
@@ -244,9 +246,10 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
         if (rc) break;
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int h = 0; h < H; h++) {
-            const float *wuv = kv_b_rows(w, h * dkv + dn, dv, b->kvb_head + (int64_t)omp_get_thread_num() * dkv * r);
+            float *rowbuf = b->kvb_row + (int64_t)omp_get_thread_num() * r;
             float *oh = o + (int64_t)s * H * dv + h * dv;
-            for (int k = 0; k < dv; k++) oh[k] = model_dot_f32(wuv + (int64_t)k * r, ol + (int64_t)h * r, r);
+            for (int k = 0; k < dv; k++)
+                oh[k] = model_dot_f32(kv_b_row(w, h * dkv + dn + k, rowbuf), ol + (int64_t)h * r, r);
         }
     }
     return rc;

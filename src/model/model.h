@@ -32,10 +32,10 @@ struct attn_weights {
     float *kv_a_norm;           /* [r] */
     struct qtensor kv_b;           /* [H*(dn+dv), r] */
     /* The absorbed decode reads kv_b per head every token (W_UK, W_UV) in
-     * f32. When kv_b is not f32 it either dequantizes each head's rows as it
-     * goes, or, with model_load_opts.kv_b_f32 (the default), reads this copy made at load
-     * (H*(dn+dv)*r floats, counted in model_bytes().copies). Both read the
-     * same f32 values, so the output is the same either way. */
+     * f32. When kv_b is not f32 it either dequantizes each row as it reads
+     * it (the default), or, with model_load_opts.kv_b_f32, reads this copy
+     * made at load (H*(dn+dv)*r floats, counted in model_bytes().copies).
+     * Both read the same f32 values, so the output is the same either way. */
     float *kv_b_f32;
     struct qtensor o;              /* [hidden, H*dv] */
     struct indexer_weights indexer; /* DSA lightning indexer (present = 0 without one) */

@@ -39,7 +39,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     b->abs_q = take(b, (size_t)H * r, sizeof(float), &ok);
     b->abs_qpe = take(b, (size_t)H * dr, sizeof(float), &ok);
     b->abs_lat = take(b, (size_t)H * r, sizeof(float), &ok);
-    b->kvb_head = take(b, (size_t)cc->n_threads * (dn + dv) * r, sizeof(float), &ok);
+    b->kvb_row = take(b, (size_t)cc->n_threads * r, sizeof(float), &ok);
     b->mlp_g = take(b, n * inter, sizeof(float), &ok);
     b->mlp_u = take(b, n * inter, sizeof(float), &ok);
     b->moe_logits = take(b, n * E, sizeof(float), &ok);
@@ -65,7 +65,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
 void run_bufs_free(struct run_bufs *b)
 {
     void *all[] = { b->x, b->h, b->y, b->q, b->q_a, b->kv_a, b->attn, b->abs_q, b->abs_qpe, b->abs_lat,
-                    b->kvb_head, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
+                    b->kvb_row, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
                     b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->exp_kv, b->exp_lat,
                     b->exp_rows, b->exp_p, b->exp_kvb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);

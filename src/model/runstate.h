@@ -30,7 +30,7 @@ struct run_bufs {
     float *attn;                /* [cap][H * dv] */
     /* absorbed attention, one row at a time */
     float *abs_q, *abs_qpe, *abs_lat;   /* [H][r], [H][dr], [H][r] */
-    float *kvb_head;            /* [n_threads][dn + dv][r]: a head's kv_b rows in f32 */
+    float *kvb_row;             /* [n_threads][r]: a kv_b row dequantized to f32 */
     /* MLPs and MoE */
     float *mlp_g, *mlp_u;       /* [cap][max intermediate] */
     float *moe_logits;          /* [cap][E] */
