@@ -13,6 +13,14 @@
 #include "kv/attn_kern.h"
 
 #define KV_TILE 64   /* rows decoded and scored together (fits L2 with all heads) */
+/* The native path splits the key tiles into at most this many parts, of at
+ * least KV_PART_MIN_TILES tiles (a part's own partial output costs a clear
+ * and a merge: 1-tile parts made T = 1024 20% slower), each with its own
+ * running max, sum and partial output, merged in part order: the split, so
+ * the result, depends on T alone, not on the thread count. More threads
+ * than parts idle there. */
+#define KV_SOFTMAX_PARTS 16
+#define KV_PART_MIN_TILES 4
 _Static_assert(KV_TILE <= 64, "the int8 accumulation sums at most 64 rows in int32");
 
 struct kv_scratch {
@@ -181,14 +189,19 @@ static int attend_f32(const struct kv_cache *c, const struct kv_layer *lay, cons
 struct kv_tbufs {
     float *tileL, *tileR;   /* decoded rows, code domain */
     float *S;               /* scores, then weights, [KV_TILE][Hp] */
-    float *m, *mt, *l;      /* running max, tile max, running sum [Hp] */
-    float *acc;             /* partial output [Hp][r], code domain */
+    float *mt;              /* tile max [Hp] */
     uint8_t *u;             /* int8 path: u8 codes [KV_TILE][r] */
     float *us;              /* int8 path: their scales [KV_TILE][G] */
     float *R, *S2;          /* int8 path: partial scores [KV_TILE][Hp] */
     uint8_t *work;          /* int8 path: accumulation work */
     uint8_t *ur;            /* int8 path with int8 RoPE: u8 RoPE codes [KV_TILE][dr] */
     float *urs;             /* their scales [KV_TILE] */
+};
+
+/* One part's online-softmax state in the native path. */
+struct kv_softmax_part {
+    float *m, *l;           /* running max, running sum [Hp] */
+    float *acc;             /* partial output [Hp][r], code domain */
 };
 
 struct kv_native_dims { int r, dr, Hp, G, gs, q8, code16, q8rope, two; };
@@ -222,7 +235,7 @@ static void q8q_residual(float *qT, int d, int Hp, const struct kv_q8q *q)
 static size_t tbufs_bytes(const struct kv_native_dims *d)
 {
     size_t b = al64((size_t)KV_TILE * d->r) + al64((size_t)KV_TILE * (d->dr ? d->dr : 1)) +
-               al64((size_t)KV_TILE * d->Hp) + 3 * al64(d->Hp) + al64((size_t)d->Hp * d->r);
+               al64((size_t)KV_TILE * d->Hp) + al64(d->Hp);
     if (d->q8)
         b += al64((size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1) + al64((size_t)KV_TILE * d->G) +
              2 * al64((size_t)KV_TILE * d->Hp) + al64(kv_q8_work_bytes(KV_TILE, d->r, d->gs, d->Hp) / 4 + 1);
@@ -236,10 +249,7 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
     b.tileL = carve(&p, (size_t)KV_TILE * d->r);
     b.tileR = carve(&p, (size_t)KV_TILE * (d->dr ? d->dr : 1));
     b.S = carve(&p, (size_t)KV_TILE * d->Hp);
-    b.m = carve(&p, d->Hp);
     b.mt = carve(&p, d->Hp);
-    b.l = carve(&p, d->Hp);
-    b.acc = carve(&p, (size_t)d->Hp * d->r);
     if (d->q8) {
         b.u = (uint8_t *)carve(&p, (size_t)KV_TILE * d->r / (d->code16 ? 2 : 4) + 1);
         b.us = carve(&p, (size_t)KV_TILE * d->G);
@@ -252,6 +262,20 @@ static struct kv_tbufs tbufs_at(uint8_t *p, const struct kv_native_dims *d)
         b.urs = carve(&p, KV_TILE);
     }
     return b;
+}
+
+static size_t part_bytes(const struct kv_native_dims *d)
+{
+    return 2 * al64(d->Hp) + al64((size_t)d->Hp * d->r);
+}
+
+static struct kv_softmax_part part_at(uint8_t *p, const struct kv_native_dims *d)
+{
+    struct kv_softmax_part t;
+    t.m = carve(&p, d->Hp);
+    t.l = carve(&p, d->Hp);
+    t.acc = carve(&p, (size_t)d->Hp * d->r);
+    return t;
 }
 
 /* Every other tier: decode each tile once, score and accumulate in the code
@@ -272,15 +296,17 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     d.q8rope = d.q8 && dr > 0 && dr % 16 == 0 && k8->decode[lay->pe.tier] &&
                kv_codec_q8_group(&lay->pe) == dr;
     d.two = s->int8 == KV_INT8_QUERY16;
+    const int np_tiles = (nblk + KV_PART_MIN_TILES - 1) / KV_PART_MIN_TILES,
+              np = np_tiles < KV_SOFTMAX_PARTS ? np_tiles : KV_SOFTMAX_PARTS;
     int nt = s->n_threads;
-    if (nt > nblk) nt = nblk;
+    if (nt > np) nt = np;
     if (nt < 1) nt = 1;
-    const size_t per_thread = tbufs_bytes(&d);
+    const size_t per_thread = tbufs_bytes(&d), per_part = part_bytes(&d);
     size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
     if (d.q8) shared += al64((size_t)r * Hp / 2) + al64(Hp) + al64((size_t)d.G * Hp);
     if (d.q8 && !d.code16 && d.two) shared += q8q_bytes(r, Hp, d.G);
     if (d.q8rope) shared += (d.two ? 2 : 1) * q8q_bytes(dr, Hp, 1);
-    int rc = scratch_reserve(s, shared + nt * per_thread, err);
+    int rc = scratch_reserve(s, shared + nt * per_thread + np * per_part, err);
     if (rc) return rc;
     uint8_t *p = s->buf;
     float *qTl = carve(&p, (size_t)r * Hp), *qTr = carve(&p, (size_t)(dr ? dr : 1) * Hp);
@@ -296,7 +322,7 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     if (d.q8 && !d.code16 && d.two) lo = q8q_carve(&p, r, Hp, d.G);
     if (d.q8rope) rhi = q8q_carve(&p, dr, Hp, 1);
     if (d.q8rope && d.two) rlo = q8q_carve(&p, dr, Hp, 1);
-    uint8_t *thread_base = p;
+    uint8_t *thread_base = p, *part_base = p + nt * per_thread;
     kv_codec_prepare_query(&lay->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&lay->pe, H, q_rope, qTr, Hp);
     if (d.q8 && d.code16) k8->quant_query16(qTl, r, Hp, (int16_t *)q8T, sq);
@@ -316,86 +342,92 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     {
         const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
         struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, &d);
-        for (int h = 0; h < Hp; h++) {
-            b.m[h] = -INFINITY;
-            b.l[h] = 0.0f;
-        }
-        memset(b.acc, 0, (size_t)Hp * r * sizeof *b.acc);
-        const int b0 = nblk * tid / nth, b1 = nblk * (tid + 1) / nth;
-        for (int blk = b0; blk < b1; blk++) {
-            const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
-            const uint8_t *tr = rows + (size_t)t0 * stride;
-            if (d.q8) {
-                if (d.code16)
-                    k8->decode16[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
-                else
-                    k8->decode[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
-                /* partial scores chain through R and S2 (a kernel's input and
-                 * output must not alias) */
-                const float *R = NULL;
-                if (d.q8rope) {
-                    k8->decode[lay->pe.tier](&lay->pe, tr + lay->lat_bytes, stride, n, b.ur, b.urs);
-                    k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
-                    R = b.R;
-                    if (rlo.q) {
-                        k8->scores(rlo.q, rlo.sq, rlo.qsum, dr, dr, Hp, b.ur, b.urs, n, R, 1.0f, b.S2);
-                        R = b.S2;
+#pragma omp for schedule(static)
+        for (int pi = 0; pi < np; pi++) {
+            struct kv_softmax_part pt = part_at(part_base + (size_t)pi * per_part, &d);
+            for (int h = 0; h < Hp; h++) {
+                pt.m[h] = -INFINITY;
+                pt.l[h] = 0.0f;
+            }
+            memset(pt.acc, 0, (size_t)Hp * r * sizeof *pt.acc);
+            const int b0 = nblk * pi / np, b1 = nblk * (pi + 1) / np;
+            for (int blk = b0; blk < b1; blk++) {
+                const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
+                const uint8_t *tr = rows + (size_t)t0 * stride;
+                if (d.q8) {
+                    if (d.code16)
+                        k8->decode16[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
+                    else
+                        k8->decode[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
+                    /* partial scores chain through R and S2 (a kernel's input and
+                     * output must not alias) */
+                    const float *R = NULL;
+                    if (d.q8rope) {
+                        k8->decode[lay->pe.tier](&lay->pe, tr + lay->lat_bytes, stride, n, b.ur, b.urs);
+                        k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
+                        R = b.R;
+                        if (rlo.q) {
+                            k8->scores(rlo.q, rlo.sq, rlo.qsum, dr, dr, Hp, b.ur, b.urs, n, R, 1.0f, b.S2);
+                            R = b.S2;
+                        }
+                    } else if (dr) {
+                        kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
+                        k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
+                        R = b.R;
                     }
-                } else if (dr) {
-                    kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
-                    k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
-                    R = b.R;
-                }
-                if (d.code16) {
-                    k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
-                } else if (lo.q) {
-                    float *mid = R == b.R ? b.S2 : b.R;
-                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, 1.0f, mid);
-                    k8->scores(lo.q, lo.sq, lo.qsum, r, d.gs, Hp, b.u, b.us, n, mid, scale, b.S);
+                    if (d.code16) {
+                        k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
+                    } else if (lo.q) {
+                        float *mid = R == b.R ? b.S2 : b.R;
+                        k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, 1.0f, mid);
+                        k8->scores(lo.q, lo.sq, lo.qsum, r, d.gs, Hp, b.u, b.us, n, mid, scale, b.S);
+                    } else {
+                        k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
+                    }
                 } else {
-                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
+                    if (dr) kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
+                    kv_codec_decode_rows(&lay->lat, tr, stride, n, b.tileL, r);
+                    k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
                 }
-            } else {
-                if (dr) kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
-                kv_codec_decode_rows(&lay->lat, tr, stride, n, b.tileL, r);
-                k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
-            }
-            memcpy(b.mt, b.m, Hp * sizeof *b.mt);
-            k->colmax(b.S, Hp, Hp, n, b.mt);
-            for (int h = 0; h < H; h++) {
-                if (b.mt[h] > b.m[h] && b.l[h] != 0.0f) {
-                    const float alpha = kv_expf(b.m[h] - b.mt[h]);
-                    float *a = b.acc + (size_t)h * r;
-                    b.l[h] *= alpha;
-                    for (int i = 0; i < r; i++) a[i] *= alpha;
+                memcpy(b.mt, pt.m, Hp * sizeof *b.mt);
+                k->colmax(b.S, Hp, Hp, n, b.mt);
+                for (int h = 0; h < H; h++) {
+                    if (b.mt[h] > pt.m[h] && pt.l[h] != 0.0f) {
+                        const float alpha = kv_expf(pt.m[h] - b.mt[h]);
+                        float *a = pt.acc + (size_t)h * r;
+                        pt.l[h] *= alpha;
+#pragma omp simd
+                        for (int i = 0; i < r; i++) a[i] *= alpha;
+                    }
                 }
+                memcpy(pt.m, b.mt, Hp * sizeof *pt.m);
+                k->expsum(b.S, Hp, pt.m, Hp, n, b.S, pt.l);
+                if (d.q8)
+                    k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.code16 ? 0 : d.gs, pt.acc, b.work);
+                else
+                    k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, pt.acc, r);
             }
-            memcpy(b.m, b.mt, Hp * sizeof *b.m);
-            k->expsum(b.S, Hp, b.m, Hp, n, b.S, b.l);
-            if (d.q8)
-                k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.code16 ? 0 : d.gs, b.acc, b.work);
-            else
-                k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, b.acc, r);
-        }
-#pragma omp barrier
-        /* merge; this thread owns heads [h0, h1) */
+        }   /* the omp for's barrier: every part is done before the merge */
+        /* merge, parts in order; this thread owns heads [h0, h1) */
         const int h0 = H * tid / nth, h1 = H * (tid + 1) / nth;
         for (int h = h0; h < h1; h++) {
             float M = -INFINITY, L = 0.0f, *o = out + (size_t)h * r;
-            for (int j = 0; j < nth; j++) {
-                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, &d);
-                if (bj.l[h] != 0.0f && bj.m[h] > M) M = bj.m[h];
+            for (int j = 0; j < np; j++) {
+                struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
+                if (pj.l[h] != 0.0f && pj.m[h] > M) M = pj.m[h];
             }
             memset(o, 0, (size_t)r * sizeof *o);
-            for (int j = 0; j < nth; j++) {
-                struct kv_tbufs bj = tbufs_at(thread_base + (size_t)j * per_thread, &d);
-                if (bj.l[h] == 0.0f) continue;   /* a thread without rows */
-                const float w = kv_expf(bj.m[h] - M);
-                const float *aj = bj.acc + (size_t)h * r;
-                L += w * bj.l[h];
+            for (int j = 0; j < np; j++) {
+                struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
+                if (pj.l[h] == 0.0f) continue;   /* a part without weight */
+                const float w = kv_expf(pj.m[h] - M);
+                const float *aj = pj.acc + (size_t)h * r;
+                L += w * pj.l[h];
+#pragma omp simd
                 for (int i = 0; i < r; i++) o[i] = fmaf(w, aj[i], o[i]);
             }
             const float inv = 1.0f / L;
+#pragma omp simd
             for (int i = 0; i < r; i++) o[i] *= inv;
         }
         if (h1 > h0) kv_codec_finish(&lay->lat, h1 - h0, out + (size_t)h0 * r);
@@ -445,7 +477,8 @@ int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, st
                                .q8rope = dr > 0, .two = 1};
     size_t native = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp) + al64((size_t)r * Hp / 2) + al64(Hp) +
                     al64((size_t)d.G * Hp) + q8q_bytes(r, Hp, d.G) + 2 * q8q_bytes(dr ? dr : 1, Hp, 1) +
-                    (size_t)s->n_threads * tbufs_bytes(&d);
+                    (size_t)(s->n_threads < KV_SOFTMAX_PARTS ? s->n_threads : KV_SOFTMAX_PARTS) * tbufs_bytes(&d) +
+                    (size_t)KV_SOFTMAX_PARTS * part_bytes(&d);
     return scratch_reserve(s, f32 > native ? f32 : native, err);
 }
 

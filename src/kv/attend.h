@@ -15,9 +15,11 @@
  *  - Every other latent/RoPE combination runs the native consumer: the query is
  *    rotated once per head, each cached row is decoded once per call (a tile of
  *    rows at a time, in the code domain) and used by all heads through small
- *    GEMMs, rows are split across threads with a flash-decoding merge (per
- *    chunk max, sum and partial output), and the output is unrotated once per
- *    head. It equals kv_attend_ref() on kv_cache_read() rows to ~1e-6 relative.
+ *    GEMMs, rows are split into a fixed number of parts that threads share
+ *    out, with a flash-decoding merge in part order (per part max, sum and
+ *    partial output), and the output is unrotated once per head. The parts
+ *    depend on T alone, so the result is the same whatever the thread count.
+ *    It equals kv_attend_ref() on kv_cache_read() rows to ~1e-6 relative.
  *  - q_lat is [H][r], q_rope is [H][dr] (may be NULL when dr == 0), out_lat is
  *    [H][r]. T >= 1 rows starting at position 0 are read (kv_attend), or
  *    the rows at selected positions (kv_attend_select).
