@@ -142,7 +142,7 @@ test-clients: $(BUILD)/colibri
 	@COLIBRI=$(BUILD)/colibri PYTHON=$(CLIENTS_PYTHON) sh tests/clients/langchain.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
-bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar $(BUILD)/bench/mtp_window
+bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar $(BUILD)/bench/mtp_window $(BUILD)/bench/dequant
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 	@mkdir -p $(dir $@)
