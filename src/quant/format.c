@@ -84,12 +84,15 @@ static void q4_to_f32(const struct qtensor *W, int row, float *out)
                            c0 % (QUANT_INT4_BLOCK / 2);
         float sc = s[c0 / g];
         float *o = out + c0;
-        if (hi) {
+        if (n == 32 && hi) {
+            /* constant trip counts: no loop set-up or remainder per 32 columns */
 #pragma omp simd
-            for (int k = 0; k < n; k++) o[k] = (float)((b[k] >> 4) - 8) * sc;
+            for (int k = 0; k < 32; k++) o[k] = (float)((b[k] >> 4) - 8) * sc;
+        } else if (n == 32) {
+#pragma omp simd
+            for (int k = 0; k < 32; k++) o[k] = (float)((b[k] & 0xF) - 8) * sc;
         } else {
-#pragma omp simd
-            for (int k = 0; k < n; k++) o[k] = (float)((b[k] & 0xF) - 8) * sc;
+            for (int k = 0; k < n; k++) o[k] = (float)((hi ? b[k] >> 4 : b[k] & 0xF) - 8) * sc;
         }
     }
 }

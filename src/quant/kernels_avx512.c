@@ -259,6 +259,36 @@ static void dequant_fp8b(const struct qtensor *W, int row, float *out)
     }
 }
 
+/* int4 row (q4, q4gG) in f32: the 64 bytes of a 128-column block give its
+ * low nibbles (columns 0-63) and high nibbles (64-127); each 16 of them
+ * widen to int32, less 8, times the scale of their group (every group size
+ * is a multiple of 32, a power of two or the whole row), the single product
+ * to_f32 rounds. A partial last block goes element by element. */
+static void dequant_int4(const struct qtensor *W, int row, float *out)
+{
+    const int cols = W->cols;
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * quant_fmt_row_bytes(W->fmt, cols);
+    const struct quant_fmt_traits *t = quant_fmt_traits(W->fmt);
+    const int grouped = t->scale_kind == QUANT_SCALE_GROUP, g = grouped ? t->group_cols : cols;
+    const int gshift = __builtin_ctz((unsigned)g), ng = (cols + g - 1) / g;
+    const float *s = W->scales + (size_t)row * ng;
+    const __m512i eight = _mm512_set1_epi32(8), low4 = _mm512_set1_epi32(0xF);
+    int c0 = 0;
+    for (; c0 + QUANT_INT4_BLOCK <= cols; c0 += QUANT_INT4_BLOCK) {
+        const uint8_t *b = p + (size_t)(c0 / QUANT_INT4_BLOCK) * (QUANT_INT4_BLOCK / 2);
+        UNROLL
+        for (int q = 0; q < 8; q++) {
+            const int c = c0 + 16 * q;
+            const float sc = grouped ? s[c >> gshift] : s[0];
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + 16 * (q % 4))));
+            v = q < 4 ? _mm512_and_si512(v, low4) : _mm512_srli_epi32(v, 4);
+            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, eight));
+            _mm512_storeu_ps(out + c, _mm512_mul_ps(f, _mm512_set1_ps(sc)));
+        }
+    }
+    for (int c = c0; c < cols; c++) out[c] = (float)quant_int4_get(p, c) * s[grouped ? c >> gshift : 0];
+}
+
 /* The int8 formats: kernels_int8_avx512.c (block-exact numerics). */
 #define INT8_ENTRY(name)                                                                  \
     { .rows = quant_int8_rows_##name, .act_int8 = 1, .slice = quant_int8_slice_##name,   \
@@ -280,5 +310,6 @@ const struct quant_isa_table quant_isa_avx512 = {
                           .act_pack = QUANT_SLICE_FLOAT_PACK },
     },
     .act_prep = act_prep,
-    .dequant = { [QUANT_FP8B] = dequant_fp8b },
+    .dequant = { [QUANT_Q4] = dequant_int4, [QUANT_Q4G32] = dequant_int4, [QUANT_Q4G64] = dequant_int4,
+                 [QUANT_Q4G128] = dequant_int4, [QUANT_FP8B] = dequant_fp8b },
 };
