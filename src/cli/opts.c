@@ -53,7 +53,6 @@ static const struct { const char *alias, *name; } ALIASES[] = {
     { "--repeat_penalty", "repeat-penalty" },
 };
 
-/* arg is "-x", "--name" or an alias, with any "=value" cut off: name_len chars. */
 /* Options colibri once took, with what to do instead, so an old script
  * gets an error it can act on. */
 static const char *retired(const char *a, size_t len)
@@ -67,6 +66,7 @@ static const char *retired(const char *a, size_t len)
     return NULL;
 }
 
+/* arg is "-x", "--name" or an alias, with any "=value" cut off: name_len chars. */
 static const struct opt *find(const struct opts_spec *spec, const char *arg, size_t len)
 {
     for (int i = 0; i < spec->n_opts; i++) {
