@@ -70,13 +70,11 @@ static void test_sizes(void)
     CHECK(!quant_fmt_valid(QUANT_FMT_COUNT) && !quant_fmt_valid(-1), "valid ids");
 }
 
-/* The int4 layout written out independently: element c sits in block c/128,
- * byte (c%128)%64, low nibble if c%128 < 64; value nibble - 8. Random bytes
- * cover the extremes 0x0 and 0xF, forced in at known spots too. */
-/* Every int4 format's dequantization against the layout in format.h: low
- * nibbles are columns 0-63 of a 128-column block, high nibbles 64-127, each
- * value (nibble - 8) times its group's (or row's) scale. 200 columns end in
- * a partial block. */
+/* The int4 layout written out independently, for every int4 format:
+ * element c sits in block c/128, byte (c%128)%64, low nibble if c%128 < 64;
+ * value nibble - 8, times its group's (or row's) scale. Random bytes cover
+ * the extremes 0x0 and 0xF, forced in at known spots too; 200 columns end
+ * in a partial block. */
 static void test_int4_layout(void)
 {
     static const int fmts[] = { QUANT_Q4, QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128 };
