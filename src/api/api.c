@@ -421,7 +421,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     colibri_session *s = rc ? NULL : calloc(1, sizeof *s);
     if (!rc && !s) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     struct compute_ctx cc = base_compute_ctx_make(cm->n_threads);
-    if (!rc) rc = model_indexer_kv_layers(&cm->m.cfg, (enum kv_tier)index_tier, layers, err);
+    if (!rc) rc = model_cache_layout(&cm->m, (enum kv_tier)index_tier, layers, err);
     if (!rc) rc = model_fwd_state_init_layers(&s->st, &cm->m, n_ctx, 0, layers, int8, &cc, err);
     free(layers);
     if (rc) { free(s); return rc; }

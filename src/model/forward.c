@@ -7,10 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "model/indexer.h"
 #include "model/linear.h"
-#include "model/mla.h"
-#include "model/moe.h"
 #include "model/norm.h"
 
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
@@ -33,7 +30,7 @@ int fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx,
     struct kv_layer_spec *spec = calloc((size_t)(L > 0 ? L : 1), sizeof *spec);
     if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
     for (int l = 0; l < L; l++) spec[l].tier = tier, spec[l].rope = rope;
-    int rc = model_indexer_kv_layers(&m->cfg, index_tier, spec, err);
+    int rc = model_cache_layout(m, index_tier, spec, err);
     if (!rc) rc = model_fwd_state_init_layers(st, m, n_ctx, max_batch, spec, int8_mode, cc, err);
     free(spec);
     return rc;
@@ -51,11 +48,11 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
     if (max_batch > FWD_MAX_BATCH) max_batch = FWD_MAX_BATCH;
     if (max_batch > n_ctx) max_batch = n_ctx;
-    /* a DSA model's layers with an indexer carry its keys (f32 unless the spec names a tier) */
+    /* each token mixer's parts of the row (a DSA index key: f32 unless the spec names a tier) */
     struct kv_layer_spec *spec = calloc((size_t)(c->num_hidden_layers > 0 ? c->num_hidden_layers : 1), sizeof *spec);
     if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
     memcpy(spec, layers, (size_t)c->num_hidden_layers * sizeof *spec);
-    int rc = model_indexer_kv_layers(c, KV_TIER_F32, spec, err);
+    int rc = model_cache_layout(m, KV_TIER_F32, spec, err);
     if (!rc)
         rc = kv_cache_new_layers(spec, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                                  err);
@@ -104,19 +101,19 @@ static int check_group(const struct model *m, const struct fwd_group *g, const i
 int model_layer_forward(const struct model *m, const struct fwd_group *sub, int n_sub, int li, float *x, int n,
                         enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err)
 {
-    const struct model_config *c = &m->cfg;
-    const struct layer_weights *lw = &m->layers[li];
-    int hid = c->hidden_size, rc;
-    float *h = b->h, *y = b->y;
-    model_rmsnorm(h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
-    if ((rc = mla_forward(m, sub, n_sub, li, h, n, mode, y, b, err))) return rc;
-    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
-    if (li + 1 < c->num_hidden_layers) model_moe_predict(m, li + 1, x, n, b);
-    model_rmsnorm(h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
-    if (lw->is_moe) rc = moe_forward(m, li, h, n, y, b, err);
-    else model_mlp_forward(&lw->dense, h, n, y, b->mlp_g, b->mlp_u);
-    if (rc) return rc;
-    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+    const struct layer_parts *p = &m->layers[li].parts;
+    struct part_run pr = { m, sub, n_sub, li, mode, b };
+    return p->residual->forward(&pr, p, x, n, err);
+}
+
+int model_cache_layout(const struct model *m, enum kv_tier index_tier, struct kv_layer_spec *layers,
+                       struct colibri_err *err)
+{
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        const struct token_mixer *tm = m->layers[l].parts.mixer;
+        int rc = tm->cache_parts ? tm->cache_parts(&m->cfg, l, index_tier, &layers[l], err) : 0;
+        if (rc) return rc;
+    }
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "kv/attend.h"
 #include "kv/cache.h"
 #include "model/model.h"
+#include "model/parts.h"
 #include "model/runstate.h"
 
 /* Rows a state's run buffers carry by default; longer prefills run in
@@ -65,8 +66,6 @@ void fwd_state_free(struct fwd_state *st);
 /* Bytes the state holds: cache (at full capacity), scratch, run buffers. */
 int64_t fwd_state_bytes(const struct fwd_state *st);
 
-enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
-
 /* What a forward hands back. logits: NULL, or vocab floats per emitted row;
  * rows emitted: every row when all_logits, else the last row of each group.
  * hidden: NULL, or hidden_size floats per emitted row: the residual stream
@@ -94,11 +93,17 @@ struct fwd_group {
 int model_forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
                          enum fwd_mode mode, const struct fwd_out *out, struct colibri_err *err);
 
-/* One decoder layer li over x[n][hidden] in place (x += MLA(norm x), then
- * x += MLP or MoE(norm x)), the rows belonging to groups sub[0..n_sub) as in
+/* One decoder layer li over x[n][hidden] in place, through its parts
+ * (model/parts.h), the rows belonging to groups sub[0..n_sub) as in
  * model_forward_groups (n <= b->cap, nothing checked). */
 int model_layer_forward(const struct model *m, const struct fwd_group *sub, int n_sub, int li, float *x, int n,
                         enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err);
+
+/* Each layer's cache row as its token mixer keeps it: layers[l] (the user's
+ * spelling, kv/layout.h, or a uniform tier) gains the parts the mixer adds,
+ * e.g. a DSA layer's index key in index_tier (when not spelled). */
+int model_cache_layout(const struct model *m, enum kv_tier index_tier, struct kv_layer_spec *layers,
+                       struct colibri_err *err);
 
 /* One group: S tokens at positions pos0..pos0+S-1 (earlier positions must
  * already be cached). */

@@ -86,32 +86,29 @@ void model_indexer_bufs_free(struct indexer_bufs *b)
     free(b);
 }
 
-int model_indexer_kv_layers(const struct model_config *c, enum kv_tier tier, struct kv_layer_spec *layers,
-                            struct colibri_err *err)
+int model_indexer_kv_layer(const struct model_config *c, int l, enum kv_tier tier, struct kv_layer_spec *s,
+                           struct colibri_err *err)
 {
-    if (c->dsa_kind == MODEL_DSA_NONE) return 0;
+    if (c->dsa_kind == MODEL_DSA_NONE || l >= c->num_hidden_layers) return 0;
     if (tier != KV_TIER_F32 && tier != KV_TIER_FP8)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "DSA index keys in the %s tier (f32 or fp8)", kv_tier_name(tier));
-    for (int l = 0; l < c->num_hidden_layers; l++) {
-        struct kv_layer_spec *s = &layers[l];
-        int have = -1;
-        for (int i = 0; i < s->n_extra; i++)
-            if (s->extra[i].kind == KV_PART_INDEX_KEY) have = i;
-        if (have >= 0 && !c->indexer_full[l])
-            return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: an index-key part on a layer without an indexer", l);
-        if (have >= 0) {
-            if (s->extra[have].dim != c->index_head_dim ||
-                (s->extra[have].tier != KV_TIER_F32 && s->extra[have].tier != KV_TIER_FP8))
-                return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: index-key part of %d values in %s (want %d, "
-                               "f32 or fp8)", l, s->extra[have].dim, kv_tier_name(s->extra[have].tier),
-                               c->index_head_dim);
-            continue;
-        }
-        if (!c->indexer_full[l]) continue;   /* a shared layer reads the last full layer's selection */
-        if (s->n_extra >= KV_PARTS_MAX - 2)
-            return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: no room for the index-key part", l);
-        s->extra[s->n_extra++] = (struct kv_part_spec){ KV_PART_INDEX_KEY, c->index_head_dim, tier };
+    int have = -1;
+    for (int i = 0; i < s->n_extra; i++)
+        if (s->extra[i].kind == KV_PART_INDEX_KEY) have = i;
+    if (have >= 0 && !c->indexer_full[l])
+        return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: an index-key part on a layer without an indexer", l);
+    if (have >= 0) {
+        if (s->extra[have].dim != c->index_head_dim ||
+            (s->extra[have].tier != KV_TIER_F32 && s->extra[have].tier != KV_TIER_FP8))
+            return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: index-key part of %d values in %s (want %d, "
+                           "f32 or fp8)", l, s->extra[have].dim, kv_tier_name(s->extra[have].tier),
+                           c->index_head_dim);
+        return 0;
     }
+    if (!c->indexer_full[l]) return 0;   /* a shared layer reads the last full layer's selection */
+    if (s->n_extra >= KV_PARTS_MAX - 2)
+        return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: no room for the index-key part", l);
+    s->extra[s->n_extra++] = (struct kv_part_spec){ KV_PART_INDEX_KEY, c->index_head_dim, tier };
     return 0;
 }
 

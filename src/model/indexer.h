@@ -81,13 +81,14 @@ struct indexer_bufs {
 int  model_indexer_bufs_new(const struct model_config *c, int cap, struct indexer_bufs **out, struct colibri_err *err);
 void model_indexer_bufs_free(struct indexer_bufs *b);
 
-/* Gives every layer spec of a layer with its own indexer an index-key part
- * (index_head_dim values in tier, f32 or fp8) unless it has one; shared
- * layers get none. A spec's own index-key part must have that width and
- * tier, and only on a layer with an indexer. Nothing without DSA. 0 or
- * COLIBRI_EINVAL / EUNSUPPORTED naming the layer or tier. */
-int model_indexer_kv_layers(const struct model_config *c, enum kv_tier tier, struct kv_layer_spec *layers,
-                            struct colibri_err *err);
+/* Gives layer l's spec an index-key part (index_head_dim values in tier,
+ * f32 or fp8) when the layer has its own indexer and the spec none; a
+ * shared layer gets none. A spec's own index-key part must have that width
+ * and tier, and only on a layer with an indexer. Nothing without DSA (the
+ * DSA token mixer's cache_parts, model/parts.h). 0 or COLIBRI_EINVAL /
+ * EUNSUPPORTED naming the layer or tier. */
+int model_indexer_kv_layer(const struct model_config *c, int l, enum kv_tier tier, struct kv_layer_spec *spec,
+                           struct colibri_err *err);
 
 /* RoPE on x[0..dr) for position pos as the family pairs the indexer's
  * values (half-split or interleaved). */

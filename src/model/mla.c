@@ -255,11 +255,17 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
     return rc;
 }
 
-int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, int li, const float *h, int n,
-                enum fwd_mode mode, float *out, struct run_bufs *b, struct colibri_err *err)
+/* Layer li's MLA over the rows of pr's groups; with_indexer: the DSA
+ * indexer picks each row's positions (its projections run for all rows at
+ * once, its selection per group). */
+static int mla_run(const struct part_run *pr, const float *h, int n, float *out, int with_indexer,
+                   struct colibri_err *err)
 {
+    const struct model *m = pr->m;
     const struct model_config *c = &m->cfg;
+    int li = pr->li;
     const struct attn_weights *w = &m->layers[li].attn;
+    struct run_bufs *b = pr->b;
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
     float *q = b->q, *a = b->kv_a, *o = b->attn;
@@ -271,15 +277,16 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
         model_linear(&w->q, h, n, q);
     }
     model_linear(&w->kv_a, h, n, a);
-    struct indexer_bufs *ib = b->dsa;
+    struct indexer_bufs *ib = with_indexer ? b->dsa : NULL;
+    if (with_indexer && !ib) return base_err_set(err, COLIBRI_EINVAL, "layer %d: DSA attention without indexer buffers", li);
     if (ib) model_indexer_project(&w->indexer, h, b->q_a, n, ib);
-    for (int g = 0; g < n_grp && !rc; g++) {
-        struct fwd_state *st = grp[g].st;
-        int row0 = grp[g].row0, S = grp[g].n, pos0 = grp[g].pos0, kl = li - st->kv_layer0;
+    for (int g = 0; g < pr->n_grp && !rc; g++) {
+        const struct fwd_group *gr = &pr->grp[g];
+        struct fwd_state *st = gr->st;
+        int row0 = gr->row0, S = gr->n, pos0 = gr->pos0, kl = li - st->kv_layer0;
         float *qg = q + (int64_t)row0 * H * dqk, *og = o + (int64_t)row0 * H * dv;
         struct mla_sel sel = { 0 }, *selp = NULL;
-        /* the MTP layer (li >= num_hidden_layers) has no indexer in transformers' reference: dense */
-        if (ib && li < c->num_hidden_layers) {
+        if (ib) {
             if ((rc = model_indexer_select(c, &w->indexer, kl, st->kv, row0, S, pos0, ib, b->n_threads, err))) break;
             sel = (struct mla_sel){ ib->sel + (int64_t)row0 * ib->k_max, ib->n_sel + row0, ib->k_max };
             selp = &sel;
@@ -298,7 +305,7 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
             for (int hh = 0; hh < H; hh++) model_rope_rotate(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, cs, sn);
         }
         if (rc) break;
-        if (mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
+        if (pr->mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
             rc = attend_absorbed(c, w, st, kl, qg, S, pos0, selp, og, b, err);
         else
             rc = attend_expanded(c, w, st, kl, qg, S, pos0, selp, og, b, err);
@@ -306,3 +313,16 @@ int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, i
     if (!rc) model_linear(&w->o, o, n, out);
     return rc;
 }
+
+static int mla_dense_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
+{
+    return mla_run(pr, in, n, out, 0, err);
+}
+
+static int mla_dsa_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
+{
+    return mla_run(pr, in, n, out, 1, err);
+}
+
+const struct token_mixer model_mixer_mla = { "mla", mla_dense_forward, NULL };
+const struct token_mixer model_mixer_mla_dsa = { "mla+dsa", mla_dsa_forward, model_indexer_kv_layer };

@@ -17,7 +17,9 @@
  * (K/V are rebuilt from the cached latents by a batch-invariant product), so
  * prefix reuse gives a cold prefill's bits. A state may opt in to the
  * absorbed form for a prefill after cached rows when it costs fewer flops
- * (mla_prefill_absorbed states the rule), giving up that invariance. */
+ * (mla_prefill_absorbed states the rule), giving up that invariance.
+ * MTP layers take model_mixer_mla: transformers' reference gives them no
+ * indexer. */
 #ifndef COLIBRI_MODEL_MLA_H
 #define COLIBRI_MODEL_MLA_H
 
@@ -28,10 +30,9 @@
  * the absorbed form (used when fwd_state.absorbed_prefill is set). */
 int mla_prefill_absorbed(const struct model_config *c, int S, int pos0);
 
-/* out[n][hid] = MLA(h[n][hid]) for layer li; the rows belong to the groups
- * (group g: rows [row0, row0 + n) at positions pos0...), whose rows are
- * cached in their own states. b: the batch's run buffers (n <= b->cap). */
-int mla_forward(const struct model *m, const struct fwd_group *grp, int n_grp, int li, const float *h, int n,
-                enum fwd_mode mode, float *out, struct run_bufs *b, struct colibri_err *err);
+/* The token mixers model_mixer_mla and model_mixer_mla_dsa (model/parts.h)
+ * are this layer: out[n][hid] = MLA(in[n][hid]) for layer pr->li, each
+ * group's rows cached in its own state; with DSA, over the positions the
+ * layer's indexer (model/indexer.h) selects. */
 
 #endif

@@ -4,6 +4,9 @@
 #include <omp.h>
 
 #include "model/linear.h"
+#include "model/model.h"
+#include "model/parts.h"
+#include "model/runstate.h"
 #include "quant/format.h"
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -32,3 +35,11 @@ int64_t model_mlp_bytes(const struct mlp_weights *w)
 {
     return model_qtensor_bytes(&w->gate) + model_qtensor_bytes(&w->up) + model_qtensor_bytes(&w->down);
 }
+
+static int mlp_ffn_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
+{
+    model_mlp_forward(&pr->m->layers[pr->li].dense, in, n, out, pr->b->mlp_g, pr->b->mlp_u);
+    return 0;
+}
+
+const struct channel_mixer model_ffn_mlp = { "mlp", 0, mlp_ffn_forward, NULL };

@@ -22,6 +22,7 @@
 #include "model/expert_store.h"
 #include "model/indexer.h"
 #include "model/mlp.h"
+#include "model/parts.h"
 
 struct moe_remote;
 
@@ -49,9 +50,10 @@ struct moe_weights {
 };
 
 struct layer_weights {
+    struct layer_parts parts;   /* chosen by model_layer_parts (model/parts.h) */
     float *attn_norm, *mlp_norm;
     struct attn_weights attn;
-    int is_moe;
+    int is_moe;                 /* parts.ffn->routed */
     struct mlp_weights dense;
     struct moe_weights moe;
 };

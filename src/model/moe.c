@@ -6,6 +6,7 @@
 
 #include "model/linear.h"
 #include "model/norm.h"
+#include "model/parts.h"
 
 /* DeepseekV3TopkRouter (noaux_tc). */
 static void route_sigmoid_noaux_tc(const struct model_config *c, const float *logits, const float *bias, int *idx,
@@ -221,3 +222,10 @@ void model_moe_predict(const struct model *m, int li, const float *resid, int n,
     expert_store_predict(m->experts, li, b->moe_list, n_pred);
     b->moe_pred_layer = li;
 }
+
+static int moe_ffn_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
+{
+    return moe_forward(pr->m, pr->li, in, n, out, pr->b, err);
+}
+
+const struct channel_mixer model_ffn_moe = { "moe", 1, moe_ffn_forward, model_moe_predict };

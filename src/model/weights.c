@@ -304,7 +304,8 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
         quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32);
     }
 
-    lw->is_moe = li >= c->first_k_dense_replace;
+    model_layer_parts(c, li, &lw->parts);
+    lw->is_moe = lw->parts.ffn->routed;
     if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, ROLE_DENSE, &lw->dense, err);
 
     struct moe_weights *moe = &lw->moe;

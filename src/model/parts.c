@@ -1,0 +1,46 @@
+/* Choosing a layer's parts, and the plain residual scheme (model/parts.h). */
+#include "model/parts.h"
+
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/norm.h"
+
+void model_layer_parts(const struct model_config *c, int li, struct layer_parts *out)
+{
+    int main_layer = li < c->num_hidden_layers;
+    out->residual = &model_residual_plain;
+    out->mixer = main_layer && c->dsa_kind != MODEL_DSA_NONE ? &model_mixer_mla_dsa : &model_mixer_mla;
+    /* MTP layers are MoE layers in every family that has them */
+    out->ffn = !main_layer || li >= c->first_k_dense_replace ? &model_ffn_moe : &model_ffn_mlp;
+}
+
+static void add_rows(float *x, const float *y, int n, int hid)
+{
+    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
+}
+
+/* x += mixer(norm x); x += ffn(norm x), as DeepseekV3DecoderLayer. */
+static int plain_forward(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
+                         struct colibri_err *err)
+{
+    const struct model *m = pr->m;
+    const struct model_config *c = &m->cfg;
+    const struct layer_weights *lw = &m->layers[pr->li];
+    struct run_bufs *b = pr->b;
+    int hid = c->hidden_size, rc;
+    model_rmsnorm(b->h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
+    if ((rc = p->mixer->forward(pr, b->h, n, b->y, err))) return rc;
+    add_rows(x, b->y, n, hid);
+    /* the next layer's channel mixer may start reading its experts now */
+    int next = pr->li + 1;
+    if (next < c->num_hidden_layers) {
+        const struct channel_mixer *nf = m->layers[next].parts.ffn;
+        if (nf->predict) nf->predict(m, next, x, n, b);
+    }
+    model_rmsnorm(b->h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
+    if ((rc = p->ffn->forward(pr, b->h, n, b->y, err))) return rc;
+    add_rows(x, b->y, n, hid);
+    return 0;
+}
+
+const struct residual_scheme model_residual_plain = { "plain", plain_forward };

@@ -1,0 +1,95 @@
+/* model/parts.h - a decoder layer is made of three parts:
+ *
+ *   residual scheme   how the layer's two blocks read and update the
+ *                     residual stream (plain: x += mixer(norm x), then
+ *                     x += ffn(norm x))
+ *   token mixer       mixes positions and owns the layer's cache entry
+ *                     (MLA; MLA with DSA selection)
+ *   channel mixer     mixes channels row by row (dense SwiGLU MLP; MoE, its
+ *                     router one of enum model_router)
+ *
+ * model_layer_parts() chooses a layer's parts from its config, whose fields
+ * the family table (model/config.c) set; nothing else asks which family a
+ * model is. The forward (model/forward.c) runs each layer through its
+ * residual scheme, which calls the mixers through these tables. A new
+ * family adds parts (a table each, in its own file) and the config fields
+ * that choose them, not a pipeline.
+ *
+ * Every part's forward:
+ *  - runs the rows of the groups in `pr` (model/forward.h: each group is a
+ *    session's rows at its positions) over in[n][hidden] into out[n][hidden];
+ *  - reads its weights from the layer (struct layer_weights, model/model.h)
+ *    and writes what it caches to each group's state (the token mixer only);
+ *  - takes scratch from pr->b (allocated once per session) and returns 0 or
+ *    a negative COLIBRI_E* with a message. */
+#ifndef COLIBRI_MODEL_PARTS_H
+#define COLIBRI_MODEL_PARTS_H
+
+#include "colibri.h"
+#include "kv/cache.h"
+#include "model/config.h"
+
+struct model;
+struct fwd_group;
+struct run_bufs;
+struct layer_parts;
+
+/* Which MLA form a forward asks for (model/forward.h). */
+enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
+
+/* What a part sees of one forward through layer li. */
+struct part_run {
+    const struct model *m;
+    const struct fwd_group *grp;
+    int n_grp;
+    int li;
+    enum fwd_mode mode;
+    struct run_bufs *b;
+};
+
+struct token_mixer {
+    const char *name;
+    int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
+    /* The layer's cache row beyond the base latent + RoPE parts (kv/cache.h):
+     * adds the parts this mixer keeps per position to *spec (index_tier: the
+     * tier of parts the user did not spell), or checks the ones spelled.
+     * NULL: nothing beyond the base row. */
+    int (*cache_parts)(const struct model_config *c, int li, enum kv_tier index_tier, struct kv_layer_spec *spec,
+                       struct colibri_err *err);
+};
+
+struct channel_mixer {
+    const char *name;
+    int routed;                 /* 1: routed experts (in the model's expert store) */
+    int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
+    /* Optional: told the residual stream before the previous layer's
+     * channel mixer runs, so that a store that reads from disk can start
+     * reading this layer's likely experts (a hint: never changes the output). */
+    void (*predict)(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
+};
+
+struct residual_scheme {
+    const char *name;
+    /* x[n][hidden] in place through the layer's parts. */
+    int (*forward)(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
+                   struct colibri_err *err);
+};
+
+struct layer_parts {
+    const struct residual_scheme *residual;
+    const struct token_mixer *mixer;
+    const struct channel_mixer *ffn;
+};
+
+/* The parts (model/parts.c, model/mla.c, model/moe.c, model/mlp.c). */
+extern const struct residual_scheme model_residual_plain;
+extern const struct token_mixer model_mixer_mla;      /* MLA, every cached position */
+extern const struct token_mixer model_mixer_mla_dsa;  /* MLA over the DSA indexer's selection */
+extern const struct channel_mixer model_ffn_mlp;
+extern const struct channel_mixer model_ffn_moe;
+
+/* Layer li's parts (li >= num_hidden_layers: an MTP layer, whose attention
+ * has no indexer in the reference). */
+void model_layer_parts(const struct model_config *c, int li, struct layer_parts *out);
+
+#endif
