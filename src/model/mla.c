@@ -2,11 +2,14 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "model/indexer.h"
 #include "model/linear.h"
+#include "model/loader.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "quant/format.h"
@@ -324,5 +327,54 @@ static int mla_dsa_forward(const struct part_run *pr, const float *in, int n, fl
     return mla_run(pr, in, n, out, 1, err);
 }
 
-const struct token_mixer model_mixer_mla = { "mla", mla_dense_forward, NULL };
-const struct token_mixer model_mixer_mla_dsa = { "mla+dsa", mla_dsa_forward, model_indexer_kv_layer };
+static int indexer_mat(void *ctx, const char *name, int rows, int cols, int keep_f32, struct qtensor *w,
+                       struct colibri_err *err)
+{
+    return model_loader_mat(ctx, name, rows, cols, keep_f32 ? MODEL_ROLE_F32 : MODEL_ROLE_DENSE, w, err);
+}
+
+static int indexer_vec(void *ctx, const char *name, int n, float **out, struct colibri_err *err)
+{
+    return model_loader_vec(ctx, name, n, out, err);
+}
+
+/* DeepseekV3Attention's tensors (q_a/q_a_layernorm/q_b, or q_proj without
+ * q_lora; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), the DSA
+ * indexer's when the layer has one, and kv_b's f32 copy when asked for. */
+static int mla_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+{
+    const struct model *m = model_loader_model(L);
+    const struct model_config *c = &m->cfg;
+    struct attn_weights *a = &lw->attn;
+    int hid = c->hidden_size, H = c->num_attention_heads, dqk = c->qk_nope_head_dim + c->qk_rope_head_dim, rc;
+    char p[64], name[256];
+    snprintf(p, sizeof p, "model.layers.%d.self_attn", li);
+#define NAME(fmt) (snprintf(name, sizeof name, "%s." fmt, p), name)
+    if (c->q_lora_rank) {
+        if ((rc = model_loader_mat(L, NAME("q_a_proj.weight"), c->q_lora_rank, hid, MODEL_ROLE_DENSE, &a->q_a, err)) ||
+            (rc = model_loader_vec(L, NAME("q_a_layernorm.weight"), c->q_lora_rank, &a->q_a_norm, err)) ||
+            (rc = model_loader_mat(L, NAME("q_b_proj.weight"), H * dqk, c->q_lora_rank, MODEL_ROLE_DENSE, &a->q_b, err)))
+            return rc;
+    } else if ((rc = model_loader_mat(L, NAME("q_proj.weight"), H * dqk, hid, MODEL_ROLE_DENSE, &a->q, err))) {
+        return rc;
+    }
+    if ((rc = model_loader_mat(L, NAME("kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, hid,
+                               MODEL_ROLE_DENSE, &a->kv_a, err)) ||
+        (rc = model_loader_vec(L, NAME("kv_a_layernorm.weight"), c->kv_lora_rank, &a->kv_a_norm, err)) ||
+        (rc = model_loader_mat(L, NAME("kv_b_proj.weight"), H * (c->qk_nope_head_dim + c->v_head_dim),
+                               c->kv_lora_rank, MODEL_ROLE_DENSE, &a->kv_b, err)) ||
+        (rc = model_loader_mat(L, NAME("o_proj.weight"), hid, H * c->v_head_dim, MODEL_ROLE_DENSE, &a->o, err)))
+        return rc;
+#undef NAME
+    const struct indexer_tensor_io io = { L, indexer_mat, indexer_vec };
+    if ((rc = model_indexer_load(&a->indexer, c, li, &io, err))) return rc;
+    if (a->kv_b.fmt != QUANT_F32 && m->fmt.kv_b_f32) {
+        a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
+        if (!a->kv_b_f32) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
+        quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32);
+    }
+    return 0;
+}
+
+const struct token_mixer model_mixer_mla = { "mla", mla_load, mla_dense_forward, NULL };
+const struct token_mixer model_mixer_mla_dsa = { "mla+dsa", mla_load, mla_dsa_forward, model_indexer_kv_layer };

@@ -2,8 +2,10 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 
 #include "model/linear.h"
+#include "model/loader.h"
 #include "model/model.h"
 #include "model/parts.h"
 #include "model/runstate.h"
@@ -42,4 +44,11 @@ static int mlp_ffn_forward(const struct part_run *pr, const float *in, int n, fl
     return 0;
 }
 
-const struct channel_mixer model_ffn_mlp = { "mlp", 0, mlp_ffn_forward, NULL };
+static int mlp_ffn_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "model.layers.%d.mlp", li);
+    return model_loader_mlp(L, prefix, model_loader_model(L)->cfg.intermediate_size, MODEL_ROLE_DENSE, &lw->dense, err);
+}
+
+const struct channel_mixer model_ffn_mlp = { "mlp", 0, mlp_ffn_load, mlp_ffn_forward, NULL };

@@ -2,9 +2,13 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "model/linear.h"
+#include "model/loader.h"
 #include "model/norm.h"
 #include "model/parts.h"
 
@@ -228,4 +232,28 @@ static int moe_ffn_forward(const struct part_run *pr, const float *in, int n, fl
     return moe_forward(pr->m, pr->li, in, n, out, pr->b, err);
 }
 
-const struct channel_mixer model_ffn_moe = { "moe", 1, moe_ffn_forward, model_moe_predict };
+/* Router (mlp.gate), its correction bias when the family names one (zeros
+ * otherwise), the routed experts into the expert store, the shared experts. */
+static int moe_ffn_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+{
+    const struct model_config *c = &model_loader_model(L)->cfg;
+    struct moe_weights *moe = &lw->moe;
+    int E = c->n_routed_experts, rc;
+    char p[64], name[256];
+    snprintf(p, sizeof p, "model.layers.%d.mlp", li);
+    snprintf(name, sizeof name, "%s.gate.weight", p);
+    if ((rc = model_loader_mat(L, name, E, c->hidden_size, MODEL_ROLE_F32, &moe->router, err))) return rc;
+    const char *bias_name = c->family->names.router_bias;
+    if (bias_name && (snprintf(name, sizeof name, "model.layers.%d.%s", li, bias_name), model_loader_has(L, name))) {
+        if ((rc = model_loader_vec(L, name, E, &moe->score_bias, err))) return rc;
+    } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
+        return base_err_set(err, COLIBRI_ENOMEM, "layer %d: out of memory for the router bias", li);
+    }
+    if ((rc = model_loader_routed_experts(L, p, li, err))) return rc;
+    if (!c->n_shared_experts) return 0;
+    snprintf(name, sizeof name, "%s.shared_experts", p);
+    return model_loader_mlp(L, name, c->moe_intermediate_size * c->n_shared_experts, MODEL_ROLE_DENSE, &moe->shared,
+                            err);
+}
+
+const struct channel_mixer model_ffn_moe = { "moe", 1, moe_ffn_load, moe_ffn_forward, model_moe_predict };

@@ -1,7 +1,10 @@
 /* Choosing a layer's parts, and the plain residual scheme (model/parts.h). */
 #include "model/parts.h"
 
+#include <stdio.h>
+
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/model.h"
 #include "model/norm.h"
 
@@ -43,4 +46,14 @@ static int plain_forward(const struct part_run *pr, const struct layer_parts *p,
     return 0;
 }
 
-const struct residual_scheme model_residual_plain = { "plain", plain_forward };
+static int plain_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+{
+    int hid = model_loader_model(L)->cfg.hidden_size, rc;
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", li);
+    if ((rc = model_loader_vec(L, name, hid, &lw->attn_norm, err))) return rc;
+    snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", li);
+    return model_loader_vec(L, name, hid, &lw->mlp_norm, err);
+}
+
+const struct residual_scheme model_residual_plain = { "plain", plain_load, plain_forward };

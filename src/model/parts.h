@@ -18,8 +18,9 @@
  * Every part's forward:
  *  - runs the rows of the groups in `pr` (model/forward.h: each group is a
  *    session's rows at its positions) over in[n][hidden] into out[n][hidden];
- *  - reads its weights from the layer (struct layer_weights, model/model.h)
- *    and writes what it caches to each group's state (the token mixer only);
+ *  - reads its weights from the layer (struct layer_weights, model/model.h),
+ *    which its `load` filled at model_load from the checkpoint's names, and
+ *    writes what it caches to each group's state (the token mixer only);
  *  - takes scratch from pr->b (allocated once per session) and returns 0 or
  *    a negative COLIBRI_E* with a message. */
 #ifndef COLIBRI_MODEL_PARTS_H
@@ -33,6 +34,11 @@ struct model;
 struct fwd_group;
 struct run_bufs;
 struct layer_parts;
+struct layer_weights;
+struct model_loader;
+
+/* A part's weights of layer li, loaded into its members of lw (model/loader.h). */
+typedef int (*part_load_fn)(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err);
 
 /* Which MLA form a forward asks for (model/forward.h). */
 enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
@@ -49,6 +55,7 @@ struct part_run {
 
 struct token_mixer {
     const char *name;
+    part_load_fn load;
     int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
     /* The layer's cache row beyond the base latent + RoPE parts (kv/cache.h):
      * adds the parts this mixer keeps per position to *spec (index_tier: the
@@ -61,6 +68,7 @@ struct token_mixer {
 struct channel_mixer {
     const char *name;
     int routed;                 /* 1: routed experts (in the model's expert store) */
+    part_load_fn load;
     int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
     /* Optional: told the residual stream before the previous layer's
      * channel mixer runs, so that a store that reads from disk can start
@@ -70,6 +78,7 @@ struct channel_mixer {
 
 struct residual_scheme {
     const char *name;
+    part_load_fn load;          /* its norms (and, with several streams, its mixing weights) */
     /* x[n][hidden] in place through the layer's parts. */
     int (*forward)(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
                    struct colibri_err *err);

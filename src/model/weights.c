@@ -8,11 +8,12 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "model/loader.h"
 #include "model/model.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 
-struct loader {
+struct model_loader {
     struct st_set *st;
     const char *dir;
     struct model *m;
@@ -21,14 +22,17 @@ struct loader {
 
 /* st_find, marking what it finds as consumed (every lookup that finds a
  * tensor loads it, or fails the load). */
-static const struct st_tensor *loader_find(struct loader *L, const char *name)
+static const struct st_tensor *loader_find(struct model_loader *L, const char *name)
 {
     const struct st_tensor *t = st_find(L->st, name);
     if (t && L->used) L->used[t - L->st->tensors] = 1;
     return t;
 }
 
-enum weight_role { ROLE_DENSE, ROLE_EXPERT, ROLE_EMBED, ROLE_F32 };
+#define ROLE_DENSE MODEL_ROLE_DENSE
+#define ROLE_EXPERT MODEL_ROLE_EXPERT
+#define ROLE_EMBED MODEL_ROLE_EMBED
+#define ROLE_F32 MODEL_ROLE_F32
 
 int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int64_t rows, int64_t cols, float **out,
                         struct colibri_err *err)
@@ -78,7 +82,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
 }
 
 /* Finds `name` and checks it has shape [rows, cols] (cols = 0: a vector [rows]). */
-static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
+static int find_shaped(struct model_loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
                        struct colibri_err *err)
 {
     const struct st_tensor *t = loader_find(L, name);
@@ -99,7 +103,7 @@ static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t
 }
 
 /* Loads a vector or matrix as f32. */
-static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, float **out,
+static int load(struct model_loader *L, const char *name, int64_t rows, int64_t cols, float **out,
                 struct colibri_err *err)
 {
     const struct st_tensor *t;
@@ -107,7 +111,7 @@ static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, 
     return rc ? rc : model_tensor_to_f32(L->st, t, rows, cols ? cols : 1, out, err);
 }
 
-static int target_format(const struct loader *L, enum weight_role role, const struct st_tensor *t)
+static int target_format(const struct model_loader *L, enum model_weight_role role, const struct st_tensor *t)
 {
     int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt
              : role == ROLE_DENSE  ? L->m->fmt.dense_fmt
@@ -118,7 +122,7 @@ static int target_format(const struct loader *L, enum weight_role role, const st
 }
 
 /* Borrows an F8_E4M3 weight and its block scales from the mapping, as shipped. */
-static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int cols, struct qtensor *w,
+static int wrap_fp8(struct model_loader *L, const struct st_tensor *t, int rows, int cols, struct qtensor *w,
                     struct colibri_err *err)
 {
     char sname[512];
@@ -137,8 +141,8 @@ static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int c
 /* A weight packed by `colibri convert`: U8 [rows, row bytes] + F32 `<name>_scale`,
  * its format named in the file's metadata (model/convert.h). Borrowed from the
  * mapping when the role keeps it, else dequantized and quantized again. */
-static int load_packed(struct loader *L, const struct st_tensor *t, const char *fmt_name, int rows, int cols,
-                       enum weight_role role, struct qtensor *w, struct colibri_err *err)
+static int load_packed(struct model_loader *L, const struct st_tensor *t, const char *fmt_name, int rows, int cols,
+                       enum model_weight_role role, struct qtensor *w, struct colibri_err *err)
 {
     int fmt = quant_fmt_from_name(fmt_name);
     if (fmt < 0)
@@ -181,7 +185,7 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
 }
 
 /* Loads a Linear weight [rows, cols] in the format its role asks for. */
-static int load_mat(struct loader *L, const char *name, int rows, int cols, enum weight_role role,
+static int load_mat(struct model_loader *L, const char *name, int rows, int cols, enum model_weight_role role,
                     struct qtensor *w, struct colibri_err *err)
 {
     const struct st_tensor *t = loader_find(L, name);
@@ -209,7 +213,7 @@ static int load_mat(struct loader *L, const char *name, int rows, int cols, enum
     return rc ? base_err_prefix(err, rc, "tensor '%s'", name) : 0;
 }
 
-static int load_mlp(struct loader *L, const char *prefix, int inter, enum weight_role role,
+static int load_mlp(struct model_loader *L, const char *prefix, int inter, enum model_weight_role role,
                     struct mlp_weights *mlp, struct colibri_err *err)
 {
     char name[512];
@@ -224,7 +228,7 @@ static int load_mlp(struct loader *L, const char *prefix, int inter, enum weight
 
 /* transformers v5 fused layout: gate_up_proj [E, 2I, hid] (gate rows first),
  * down_proj [E, hid, I]. */
-static int load_fused_experts(struct loader *L, const char *prefix, int li, struct colibri_err *err)
+static int load_fused_experts(struct model_loader *L, const char *prefix, int li, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
@@ -257,82 +261,54 @@ static int load_fused_experts(struct loader *L, const char *prefix, int li, stru
     return rc;
 }
 
-static int indexer_mat(void *ctx, const char *name, int rows, int cols, int keep_f32, struct qtensor *w,
-                       struct colibri_err *err)
+struct model *model_loader_model(struct model_loader *L) { return L->m; }
+
+int model_loader_has(struct model_loader *L, const char *name) { return loader_find(L, name) != NULL; }
+
+int model_loader_mat(struct model_loader *L, const char *name, int rows, int cols, enum model_weight_role role,
+                     struct qtensor *w, struct colibri_err *err)
 {
-    return load_mat(ctx, name, rows, cols, keep_f32 ? ROLE_F32 : ROLE_DENSE, w, err);
+    return load_mat(L, name, rows, cols, role, w, err);
 }
 
-static int indexer_vec(void *ctx, const char *name, int n, float **out, struct colibri_err *err)
+int model_loader_vec(struct model_loader *L, const char *name, int n, float **out, struct colibri_err *err)
 {
-    return load(ctx, name, n, 0, out, err);
+    return load(L, name, n, 0, out, err);
 }
 
-static int load_layer(struct loader *L, int li, struct colibri_err *err)
+int model_loader_mlp(struct model_loader *L, const char *prefix, int inter, enum model_weight_role role,
+                     struct mlp_weights *mlp, struct colibri_err *err)
+{
+    return load_mlp(L, prefix, inter, role, mlp, err);
+}
+
+int model_loader_routed_experts(struct model_loader *L, const char *prefix, int li, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
-    struct layer_weights *lw = &L->m->layers[li];
-    char p[256], name[512];
-    int rc, hid = c->hidden_size, H = c->num_attention_heads;
-    int dqk = c->qk_nope_head_dim + c->qk_rope_head_dim;
-    snprintf(p, sizeof p, "model.layers.%d", li);
-
-#define NAME(fmt) (snprintf(name, sizeof name, "%s." fmt, p), name)
-    if ((rc = load(L, NAME("input_layernorm.weight"), hid, 0, &lw->attn_norm, err))) return rc;
-    if ((rc = load(L, NAME("post_attention_layernorm.weight"), hid, 0, &lw->mlp_norm, err))) return rc;
-    struct attn_weights *a = &lw->attn;
-    if (c->q_lora_rank) {
-        if ((rc = load_mat(L, NAME("self_attn.q_a_proj.weight"), c->q_lora_rank, hid, ROLE_DENSE, &a->q_a, err))) return rc;
-        if ((rc = load(L, NAME("self_attn.q_a_layernorm.weight"), c->q_lora_rank, 0, &a->q_a_norm, err))) return rc;
-        if ((rc = load_mat(L, NAME("self_attn.q_b_proj.weight"), H * dqk, c->q_lora_rank, ROLE_DENSE, &a->q_b, err))) return rc;
-    } else if ((rc = load_mat(L, NAME("self_attn.q_proj.weight"), H * dqk, hid, ROLE_DENSE, &a->q, err))) {
-        return rc;
+    char name[512];
+    snprintf(name, sizeof name, "%s.experts.0.gate_proj.weight", prefix);
+    if (!loader_find(L, name)) return load_fused_experts(L, prefix, li, err);
+    for (int e = 0; e < c->n_routed_experts; e++) {
+        snprintf(name, sizeof name, "%s.experts.%d", prefix, e);
+        int rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT, expert_store_resident_slot(L->m->experts, li, e),
+                          err);
+        if (rc) return rc;
     }
-    if ((rc = load_mat(L, NAME("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, hid,
-                       ROLE_DENSE, &a->kv_a, err)))
-        return rc;
-    if ((rc = load(L, NAME("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, 0, &a->kv_a_norm, err))) return rc;
-    if ((rc = load_mat(L, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_head_dim + c->v_head_dim),
-                       c->kv_lora_rank, ROLE_DENSE, &a->kv_b, err)))
-        return rc;
-    if ((rc = load_mat(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, ROLE_DENSE, &a->o, err))) return rc;
-    const struct indexer_tensor_io io = { L, indexer_mat, indexer_vec };
-    if ((rc = model_indexer_load(&a->indexer, c, li, &io, err))) return rc;
-    if (a->kv_b.fmt != QUANT_F32 && L->m->fmt.kv_b_f32) {
-        a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));
-        if (!a->kv_b_f32) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for kv_b in f32", p);
-        quant_dequant_rows(&a->kv_b, 0, a->kv_b.rows, a->kv_b_f32);
-    }
-
-    model_layer_parts(c, li, &lw->parts);
-    lw->is_moe = lw->parts.ffn->routed;
-    if (!lw->is_moe) return load_mlp(L, NAME("mlp"), c->intermediate_size, ROLE_DENSE, &lw->dense, err);
-
-    struct moe_weights *moe = &lw->moe;
-    int E = c->n_routed_experts;
-    if ((rc = load_mat(L, NAME("mlp.gate.weight"), E, hid, ROLE_F32, &moe->router, err))) return rc;
-    const char *bias_name = c->family->names.router_bias;
-    if (bias_name && (snprintf(name, sizeof name, "%s.%s", p, bias_name), loader_find(L, name))) {
-        if ((rc = load(L, name, E, 0, &moe->score_bias, err))) return rc;
-    } else if (!(moe->score_bias = calloc((size_t)E, sizeof(float)))) {
-        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
-    }
-    if (loader_find(L, NAME("mlp.experts.0.gate_proj.weight"))) {
-        for (int e = 0; e < E; e++) {
-            snprintf(name, sizeof name, "%s.mlp.experts.%d", p, e);
-            if ((rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT,
-                               expert_store_resident_slot(L->m->experts, li, e), err)))
-                return rc;
-        }
-    } else if ((rc = load_fused_experts(L, NAME("mlp"), li, err))) {
-        return rc;
-    }
-    if (c->n_shared_experts)
-        if ((rc = load_mlp(L, NAME("mlp.shared_experts"), c->moe_intermediate_size * c->n_shared_experts,
-                           ROLE_DENSE, &moe->shared, err)))
-            return rc;
-#undef NAME
     return 0;
+}
+
+/* Layer li through its parts: the residual scheme's norms, the token
+ * mixer's and the channel mixer's weights. */
+static int load_layer(struct model_loader *L, int li, struct colibri_err *err)
+{
+    struct layer_weights *lw = &L->m->layers[li];
+    model_layer_parts(&L->m->cfg, li, &lw->parts);
+    lw->is_moe = lw->parts.ffn->routed;
+    const struct layer_parts *p = &lw->parts;
+    int rc = p->residual->load(L, li, lw, err);
+    if (!rc) rc = p->mixer->load(L, li, lw, err);
+    if (!rc) rc = p->ffn->load(L, li, lw, err);
+    return rc;
 }
 
 /* Reads one byte of every page of a borrowed tensor, so its mapped pages are
@@ -465,7 +441,7 @@ static int tensor_layer(const char *name)
 
 /* 1 when t is the scale of a consumed weight: "<w>_scale_inv" (fp8 blocks)
  * or "<w>_scale" (packed by colibri convert), read with <w>. */
-static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
+static int is_scale_of_used(const struct model_loader *L, const struct st_tensor *t)
 {
     static const char *const suffix[] = { "_scale_inv", "_scale" };
     size_t len = strlen(t->name);
@@ -486,7 +462,7 @@ static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
  * mislabelled model_type would otherwise load with, say, its indexer
  * ignored). The MTP layers (num_hidden_layers .. + num_nextn_predict_layers
  * - 1) are accepted and named once in the log, as they are not loaded. */
-static int refuse_unused(const struct loader *L, struct colibri_err *err)
+static int refuse_unused(const struct model_loader *L, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int n_mtp = 0;
@@ -538,7 +514,7 @@ static int qtensor_bits(const struct qtensor *w) { return w->rows ? quant_fmt_tr
  * shared_head.norm; shared_head.head and embed_tokens when present must have
  * the main model's shapes. Drafts from a layer quantized below 8 bits are
  * rarely accepted, so that is said by tensor name. */
-static int load_mtp(struct loader *L, int i, struct colibri_err *err)
+static int load_mtp(struct model_loader *L, int i, struct colibri_err *err)
 {
     struct model *m = L->m;
     const struct model_config *c = &m->cfg;
@@ -586,7 +562,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
-    struct loader L = { .st = &m->st, .dir = dir, .m = m };
+    struct model_loader L = { .st = &m->st, .dir = dir, .m = m };
     if ((rc = st_open_dir(dir, &m->st, err))) return rc;
     if (!(L.used = calloc((size_t)m->st.n_tensors + 1, 1))) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
