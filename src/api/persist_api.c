@@ -1,13 +1,11 @@
 /* api/persist_api.c - the "KV files" section of include/colibri.h: binds a
  * kv/persist file to a session, and computes what kv/ must not know about:
- * the model fingerprint and the weights label. */
+ * the weights label (the model fingerprint: api/fingerprint.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-
-#include <xxhash.h>
 
 #include "api/internal.h"
 #include "base/err.h"
@@ -19,34 +17,6 @@ struct colibri_kv_file {
     struct kv_file *f;
 };
 
-/* docs/FORMATS.md, "Model fingerprint": config fields as `key=value;`, then
- * each tensor's name, dtype, shape and first bytes (routed experts: no data). */
-static uint64_t model_fingerprint(const struct model *m)
-{
-    const struct model_config *c = &m->cfg;
-    char cfg[4096];
-    int n = model_config_fingerprint_text(c, cfg, sizeof cfg);
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return 0;
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, cfg, (size_t)n);
-    for (int i = 0; i < m->st.n_tensors; i++) {
-        const struct st_tensor *t = &m->st.tensors[i];
-        char line[512];
-        int k = snprintf(line, sizeof line, "%s;%s;%d;", t->name, st_dtype_name(t->dtype), t->ndim);
-        for (int d = 0; d < t->ndim && k < (int)sizeof line - 24; d++)
-            k += snprintf(line + k, sizeof line - (size_t)k, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        k += snprintf(line + k, sizeof line - (size_t)k, ";");
-        XXH3_64bits_update(st, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
-        if (!strstr(t->name, ".experts.") && t->data)
-            XXH3_64bits_update(st, t->data, t->nbytes < 256 ? (size_t)t->nbytes : 256);
-    }
-    uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
-}
-
-uint64_t colibri_api_model_fingerprint(const struct model *m) { return model_fingerprint(m); }
 
 /* "experts=F dense=F embed=F": the formats the weights were loaded in. */
 static void weights_label(const struct model *m, char *out, size_t n)
@@ -80,7 +50,7 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     char weights[KV_FILE_WEIGHTS_MAX];
     weights_label(m, weights, sizeof weights);
     struct kv_file_hdr want;
-    int rc = kv_file_hdr_for(s->st.kv, model_fingerprint(m), weights, new_salt(), &want, err);
+    int rc = kv_file_hdr_for(s->st.kv, colibri_api_model_fingerprint(m), weights, new_salt(), &want, err);
     if (rc) return rc;
     colibri_kv_file *kf = calloc(1, sizeof *kf);
     if (!kf) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");

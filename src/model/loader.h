@@ -12,27 +12,52 @@
 #include "model/mlp.h"
 #include "quant/qtensor.h"
 
-struct model_loader;
 struct model;
 
 /* Which --experts / --dense / --embed format a Linear weight takes. */
 enum model_weight_role { MODEL_ROLE_DENSE, MODEL_ROLE_EXPERT, MODEL_ROLE_EMBED, MODEL_ROLE_F32 };
 
-/* The model being loaded (its config; its expert store). */
-struct model *model_loader_model(struct model_loader *L);
-/* 1 when the checkpoint has tensor `name` (marking it consumed). */
-int model_loader_has(struct model_loader *L, const char *name);
-/* A Linear weight [rows, cols] in its role's format (as stored by default). */
-int model_loader_mat(struct model_loader *L, const char *name, int rows, int cols, enum model_weight_role role,
-                     struct qtensor *w, struct colibri_err *err);
-/* A vector [n] widened to a new f32 array. */
-int model_loader_vec(struct model_loader *L, const char *name, int n, float **out, struct colibri_err *err);
-/* prefix.{gate,up,down}_proj.weight of intermediate width inter. */
-int model_loader_mlp(struct model_loader *L, const char *prefix, int inter, enum model_weight_role role,
-                     struct mlp_weights *mlp, struct colibri_err *err);
-/* Layer li's routed experts under prefix (`prefix.experts.E.*` per expert,
- * or transformers v5's fused `prefix.experts.gate_up_proj`/`down_proj`)
- * into the model's resident expert store. */
-int model_loader_routed_experts(struct model_loader *L, const char *prefix, int li, struct colibri_err *err);
+/* The loader as a table, so that parts depend on this header alone. */
+struct model_loader {
+    struct model *m;            /* the model being loaded (its config, its expert store) */
+    void *ctx;
+    /* 1 when the checkpoint has tensor `name` (marking it consumed). */
+    int (*has)(void *ctx, const char *name);
+    /* A Linear weight [rows, cols] in its role's format (as stored by default). */
+    int (*mat)(void *ctx, const char *name, int rows, int cols, enum model_weight_role role, struct qtensor *w,
+               struct colibri_err *err);
+    /* A vector [n] widened to a new f32 array. */
+    int (*vec)(void *ctx, const char *name, int n, float **out, struct colibri_err *err);
+    /* prefix.{gate,up,down}_proj.weight of intermediate width inter. */
+    int (*mlp)(void *ctx, const char *prefix, int inter, enum model_weight_role role, struct mlp_weights *mlp,
+               struct colibri_err *err);
+    /* Layer li's routed experts under prefix (`prefix.experts.E.*` per
+     * expert, or transformers v5's fused `prefix.experts.gate_up_proj` /
+     * `down_proj`) into the model's resident expert store. */
+    int (*routed_experts)(void *ctx, const char *prefix, int li, struct colibri_err *err);
+};
+
+static inline struct model *model_loader_model(const struct model_loader *L) { return L->m; }
+static inline int model_loader_has(const struct model_loader *L, const char *name) { return L->has(L->ctx, name); }
+static inline int model_loader_mat(const struct model_loader *L, const char *name, int rows, int cols,
+                                   enum model_weight_role role, struct qtensor *w, struct colibri_err *err)
+{
+    return L->mat(L->ctx, name, rows, cols, role, w, err);
+}
+static inline int model_loader_vec(const struct model_loader *L, const char *name, int n, float **out,
+                                   struct colibri_err *err)
+{
+    return L->vec(L->ctx, name, n, out, err);
+}
+static inline int model_loader_mlp(const struct model_loader *L, const char *prefix, int inter,
+                                   enum model_weight_role role, struct mlp_weights *mlp, struct colibri_err *err)
+{
+    return L->mlp(L->ctx, prefix, inter, role, mlp, err);
+}
+static inline int model_loader_routed_experts(const struct model_loader *L, const char *prefix, int li,
+                                              struct colibri_err *err)
+{
+    return L->routed_experts(L->ctx, prefix, li, err);
+}
 
 #endif

@@ -330,18 +330,20 @@ static int mla_dsa_forward(const struct part_run *pr, const float *in, int n, fl
 static int indexer_mat(void *ctx, const char *name, int rows, int cols, int keep_f32, struct qtensor *w,
                        struct colibri_err *err)
 {
-    return model_loader_mat(ctx, name, rows, cols, keep_f32 ? MODEL_ROLE_F32 : MODEL_ROLE_DENSE, w, err);
+    const struct model_loader *L = ctx;
+    return model_loader_mat(L, name, rows, cols, keep_f32 ? MODEL_ROLE_F32 : MODEL_ROLE_DENSE, w, err);
 }
 
 static int indexer_vec(void *ctx, const char *name, int n, float **out, struct colibri_err *err)
 {
-    return model_loader_vec(ctx, name, n, out, err);
+    const struct model_loader *L = ctx;
+    return model_loader_vec(L, name, n, out, err);
 }
 
 /* DeepseekV3Attention's tensors (q_a/q_a_layernorm/q_b, or q_proj without
  * q_lora; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), the DSA
  * indexer's when the layer has one, and kv_b's f32 copy when asked for. */
-static int mla_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+static int mla_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
 {
     const struct model *m = model_loader_model(L);
     const struct model_config *c = &m->cfg;
@@ -366,7 +368,7 @@ static int mla_load(struct model_loader *L, int li, struct layer_weights *lw, st
         (rc = model_loader_mat(L, NAME("o_proj.weight"), hid, H * c->v_head_dim, MODEL_ROLE_DENSE, &a->o, err)))
         return rc;
 #undef NAME
-    const struct indexer_tensor_io io = { L, indexer_mat, indexer_vec };
+    const struct indexer_tensor_io io = { (void *)L, indexer_mat, indexer_vec };
     if ((rc = model_indexer_load(&a->indexer, c, li, &io, err))) return rc;
     if (a->kv_b.fmt != QUANT_F32 && m->fmt.kv_b_f32) {
         a->kv_b_f32 = malloc((size_t)a->kv_b.rows * a->kv_b.cols * sizeof(float));

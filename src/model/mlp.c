@@ -44,7 +44,7 @@ static int mlp_ffn_forward(const struct part_run *pr, const float *in, int n, fl
     return 0;
 }
 
-static int mlp_ffn_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+static int mlp_ffn_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "model.layers.%d.mlp", li);

@@ -234,7 +234,7 @@ static int moe_ffn_forward(const struct part_run *pr, const float *in, int n, fl
 
 /* Router (mlp.gate), its correction bias when the family names one (zeros
  * otherwise), the routed experts into the expert store, the shared experts. */
-static int moe_ffn_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+static int moe_ffn_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
 {
     const struct model_config *c = &model_loader_model(L)->cfg;
     struct moe_weights *moe = &lw->moe;

@@ -46,7 +46,7 @@ static int plain_forward(const struct part_run *pr, const struct layer_parts *p,
     return 0;
 }
 
-static int plain_load(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+static int plain_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
 {
     int hid = model_loader_model(L)->cfg.hidden_size, rc;
     char name[256];

@@ -38,7 +38,7 @@ struct layer_weights;
 struct model_loader;
 
 /* A part's weights of layer li, loaded into its members of lw (model/loader.h). */
-typedef int (*part_load_fn)(struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err);
+typedef int (*part_load_fn)(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err);
 
 /* Which MLA form a forward asks for (model/forward.h). */
 enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };

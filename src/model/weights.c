@@ -13,7 +13,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 
-struct model_loader {
+struct loader {
     struct st_set *st;
     const char *dir;
     struct model *m;
@@ -22,7 +22,7 @@ struct model_loader {
 
 /* st_find, marking what it finds as consumed (every lookup that finds a
  * tensor loads it, or fails the load). */
-static const struct st_tensor *loader_find(struct model_loader *L, const char *name)
+static const struct st_tensor *loader_find(struct loader *L, const char *name)
 {
     const struct st_tensor *t = st_find(L->st, name);
     if (t && L->used) L->used[t - L->st->tensors] = 1;
@@ -82,7 +82,7 @@ int model_tensor_to_f32(const struct st_set *st, const struct st_tensor *t, int6
 }
 
 /* Finds `name` and checks it has shape [rows, cols] (cols = 0: a vector [rows]). */
-static int find_shaped(struct model_loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
+static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t cols, const struct st_tensor **out,
                        struct colibri_err *err)
 {
     const struct st_tensor *t = loader_find(L, name);
@@ -103,7 +103,7 @@ static int find_shaped(struct model_loader *L, const char *name, int64_t rows, i
 }
 
 /* Loads a vector or matrix as f32. */
-static int load(struct model_loader *L, const char *name, int64_t rows, int64_t cols, float **out,
+static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, float **out,
                 struct colibri_err *err)
 {
     const struct st_tensor *t;
@@ -111,7 +111,7 @@ static int load(struct model_loader *L, const char *name, int64_t rows, int64_t 
     return rc ? rc : model_tensor_to_f32(L->st, t, rows, cols ? cols : 1, out, err);
 }
 
-static int target_format(const struct model_loader *L, enum model_weight_role role, const struct st_tensor *t)
+static int target_format(const struct loader *L, enum model_weight_role role, const struct st_tensor *t)
 {
     int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt
              : role == ROLE_DENSE  ? L->m->fmt.dense_fmt
@@ -122,7 +122,7 @@ static int target_format(const struct model_loader *L, enum model_weight_role ro
 }
 
 /* Borrows an F8_E4M3 weight and its block scales from the mapping, as shipped. */
-static int wrap_fp8(struct model_loader *L, const struct st_tensor *t, int rows, int cols, struct qtensor *w,
+static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int cols, struct qtensor *w,
                     struct colibri_err *err)
 {
     char sname[512];
@@ -141,7 +141,7 @@ static int wrap_fp8(struct model_loader *L, const struct st_tensor *t, int rows,
 /* A weight packed by `colibri convert`: U8 [rows, row bytes] + F32 `<name>_scale`,
  * its format named in the file's metadata (model/convert.h). Borrowed from the
  * mapping when the role keeps it, else dequantized and quantized again. */
-static int load_packed(struct model_loader *L, const struct st_tensor *t, const char *fmt_name, int rows, int cols,
+static int load_packed(struct loader *L, const struct st_tensor *t, const char *fmt_name, int rows, int cols,
                        enum model_weight_role role, struct qtensor *w, struct colibri_err *err)
 {
     int fmt = quant_fmt_from_name(fmt_name);
@@ -185,7 +185,7 @@ static int load_packed(struct model_loader *L, const struct st_tensor *t, const 
 }
 
 /* Loads a Linear weight [rows, cols] in the format its role asks for. */
-static int load_mat(struct model_loader *L, const char *name, int rows, int cols, enum model_weight_role role,
+static int load_mat(struct loader *L, const char *name, int rows, int cols, enum model_weight_role role,
                     struct qtensor *w, struct colibri_err *err)
 {
     const struct st_tensor *t = loader_find(L, name);
@@ -213,7 +213,7 @@ static int load_mat(struct model_loader *L, const char *name, int rows, int cols
     return rc ? base_err_prefix(err, rc, "tensor '%s'", name) : 0;
 }
 
-static int load_mlp(struct model_loader *L, const char *prefix, int inter, enum model_weight_role role,
+static int load_mlp(struct loader *L, const char *prefix, int inter, enum model_weight_role role,
                     struct mlp_weights *mlp, struct colibri_err *err)
 {
     char name[512];
@@ -228,7 +228,7 @@ static int load_mlp(struct model_loader *L, const char *prefix, int inter, enum 
 
 /* transformers v5 fused layout: gate_up_proj [E, 2I, hid] (gate rows first),
  * down_proj [E, hid, I]. */
-static int load_fused_experts(struct model_loader *L, const char *prefix, int li, struct colibri_err *err)
+static int load_fused_experts(struct loader *L, const char *prefix, int li, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int E = c->n_routed_experts, I = c->moe_intermediate_size, hid = c->hidden_size;
@@ -261,29 +261,28 @@ static int load_fused_experts(struct model_loader *L, const char *prefix, int li
     return rc;
 }
 
-struct model *model_loader_model(struct model_loader *L) { return L->m; }
+static int io_has(void *ctx, const char *name) { return loader_find(ctx, name) != NULL; }
 
-int model_loader_has(struct model_loader *L, const char *name) { return loader_find(L, name) != NULL; }
-
-int model_loader_mat(struct model_loader *L, const char *name, int rows, int cols, enum model_weight_role role,
-                     struct qtensor *w, struct colibri_err *err)
+static int io_mat(void *ctx, const char *name, int rows, int cols, enum model_weight_role role, struct qtensor *w,
+                  struct colibri_err *err)
 {
-    return load_mat(L, name, rows, cols, role, w, err);
+    return load_mat(ctx, name, rows, cols, role, w, err);
 }
 
-int model_loader_vec(struct model_loader *L, const char *name, int n, float **out, struct colibri_err *err)
+static int io_vec(void *ctx, const char *name, int n, float **out, struct colibri_err *err)
 {
-    return load(L, name, n, 0, out, err);
+    return load(ctx, name, n, 0, out, err);
 }
 
-int model_loader_mlp(struct model_loader *L, const char *prefix, int inter, enum model_weight_role role,
-                     struct mlp_weights *mlp, struct colibri_err *err)
+static int io_mlp(void *ctx, const char *prefix, int inter, enum model_weight_role role, struct mlp_weights *mlp,
+                  struct colibri_err *err)
 {
-    return load_mlp(L, prefix, inter, role, mlp, err);
+    return load_mlp(ctx, prefix, inter, role, mlp, err);
 }
 
-int model_loader_routed_experts(struct model_loader *L, const char *prefix, int li, struct colibri_err *err)
+static int io_routed_experts(void *ctx, const char *prefix, int li, struct colibri_err *err)
 {
+    struct loader *L = ctx;
     const struct model_config *c = &L->m->cfg;
     char name[512];
     snprintf(name, sizeof name, "%s.experts.0.gate_proj.weight", prefix);
@@ -299,15 +298,16 @@ int model_loader_routed_experts(struct model_loader *L, const char *prefix, int 
 
 /* Layer li through its parts: the residual scheme's norms, the token
  * mixer's and the channel mixer's weights. */
-static int load_layer(struct model_loader *L, int li, struct colibri_err *err)
+static int load_layer(struct loader *L, int li, struct colibri_err *err)
 {
     struct layer_weights *lw = &L->m->layers[li];
     model_layer_parts(&L->m->cfg, li, &lw->parts);
     lw->is_moe = lw->parts.ffn->routed;
     const struct layer_parts *p = &lw->parts;
-    int rc = p->residual->load(L, li, lw, err);
-    if (!rc) rc = p->mixer->load(L, li, lw, err);
-    if (!rc) rc = p->ffn->load(L, li, lw, err);
+    const struct model_loader io = { L->m, L, io_has, io_mat, io_vec, io_mlp, io_routed_experts };
+    int rc = p->residual->load(&io, li, lw, err);
+    if (!rc) rc = p->mixer->load(&io, li, lw, err);
+    if (!rc) rc = p->ffn->load(&io, li, lw, err);
     return rc;
 }
 
@@ -441,7 +441,7 @@ static int tensor_layer(const char *name)
 
 /* 1 when t is the scale of a consumed weight: "<w>_scale_inv" (fp8 blocks)
  * or "<w>_scale" (packed by colibri convert), read with <w>. */
-static int is_scale_of_used(const struct model_loader *L, const struct st_tensor *t)
+static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
 {
     static const char *const suffix[] = { "_scale_inv", "_scale" };
     size_t len = strlen(t->name);
@@ -462,7 +462,7 @@ static int is_scale_of_used(const struct model_loader *L, const struct st_tensor
  * mislabelled model_type would otherwise load with, say, its indexer
  * ignored). The MTP layers (num_hidden_layers .. + num_nextn_predict_layers
  * - 1) are accepted and named once in the log, as they are not loaded. */
-static int refuse_unused(const struct model_loader *L, struct colibri_err *err)
+static int refuse_unused(const struct loader *L, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int n_mtp = 0;
@@ -514,7 +514,7 @@ static int qtensor_bits(const struct qtensor *w) { return w->rows ? quant_fmt_tr
  * shared_head.norm; shared_head.head and embed_tokens when present must have
  * the main model's shapes. Drafts from a layer quantized below 8 bits are
  * rarely accepted, so that is said by tensor name. */
-static int load_mtp(struct model_loader *L, int i, struct colibri_err *err)
+static int load_mtp(struct loader *L, int i, struct colibri_err *err)
 {
     struct model *m = L->m;
     const struct model_config *c = &m->cfg;
@@ -562,7 +562,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     m->fmt = opts ? *opts : (struct model_load_opts){ MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
-    struct model_loader L = { .st = &m->st, .dir = dir, .m = m };
+    struct loader L = { .st = &m->st, .dir = dir, .m = m };
     if ((rc = st_open_dir(dir, &m->st, err))) return rc;
     if (!(L.used = calloc((size_t)m->st.n_tensors + 1, 1))) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
