@@ -47,18 +47,6 @@ const char *tok_piece(const struct tok *t, int32_t id, size_t *len)
     return t->pieces + t->piece_off[id];
 }
 
-int32_t tok_token_id(const struct tok *t, const char *text, size_t len)
-{
-    if (len == 0) return -1;
-    for (int s = 0; s < 2; s++) {
-        const struct tok_added_set *set = &t->added[s];
-        unsigned b = (unsigned char)text[0];
-        for (int k = set->first[b]; k < set->first[b + 1]; k++)
-            if (set->tok[k].len == len && !memcmp(set->tok[k].text, text, len)) return set->tok[k].id;
-    }
-    return tok_strmap_get(&t->vocab, text, len, tok_key_of, t);
-}
-
 /* ------------------------------------------------------------------ BPE */
 
 struct bpe_sym { int32_t id; int32_t prev, next; uint32_t len; };

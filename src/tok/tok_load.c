@@ -15,13 +15,6 @@
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-const char *tok_key_of(const void *ctx, int32_t id, size_t *len)
-{
-    const struct tok *t = ctx;
-    *len = t->piece_len[id];
-    return t->pieces + t->piece_off[id];
-}
-
 void tok_free(struct tok *t)
 {
     if (!t) return;
