@@ -16,20 +16,6 @@
 
 #define BAD "invalid_request_error"
 
-int oai_error_set(struct oai_error *e, int status, const char *type, const char *code, const char *param,
-                  const char *fmt, ...)
-{
-    e->status = status;
-    e->type = type;
-    e->code = code;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 static const char *type_name(const cJSON *v)
 {
     if (cJSON_IsString(v)) return "a string";
