@@ -106,6 +106,7 @@ int main(int argc, char **argv)
     if (prc) return prc > 0 ? 0 : 2;
     if (npos && opts_int_list("mib", pos[0], &mib_arg, 1, 1, 1 << 20) < 0) return 2;
     size_t mib = (size_t)mib_arg;
+    struct quant_scratch qs = { 0 };   /* reused, as the forward reuses its run buffers' */
     char model[256];
     cpu_model(model, sizeof model);
     struct utsname u;
@@ -170,11 +171,11 @@ int main(int argc, char **argv)
 
         double t[16], tp[16];
         int it = 0;
-        quant_matvec(&W, x, y);                                  /* warm-up */
+        quant_matvec(&W, x, y, &qs, NULL);                                  /* warm-up */
         for (; it < 16; it++) {
             tp[it] = probe_pass(pbuf, pn);
             double t0 = base_now_sec();
-            quant_matvec(&W, x, y);
+            quant_matvec(&W, x, y, &qs, NULL);
             t[it] = base_now_sec() - t0;
         }
         qsort(t, it, sizeof t[0], cmp_d);
@@ -190,11 +191,11 @@ int main(int argc, char **argv)
         P.rows = rows < 4096 ? rows : 4096;
         for (int bi = 0; bi < 2; bi++) {
             int n = bi ? 64 : 16;
-            quant_matmul(&P, x, n, y);
+            quant_matmul(&P, x, n, y, &qs, NULL);
             double best = 1e30;
             for (int rep = 0; rep < 3; rep++) {
                 double t0 = base_now_sec();
-                quant_matmul(&P, x, n, y);
+                quant_matmul(&P, x, n, y, &qs, NULL);
                 double dt = base_now_sec() - t0;
                 if (dt < best) best = dt;
             }
@@ -208,7 +209,7 @@ int main(int argc, char **argv)
         omp_set_num_threads(1);
         for (int rep = 0; rep < 200; rep++) {
             double t0 = base_now_sec();
-            quant_matvec(&C, x, y);
+            quant_matvec(&C, x, y, &qs, NULL);
             double dt = base_now_sec() - t0;
             if (dt < cbest) cbest = dt;
         }
@@ -228,5 +229,6 @@ int main(int argc, char **argv)
     printf("\n/proc/loadavg at end: %s\n", la);
     free(x);
     free(pbuf);
+    quant_scratch_free(&qs);
     return 0;
 }

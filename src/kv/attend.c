@@ -130,6 +130,54 @@ static int cols_ok_for(const struct kv_kern *k, int r, int dr)
     return k != kv_kern_scalar() ? r % 16 == 0 && dr % 16 == 0 : 1;
 }
 
+/* attend_f32's work over a team (or the calling thread alone): scores,
+ * softmax per head block, then each thread's output columns. */
+struct f32_job {
+    const struct kv_kern *k;
+    const float *qTl, *qTr, *base;
+    float *L, *m, *sum, *out;
+    size_t stride;
+    float scale;
+    int r, dr, Hp, H, T, nblk, nhb, col_unit, units;
+};
+
+static void f32_team(const struct f32_job *j)
+{
+    const struct kv_kern *k = j->k;
+    const float *qTl = j->qTl, *qTr = j->qTr, *base = j->base;
+    float *L = j->L, *m = j->m, *sum = j->sum, *out = j->out;
+    const size_t stride = j->stride;
+    const float scale = j->scale;
+    const int r = j->r, dr = j->dr, Hp = j->Hp, H = j->H, T = j->T, nblk = j->nblk, nhb = j->nhb,
+              col_unit = j->col_unit, units = j->units;
+    const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+#pragma omp for schedule(static)
+    for (int b = 0; b < nblk; b++) {
+        int t0 = b * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
+        k->scores(qTl, r, qTr, dr, Hp, base + t0 * stride, stride,
+                  base + t0 * stride + r, stride, n, scale, L + (size_t)t0 * Hp, Hp);
+    }
+#pragma omp for schedule(static)
+    for (int hb = 0; hb < nhb; hb++) {
+        for (int h = 0; h < 16; h++) {
+            m[16 * hb + h] = -INFINITY;
+            sum[16 * hb + h] = 0.0f;
+        }
+        k->colmax(L + 16 * hb, Hp, 16, T, m + 16 * hb);
+        k->expsum(L + 16 * hb, Hp, m + 16 * hb, 16, T, L + 16 * hb, sum + 16 * hb);
+    }
+    const int i0 = col_unit * (units * tid / nth), i1 = col_unit * (units * (tid + 1) / nth);
+    if (i1 > i0) {
+        for (int h = 0; h < H; h++) memset(out + (size_t)h * r + i0, 0, (size_t)(i1 - i0) * sizeof *out);
+        for (int t0 = 0; t0 < T; t0 += 4 * KV_TILE) {
+            int n = T - t0 < 4 * KV_TILE ? T - t0 : 4 * KV_TILE;
+            k->accum(L + (size_t)t0 * Hp, Hp, H, base + t0 * stride, stride, i0, i1, n, out, r);
+        }
+        for (int h = 0; h < H; h++)
+            for (int i = i0; i < i1; i++) out[(size_t)h * r + i] /= sum[h];
+    }
+}
+
 /* f32 latent and RoPE: the exact path (see attend.h). */
 static int attend_f32(const struct kv_cache *c, const struct kv_layer *lay, const uint8_t *rows, int T, int H,
                       const float *q_lat, const float *q_rope, float scale, float *out, struct kv_scratch *s,
@@ -153,34 +201,14 @@ static int attend_f32(const struct kv_cache *c, const struct kv_layer *lay, cons
     if (nt < 1) nt = 1;
     /* per-thread output columns, in multiples of 16 */
     const int col_unit = r % 16 == 0 ? 16 : 1, units = r / col_unit;
+    const struct f32_job job = { k, qTl, qTr, base, L, m, sum, out, stride, scale, r, dr, Hp, H, T, nblk, nhb,
+                                 col_unit, units };
+    /* a region of one thread would allocate its team (base/par.h) */
+    if (nt > 1 || omp_in_parallel()) {
 #pragma omp parallel num_threads(nt)
-    {
-        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-#pragma omp for schedule(static)
-        for (int b = 0; b < nblk; b++) {
-            int t0 = b * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
-            k->scores(qTl, r, qTr, dr, Hp, base + t0 * stride, stride,
-                      base + t0 * stride + r, stride, n, scale, L + (size_t)t0 * Hp, Hp);
-        }
-#pragma omp for schedule(static)
-        for (int hb = 0; hb < nhb; hb++) {
-            for (int h = 0; h < 16; h++) {
-                m[16 * hb + h] = -INFINITY;
-                sum[16 * hb + h] = 0.0f;
-            }
-            k->colmax(L + 16 * hb, Hp, 16, T, m + 16 * hb);
-            k->expsum(L + 16 * hb, Hp, m + 16 * hb, 16, T, L + 16 * hb, sum + 16 * hb);
-        }
-        const int i0 = col_unit * (units * tid / nth), i1 = col_unit * (units * (tid + 1) / nth);
-        if (i1 > i0) {
-            for (int h = 0; h < H; h++) memset(out + (size_t)h * r + i0, 0, (size_t)(i1 - i0) * sizeof *out);
-            for (int t0 = 0; t0 < T; t0 += 4 * KV_TILE) {
-                int n = T - t0 < 4 * KV_TILE ? T - t0 : 4 * KV_TILE;
-                k->accum(L + (size_t)t0 * Hp, Hp, H, base + t0 * stride, stride, i0, i1, n, out, r);
-            }
-            for (int h = 0; h < H; h++)
-                for (int i = i0; i < i1; i++) out[(size_t)h * r + i] /= sum[h];
-        }
+        f32_team(&job);
+    } else {
+        f32_team(&job);
     }
     return 0;
 }
@@ -278,6 +306,134 @@ static struct kv_softmax_part part_at(uint8_t *p, const struct kv_native_dims *d
     return t;
 }
 
+/* attend_native's work over a team (or the calling thread alone): each
+ * part's online softmax over its tiles, then each thread's heads merged. */
+struct native_job {
+    const struct kv_layer *lay;
+    const struct kv_kern *k;
+    const struct kv_kern_q8 *k8;
+    const struct kv_native_dims *d;
+    const float *qTl, *qTr, *sq;
+    const int8_t *q8T;
+    const int32_t *qsum;
+    struct kv_q8q lo, rhi, rlo;
+    const uint8_t *rows;
+    uint8_t *thread_base, *part_base;
+    size_t per_thread, per_part, stride;
+    float scale;
+    float *out;
+    int T, H, r, dr, Hp, nblk, np;
+};
+
+static void native_team(const struct native_job *job)
+{
+    const struct kv_layer *lay = job->lay;
+    const struct kv_kern *k = job->k;
+    const struct kv_kern_q8 *k8 = job->k8;
+    const struct kv_native_dims d = *job->d;
+    const float *qTl = job->qTl, *qTr = job->qTr, *sq = job->sq;
+    const int8_t *q8T = job->q8T;
+    const int32_t *qsum = job->qsum;
+    const struct kv_q8q lo = job->lo, rhi = job->rhi, rlo = job->rlo;
+    const uint8_t *rows = job->rows;
+    uint8_t *thread_base = job->thread_base, *part_base = job->part_base;
+    const size_t per_thread = job->per_thread, per_part = job->per_part, stride = job->stride;
+    const float scale = job->scale;
+    float *out = job->out;
+    const int T = job->T, H = job->H, r = job->r, dr = job->dr, Hp = job->Hp, nblk = job->nblk, np = job->np;
+    const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+    struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, &d);
+#pragma omp for schedule(static)
+    for (int pi = 0; pi < np; pi++) {
+        struct kv_softmax_part pt = part_at(part_base + (size_t)pi * per_part, &d);
+        for (int h = 0; h < Hp; h++) {
+            pt.m[h] = -INFINITY;
+            pt.l[h] = 0.0f;
+        }
+        memset(pt.acc, 0, (size_t)Hp * r * sizeof *pt.acc);
+        const int b0 = nblk * pi / np, b1 = nblk * (pi + 1) / np;
+        for (int blk = b0; blk < b1; blk++) {
+            const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
+            const uint8_t *tr = rows + (size_t)t0 * stride;
+            if (d.q8) {
+                if (d.code16)
+                    k8->decode16[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
+                else
+                    k8->decode[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
+                /* partial scores chain through R and S2 (a kernel's input and
+                 * output must not alias) */
+                const float *R = NULL;
+                if (d.q8rope) {
+                    k8->decode[lay->pe.tier](&lay->pe, tr + lay->lat_bytes, stride, n, b.ur, b.urs);
+                    k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
+                    R = b.R;
+                    if (rlo.q) {
+                        k8->scores(rlo.q, rlo.sq, rlo.qsum, dr, dr, Hp, b.ur, b.urs, n, R, 1.0f, b.S2);
+                        R = b.S2;
+                    }
+                } else if (dr) {
+                    kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
+                    k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
+                    R = b.R;
+                }
+                if (d.code16) {
+                    k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
+                } else if (lo.q) {
+                    float *mid = R == b.R ? b.S2 : b.R;
+                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, 1.0f, mid);
+                    k8->scores(lo.q, lo.sq, lo.qsum, r, d.gs, Hp, b.u, b.us, n, mid, scale, b.S);
+                } else {
+                    k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
+                }
+            } else {
+                if (dr) kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
+                kv_codec_decode_rows(&lay->lat, tr, stride, n, b.tileL, r);
+                k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
+            }
+            memcpy(b.mt, pt.m, Hp * sizeof *b.mt);
+            k->colmax(b.S, Hp, Hp, n, b.mt);
+            for (int h = 0; h < H; h++) {
+                if (b.mt[h] > pt.m[h] && pt.l[h] != 0.0f) {
+                    const float alpha = kv_expf(pt.m[h] - b.mt[h]);
+                    float *a = pt.acc + (size_t)h * r;
+                    pt.l[h] *= alpha;
+#pragma omp simd
+                    for (int i = 0; i < r; i++) a[i] *= alpha;
+                }
+            }
+            memcpy(pt.m, b.mt, Hp * sizeof *pt.m);
+            k->expsum(b.S, Hp, pt.m, Hp, n, b.S, pt.l);
+            if (d.q8)
+                k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.code16 ? 0 : d.gs, pt.acc, b.work);
+            else
+                k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, pt.acc, r);
+        }
+    }   /* the omp for's barrier: every part is done before the merge */
+    /* merge, parts in order; this thread owns heads [h0, h1) */
+    const int h0 = H * tid / nth, h1 = H * (tid + 1) / nth;
+    for (int h = h0; h < h1; h++) {
+        float M = -INFINITY, L = 0.0f, *o = out + (size_t)h * r;
+        for (int j = 0; j < np; j++) {
+            struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
+            if (pj.l[h] != 0.0f && pj.m[h] > M) M = pj.m[h];
+        }
+        memset(o, 0, (size_t)r * sizeof *o);
+        for (int j = 0; j < np; j++) {
+            struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
+            if (pj.l[h] == 0.0f) continue;   /* a part without weight */
+            const float w = kv_expf(pj.m[h] - M);
+            const float *aj = pj.acc + (size_t)h * r;
+            L += w * pj.l[h];
+#pragma omp simd
+            for (int i = 0; i < r; i++) o[i] = fmaf(w, aj[i], o[i]);
+        }
+        const float inv = 1.0f / L;
+#pragma omp simd
+        for (int i = 0; i < r; i++) o[i] *= inv;
+    }
+    if (h1 > h0) kv_codec_finish(&lay->lat, h1 - h0, out + (size_t)h0 * r);
+}
+
 /* Every other tier: decode each tile once, score and accumulate in the code
  * domain with an online softmax per thread, merge, unrotate once. */
 static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, const uint8_t *rows, int T, int H,
@@ -338,99 +494,14 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     }
     const size_t stride = lay->row_bytes;
 
+    const struct native_job job = { lay, k, k8, &d, qTl, qTr, sq, q8T, qsum, lo, rhi, rlo, rows, thread_base, part_base,
+                                    per_thread, per_part, stride, scale, out, T, H, r, dr, Hp, nblk, np };
+    /* a region of one thread would allocate its team (base/par.h) */
+    if (nt > 1 || omp_in_parallel()) {
 #pragma omp parallel num_threads(nt)
-    {
-        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-        struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, &d);
-#pragma omp for schedule(static)
-        for (int pi = 0; pi < np; pi++) {
-            struct kv_softmax_part pt = part_at(part_base + (size_t)pi * per_part, &d);
-            for (int h = 0; h < Hp; h++) {
-                pt.m[h] = -INFINITY;
-                pt.l[h] = 0.0f;
-            }
-            memset(pt.acc, 0, (size_t)Hp * r * sizeof *pt.acc);
-            const int b0 = nblk * pi / np, b1 = nblk * (pi + 1) / np;
-            for (int blk = b0; blk < b1; blk++) {
-                const int t0 = blk * KV_TILE, n = T - t0 < KV_TILE ? T - t0 : KV_TILE;
-                const uint8_t *tr = rows + (size_t)t0 * stride;
-                if (d.q8) {
-                    if (d.code16)
-                        k8->decode16[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
-                    else
-                        k8->decode[lay->tier](&lay->lat, tr, stride, n, b.u, b.us);
-                    /* partial scores chain through R and S2 (a kernel's input and
-                     * output must not alias) */
-                    const float *R = NULL;
-                    if (d.q8rope) {
-                        k8->decode[lay->pe.tier](&lay->pe, tr + lay->lat_bytes, stride, n, b.ur, b.urs);
-                        k8->scores(rhi.q, rhi.sq, rhi.qsum, dr, dr, Hp, b.ur, b.urs, n, NULL, 1.0f, b.R);
-                        R = b.R;
-                        if (rlo.q) {
-                            k8->scores(rlo.q, rlo.sq, rlo.qsum, dr, dr, Hp, b.ur, b.urs, n, R, 1.0f, b.S2);
-                            R = b.S2;
-                        }
-                    } else if (dr) {
-                        kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
-                        k->scores(qTr, dr, NULL, 0, Hp, b.tileR, dr, NULL, 0, n, 1.0f, b.R, Hp);
-                        R = b.R;
-                    }
-                    if (d.code16) {
-                        k8->scores16((const int16_t *)q8T, sq, r, Hp, b.u, b.us, n, R, scale, b.S);
-                    } else if (lo.q) {
-                        float *mid = R == b.R ? b.S2 : b.R;
-                        k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, 1.0f, mid);
-                        k8->scores(lo.q, lo.sq, lo.qsum, r, d.gs, Hp, b.u, b.us, n, mid, scale, b.S);
-                    } else {
-                        k8->scores(q8T, sq, qsum, r, d.gs, Hp, b.u, b.us, n, R, scale, b.S);
-                    }
-                } else {
-                    if (dr) kv_codec_decode_rows(&lay->pe, tr + lay->lat_bytes, stride, n, b.tileR, dr);
-                    kv_codec_decode_rows(&lay->lat, tr, stride, n, b.tileL, r);
-                    k->scores(qTl, r, qTr, dr, Hp, b.tileL, r, b.tileR, dr, n, scale, b.S, Hp);
-                }
-                memcpy(b.mt, pt.m, Hp * sizeof *b.mt);
-                k->colmax(b.S, Hp, Hp, n, b.mt);
-                for (int h = 0; h < H; h++) {
-                    if (b.mt[h] > pt.m[h] && pt.l[h] != 0.0f) {
-                        const float alpha = kv_expf(pt.m[h] - b.mt[h]);
-                        float *a = pt.acc + (size_t)h * r;
-                        pt.l[h] *= alpha;
-#pragma omp simd
-                        for (int i = 0; i < r; i++) a[i] *= alpha;
-                    }
-                }
-                memcpy(pt.m, b.mt, Hp * sizeof *pt.m);
-                k->expsum(b.S, Hp, pt.m, Hp, n, b.S, pt.l);
-                if (d.q8)
-                    k8->accum(b.S, Hp, H, b.u, b.us, n, r, d.code16 ? 0 : d.gs, pt.acc, b.work);
-                else
-                    k->accum(b.S, Hp, H, b.tileL, r, 0, r, n, pt.acc, r);
-            }
-        }   /* the omp for's barrier: every part is done before the merge */
-        /* merge, parts in order; this thread owns heads [h0, h1) */
-        const int h0 = H * tid / nth, h1 = H * (tid + 1) / nth;
-        for (int h = h0; h < h1; h++) {
-            float M = -INFINITY, L = 0.0f, *o = out + (size_t)h * r;
-            for (int j = 0; j < np; j++) {
-                struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
-                if (pj.l[h] != 0.0f && pj.m[h] > M) M = pj.m[h];
-            }
-            memset(o, 0, (size_t)r * sizeof *o);
-            for (int j = 0; j < np; j++) {
-                struct kv_softmax_part pj = part_at(part_base + (size_t)j * per_part, &d);
-                if (pj.l[h] == 0.0f) continue;   /* a part without weight */
-                const float w = kv_expf(pj.m[h] - M);
-                const float *aj = pj.acc + (size_t)h * r;
-                L += w * pj.l[h];
-#pragma omp simd
-                for (int i = 0; i < r; i++) o[i] = fmaf(w, aj[i], o[i]);
-            }
-            const float inv = 1.0f / L;
-#pragma omp simd
-            for (int i = 0; i < r; i++) o[i] *= inv;
-        }
-        if (h1 > h0) kv_codec_finish(&lay->lat, h1 - h0, out + (size_t)h0 * r);
+        native_team(&job);
+    } else {
+        native_team(&job);
     }
     return 0;
 }
@@ -482,6 +553,25 @@ int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, st
     return scratch_reserve(s, f32 > native ? f32 : native, err);
 }
 
+static int sel_reserve(struct kv_scratch *s, size_t need, int n, struct colibri_err *err)
+{
+    if (need <= s->sel_cap) return 0;
+    uint8_t *p = malloc(need);
+    if (!p) return base_err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
+    free(s->sel);
+    s->sel = p;
+    s->sel_cap = need;
+    return 0;
+}
+
+int kv_scratch_reserve_select(struct kv_scratch *s, const struct kv_cache *c, int n, struct colibri_err *err)
+{
+    size_t rb = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer[l].row_bytes > rb) rb = c->layer[l].row_bytes;
+    return sel_reserve(s, (size_t)n * rb, n, err);
+}
+
 int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, int n, int H, const float *q_lat,
                      const float *q_rope, float scale, float *out_lat, struct kv_scratch *s,
                      struct colibri_err *err)
@@ -490,14 +580,9 @@ int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, in
         return base_err_set(err, COLIBRI_EINVAL, "kv attend: layer %d, %d selected positions, H %d (cache %d x %d)",
                        layer, n, H, c->n_layers, c->capacity);
     if (c->dr > 0 && !q_rope) return base_err_set(err, COLIBRI_EINVAL, "kv attend: q_rope is NULL");
-    const size_t rb = c->layer[layer].row_bytes, need = (size_t)n * rb;
-    if (need > s->sel_cap) {
-        uint8_t *p = malloc(need);
-        if (!p) return base_err_set(err, COLIBRI_ENOMEM, "kv attend: %zu bytes for %d selected rows", need, n);
-        free(s->sel);
-        s->sel = p;
-        s->sel_cap = need;
-    }
+    const size_t rb = c->layer[layer].row_bytes;
+    int rc = sel_reserve(s, (size_t)n * rb, n, err);
+    if (rc) return rc;
     for (int i = 0; i < n; i++) {
         if (pos[i] < 0 || pos[i] >= c->capacity)
             return base_err_set(err, COLIBRI_ERANGE, "kv attend: selected position %d (index %d) outside [0, %d)", pos[i],

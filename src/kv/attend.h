@@ -70,6 +70,8 @@ int kv_attend_select(const struct kv_cache *c, int layer, const int32_t *pos, in
 /* Grows the scratch once for attention with H heads over up to the cache's
  * capacity, so that decode does not allocate as T grows. */
 int kv_scratch_reserve(struct kv_scratch *s, const struct kv_cache *c, int H, struct colibri_err *err);
+/* The same for kv_attend_select of up to n rows of any layer of c. */
+int kv_scratch_reserve_select(struct kv_scratch *s, const struct kv_cache *c, int n, struct colibri_err *err);
 
 /* The plain reference loop on f32 rows lat[T][r], rope[T][dr], one head at a
  * time: s1 = fmaf over i of q_lat*c, s2 likewise over the RoPE part,

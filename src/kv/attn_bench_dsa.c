@@ -46,7 +46,7 @@ static int dsa_step(struct dsa_work *d, const struct kv_cache *c, int T, int H, 
     int wide = d->ql > d->hid ? d->ql : d->hid;
     matvec(d->W, d->nI * d->dI, d->ql, d->x, d->proj, d->nt);
     matvec(d->W + (size_t)d->nI * d->dI * wide, d->dI + d->nI, d->hid, d->x, d->proj + d->nI * d->dI, d->nt);
-    int rc = kv_index_scores(c, 0, T, d->nI, d->q, d->w, 1.0f / sqrtf((float)d->dI), d->score, d->nt, err);
+    int rc = kv_index_scores(c, 0, T, d->nI, d->q, d->w, 1.0f / sqrtf((float)d->dI), d->score, d->nt, NULL, err);
     if (rc) return rc;
     int n = kv_index_topk(&d->sel, d->score, T, d->K, d->pos, err);
     if (n < 0) return n;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 
 /* The query is transposed once to qT[dI][nIp] (heads padded with zeros to a
  * multiple of KV_INDEX_HB), and KV_INDEX_KP keys at a time meet one vector of
@@ -59,8 +60,31 @@ static void score_keys(int nIp, int dI, const float *qT, const float *wp, float 
     for (int j = 0; j < n; j++) score[j] = t[j];
 }
 
+/* The scores of keys [t0, t0 + KV_INDEX_KP) (those below T): decoded into
+ * this call's buffer unless read in place. */
+static void score_pass(const struct kv_part *p, const uint8_t *base, size_t stride, int direct, int rotated, int t0,
+                       int T, int nIp, int dI, const float *qT, const float *wp, float scale, float *score)
+{
+    float buf[KV_INDEX_KP][KV_INDEX_MAX_DIM];
+    const float *k[KV_INDEX_KP] = { 0 };
+    const int n = T - t0 < KV_INDEX_KP ? T - t0 : KV_INDEX_KP;
+    if (direct) {
+        for (int j = 0; j < n; j++) k[j] = (const float *)(base + (size_t)(t0 + j) * stride);
+    } else if (!rotated) {
+        /* the fastest decoder this CPU has (for an unrotated tier, the values themselves) */
+        kv_codec_decode_rows(p->codec, base + (size_t)t0 * stride, stride, n, buf[0], KV_INDEX_MAX_DIM);
+        for (int j = 0; j < n; j++) k[j] = buf[j];
+    } else {
+        for (int j = 0; j < n; j++) {
+            kv_codec_decode(p->codec, base + (size_t)(t0 + j) * stride, buf[j]);
+            k[j] = buf[j];
+        }
+    }
+    score_keys(nIp, dI, qT, wp, scale, k, n, score + t0);
+}
+
 int kv_index_scores(const struct kv_cache *c, int layer, int T, int nI, const float *q, const float *w, float scale,
-                    float *score, int n_threads, struct colibri_err *err)
+                    float *score, int n_threads, float *work, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity || nI < 1 || nI > KV_INDEX_MAX_HEADS)
         return base_err_set(err, COLIBRI_EINVAL, "dsa index scores: layer %d, T %d, %d heads (cache %d x %d, at most %d "
@@ -74,7 +98,7 @@ int kv_index_scores(const struct kv_cache *c, int layer, int T, int nI, const fl
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "dsa index scores: index_head_dim %d (at most %d)", dI,
                        KV_INDEX_MAX_DIM);
     const int nIp = (nI + KV_INDEX_HB - 1) / KV_INDEX_HB * KV_INDEX_HB;
-    float *qT = malloc(sizeof(float) * ((size_t)dI * nIp + nIp));
+    float *qT = work ? work : malloc(sizeof(float) * kv_index_scores_work(nI, dI));
     if (!qT) return base_err_set(err, COLIBRI_ENOMEM, "dsa index scores: %d x %d query", dI, nIp);
     float *wp = qT + (size_t)dI * nIp;
     memset(qT, 0, sizeof(float) * ((size_t)dI * nIp + nIp));
@@ -90,30 +114,17 @@ int kv_index_scores(const struct kv_cache *c, int layer, int T, int nI, const fl
     const int npass = (T + KV_INDEX_KP - 1) / KV_INDEX_KP;
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
     if (nt > (npass + 15) / 16) nt = (npass + 15) / 16;
-#pragma omp parallel num_threads(nt)
-    {
-        float buf[KV_INDEX_KP][KV_INDEX_MAX_DIM];
-        const float *k[KV_INDEX_KP];
-#pragma omp for schedule(static)
-        for (int b = 0; b < npass; b++) {
-            const int t0 = b * KV_INDEX_KP, n = T - t0 < KV_INDEX_KP ? T - t0 : KV_INDEX_KP;
-            if (direct) {
-                for (int j = 0; j < n; j++) k[j] = (const float *)(base + (size_t)(t0 + j) * stride);
-            } else if (!rotated) {
-                /* the fastest decoder this CPU has (for an unrotated tier, the values themselves) */
-                kv_codec_decode_rows(p->codec, base + (size_t)t0 * stride, stride, n, buf[0], KV_INDEX_MAX_DIM);
-                for (int j = 0; j < n; j++) k[j] = buf[j];
-            } else {
-                for (int j = 0; j < n; j++) {
-                    kv_codec_decode(p->codec, base + (size_t)(t0 + j) * stride, buf[j]);
-                    k[j] = buf[j];
-                }
-            }
-            score_keys(nIp, dI, qT, wp, scale, k, n, score + t0);
-        }
-    }
-    free(qT);
+    /* a region of one thread would allocate its team (base/par.h) */
+    BASE_PAR_FOR_N(nt, for (int b = 0; b < npass; b++)
+        score_pass(p, base, stride, direct, rotated, b * KV_INDEX_KP, T, nIp, dI, qT, wp, scale, score););
+    if (!work) free(qT);
     return 0;
+}
+
+size_t kv_index_scores_work(int nI, int dI)
+{
+    const size_t nIp = (size_t)(nI + KV_INDEX_HB - 1) / KV_INDEX_HB * KV_INDEX_HB;
+    return (size_t)dI * nIp + nIp;
 }
 
 void kv_index_scores_ref(int T, int nI, int dI, const float *keys, const float *q, const float *w, float scale,

@@ -39,10 +39,12 @@
 #define KV_INDEX_MAX_HEADS 1024
 
 /* score[0..T) for one query of nI heads: q is [nI][dI] with dI the cache's
- * index-key width, w is [nI]. 0, or COLIBRI_EINVAL naming what is wrong (no
- * index-key part, q width, layer or T out of range). */
+ * index-key width, w is [nI]. work: kv_index_scores_work(nI, dI) floats of
+ * working memory (NULL: allocated for the call). 0, or COLIBRI_EINVAL naming
+ * what is wrong (no index-key part, q width, layer or T out of range). */
 int kv_index_scores(const struct kv_cache *c, int layer, int T, int nI, const float *q, const float *w, float scale,
-                    float *score, int n_threads, struct colibri_err *err);
+                    float *score, int n_threads, float *work, struct colibri_err *err);
+size_t kv_index_scores_work(int nI, int dI);
 
 /* Working memory of the selection: up to max_rows scored positions. */
 struct kv_index_sel {

@@ -63,6 +63,10 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
         rc = kv_scratch_reserve(st->scratch, st->kv, c->num_attention_heads, err);
     }
     if (!rc) rc = run_bufs_init(&st->bufs, c, max_batch, cc, err);
+    /* a DSA decode's scores and selected rows, at the longest context */
+    if (!rc) rc = model_indexer_bufs_reserve(st->bufs.dsa, n_ctx, err);
+    if (!rc && st->bufs.dsa)
+        rc = kv_scratch_reserve_select(st->scratch, st->kv, c->index_topk < n_ctx ? c->index_topk : n_ctx, err);
     if (rc) fwd_state_free(st);
     return rc;
 }
@@ -78,7 +82,8 @@ void fwd_state_free(struct fwd_state *st)
 int64_t fwd_state_bytes(const struct fwd_state *st)
 {
     return (int64_t)(st->kv ? kv_cache_token_bytes(st->kv) * (size_t)st->kv->capacity : 0) +
-           (int64_t)kv_scratch_bytes(st->scratch) + (int64_t)st->bufs.bytes;
+           (int64_t)kv_scratch_bytes(st->scratch) + (int64_t)st->bufs.bytes +
+           (int64_t)st->bufs.qs.cap;
 }
 
 /* Checks a group's positions and token ids before anything is cached. */
@@ -150,7 +155,7 @@ static int forward_slice(const struct model *m, const struct fwd_group *sub, con
     if (hidden) memcpy(hidden, rows, (size_t)k * hid * sizeof *hidden);
     if (logits) {
         model_rmsnorm(h, rows, m->final_norm, k, hid, c->rms_norm_eps);
-        model_linear(&m->lm_head, h, k, logits);
+        return model_linear(&m->lm_head, h, k, logits, &b->qs, err);
     }
     return 0;
 }

@@ -65,7 +65,8 @@ int model_indexer_bufs_new(const struct model_config *c, int cap, struct indexer
     b->k = malloc((size_t)cap * dI * sizeof *b->k);
     b->sel = malloc((size_t)cap * b->k_max * sizeof *b->sel);
     b->n_sel = calloc((size_t)cap, sizeof *b->n_sel);
-    if (!b->q || !b->w || !b->k || !b->sel || !b->n_sel) {
+    b->work = malloc(kv_index_scores_work(nI, dI) * sizeof *b->work);
+    if (!b->q || !b->w || !b->k || !b->sel || !b->n_sel || !b->work) {
         model_indexer_bufs_free(b);
         return base_err_set(err, COLIBRI_ENOMEM, "dsa indexer buffers for %d rows (top %d)", cap, c->index_topk);
     }
@@ -82,6 +83,7 @@ void model_indexer_bufs_free(struct indexer_bufs *b)
     free(b->sel);
     free(b->n_sel);
     free(b->score);
+    free(b->work);
     kv_index_sel_free(&b->topk);
     free(b);
 }
@@ -160,13 +162,19 @@ static int grow_scores(struct indexer_bufs *b, int T, struct colibri_err *err)
     return 0;
 }
 
-void model_indexer_project(const struct indexer_weights *w, const float *x, const float *q_resid, int n,
-                           struct indexer_bufs *b)
+int model_indexer_bufs_reserve(struct indexer_bufs *b, int n_ctx, struct colibri_err *err)
 {
-    if (!w->present) return;
-    model_linear(&w->wq_b, q_resid, n, b->q);
-    model_linear(&w->wk, x, n, b->k);
-    model_linear(&w->weights_proj, x, n, b->w);
+    return b ? grow_scores(b, n_ctx, err) : 0;
+}
+
+int model_indexer_project(const struct indexer_weights *w, const float *x, const float *q_resid, int n,
+                          struct indexer_bufs *b, struct quant_scratch *s, struct colibri_err *err)
+{
+    if (!w->present) return 0;
+    int rc = model_linear(&w->wq_b, q_resid, n, b->q, s, err);
+    if (!rc) rc = model_linear(&w->wk, x, n, b->k, s, err);
+    if (!rc) rc = model_linear(&w->weights_proj, x, n, b->w, s, err);
+    return rc;
 }
 
 int model_indexer_select(const struct model_config *c, const struct indexer_weights *w, int li,
@@ -196,7 +204,7 @@ int model_indexer_select(const struct model_config *c, const struct indexer_weig
         int row = row0 + s, T = pos0 + s + 1;
         if ((rc = grow_scores(b, T, err))) break;
         rc = kv_index_scores(kv, li, T, nI, b->q + (int64_t)row * nI * dI, b->w + (int64_t)row * nI, scale, b->score,
-                             n_threads, err);
+                             n_threads, b->work, err);
         if (rc) break;
         rc = kv_index_topk(&b->topk, b->score, T, b->k_max, b->sel + (int64_t)row * b->k_max, err);
         if (rc >= 0) {

@@ -75,11 +75,15 @@ struct indexer_bufs {
     float *score;               /* [score_cap] */
     size_t score_cap;
     struct kv_index_sel topk;   /* grows with the context */
+    float *work;                /* kv_index_scores' working memory */
 };
 
 /* NULL in *out (and 0) for a config without DSA. */
 int  model_indexer_bufs_new(const struct model_config *c, int cap, struct indexer_bufs **out, struct colibri_err *err);
 void model_indexer_bufs_free(struct indexer_bufs *b);
+/* Sizes the scores and the selection for contexts of up to n_ctx positions,
+ * so that selecting allocates nothing. NULL b: nothing. 0 or COLIBRI_ENOMEM. */
+int  model_indexer_bufs_reserve(struct indexer_bufs *b, int n_ctx, struct colibri_err *err);
 
 /* Gives layer l's spec an index-key part (index_head_dim values in tier,
  * f32 or fp8) when the layer has its own indexer and the spec none; a
@@ -95,10 +99,10 @@ int model_indexer_kv_layer(const struct model_config *c, int l, enum kv_tier tie
 void model_indexer_rope(float *x, int dr, int pos, const struct model_config *c);
 
 /* Layer li's projections for n rows: wq_b(q_resid), wk(x), weights_proj(x)
- * into b (x [n][hidden], q_resid [n][q_lora_rank]). Nothing for a shared
- * layer. */
-void model_indexer_project(const struct indexer_weights *w, const float *x, const float *q_resid, int n,
-                           struct indexer_bufs *b);
+ * into b (x [n][hidden], q_resid [n][q_lora_rank]), working memory from s.
+ * Nothing for a shared layer. 0, or model_linear's error. */
+int model_indexer_project(const struct indexer_weights *w, const float *x, const float *q_resid, int n,
+                          struct indexer_bufs *b, struct quant_scratch *s, struct colibri_err *err);
 /* Rows row0..row0+S-1 of b (after model_indexer_project), at positions pos0..:
  * normalises and rotates their keys and writes them to kv, then leaves each
  * row's selection over the positions <= its own in b (a shared layer returns

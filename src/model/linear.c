@@ -121,13 +121,11 @@ void model_weighted_sum_multi(const float *const *w, const int *tn, int nw, cons
 #endif
 }
 
-void model_linear(const struct qtensor *W, const float *x, int n, float *y)
+int model_linear(const struct qtensor *W, const float *x, int n, float *y, struct quant_scratch *s,
+                 struct colibri_err *err)
 {
     /* the opt-in bf16-activation product for every n, so a batched row still
-     * equals the same row alone; if its buffers cannot be allocated this
-     * falls through to the f32 product, as quant_matmul falls back to the
-     * scalar level */
-    if (W->act_bf16 && quant_matmul_bf16act(W, x, n, y, NULL) == 0) return;
-    if (n == 1) quant_matvec(W, x, y);
-    else quant_matmul(W, x, n, y);
+     * equals the same row alone */
+    if (W->act_bf16) return quant_matmul_bf16act(W, x, n, y, err);
+    return quant_matmul(W, x, n, y, s, err);
 }

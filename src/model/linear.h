@@ -1,8 +1,8 @@
 /* model/linear.h - y = x·Wᵀ over a batch of rows, W in any quant/ format, and
  * the f32 dot product the attention code uses.
  *
- * model_linear() uses quant_matvec for one row and quant_matmul for a batch;
- * both read each weight row once per call and parallelize over output rows,
+ * model_linear() uses quant_matmul for one row and for a batch; it reads
+ * each weight row once per call and parallelize over output rows,
  * and a batched row gets exactly the bits of the one-row product
  * (quant/kernels.h). A tensor marked act_bf16 (the opt-in
  * colibri_model_opts.bf16_act) goes through quant_matmul_bf16act instead,
@@ -19,8 +19,11 @@
  * region costs a few microseconds. */
 #define MODEL_PAR_MIN_ELEMS 16384
 
-/* y[n][rows] = x[n][cols] · Wᵀ */
-void model_linear(const struct qtensor *W, const float *x, int n, float *y);
+/* y[n][rows] = x[n][cols] · Wᵀ, working memory from s (the run buffers'
+ * quant scratch; NULL: allocated for the call). 0, or COLIBRI_ENOMEM with
+ * the product named in err. */
+int model_linear(const struct qtensor *W, const float *x, int n, float *y, struct quant_scratch *s,
+                 struct colibri_err *err);
 
 /* Σ a[i]·b[i] in a fixed order, the same on every machine: lane l of 16
  * sums the products of the elements i ≡ l (mod 16) up to the last whole 16

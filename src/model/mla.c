@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 #include "model/indexer.h"
 #include "model/linear.h"
 #include "model/loader.h"
@@ -109,9 +110,9 @@ static int attend_expanded(const struct model_config *c, const struct attn_weigh
         struct qtensor wf;
         if ((rc = quant_qtensor_wrap(QUANT_F32, w->kv_b.rows, w->kv_b.cols, f, nf * sizeof(float), NULL, 0, &wf, err)))
             return rc;
-        model_linear(&wf, lat, T, kvx);
-    } else {
-        model_linear(&w->kv_b, lat, T, kvx);
+        if ((rc = model_linear(&wf, lat, T, kvx, &b->qs, err))) return rc;
+    } else if ((rc = model_linear(&w->kv_b, lat, T, kvx, &b->qs, err))) {
+        return rc;
     }
     /* A task is one head and up to MLA_QROWS consecutive query rows: each
      * key and value row is read once for the block (from L1) rather than
@@ -213,6 +214,23 @@ static const float *kv_b_row(const struct attn_weights *w, int row, float *buf)
     return buf;
 }
 
+/* Head h's absorbed query: q_nope (qn, dn values) through its W_UK into qah
+ * (r values), the RoPE part copied to qph; rowbuf holds r floats. */
+static void absorb_query(const struct attn_weights *w, const float *qn, int h, int dn, int dr, int dkv, int r,
+                         float *qah, float *qph, float *rowbuf)
+{
+    memset(qah, 0, (size_t)r * sizeof *qah);
+    /* lanes over j: each qah[j] keeps its sequence of multiplies and
+     * adds (the scalar loop, which GCC left unvectorized at -O2, was
+     * 9% of a V2-Lite decode) */
+    for (int i = 0; i < dn; i++) {
+        const float *wuk = kv_b_row(w, h * dkv + i, rowbuf);
+#pragma omp simd
+        for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[j];
+    }
+    memcpy(qph, qn + dn, (size_t)dr * sizeof *qph);
+}
+
 /* Absorbed MLA (DeepSeek inference/model.py, attn_impl="absorb") through the
  * attention door: the absorbed queries of all heads go in, Σ p c per head
  * comes out, W_UV is applied per head. One token at a time. */
@@ -224,22 +242,10 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0, nt = b->n_threads;
     float *qa = b->abs_q, *qp = b->abs_qpe, *ol = b->abs_lat;
     for (int s = 0; s < S && !rc; s++) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int h = 0; h < H; h++) {
-            float *rowbuf = b->kvb_row + (int64_t)omp_get_thread_num() * r;
-            const float *qn = q + (int64_t)s * H * dqk + h * dqk;
-            float *qah = qa + (int64_t)h * r;
-            memset(qah, 0, (size_t)r * sizeof *qah);
-            /* lanes over j: each qah[j] keeps its sequence of multiplies and
-             * adds (the scalar loop, which GCC left unvectorized at -O2, was
-             * 9% of a V2-Lite decode) */
-            for (int i = 0; i < dn; i++) {
-                const float *wuk = kv_b_row(w, h * dkv + i, rowbuf);
-#pragma omp simd
-                for (int j = 0; j < r; j++) qah[j] += qn[i] * wuk[j];
-            }
-            memcpy(qp + (int64_t)h * dr, qn + dn, (size_t)dr * sizeof *qp);
-        }
+        /* a region of one thread would allocate its team (base/par.h) */
+        BASE_PAR_FOR_N(nt, for (int h = 0; h < H; h++)
+            absorb_query(w, q + (int64_t)s * H * dqk + h * dqk, h, dn, dr, dkv, r, qa + (int64_t)h * r,
+                         qp + (int64_t)h * dr, b->kvb_row + (int64_t)omp_get_thread_num() * r););
         /* DSA reads the selected rows only; a selection of every row is kv_attend itself */
         if (sel && sel->n[s] < pos0 + s + 1)
             rc = kv_attend_select(st->kv, li, sel->pos + (int64_t)s * sel->stride, sel->n[s], H, qa, qp,
@@ -247,13 +253,12 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
         else
             rc = kv_attend(st->kv, li, pos0 + s + 1, H, qa, qp, c->softmax_scale, ol, st->scratch, err);
         if (rc) break;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int h = 0; h < H; h++) {
+        BASE_PAR_FOR_N(nt, for (int h = 0; h < H; h++) {
             float *rowbuf = b->kvb_row + (int64_t)omp_get_thread_num() * r;
             float *oh = o + (int64_t)s * H * dv + h * dv;
             for (int k = 0; k < dv; k++)
                 oh[k] = model_dot_f32(kv_b_row(w, h * dkv + dn + k, rowbuf), ol + (int64_t)h * r, r);
-        }
+        });
     }
     return rc;
 }
@@ -273,16 +278,16 @@ static int mla_run(const struct part_run *pr, const float *h, int n, float *out,
     int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
     float *q = b->q, *a = b->kv_a, *o = b->attn;
     if (c->q_lora_rank) {
-        model_linear(&w->q_a, h, n, b->q_a);
+        if ((rc = model_linear(&w->q_a, h, n, b->q_a, &b->qs, err))) return rc;
         model_rmsnorm(b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, c->latent_norm_eps);
-        model_linear(&w->q_b, b->q_a, n, q);
-    } else {
-        model_linear(&w->q, h, n, q);
+        if ((rc = model_linear(&w->q_b, b->q_a, n, q, &b->qs, err))) return rc;
+    } else if ((rc = model_linear(&w->q, h, n, q, &b->qs, err))) {
+        return rc;
     }
-    model_linear(&w->kv_a, h, n, a);
+    if ((rc = model_linear(&w->kv_a, h, n, a, &b->qs, err))) return rc;
     struct indexer_bufs *ib = with_indexer ? b->dsa : NULL;
     if (with_indexer && !ib) return base_err_set(err, COLIBRI_EINVAL, "layer %d: DSA attention without indexer buffers", li);
-    if (ib) model_indexer_project(&w->indexer, h, b->q_a, n, ib);
+    if (ib && (rc = model_indexer_project(&w->indexer, h, b->q_a, n, ib, &b->qs, err))) return rc;
     for (int g = 0; g < pr->n_grp && !rc; g++) {
         const struct fwd_group *gr = &pr->grp[g];
         struct fwd_state *st = gr->st;
@@ -313,7 +318,7 @@ static int mla_run(const struct part_run *pr, const float *h, int n, float *out,
         else
             rc = attend_expanded(c, w, st, kl, qg, S, pos0, selp, og, b, err);
     }
-    if (!rc) model_linear(&w->o, o, n, out);
+    if (!rc) rc = model_linear(&w->o, o, n, out, &b->qs, err);
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <stdio.h>
 
+#include "base/par.h"
 #include "model/linear.h"
 #include "model/loader.h"
 #include "model/model.h"
@@ -13,17 +14,16 @@
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
-void model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out, float *g, float *u)
+int model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out, float *g, float *u,
+                      struct quant_scratch *s, struct colibri_err *err)
 {
-    int inter = w->gate.rows;
-    model_linear(&w->gate, x, n, g);
-    model_linear(&w->up, x, n, u);
+    int inter = w->gate.rows, rc;
+    if ((rc = model_linear(&w->gate, x, n, g, s, err)) || (rc = model_linear(&w->up, x, n, u, s, err))) return rc;
     /* elementwise, so the threads change no bit; one thread's expf over a
      * prompt's intermediates was most of what a 2-thread prefill left serial */
     const int64_t ne = (int64_t)n * inter;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && ne >= MODEL_PAR_MIN_ELEMS)
-    for (int64_t i = 0; i < ne; i++) g[i] = silu(g[i]) * u[i];
-    model_linear(&w->down, g, n, out);
+    BASE_PAR_FOR(!omp_in_parallel() && ne >= MODEL_PAR_MIN_ELEMS, for (int64_t i = 0; i < ne; i++) g[i] = silu(g[i]) * u[i];);
+    return model_linear(&w->down, g, n, out, s, err);
 }
 
 int64_t model_qtensor_bytes(const struct qtensor *w)
@@ -40,8 +40,7 @@ int64_t model_mlp_bytes(const struct mlp_weights *w)
 
 static int mlp_ffn_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
 {
-    model_mlp_forward(&pr->m->layers[pr->li].dense, in, n, out, pr->b->mlp_g, pr->b->mlp_u);
-    return 0;
+    return model_mlp_forward(&pr->m->layers[pr->li].dense, in, n, out, pr->b->mlp_g, pr->b->mlp_u, &pr->b->qs, err);
 }
 
 static int mlp_ffn_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)

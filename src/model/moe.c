@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 #include "model/linear.h"
 #include "model/loader.h"
 #include "model/norm.h"
@@ -151,12 +152,11 @@ void model_moe_add_weighted(float *out, const int *tok, const float *tw, const f
 {
     /* an expert's rows are distinct tokens, so the threads touch distinct
      * outputs, each still added to in expert order */
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (int64_t)cnt * hid >= MODEL_PAR_MIN_ELEMS)
-    for (int i = 0; i < cnt; i++) {
+    BASE_PAR_FOR(!omp_in_parallel() && (int64_t)cnt * hid >= MODEL_PAR_MIN_ELEMS, for (int i = 0; i < cnt; i++) {
         float *o = out + (int64_t)tok[i] * hid;
         const float *r = res + (int64_t)i * hid;
         for (int d = 0; d < hid; d++) o[d] += tw[i] * r[d];
-    }
+    });
 }
 
 int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
@@ -165,7 +165,7 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     const struct model_config *c = &m->cfg;
     const struct moe_weights *w = &m->layers[li].moe;
     int E = c->n_routed_experts, K = c->num_experts_per_tok, hid = c->hidden_size, rc = 0;
-    model_linear(&w->router, x, n, b->moe_logits);
+    if ((rc = model_linear(&w->router, x, n, b->moe_logits, &b->qs, err))) return rc;
     for (int t = 0; t < n; t++)
         moe_route(c, b->moe_logits + (int64_t)t * E, w->score_bias, b->moe_idx + t * K, b->moe_wts + t * K);
 
@@ -188,8 +188,11 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
         b->moe_pred_layer = -1;
     }
 
-    if (c->n_shared_experts) model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u);
-    else memset(out, 0, (size_t)n * hid * sizeof *out);
+    if (c->n_shared_experts) {
+        if ((rc = model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u, &b->qs, err))) return rc;
+    } else {
+        memset(out, 0, (size_t)n * hid * sizeof *out);
+    }
 
     if (m->remote) return m->remote->ops->finish(m->remote, m, &rb, out, err);
     for (int j = 0; j < n_used && !rc; j++) {
@@ -198,23 +201,26 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
             memcpy(b->moe_in + (int64_t)i * hid, x + (int64_t)b->moe_tok[i] * hid, (size_t)hid * sizeof *x);
         const struct mlp_weights *ew;
         if ((rc = expert_store_acquire(m->experts, li, e, &ew, err))) break;
-        model_mlp_forward(ew, b->moe_in, cnt, b->moe_res, b->mlp_g, b->mlp_u);
+        rc = model_mlp_forward(ew, b->moe_in, cnt, b->moe_res, b->mlp_g, b->mlp_u, &b->qs, err);
         expert_store_release(m->experts, li, e);
+        if (rc) break;
         model_moe_add_weighted(out, b->moe_tok, b->moe_tw, b->moe_res, cnt, hid);
     }
     return rc;
 }
 
-void model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b)
+int model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
+                      struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     const struct layer_weights *lw = &m->layers[li];
     b->moe_pred_layer = -1;
     /* with remote experts (m->remote) rank 0's store would read experts other ranks own */
-    if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS || m->remote) return;
+    if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS || m->remote) return 0;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
     model_rmsnorm(b->moe_in, resid, lw->mlp_norm, n, c->hidden_size, c->rms_norm_eps);
-    model_linear(&lw->moe.router, b->moe_in, n, b->moe_logits);
+    int rc = model_linear(&lw->moe.router, b->moe_in, n, b->moe_logits, &b->qs, err);
+    if (rc) return rc;
     memset(b->moe_pred, 0, (size_t)E);
     for (int t = 0; t < n; t++) {
         moe_route(c, b->moe_logits + (int64_t)t * E, lw->moe.score_bias, b->moe_idx, b->moe_wts);
@@ -225,6 +231,7 @@ void model_moe_predict(const struct model *m, int li, const float *resid, int n,
         if (b->moe_pred[e]) b->moe_list[n_pred++] = e;
     expert_store_predict(m->experts, li, b->moe_list, n_pred);
     b->moe_pred_layer = li;
+    return 0;
 }
 
 static int moe_ffn_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)

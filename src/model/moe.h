@@ -80,8 +80,10 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
  * them (expert_store_predict). Skipped when the store does not read or
  * n > MOE_PREDICT_ROWS (a long prefill routes to most experts anyway). Uses
  * moe_in, moe_logits, moe_idx and moe_wts of b as scratch; moe_forward of
- * layer li counts the prediction's recall. Changes no output. */
+ * layer li counts the prediction's recall. Changes no output. 0, or the
+ * router product's error. */
 #define MOE_PREDICT_ROWS 16
-void model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
+int model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
+                      struct colibri_err *err);
 
 #endif

@@ -77,7 +77,7 @@ int model_mtp_forward(const struct model *m, struct mtp_state *s, struct run_buf
             model_rmsnorm(in, h, w->enorm, 1, hid, c->rms_norm_eps);
             model_rmsnorm(in + hid, hidden + (int64_t)(done + i) * hid, w->hnorm, 1, hid, c->rms_norm_eps);
         }
-        model_linear(&w->eh_proj, s->in, k, x);
+        if ((rc = model_linear(&w->eh_proj, s->in, k, x, &b->qs, err))) break;
         struct fwd_group g = { &s->fs, 0, k, row0 + done };
         if ((rc = model_layer_forward(m, &g, 1, li, x, k, mode, b, err))) break;
         int last = done + k == n;
@@ -87,7 +87,7 @@ int model_mtp_forward(const struct model *m, struct mtp_state *s, struct run_buf
         int64_t at = all ? done : 0;
         model_rmsnorm(h, rows, w->head_norm, nr, hid, c->rms_norm_eps);
         if (out->hidden) memcpy(out->hidden + at * hid, h, (size_t)nr * hid * sizeof *h);
-        if (out->logits) model_linear(&m->lm_head, h, nr, out->logits + at * V);
+        if (out->logits) rc = model_linear(&m->lm_head, h, nr, out->logits + at * V, &b->qs, err);
     }
     return rc;
 }

@@ -38,7 +38,7 @@ static int plain_forward(const struct part_run *pr, const struct layer_parts *p,
     int next = pr->li + 1;
     if (next < c->num_hidden_layers) {
         const struct channel_mixer *nf = m->layers[next].parts.ffn;
-        if (nf->predict) nf->predict(m, next, x, n, b);
+        if (nf->predict && (rc = nf->predict(m, next, x, n, b, err))) return rc;
     }
     model_rmsnorm(b->h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
     if ((rc = p->ffn->forward(pr, b->h, n, b->y, err))) return rc;

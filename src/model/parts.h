@@ -72,8 +72,10 @@ struct channel_mixer {
     int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
     /* Optional: told the residual stream before the previous layer's
      * channel mixer runs, so that a store that reads from disk can start
-     * reading this layer's likely experts (a hint: never changes the output). */
-    void (*predict)(const struct model *m, int li, const float *resid, int n, struct run_bufs *b);
+     * reading this layer's likely experts (a hint: never changes the output;
+     * 0, or its product's error). */
+    int (*predict)(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
+                   struct colibri_err *err);
 };
 
 struct residual_scheme {

@@ -70,6 +70,7 @@ void run_bufs_free(struct run_bufs *b)
                     b->exp_rows, b->exp_p, b->exp_kvb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     model_indexer_bufs_free(b->dsa);
+    quant_scratch_free(&b->qs);
     memset(b, 0, sizeof *b);
 }
 

@@ -17,6 +17,7 @@
 #include "base/compute.h"
 #include "colibri.h"
 #include "model/config.h"
+#include "quant/qtensor.h"
 
 struct indexer_bufs;
 
@@ -50,6 +51,9 @@ struct run_bufs {
     float *exp_p;    size_t exp_p_cap;      /* per thread: [16][T + 16] softmax rows, [16][dqk] query rows (mla.c) */
     float *exp_kvb;  size_t exp_kvb_cap;    /* kv_b in f32 when there is no copy (see mla.c) */
     struct indexer_bufs *dsa;   /* DSA indexer activations and selection (NULL without DSA) */
+    /* the products' working memory (quant/qtensor.h): grows to the largest
+     * product run, then is reused; in `bytes` only as far as reserved here */
+    struct quant_scratch qs;
     size_t bytes;               /* allocated so far */
 };
 

@@ -53,6 +53,7 @@ struct remote {
     int *tok, *row_of, *local;  /* [rows], [rows], [E] */
     float *tw;                  /* [rows] */
     float *in, *g, *u, *res0;   /* [rows][hid], [rows][inter] x2, rank 0's output rows */
+    struct quant_scratch qs;    /* its experts' products' working memory */
     size_t rows_cap, res0_cap, inter;
 };
 
@@ -214,8 +215,9 @@ static int run_local(struct remote *r, const struct model *m, const struct moe_r
             memcpy(r->in + (int64_t)i * r->hid, rb->x + (int64_t)r->tok[i] * r->hid, (size_t)r->hid * sizeof(float));
         const struct mlp_weights *ew;
         if ((rc = expert_store_acquire(m->experts, rb->layer, e, &ew, err))) return rc;
-        model_mlp_forward(ew, r->in, cnt, r->res0 + off * r->hid, r->g, r->u);
+        rc = model_mlp_forward(ew, r->in, cnt, r->res0 + off * r->hid, r->g, r->u, &r->qs, err);
         expert_store_release(m->experts, rb->layer, e);
+        if (rc) return rc;
         off += cnt;
         progress(r);
     }
@@ -392,6 +394,7 @@ void mpi_remote_free(struct moe_remote *base)
     free(r->in);
     free(r->g);
     free(r->u);
+    quant_scratch_free(&r->qs);
     free(r->res0);
     pthread_mutex_destroy(&r->lock);
     free(r);

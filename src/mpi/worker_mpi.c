@@ -31,6 +31,7 @@ struct worker {
     size_t msg_cap, reply_cap;
     float *in, *g, *u;
     size_t rows_cap;
+    struct quant_scratch qs;    /* the experts' products' working memory */
 };
 
 static int grow_rows(struct worker *wk, const struct model *m, int n, struct colibri_err *err)
@@ -80,8 +81,9 @@ static size_t run_work(struct colibri_mpi *p, struct worker *wk, const struct mo
             memcpy(wk->in + (int64_t)i * hid, w.rows + (int64_t)ref[i] * hid, (size_t)hid * sizeof(float));
         const struct mlp_weights *ew;
         if (expert_store_acquire(m->experts, layer, e, &ew, err)) return 0;
-        model_mlp_forward(ew, wk->in, cnt, res, wk->g, wk->u);
+        int rc = model_mlp_forward(ew, wk->in, cnt, res, wk->g, wk->u, &wk->qs, err);
         expert_store_release(m->experts, layer, e);
+        if (rc) return 0;
         res += (int64_t)cnt * hid;
         ref += cnt;
     }
@@ -150,6 +152,7 @@ int mpi_serve(struct colibri_mpi *p, const struct model *m, struct colibri_err *
     free(wk.in);
     free(wk.g);
     free(wk.u);
+    quant_scratch_free(&wk.qs);
     return rc;
 }
 

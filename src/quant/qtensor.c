@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 #include "base/util.h"
 #include "quant/kernels.h"
 
@@ -148,83 +149,124 @@ int quant_dequant_rows_isa(const struct qtensor *W, int row0, int nrows, float *
 }
 
 /* Activations [s0, s1) of a batch through the kernel's slice(): row blocks
- * of quant_slice_rows in parallel, each thread with its own scratch panel. A
- * thread whose scratch cannot be allocated goes through rows() instead (the
- * same bits, kernels.h). */
+ * of quant_slice_rows in parallel, thread i with panel i of `panels` (each
+ * `panel` bytes, as many as the region can have threads). */
 static void slice_with(const struct quant_kernel *k, const struct qtensor *W,
-                       const struct quant_act *a, int s0, int s1, float *Y)
+                       const struct quant_act *a, int s0, int s1, float *Y, uint8_t *panels, size_t panel)
 {
     int rb = quant_slice_rows(W->cols), nblocks = (W->rows + rb - 1) / rb;
     int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
               (double)W->rows * W->cols * (s1 - s0) >= QUANT_PAR_MIN_WORK;
-    #pragma omp parallel if (par)
+    if (!par) {
+        for (int b = 0; b < nblocks; b++) {
+            int r0 = b * rb, r1 = r0 + rb < W->rows ? r0 + rb : W->rows;
+            k->slice(W, r0, r1, a, s0, s1 - s0, Y, panels);
+        }
+        return;
+    }
+    #pragma omp parallel
     {
-        void *scratch = aligned_alloc(64, quant_slice_scratch_bytes(W->cols));
+        void *scratch = panels + (size_t)omp_get_thread_num() * panel;
         #pragma omp for schedule(static)
         for (int b = 0; b < nblocks; b++) {
             int r0 = b * rb, r1 = r0 + rb < W->rows ? r0 + rb : W->rows;
-            if (scratch) k->slice(W, r0, r1, a, s0, s1 - s0, Y, scratch);
-            else
-                for (int j0 = s0; j0 < s1; j0 += QUANT_NB)
-                    k->rows(W, r0, r1, a, j0, s1 - j0 < QUANT_NB ? s1 - j0 : QUANT_NB, Y);
+            k->slice(W, r0, r1, a, s0, s1 - s0, Y, scratch);
         }
-        free(scratch);
     }
 }
 
-/* Y = X·Wᵀ with the kernels of table t. 0, or COLIBRI_ENOMEM when the int8
- * activation buffer cannot be allocated (nothing written then). */
-static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
-                       const struct quant_isa_table *t)
+static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Where a product's parts lie in its scratch (offsets from the start; a
+ * size of 0: the product has no such part). */
+struct mm_plan {
+    size_t act, act_bytes;      /* int8 activations, scales and sums */
+    size_t xl, xl_bytes;        /* f32 activations in lane order */
+    size_t tb, tb_bytes;        /* int8 activations in tile order */
+    size_t panels, panel;       /* slice panels, one per thread */
+    size_t total;
+};
+
+static struct mm_plan plan_of(const struct quant_kernel *k, const struct qtensor *W, int n)
+{
+    struct mm_plan p = { 0 };
+    size_t at = 0;
+    int cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
+    size_t nblk = (size_t)cols_pad / QUANT_ACT_BLOCK;
+    if (k->act_int8) {
+        size_t nq = (size_t)n * cols_pad, nf = (size_t)n * nblk, ni = k->act_qsum ? nf : 0;
+        p.act = at;
+        p.act_bytes = nq + (2 * nf + (size_t)n) * sizeof(float) + ni * sizeof(int32_t);
+        at += al64(p.act_bytes);
+    }
+    if (k->act_pack && n >= QUANT_SLICE_MIN) {
+        size_t ng = (size_t)(n + QUANT_LANE_NR - 1) / QUANT_LANE_NR;
+        p.xl = at;
+        p.xl_bytes = ng * quant_act_pack_stride(W->cols) * sizeof(float);
+        at += al64(p.xl_bytes);
+    }
+    if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
+        size_t ng = (size_t)(n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
+        p.tb = at;
+        p.tb_bytes = ng * (nblk * 512 + nblk * QUANT_TILE_NJ * sizeof(float));
+        at += al64(p.tb_bytes);
+    }
+    if (k->slice && n >= QUANT_SLICE_MIN) {
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+        p.panels = at;
+        p.panel = al64(quant_slice_scratch_bytes(W->cols));
+        at += (size_t)(nt > 1 ? nt : 1) * p.panel;
+    }
+    p.total = at;
+    return p;
+}
+
+/* Y = X·Wᵀ with the kernels of table t, the parts of plan p in buf (as
+ * base_xalloc gave them: the activation parts zeroed first). */
+static void matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
+                        const struct quant_isa_table *t, const struct mm_plan *p, uint8_t *buf)
 {
     const struct quant_kernel *k = &t->k[W->fmt];
     struct quant_act a = { .n = n, .cols = W->cols, .x = X };
-    void *buf = NULL;
     if (k->act_int8) {
         a.cols_pad = (W->cols + QUANT_INT4_BLOCK - 1) / QUANT_INT4_BLOCK * QUANT_INT4_BLOCK;
         a.nblk = a.cols_pad / QUANT_ACT_BLOCK;
         size_t nq = (size_t)n * a.cols_pad, nf = (size_t)n * a.nblk;
-        /* one buffer: q, xs, xsum, xsum_all, and the block sums (act_qsum) */
+        /* one part: q, xs, xsum, xsum_all, and the block sums (act_qsum) */
         size_t ni = k->act_qsum ? nf : 0;
-        buf = base_xalloc(nq + (2 * nf + (size_t)n) * sizeof(float) + ni * sizeof(int32_t));
-        if (!buf) return COLIBRI_ENOMEM;
-        float *xs = (float *)((uint8_t *)buf + nq), *xsum = xs + nf, *all = xsum + nf;
+        uint8_t *ab = buf + p->act;
+        memset(ab, 0, al64(p->act_bytes));
+        float *xs = (float *)(ab + nq), *xsum = xs + nf, *all = xsum + nf;
         int32_t *qsum = ni ? (int32_t *)(all + n) : NULL;
-        int8_t *q = buf;
+        int8_t *q = (int8_t *)ab;
         a.q = q;
         a.xs = xs;
         a.xsum = xsum;
         a.xsum_all = all;
         a.qsum = qsum;
-        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
-        for (int j = 0; j < n; j++) {
+        BASE_PAR_FOR(!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK, for (int j = 0; j < n; j++) {
             all[j] = t->act_prep(X + (size_t)j * W->cols, W->cols, a.cols_pad,
                                  q + (size_t)j * a.cols_pad, xs + (size_t)j * a.nblk,
                                  xsum + (size_t)j * a.nblk, qsum ? qsum + (size_t)j * a.nblk : NULL);
-        }
+        });
     }
-    float *xl = NULL;
-    void *tb = NULL;
-    int rc = 0;
-    if (k->act_pack && n >= QUANT_SLICE_MIN) {
+    if (p->xl_bytes) {
         size_t per = quant_act_pack_stride(W->cols);
         int ng = (n + QUANT_LANE_NR - 1) / QUANT_LANE_NR;
-        xl = base_xalloc((size_t)ng * per * sizeof(float));
-        if (!xl) goto nomem;
-        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
-        for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per);
+        float *xl = (float *)(buf + p->xl);
+        memset(xl, 0, al64(p->xl_bytes));
+        BASE_PAR_FOR(!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK,
+                     for (int g = 0; g < ng; g++) k->act_pack(X, n, W->cols, g, xl + (size_t)g * per););
         a.xl = xl;
     }
-    if (k->act_tile16 && n >= QUANT_SLICE_MIN) {
+    if (p->tb_bytes) {
         int ng = (n + QUANT_TILE_NJ - 1) / QUANT_TILE_NJ;
-        size_t qb = (size_t)a.nblk * 512, fb = (size_t)a.nblk * QUANT_TILE_NJ * sizeof(float);
-        tb = base_xalloc((size_t)ng * (qb + fb));
-        if (!tb) goto nomem;
-        int8_t *qt = tb;
+        size_t qb = (size_t)a.nblk * 512;
+        int8_t *qt = (int8_t *)(buf + p->tb);
+        memset(qt, 0, al64(p->tb_bytes));
         float *xst = (float *)(qt + (size_t)ng * qb);
-        #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK)
-        for (int g = 0; g < ng; g++)
-            quant_act_tile16(&a, g, qt + (size_t)g * qb, xst + (size_t)g * a.nblk * QUANT_TILE_NJ);
+        BASE_PAR_FOR(!omp_in_parallel() && (double)n * W->cols >= QUANT_PAR_MIN_WORK, for (int g = 0; g < ng; g++)
+            quant_act_tile16(&a, g, qt + (size_t)g * qb, xst + (size_t)g * a.nblk * QUANT_TILE_NJ););
         a.qt = qt;
         a.xst = xst;
     }
@@ -245,27 +287,53 @@ static int matmul_with(const struct qtensor *W, const float *X, int n, float *Y,
     for (int s0 = 0; s0 < n; s0 += jb) {
         int s1 = s0 + jb < n ? s0 + jb : n;
         if (k->slice && s1 - s0 >= QUANT_SLICE_MIN && (!k->act_pack || a.xl) && (!k->act_tile16 || a.qt)) {
-            slice_with(k, W, &a, s0, s1, Y);
+            slice_with(k, W, &a, s0, s1, Y, buf + p->panels, p->panel);
             continue;
         }
         int par = !omp_in_parallel() && omp_get_max_threads() > 1 && nblocks > 1 &&
                   (double)W->rows * W->cols * (s1 - s0) >= QUANT_PAR_MIN_WORK;
-        #pragma omp parallel for schedule(static) if (par)
-        for (int b = 0; b < nblocks; b++) {
+        BASE_PAR_FOR(par, for (int b = 0; b < nblocks; b++) {
             int r0 = b * QUANT_ROW_BLOCK;
             int r1 = r0 + QUANT_ROW_BLOCK < W->rows ? r0 + QUANT_ROW_BLOCK : W->rows;
             for (int j0 = s0; j0 < s1; j0 += QUANT_NB)
                 k->rows(W, r0, r1, &a, j0, s1 - j0 < QUANT_NB ? s1 - j0 : QUANT_NB, Y);
-        }
+        });
     }
-    goto done;
-nomem:
-    rc = COLIBRI_ENOMEM;
-done:
-    free(buf);
-    free(xl);
-    free(tb);
-    return rc;
+}
+
+int quant_scratch_reserve(struct quant_scratch *s, size_t bytes, struct colibri_err *err)
+{
+    if (bytes <= s->cap) return 0;
+    size_t want = s->cap + s->cap / 2 > bytes ? s->cap + s->cap / 2 : bytes;
+    want = al64(want);
+    void *p = aligned_alloc(64, want);
+    if (!p) return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate %zu bytes of product scratch", want);
+    free(s->buf);
+    s->buf = p;
+    s->cap = want;
+    return 0;
+}
+
+void quant_scratch_free(struct quant_scratch *s)
+{
+    if (!s) return;
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+static int matmul_at(const struct qtensor *W, const float *X, int n, float *Y, const struct quant_isa_table *t,
+                     struct quant_scratch *s, struct colibri_err *err)
+{
+    struct mm_plan p = plan_of(&t->k[W->fmt], W, n);
+    struct quant_scratch own = { 0 };
+    struct quant_scratch *use = s ? s : &own;
+    int rc = p.total ? quant_scratch_reserve(use, p.total, err) : 0;
+    if (rc) return base_err_set(err, rc, "quant: cannot allocate %zu bytes of activations for %s [%d, %d] x %d",
+                                p.total, quant_fmt_name(W->fmt), W->rows, W->cols, n);
+    matmul_with(W, X, n, Y, t, &p, use->buf);
+    quant_scratch_free(&own);
+    return 0;
 }
 
 int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
@@ -276,20 +344,17 @@ int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
     if (!t)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "quant: kernel level %s not available on this machine",
                        quant_isa_name(isa));
-    if (matmul_with(W, X, n, Y, t))
-        return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate activations for %s [%d, %d] x %d",
-                       quant_fmt_name(W->fmt), W->rows, W->cols, n);
-    return 0;
+    return matmul_at(W, X, n, Y, t, NULL, err);
 }
 
-void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y)
+int quant_matmul(const struct qtensor *W, const float *X, int n, float *Y, struct quant_scratch *s,
+                 struct colibri_err *err)
 {
-    if (n <= 0) return;
-    if (matmul_with(W, X, n, Y, quant_isa_table(quant_isa_best())))
-        matmul_with(W, X, n, Y, quant_isa_table(QUANT_ISA_SCALAR));
+    if (n <= 0) return 0;
+    return matmul_at(W, X, n, Y, quant_isa_table(quant_isa_best()), s, err);
 }
 
-void quant_matvec(const struct qtensor *W, const float *x, float *y)
+int quant_matvec(const struct qtensor *W, const float *x, float *y, struct quant_scratch *s, struct colibri_err *err)
 {
-    quant_matmul(W, x, 1, y);
+    return quant_matmul(W, x, 1, y, s, err);
 }

@@ -101,15 +101,36 @@ size_t quant_qtensor_bytes(const struct qtensor *W);
 /* Frees owned arrays and zeroes *W. NULL, or a zeroed struct, is a no-op. */
 void quant_qtensor_free(struct qtensor *W);
 
-/* y[rows] = W · x[cols]. x and y must not overlap. */
-void quant_matvec(const struct qtensor *W, const float *x, float *y);
+/* A product's working memory: the prepared activations and one panel per
+ * thread of its batch slices. The caller owns it, passes it to each product
+ * and frees it with quant_scratch_free; a zeroed struct is empty. A product
+ * that needs more than it holds grows it (by half at least) and keeps it, so
+ * a caller that has run its largest product once allocates nothing more: the
+ * forward keeps one in its run buffers (model/runstate.h). Used by one
+ * product at a time. */
+struct quant_scratch {
+    void *buf;                  /* 64-byte aligned */
+    size_t cap;                 /* bytes */
+};
+
+/* Makes s hold at least bytes. 0 or COLIBRI_ENOMEM (s unchanged). */
+int quant_scratch_reserve(struct quant_scratch *s, size_t bytes, struct colibri_err *err);
+void quant_scratch_free(struct quant_scratch *s);
+
+/* y[rows] = W · x[cols]. x and y must not overlap. The same as quant_matmul
+ * of one row. */
+int quant_matvec(const struct qtensor *W, const float *x, float *y, struct quant_scratch *s, struct colibri_err *err);
 
 /* Y[n][rows] = X[n][cols] · Wᵀ, row-major (prefill). The weights are read
  * once per slice of the batch whose prepared activations fit in 8 MiB (at
  * 7168 columns: 1168 int8 activations for q8/q4*, 288 f32 ones for the float
  * formats; slices are multiples of 8), and each output is computed
- * exactly as quant_matvec would compute it. n <= 0 does nothing. */
-void quant_matmul(const struct qtensor *W, const float *X, int n, float *Y);
+ * exactly as quant_matvec would compute it. n <= 0 does nothing. Working
+ * memory comes from s (NULL: allocated for this call and freed). 0, or
+ * COLIBRI_ENOMEM when s cannot grow to what the product needs (nothing
+ * written to Y then). */
+int quant_matmul(const struct qtensor *W, const float *X, int n, float *Y, struct quant_scratch *s,
+                 struct colibri_err *err);
 
 /* out[nrows][cols] = rows row0 .. row0+nrows-1 of W in f32 (for slices such as
  * kv_b_proj's W_UK / W_UV of one head). Exact dequantization (no activation
@@ -125,10 +146,8 @@ const char *quant_isa_name(enum quant_isa isa);
 /* quant_matmul at a chosen level (tests and benchmarks compare levels with
  * it). A format the level has no kernel for falls back to the next lower
  * level that has one. COLIBRI_EUNSUPPORTED if the level is not available
- * here; COLIBRI_EINVAL for n <= 0; COLIBRI_ENOMEM if the activation buffer
- * cannot be allocated (then Y
- * is untouched). quant_matvec / quant_matmul fall back to the scalar level
- * rather than fail when that allocation fails. */
+ * here; COLIBRI_EINVAL for n <= 0; COLIBRI_ENOMEM if its working memory
+ * cannot be allocated (then Y is untouched). */
 int quant_matmul_isa(const struct qtensor *W, const float *X, int n, float *Y,
                      enum quant_isa isa, struct colibri_err *err);
 /* quant_dequant_rows at a chosen level (tests compare levels with it);

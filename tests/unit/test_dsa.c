@@ -72,8 +72,8 @@ static void test_scores(void)
             if (!c) continue;
             for (int t = 0; t < T; t++) kv_cache_read_part(c, 1, t, KV_PART_INDEX_KEY, keys + (size_t)t * dI, &err);
             kv_index_scores_ref(T, nI, dI, keys, q, w, 0.125f, ref);
-            CHECK(kv_index_scores(c, 1, T, nI, q, w, 0.125f, a, 1, &err) == 0, "%s", err.msg);
-            CHECK(kv_index_scores(c, 1, T, nI, q, w, 0.125f, b, 4, &err) == 0, "%s", err.msg);
+            CHECK(kv_index_scores(c, 1, T, nI, q, w, 0.125f, a, 1, NULL, &err) == 0, "%s", err.msg);
+            CHECK(kv_index_scores(c, 1, T, nI, q, w, 0.125f, b, 4, NULL, &err) == 0, "%s", err.msg);
             CHECK(!memcmp(a, b, sizeof(float) * T), "latent %s, keys %s: 1 and 4 threads differ",
                   kv_tier_name(lat_tiers[li]), kv_tier_name(key_tiers[ki]));
             double worst = 0, scale = 0;
@@ -91,7 +91,7 @@ static void test_scores(void)
     struct kv_cache *plain = NULL;
     CHECK(kv_cache_new(KV_TIER_F32, KV_ROPE_DEFAULT, 1, r, dr, 8, &plain, &err) == 0, "%s", err.msg);
     if (plain)
-        CHECK(kv_index_scores(plain, 0, 4, nI, q, w, 1.0f, a, 1, &err) == COLIBRI_EINVAL && strstr(err.msg, "index-key"),
+        CHECK(kv_index_scores(plain, 0, 4, nI, q, w, 1.0f, a, 1, NULL, &err) == COLIBRI_EINVAL && strstr(err.msg, "index-key"),
               "a cache without index keys is refused: %s", err.msg);
     kv_cache_free(plain);
     free(keys); free(ref); free(a); free(b);
@@ -373,8 +373,8 @@ static void test_fp8_selection_overlap(void)
     for (int qi = 0; c[0] && c[1] && qi < Q; qi++) {
         for (int i = 0; i < nI * dI; i++) q[i] = gauss();
         for (int h = 0; h < nI; h++) w[h] = gauss();
-        CHECK(kv_index_scores(c[0], 0, T, nI, q, w, 1.0f / sqrtf((float)dI), s0, 2, &err) == 0 &&
-                  kv_index_scores(c[1], 0, T, nI, q, w, 1.0f / sqrtf((float)dI), s1, 2, &err) == 0, "%s", err.msg);
+        CHECK(kv_index_scores(c[0], 0, T, nI, q, w, 1.0f / sqrtf((float)dI), s0, 2, NULL, &err) == 0 &&
+                  kv_index_scores(c[1], 0, T, nI, q, w, 1.0f / sqrtf((float)dI), s1, 2, NULL, &err) == 0, "%s", err.msg);
         int n0 = kv_index_topk(&sel, s0, T, K, p0, &err), n1 = kv_index_topk(&sel, s1, T, K, p1, &err), same = 0;
         for (int a = 0, b = 0; a < n0 && b < n1;) {
             if (p0[a] == p1[b]) same++, a++, b++;

@@ -250,7 +250,7 @@ static void test_hidden_state(void)
         CHECK(model_forward(&m, &st, t, N, 0, FWD_EXPANDED, &o, &err) == 0, "%s", err.msg);
         for (int s = 0; s < N; s += 4) {
             model_rmsnorm(nrm, hs + (size_t)s * hid, m.final_norm, 1, hid, m.cfg.rms_norm_eps);
-            model_linear(&m.lm_head, nrm, 1, re);
+            CHECK(model_linear(&m.lm_head, nrm, 1, re, NULL, NULL) == 0, "lm_head");
             CHECK(!memcmp(re, lg + (size_t)s * V, (size_t)V * sizeof *re), "row %d: hidden state -> logits", s);
         }
         fwd_state_free(&st);

@@ -405,11 +405,11 @@ static void test_entry_points_and_nesting(void)
         struct qtensor W;
         CHECK(quant_qtensor_from_f32(ALL_FMTS[fi], rows, cols, w, &W, NULL) == 0, "q");
         CHECK(quant_matmul_isa(&W, X, n, Y0, quant_isa_best(), NULL) == 0, "isa");
-        quant_matmul(&W, X, n, Y1);
+        CHECK(quant_matmul(&W, X, n, Y1, NULL, NULL) == 0, "matmul");
         CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s matmul == best level", quant_fmt_name(W.fmt));
         memset(Y1, 0, (size_t)n * rows * sizeof *Y1);
         #pragma omp parallel for num_threads(2)
-        for (int j = 0; j < n; j++) quant_matvec(&W, X + (size_t)j * cols, Y1 + (size_t)j * rows);
+        for (int j = 0; j < n; j++) quant_matvec(&W, X + (size_t)j * cols, Y1 + (size_t)j * rows, NULL, NULL);
         /* matvec and matmul at one level give the same bits per output */
         CHECK(memcmp(Y0, Y1, (size_t)n * rows * sizeof *Y0) == 0, "%s matvec in parallel region", quant_fmt_name(W.fmt));
         /* the same at every level, one column at a time */
@@ -665,20 +665,20 @@ static void test_model_linear_bf16act(void)
     float *y1 = malloc((size_t)rows * sizeof *y1);
     struct qtensor W;
     CHECK(quant_qtensor_from_f32(QUANT_BF16, rows, cols, wf, &W, NULL) == 0 && W.act_bf16 == 0, "bf16, unmarked");
-    model_linear(&W, X, n, Y);
-    quant_matmul(&W, X, n, want);
+    CHECK(model_linear(&W, X, n, Y, NULL, NULL) == 0, "model_linear");
+    CHECK(quant_matmul(&W, X, n, want, NULL, NULL) == 0, "quant_matmul");
     CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) == 0, "unmarked: the default product");
     W.act_bf16 = 1;
-    model_linear(&W, X, n, Y);
+    CHECK(model_linear(&W, X, n, Y, NULL, NULL) == 0, "model_linear");
     CHECK(quant_matmul_bf16act(&W, X, n, want, NULL) == 0, "bf16act product");
     CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) == 0, "marked: the bf16-activation product");
     int differ = 0;
     for (int j = 0; j < n; j++) {
-        model_linear(&W, X + (size_t)j * cols, 1, y1);
+        CHECK(model_linear(&W, X + (size_t)j * cols, 1, y1, NULL, NULL) == 0, "model_linear");
         differ += memcmp(y1, Y + (size_t)j * rows, (size_t)rows * sizeof *y1) != 0;
     }
     CHECK(differ == 0, "marked: %d of %d batched rows differ from the row alone", differ, n);
-    quant_matmul(&W, X, n, want);
+    CHECK(quant_matmul(&W, X, n, want, NULL, NULL) == 0, "quant_matmul");
     CHECK(memcmp(Y, want, (size_t)n * rows * sizeof *Y) != 0, "marked: not the default product");
     quant_qtensor_free(&W);
     free(wf); free(X); free(Y); free(want); free(y1);
