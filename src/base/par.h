@@ -3,7 +3,10 @@
  * libgomp allocates a team on every entry to a parallel region of one thread
  * (an `if` clause that is false, num_threads(1), or a region nested in
  * another), and frees it at the end: one malloc per call of every small
- * product and norm on the decode path. BASE_PAR_FOR runs the loop in a
+ * product and norm on the decode path. It keeps the last team of more
+ * threads, but only for a region of the same size: regions on the token
+ * path use either the calling thread alone or the compute context's
+ * threads. BASE_PAR_FOR runs the loop in a
  * region only when par is true and on the calling thread otherwise, so the
  * loop's statements, and their bits, are the same either way. The loop (the
  * macro's last argument) must hold no #pragma; a loop that needs one goes in

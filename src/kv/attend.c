@@ -196,8 +196,9 @@ static int attend_f32(const struct kv_cache *c, const struct kv_layer *lay, cons
     const size_t stride = lay->row_bytes / sizeof(float);
     const float *base = (const float *)rows;
     const int nblk = (T + KV_TILE - 1) / KV_TILE, nhb = Hp / 16;
-    int nt = s->n_threads;
-    if (nt > nblk) nt = nblk;
+    /* every team the size of the others (libgomp allocates one whenever the
+     * size changes, base/par.h): threads past the blocks take columns only */
+    int nt = nblk > 1 ? s->n_threads : 1;
     if (nt < 1) nt = 1;
     /* per-thread output columns, in multiples of 16 */
     const int col_unit = r % 16 == 0 ? 16 : 1, units = r / col_unit;
@@ -342,9 +343,10 @@ static void native_team(const struct native_job *job)
     float *out = job->out;
     const int T = job->T, H = job->H, r = job->r, dr = job->dr, Hp = job->Hp, nblk = job->nblk, np = job->np;
     const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-    struct kv_tbufs b = tbufs_at(thread_base + (size_t)tid * per_thread, &d);
 #pragma omp for schedule(static)
     for (int pi = 0; pi < np; pi++) {
+        /* a buffer per part when each thread has one part at most, else per thread */
+        struct kv_tbufs b = tbufs_at(thread_base + (size_t)(np <= nth ? pi : tid) * per_thread, &d);
         struct kv_softmax_part pt = part_at(part_base + (size_t)pi * per_part, &d);
         for (int h = 0; h < Hp; h++) {
             pt.m[h] = -INFINITY;
@@ -454,15 +456,17 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     d.two = s->int8 == KV_INT8_QUERY16;
     const int np_tiles = (nblk + KV_PART_MIN_TILES - 1) / KV_PART_MIN_TILES,
               np = np_tiles < KV_SOFTMAX_PARTS ? np_tiles : KV_SOFTMAX_PARTS;
-    int nt = s->n_threads;
-    if (nt > np) nt = np;
-    if (nt < 1) nt = 1;
+    /* every team the size of the others (libgomp allocates one whenever the
+     * size changes, base/par.h): threads past the parts (thread i runs part
+     * i when there are fewer parts than threads) only merge heads */
+    int nt = np > 1 ? s->n_threads : 1, nbuf = np < nt ? np : nt;
+    if (nt < 1) nt = nbuf = 1;
     const size_t per_thread = tbufs_bytes(&d), per_part = part_bytes(&d);
     size_t shared = al64((size_t)r * Hp) + al64((size_t)(dr ? dr : 1) * Hp);
     if (d.q8) shared += al64((size_t)r * Hp / 2) + al64(Hp) + al64((size_t)d.G * Hp);
     if (d.q8 && !d.code16 && d.two) shared += q8q_bytes(r, Hp, d.G);
     if (d.q8rope) shared += (d.two ? 2 : 1) * q8q_bytes(dr, Hp, 1);
-    int rc = scratch_reserve(s, shared + nt * per_thread + np * per_part, err);
+    int rc = scratch_reserve(s, shared + nbuf * per_thread + np * per_part, err);
     if (rc) return rc;
     uint8_t *p = s->buf;
     float *qTl = carve(&p, (size_t)r * Hp), *qTr = carve(&p, (size_t)(dr ? dr : 1) * Hp);
@@ -478,7 +482,7 @@ static int attend_native(const struct kv_cache *c, const struct kv_layer *lay, c
     if (d.q8 && !d.code16 && d.two) lo = q8q_carve(&p, r, Hp, d.G);
     if (d.q8rope) rhi = q8q_carve(&p, dr, Hp, 1);
     if (d.q8rope && d.two) rlo = q8q_carve(&p, dr, Hp, 1);
-    uint8_t *thread_base = p, *part_base = p + nt * per_thread;
+    uint8_t *thread_base = p, *part_base = p + nbuf * per_thread;
     kv_codec_prepare_query(&lay->lat, H, q_lat, qTl, Hp);
     if (dr) kv_codec_prepare_query(&lay->pe, H, q_rope, qTr, Hp);
     if (d.q8 && d.code16) k8->quant_query16(qTl, r, Hp, (int16_t *)q8T, sq);

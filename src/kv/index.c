@@ -113,7 +113,9 @@ int kv_index_scores(const struct kv_cache *c, int layer, int T, int nI, const fl
     const int rotated = kv_codec_rotated(p->codec);
     const int npass = (T + KV_INDEX_KP - 1) / KV_INDEX_KP;
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
-    if (nt > (npass + 15) / 16) nt = (npass + 15) / 16;
+    /* every team the size of the others (libgomp allocates one whenever the
+     * size changes, base/par.h) */
+    if (npass <= 16) nt = 1;
     /* a region of one thread would allocate its team (base/par.h) */
     BASE_PAR_FOR_N(nt, for (int b = 0; b < npass; b++)
         score_pass(p, base, stride, direct, rotated, b * KV_INDEX_KP, T, nIp, dI, qT, wp, scale, score););

@@ -6,7 +6,8 @@
  * detokenizing, stop strings) and decode (the forward), or
  * colibri_session_decode and colibri_sampler_sample for a model without a
  * tokenizer. Run with bf16 (as stored), q8 and q4g64 weights, the f32 and
- * quantized KV tiers, a DSA model, on 1 and 2 threads.
+ * quantized KV tiers, a DSA model, on 1 and 2 threads, and on 4 threads past
+ * 64 cached positions.
  *
  * The counting replaces glibc's allocator entry points and forwards to its
  * __libc_* functions; under AddressSanitizer, which owns those entry points,
@@ -139,7 +140,7 @@ static colibri_model *load(const char *dir, const struct setup *s)
 
 static colibri_session *session(colibri_model *m, const struct setup *s)
 {
-    struct colibri_session_opts so = { .n_ctx = 128, .kv_tier = s->kv };
+    struct colibri_session_opts so = { .n_ctx = 256, .kv_tier = s->kv };
     colibri_session *ss = NULL;
     struct colibri_err err = { 0 };
     CHECK(colibri_session_new(m, &so, &ss, &err) == 0, "%s", err.msg);
@@ -211,8 +212,9 @@ out:
     colibri_model_free(m);
 }
 
-/* A model without a tokenizer (the DSA fixture): decode, then sample. */
-static void session_steps(const char *dir, const struct setup *s)
+/* A model without a tokenizer (the DSA fixture), or a longer prompt:
+ * decode, then sample. */
+static void session_steps(const char *dir, const struct setup *s, int n_prompt)
 {
     colibri_model *m = load(dir, s);
     colibri_session *ss = m ? session(m, s) : NULL;
@@ -223,10 +225,10 @@ static void session_steps(const char *dir, const struct setup *s)
     int V = colibri_model_vocab(m);
     float *logits = malloc((size_t)V * sizeof *logits);
     colibri_sampler *sp = sampler(V, NULL, 0);
-    int32_t prompt[20];
-    for (int i = 0; i < 20; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
+    int32_t prompt[200];
+    for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
     struct colibri_err err = { 0 };
-    int rc = sp ? colibri_session_prefill(ss, prompt, 20, logits, 0, &err) : -1;
+    int rc = sp ? colibri_session_prefill(ss, prompt, n_prompt, logits, 0, &err) : -1;
     int done = 0;
     for (int i = 0; i < WARM + STEPS && !rc; i++) {
         if (i == WARM) begin();
@@ -270,9 +272,19 @@ static void test_generator_rotated_tier(void)
 static void test_dsa_model(void)
 {
     for (int th = 1; th <= 2; th++) {
-        session_steps(DSA, &(struct setup){ NULL, "f32", th });
-        session_steps(DSA, &(struct setup){ "q8", "int8r", th });
+        session_steps(DSA, &(struct setup){ NULL, "f32", th }, 20);
+        session_steps(DSA, &(struct setup){ "q8", "int8r", th }, 20);
     }
+}
+
+/* 4 threads past 64 cached positions: the attention and the index scores
+ * split into more than one block there, and every parallel region must use
+ * the same team size (libgomp allocates a team whenever it changes). */
+static void test_four_threads_longer_context(void)
+{
+    session_steps(TINY, &(struct setup){ NULL, "f32", 4 }, 100);
+    session_steps(TINY, &(struct setup){ "q4g64", "q4_0", 4 }, 200);
+    session_steps(DSA, &(struct setup){ NULL, "f32", 4 }, 200);
 }
 
 int main(void)
@@ -282,6 +294,7 @@ int main(void)
     RUN_TEST(test_generator_q4g64_q4_0);
     RUN_TEST(test_generator_rotated_tier);
     RUN_TEST(test_dsa_model);
+    RUN_TEST(test_four_threads_longer_context);
     return CHECK_SUMMARY();
 }
 
