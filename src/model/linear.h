@@ -2,7 +2,7 @@
  * the f32 dot product the attention code uses.
  *
  * model_linear() uses quant_matmul for one row and for a batch; it reads
- * each weight row once per call and parallelize over output rows,
+ * each weight row once per call and parallelizes over output rows,
  * and a batched row gets exactly the bits of the one-row product
  * (quant/kernels.h). A tensor marked act_bf16 (the opt-in
  * colibri_model_opts.bf16_act) goes through quant_matmul_bf16act instead,

@@ -2,10 +2,12 @@
  * RunState): allocated once for up to `cap` rows, reused by every forward.
  *
  * Everything a forward over n <= cap rows needs is here, so the decode path
- * allocates nothing after the first token. Two buffers depend on the number
- * of cached positions T rather than on the rows and grow on demand (checked,
- * geometric, kept): the expanded prefill's K/V rows and the decoded cache
- * rows it reads for a quantized tier. The absorbed decode never touches them.
+ * makes no allocation call after the first token (tests/unit/test_noalloc.c).
+ * The products' working memory grows to the largest product run and is kept.
+ * Two buffers depend on the number of cached positions T rather than on the
+ * rows and grow on demand (checked, geometric, kept): the expanded prefill's
+ * K/V rows and the decoded cache rows it reads for a quantized tier (and an
+ * MTP verify, which takes that form). The absorbed decode never touches them.
  *
  * A run_bufs is used by one forward at a time (not thread-safe); sessions own
  * one each. */
@@ -52,7 +54,7 @@ struct run_bufs {
     float *exp_kvb;  size_t exp_kvb_cap;    /* kv_b in f32 when there is no copy (see mla.c) */
     struct indexer_bufs *dsa;   /* DSA indexer activations and selection (NULL without DSA) */
     /* the products' working memory (quant/qtensor.h): grows to the largest
-     * product run, then is reused; in `bytes` only as far as reserved here */
+     * product run, then is reused; fwd_state_bytes counts it, `bytes` not */
     struct quant_scratch qs;
     size_t bytes;               /* allocated so far */
 };

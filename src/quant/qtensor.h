@@ -107,7 +107,8 @@ void quant_qtensor_free(struct qtensor *W);
  * that needs more than it holds grows it (by half at least) and keeps it, so
  * a caller that has run its largest product once allocates nothing more: the
  * forward keeps one in its run buffers (model/runstate.h). Used by one
- * product at a time. */
+ * product at a time: threads that multiply at once (see Threads above) pass
+ * one each, or NULL. */
 struct quant_scratch {
     void *buf;                  /* 64-byte aligned */
     size_t cap;                 /* bytes */
