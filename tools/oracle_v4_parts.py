@@ -133,7 +133,11 @@ def hyper_fixture():
     t, meta, notes = {}, {}, {}
     T = 5
     for n in (2, 4):
-        cfg = config(hc_mult=n)
+        # 4 streams at V4's hc_eps; 2 streams at an eps large enough that its
+        # every use (pre, comb, each Sinkhorn sum) shows in f32
+        eps = 1e-6 if n == 4 else 0.05
+        cfg = config(hc_mult=n, hc_eps=eps)
+        meta[f"hc{n}_eps"] = repr(eps)
         g = gen(100 + n)
         hc = mv4.DeepseekV4HyperConnection(cfg)
         D = cfg.hidden_size
@@ -163,6 +167,12 @@ def hyper_fixture():
         notes[f"hc{n}: max|comb row sum - 1| at 20 iters"] = float((comb.sum(-1) - 1).abs().max())
         notes[f"hc{n}: max|collapsed - collapsed(base 0)|"] = maxdiff(collapsed, collb)
         notes[f"hc{n}: max|post - post(base 0)|"] = maxdiff(post, postb)
+        with torch.no_grad():
+            hce = mv4.DeepseekV4HyperConnection(cfg)
+            hce.load_state_dict(hc.state_dict())
+            hce.hc_eps = 0.0
+            _, combe, colle = hce(x.unsqueeze(0))
+        notes[f"hc{n} (hc_eps {eps:g}): max|comb - comb(hc_eps 0)|"] = maxdiff(comb, combe)
 
         head = mv4.DeepseekV4HyperHead(cfg)
         with torch.no_grad():
@@ -175,7 +185,7 @@ def hyper_fixture():
         t.update({p + "fn": head.hc_fn, p + "base": head.hc_base, p + "scale": head.hc_scale, p + "out": hout[0]})
         notes[f"head{n}: max|out - plain stream sum|"] = maxdiff(hout[0], plain)
     cfg = config()
-    meta.update(T=T, hidden=cfg.hidden_size, sinkhorn_iters=cfg.hc_sinkhorn_iters, hc_eps=repr(cfg.hc_eps),
+    meta.update(T=T, hidden=cfg.hidden_size, sinkhorn_iters=cfg.hc_sinkhorn_iters,
                 norm_eps=repr(cfg.rms_norm_eps))
     write("hyper.safetensors", t, meta, notes)
 
@@ -218,6 +228,9 @@ def router_fixture():
         hl, hw, hidx = h(x, ids)
     t.update({"hash.logits": hl, "hash.tid2eid": h.tid2eid, "hash.ids": ids.to(torch.int64),
               "hash.idx": hidx.to(torch.int64), "hash.weight": hw})
+    # the score function alone over softplus' threshold (20) and beyond exp's f32 range
+    v = torch.tensor([-30.0, -5.0, 0.0, 5.0, 19.5, 20.5, 50.0, 100.0])
+    t["sqrtsoftplus.in"], t["sqrtsoftplus.out"] = v, mv4.ACT2FN["sqrtsoftplus"](v)
     write("router.safetensors", t, dict(T=T, experts=E, k=K, vocab=cfg.vocab_size,
                                         routed_scaling=repr(cfg.routed_scaling_factor)), notes)
 

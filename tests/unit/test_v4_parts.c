@@ -101,13 +101,15 @@ static void test_hyper(void)
 #undef T_
         if (x && y && fn && base && scale && post_r && comb_r && coll_r && out_r && hfn && hbase && hscale && hout_r) {
             struct hyper_conn hc = { .n = n, .hidden = D, .sinkhorn_iters = (int)meta_num(&s, "sinkhorn_iters"),
-                                     .hc_eps = (float)meta_num(&s, "hc_eps"),
+                                     .hc_eps = 0,
                                      .norm_eps = (float)meta_num(&s, "norm_eps"), .fn = fn, .base = base,
                                      .scale = scale };
             float *post = malloc(sizeof(float) * T * n), *comb = malloc(sizeof(float) * T * n * n);
             float *coll = malloc(sizeof(float) * T * D), *out = malloc(sizeof(float) * T * n * D);
             struct colibri_err err = {0};
             char what[64];
+            snprintf(what, sizeof what, "hc%d_eps", n);
+            hc.hc_eps = (float)meta_num(&s, what);
             CHECK(model_hyper_pre(&hc, T, x, coll, post, comb, &err) == 0, "%s", err.msg);
             snprintf(what, sizeof what, "hyper %d streams: post", n);
             near(what, post, post_r, (size_t)T * n);
@@ -177,6 +179,10 @@ static void test_routers(void)
             }
         }
         printf("     routers: %d tokens, top-%d of %d, exact choices\n", T, K, E);
+        float *sin_ = f32(&s, "sqrtsoftplus.in", 8), *sout = f32(&s, "sqrtsoftplus.out", 8);
+        if (sin_ && sout)
+            for (int i = 0; i < 8; i++) CHECK_NEAR(model_router_v4_sqrtsoftplus(sin_[i]), sout[i], TOL);
+        free(sin_); free(sout);
         int32_t idx[ROUTER_V4_MAX_K];
         float w[ROUTER_V4_MAX_K];
         CHECK(model_router_v4_hash(hlogits, E, tid2eid, V, K, V, scaling, idx, w, &err) == COLIBRI_ERANGE &&
