@@ -378,6 +378,46 @@ def compress_fixture():
     write("compress.safetensors", t, meta, notes)
 
 
+# ---------------------------------------------------------------- rope frequencies
+
+def rope_fixture():
+    """DeepseekV4RotaryEmbedding's two ropes for three configs: the tiny one of
+    these fixtures, V4-Flash's (qk_rope_head_dim 64, compress yarn factor 16
+    over 65536), and a nested rope_parameters whose yarn compress rope has no
+    attention_factor (so yarn's mscale formula gives the scaling)."""
+    yarn16 = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536,
+              "beta_fast": 32, "beta_slow": 1}
+    cases = {
+        "tiny": config(),
+        "flash": DeepseekV4Config(num_hidden_layers=2, rope_parameters=dict(yarn16)),
+        "nested": DeepseekV4Config(num_hidden_layers=2, rope_parameters={
+            "main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.125},
+            "compress": dict(yarn16, rope_theta=160000.0, partial_rotary_factor=0.125, mscale=1.0,
+                             mscale_all_dim=0.5)}),
+    }
+    t, meta, notes = {}, {}, {}
+    for name, cfg in cases.items():
+        rot = mv4.DeepseekV4RotaryEmbedding(cfg)
+        for kind in ("main", "compress"):
+            rp = cfg.rope_parameters[kind]
+            p = f"{name}.{kind}."
+            t[p + "inv_freq"] = getattr(rot, f"{kind}_inv_freq")
+            t[p + "scale"] = torch.tensor([float(getattr(rot, f"{kind}_attention_scaling"))])
+            meta[p + "theta"] = repr(float(rp["rope_theta"]))
+            meta[p + "dr"] = cfg.qk_rope_head_dim
+            meta[p + "yarn"] = int(rp["rope_type"] == "yarn")
+            for k in ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+                      "mscale", "mscale_all_dim"):
+                if k in rp and rp[k] is not None:
+                    meta[p + k] = repr(float(rp[k]))
+        notes[f"{name}: compress scaling"] = float(rot.compress_attention_scaling)
+        plain = 1.0 / (float(cfg.rope_parameters["compress"]["rope_theta"]) **
+                       (torch.arange(0, cfg.qk_rope_head_dim, 2).float() / cfg.qk_rope_head_dim))
+        notes[f"{name}: max ratio default / compress inv_freq at compress theta"] = float(
+            (plain / rot.compress_inv_freq).max())
+    write("rope.safetensors", t, meta, notes)
+
+
 # ---------------------------------------------------------------- attention core
 
 ATTN_TYPES = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
@@ -468,6 +508,7 @@ if __name__ == "__main__":
     hyper_fixture()
     router_fixture()
     swiglu_fixture()
+    rope_fixture()
     compress_fixture()
     attention_fixture()
     write_notes()

@@ -238,6 +238,44 @@ static void test_swiglu(void)
     st_close(&s);
 }
 
+/* The main and compress ropes' frequencies and scaling of three configs
+ * (tiny, V4-Flash, a yarn rope scaled by mscale) against
+ * DeepseekV4RotaryEmbedding's buffers. */
+static void test_rope_freqs(void)
+{
+    struct st_set s;
+    if (open_fixture(DIR "rope.safetensors", &s)) return;
+    const char *cases[] = { "tiny.main", "tiny.compress", "flash.main", "flash.compress", "nested.main",
+                            "nested.compress" };
+    for (int c = 0; c < 6; c++) {
+        char k[96];
+#define M_(field) (snprintf(k, sizeof k, "%s." field, cases[c]), st_tensor_meta(&s, &s.tensors[0], k))
+#define N_(field) (M_(field) ? atof(M_(field)) : 0.0)
+        struct v4_rope_params p = { .theta = N_("theta"), .dr = (int)N_("dr"), .yarn = (int)N_("yarn"),
+                                    .factor = N_("factor"), .original_max_pos = N_("original_max_position_embeddings"),
+                                    .beta_fast = N_("beta_fast"), .beta_slow = N_("beta_slow"),
+                                    .has_attention_factor = M_("attention_factor") != NULL,
+                                    .attention_factor = N_("attention_factor"), .mscale = N_("mscale"),
+                                    .mscale_all_dim = N_("mscale_all_dim") };
+#undef N_
+#undef M_
+        snprintf(k, sizeof k, "%s.inv_freq", cases[c]);
+        float *want = f32(&s, k, p.dr / 2);
+        snprintf(k, sizeof k, "%s.scale", cases[c]);
+        float *want_scale = f32(&s, k, 1);
+        float inv[V4_ROPE_MAX_PAIRS], scale = 0;
+        struct colibri_err err = {0};
+        if (want && want_scale) {
+            CHECK(model_v4_rope_freqs(&p, inv, &scale, &err) == 0, "%s: %s", cases[c], err.msg);
+            snprintf(k, sizeof k, "rope %s (%d dims%s)", cases[c], p.dr, p.yarn ? ", yarn" : "");
+            near(k, inv, want, (size_t)p.dr / 2);
+            CHECK_NEAR(scale, want_scale[0], TOL);
+        }
+        free(want); free(want_scale);
+    }
+    st_close(&s);
+}
+
 /* One compressor from its fixture tensors <p>.kv_proj/.gate_proj/
  * .position_bias/.kv_norm: the bulk entries against `ref`, and the
  * incremental ones (one token at a time) against `ref_inc` (transformers'
@@ -396,6 +434,7 @@ int main(void)
     RUN_TEST(test_hyper);
     RUN_TEST(test_routers);
     RUN_TEST(test_swiglu);
+    RUN_TEST(test_rope_freqs);
     RUN_TEST(test_compress_indexer);
     RUN_TEST(test_attention);
     return CHECK_SUMMARY();
