@@ -423,6 +423,25 @@ def rope_fixture():
 ATTN_TYPES = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
 
 
+def decode_through_cache(at, kind, x, rot):
+    """The attention's output with transformers' cache: 10 tokens, then one at a
+    time (a one-layer config of this kind, so the mask reads this layer's cache)."""
+    from transformers.cache_utils import DynamicCache
+    from transformers.masking_utils import create_sliding_window_causal_mask
+    cfg1 = config(num_hidden_layers=1, layer_types=[kind], mlp_layer_types=["moe"])
+    m1 = mv4.DeepseekV4Attention(cfg1, 0)
+    m1.load_state_dict(at.state_dict())
+    cache, T, outs = DynamicCache(config=cfg1), x.shape[1], []
+    with torch.no_grad():
+        for a, b in [(0, 10)] + [(i, i + 1) for i in range(10, T)]:
+            p = torch.arange(a, b).unsqueeze(0)
+            pe = {k: rot(x, position_ids=p, layer_type=k) for k in ("main", "compress")}
+            mask = create_sliding_window_causal_mask(config=cfg1, inputs_embeds=x[:, a:b], attention_mask=None,
+                                                     past_key_values=cache, position_ids=p)
+            outs.append(m1(x[:, a:b], pe, p, mask, cache)[0])
+    return torch.cat(outs, dim=1)
+
+
 def attention_fixture():
     cfg = config(num_hidden_layers=3, layer_types=ATTN_TYPES, mlp_layer_types=["moe"] * 3)
     g = gen(400)
@@ -471,12 +490,15 @@ def attention_fixture():
             out_full, _ = at(x, pe, pos, full, None)
         for h in hooks:
             h.remove()
+        dec = decode_through_cache(at, kind, x, rot)
+        assert maxdiff(dec, out) < 1e-4
         p = f"{kind}."
         kind_rope = "main" if kind == "sliding_attention" else "compress"
         t.update({p + "q": cap["q"][0], p + "kv": cap["kv"][0], p + "kv_norm": at.kv_norm.weight,
                   p + "sinks": at.sinks, p + "o_a": at.o_a_proj.weight, p + "o_b": at.o_b_proj.weight,
                   p + "out": out[0], p + "inv_freq": getattr(rot, f"{kind_rope}_inv_freq"),
                   p + "rope_scale": torch.tensor([float(getattr(rot, f"{kind_rope}_attention_scaling"))])})
+        notes[p + "max|decode through HF's cache (10 tokens, then 1 by 1) - out|"] = maxdiff(dec, out)
         notes[p + "max|out - out(sinks zeroed)|"] = maxdiff(out, out_sink0)
         notes[p + "max|out - out(no sink slot)|"] = maxdiff(out, out_nosink)
         notes[p + "max|out - out(window 64 >= T)|"] = maxdiff(out, out_full)
