@@ -470,6 +470,7 @@ def attention_fixture():
                     prm.copy_(randn(g, *prm.shape, std=0.3))
         cap = {}
         hooks = [at.q_b_proj.register_forward_hook(lambda m, a, o: cap.__setitem__("q", o.detach().clone())),
+                 at.q_a_norm.register_forward_hook(lambda m, a, o: cap.__setitem__("q_res", o.detach().clone())),
                  at.kv_proj.register_forward_hook(lambda m, a, o: cap.__setitem__("kv", o.detach().clone()))]
         if at.compressor is not None:
             hooks.append(at.compressor.register_forward_hook(
@@ -504,6 +505,16 @@ def attention_fixture():
         notes[p + "max|out - out(window 64 >= T)|"] = maxdiff(out, out_full)
         if "comp" in cap:
             ckv, cb = cap["comp"]
+            # the compressor's (and indexer's) weights, for the chained check
+            cm = at.compressor
+            t.update({p + "c.kv_proj": cm.kv_proj.weight, p + "c.gate_proj": cm.gate_proj.weight,
+                      p + "c.position_bias": cm.position_bias, p + "c.kv_norm": cm.kv_norm.weight})
+            t[p + "q_residual"] = cap["q_res"][0]
+            if kind == "compressed_sparse_attention":
+                ix = cm.indexer
+                t.update({p + "ix.kv_proj": ix.kv_proj.weight, p + "ix.gate_proj": ix.gate_proj.weight,
+                          p + "ix.position_bias": ix.position_bias, p + "ix.kv_norm": ix.kv_norm.weight,
+                          p + "ix.q_b_proj": ix.q_b_proj.weight, p + "ix.weights_proj": ix.scorer.weights_proj.weight})
             t[p + "entries"] = ckv[0, 0]
             t[p + "visible"] = torch.isfinite(cb[0, 0]).to(torch.int64)
             with torch.no_grad():
@@ -521,7 +532,9 @@ def attention_fixture():
                 notes[p + "max|out - out(every visible entry, no indexer top-k)|"] = maxdiff(out, out_all)
     meta = dict(T=T, hidden=D, heads=cfg.num_attention_heads, head_dim=cfg.head_dim, window=cfg.sliding_window,
                 o_groups=cfg.o_groups, o_lora_rank=cfg.o_lora_rank, rope_dims=cfg.qk_rope_head_dim,
-                norm_eps=repr(cfg.rms_norm_eps), csa_ratio=cfg.compress_rates["compressed_sparse_attention"],
+                norm_eps=repr(cfg.rms_norm_eps), q_lora_rank=cfg.q_lora_rank, index_n_heads=cfg.index_n_heads,
+                index_head_dim=cfg.index_head_dim, index_topk=cfg.index_topk,
+                csa_ratio=cfg.compress_rates["compressed_sparse_attention"],
                 hca_ratio=cfg.compress_rates["heavily_compressed_attention"])
     write("attention.safetensors", t, meta, notes)
 

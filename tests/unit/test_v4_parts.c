@@ -3,9 +3,13 @@
  * tests/oracle/v4_parts/, their notes say how much each feature moves the
  * output): hyper-connections with 2 and 4 streams and the hyper head
  * (model/hyper.h), the sqrtsoftplus top-k and hash routers
- * (model/router_v4.h), the HCA and CSA compressors in bulk and one token at
- * a time (model/v4_compress.h), the lightning indexer's scores and top-k
- * (model/v4_indexer.h), and the attention core (model/v4_attn.h).
+ * (model/router_v4.h), the routed experts' clipped SwiGLU
+ * (model/v4_swiglu.h), the two ropes' frequencies (model/v4_rope.h), the HCA
+ * and CSA compressors in bulk and one token at a time (model/v4_compress.h),
+ * the lightning indexer's scores and top-k (model/v4_indexer.h), and the
+ * attention core (model/v4_attn.h) of sliding, CSA and HCA layers, the last
+ * two also chained: entries and selection made by the C compressor and
+ * indexer from the layer's input.
  *
  * Tolerance: f32 here against torch's f32, |a - b| <= TOL * max(1, |b|)
  * with TOL 1e-5 (the parts land within ~2e-6; f32 sums of ~100 terms in
@@ -291,7 +295,8 @@ static void check_compressor(const struct st_set *s, const char *p, int ratio, i
 #undef P_
     float *want = f32(s, ref, (int64_t)n * hd), *want_inc = ref_inc ? f32(s, ref_inc, (int64_t)n * hd) : NULL;
     if (wkv && wg && pb && nw && want && (want_inc || !ref_inc)) {
-        struct v4_compressor c = { .ratio = ratio, .head_dim = hd, .overlap = overlap, .norm_eps = 1e-6f,
+        struct v4_compressor c = { .ratio = ratio, .head_dim = hd, .overlap = overlap,
+                                   .norm_eps = (float)meta_num(s, "norm_eps"),
                                    .position_bias = pb, .norm_w = nw, .rope = *rope };
         float *kv = proj(wkv, W, D, x, T), *gate = proj(wg, W, D, x, T);
         float *bulk = malloc(sizeof(float) * n * hd), *inc = malloc(sizeof(float) * n * hd);
@@ -375,6 +380,91 @@ static void test_compress_indexer(void)
     st_close(&s);
 }
 
+/* y [T][D]: each query t of a layer through the core and the output
+ * projection, q and kv prepared, seeing compressed entries
+ * sel[t * max_sel ..][0 .. n_sel[t]). */
+static void attend_layer(const struct v4_attn *a, int T, const float *q, const float *kv, const float *ent,
+                         const int32_t *sel, const int *n_sel, int max_sel, int G, int R, int D, const float *oa,
+                         const float *ob, float *y)
+{
+    const int H = a->n_heads, hd = a->head_dim;
+    float *o = malloc(sizeof(float) * H * hd), *mid = malloc(sizeof(float) * G * R);
+    float *scr = malloc(sizeof(float) * (a->window + max_sel + 1));
+    struct colibri_err err = {0};
+    for (int t = 0; t < T; t++) {
+        int n_win = t + 1 < a->window ? t + 1 : a->window;
+        CHECK(model_v4_attn_query(a, t, q + (size_t)t * H * hd, kv + (size_t)(t - n_win + 1) * hd, n_win, ent,
+                                  sel + (size_t)t * max_sel, n_sel[t], o, scr, &err) == 0, "%s", err.msg);
+        CHECK(model_v4_attn_out_proj(H * hd, G, R, D, oa, ob, o, mid, y + (size_t)t * D, &err) == 0, "%s",
+              err.msg);
+    }
+    free(o); free(mid); free(scr);
+}
+
+/* The compressed entries and each query's selection from the C parts alone:
+ * the layer's compressor over x, and for CSA its indexer (keys from its own
+ * compressor, queries from q_residual), for HCA every visible entry. 0 when
+ * a tensor is missing (a CHECK has failed). */
+static int chain_selection(const struct st_set *s, const char *kind, int csa, int ratio, int T, int D,
+                           const float *x, const struct v4_rope *rope, float *ent, int32_t *sel, int *n_sel,
+                           int max_sel)
+{
+    char nm[128];
+    const int hd = (int)meta_num(s, "head_dim"), ne = T / ratio, W = csa ? 2 * hd : hd;
+    const int ql = (int)meta_num(s, "q_lora_rank"), H = (int)meta_num(s, "index_n_heads");
+    const int ihd = (int)meta_num(s, "index_head_dim"), topk = (int)meta_num(s, "index_topk");
+    struct colibri_err err = {0};
+#define K_(suffix, cnt) (snprintf(nm, sizeof nm, "%s." suffix, kind), f32(s, nm, cnt))
+    float *wkv = K_("c.kv_proj", (int64_t)W * D), *wg = K_("c.gate_proj", (int64_t)W * D);
+    float *pb = K_("c.position_bias", (int64_t)ratio * W), *nw = K_("c.kv_norm", hd);
+    int ok = wkv && wg && pb && nw;
+    if (ok) {
+        struct v4_compressor c = { .ratio = ratio, .head_dim = hd, .overlap = csa,
+                                   .norm_eps = (float)meta_num(s, "norm_eps"),
+                                   .position_bias = pb, .norm_w = nw, .rope = *rope };
+        float *kv = proj(wkv, W, D, x, T), *gate = proj(wg, W, D, x, T);
+        CHECK(model_v4_compress_bulk(&c, T, kv, gate, ent, &err) == 0, "%s", err.msg);
+        free(kv); free(gate);
+    }
+    if (ok && !csa)
+        for (int t = 0; t < T; t++) {
+            n_sel[t] = model_v4_compress_visible(t, ratio);
+            for (int i = 0; i < n_sel[t]; i++) sel[t * max_sel + i] = i;
+        }
+    if (ok && csa) {
+        float *iwkv = K_("ix.kv_proj", (int64_t)2 * ihd * D), *iwg = K_("ix.gate_proj", (int64_t)2 * ihd * D);
+        float *ipb = K_("ix.position_bias", (int64_t)ratio * 2 * ihd), *inw = K_("ix.kv_norm", ihd);
+        float *wq = K_("ix.q_b_proj", (int64_t)H * ihd * ql), *ww = K_("ix.weights_proj", (int64_t)H * D);
+        float *qres = K_("q_residual", (int64_t)T * ql);
+        ok = iwkv && iwg && ipb && inw && wq && ww && qres;
+        if (ok) {
+            struct v4_compressor c = { .ratio = ratio, .head_dim = ihd, .overlap = 1,
+                                       .norm_eps = (float)meta_num(s, "norm_eps"),
+                                       .position_bias = ipb, .norm_w = inw, .rope = *rope };
+            struct v4_indexer ix = { .n_heads = H, .head_dim = ihd, .topk = topk, .ratio = ratio, .rope = *rope };
+            float *kv = proj(iwkv, 2 * ihd, D, x, T), *gate = proj(iwg, 2 * ihd, D, x, T);
+            float *keys = malloc(sizeof(float) * ne * ihd), *q = proj(wq, H * ihd, ql, qres, T);
+            float *w = proj(ww, H, D, x, T), *qrot = malloc(sizeof(float) * H * ihd);
+            float *sc = malloc(sizeof(float) * ne);
+            CHECK(model_v4_compress_bulk(&c, T, kv, gate, keys, &err) == 0, "%s", err.msg);
+            for (int t = 0; t < T; t++) {
+                CHECK(model_v4_indexer_scores(&ix, t, q + (size_t)t * H * ihd, w + (size_t)t * H, keys, ne, qrot, sc,
+                                              &err) == 0, "%s", err.msg);
+                CHECK(topk <= max_sel && model_v4_indexer_select(&ix, t, sc, ne, sel + (size_t)t * max_sel,
+                                                                 &n_sel[t], &err) == 0, "%s", err.msg);
+            }
+            free(kv); free(gate); free(keys); free(q); free(w); free(qrot); free(sc);
+        }
+        free(iwkv); free(iwg); free(ipb); free(inw); free(wq); free(ww); free(qres);
+    }
+#undef K_
+    free(wkv); free(wg); free(pb); free(nw);
+    return ok;
+}
+
+/* Each layer kind's attention: the core from transformers' q, kv, entries
+ * and selection; then for CSA and HCA the same with the entries and the
+ * selection made by the C compressor and indexer from x. */
 static void test_attention(void)
 {
     struct st_set s;
@@ -386,9 +476,10 @@ static void test_attention(void)
     const float eps = (float)meta_num(&s, "norm_eps");
     const char *kinds[] = { "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention" };
     const int ratios[] = { 0, (int)meta_num(&s, "csa_ratio"), (int)meta_num(&s, "hca_ratio") };
-    for (int k = 0; k < 3; k++) {
+    float *x = f32(&s, "x", (int64_t)T * D);
+    for (int k = 0; k < 3 && x; k++) {
         char nm[96];
-        const int ne = ratios[k] ? T / ratios[k] : 0;
+        const int ne = ratios[k] ? T / ratios[k] : 0, max_sel = ne ? ne : 1;
 #define K_(suffix, cnt) (snprintf(nm, sizeof nm, "%s." suffix, kinds[k]), f32(&s, nm, cnt))
         float *q = K_("q", (int64_t)T * H * hd), *kv = K_("kv", (int64_t)T * hd), *nw = K_("kv_norm", hd);
         float *sinks = K_("sinks", H), *oa = K_("o_a", (int64_t)G * R * (H * hd / G));
@@ -398,34 +489,33 @@ static void test_attention(void)
 #undef K_
         snprintf(nm, sizeof nm, "%s.visible", kinds[k]);
         int64_t *vis = ne ? i64(&s, nm, (int64_t)T * ne) : NULL;
+        int32_t *sel = calloc((size_t)T * max_sel, sizeof(int32_t));
+        int *n_sel = calloc((size_t)T, sizeof(int));
+        float *y = malloc(sizeof(float) * T * D), *ent_c = malloc(sizeof(float) * max_sel * hd);
         if (q && kv && nw && sinks && oa && ob && want && inv && rsc && (!ne || (ent && vis))) {
             struct v4_attn a = { .n_heads = H, .head_dim = hd, .window = win, .norm_eps = eps, .sinks = sinks,
                                  .kv_norm_w = nw, .rope = { .dr = dr, .inv_freq = inv, .scale = rsc[0] } };
             struct colibri_err err = {0};
-            float *o = malloc(sizeof(float) * H * hd), *mid = malloc(sizeof(float) * G * R);
-            float *scr = malloc(sizeof(float) * (win + ne + 1)), *y = malloc(sizeof(float) * T * D);
-            for (int t = 0; t < T; t++)
-                CHECK(model_v4_attn_prep_kv(&a, t, kv + (size_t)t * hd, &err) == 0, "%s", err.msg);
             for (int t = 0; t < T; t++) {
-                float *qt = q + (size_t)t * H * hd;
-                CHECK(model_v4_attn_prep_q(&a, t, qt, &err) == 0, "%s", err.msg);
-                int n_win = t + 1 < win ? t + 1 : win, n_sel = 0;
-                int32_t sel[64];
+                CHECK(model_v4_attn_prep_kv(&a, t, kv + (size_t)t * hd, &err) == 0, "%s", err.msg);
+                CHECK(model_v4_attn_prep_q(&a, t, q + (size_t)t * H * hd, &err) == 0, "%s", err.msg);
                 for (int e = 0; e < ne; e++)
-                    if (vis[t * ne + e]) sel[n_sel++] = e;
-                CHECK(model_v4_attn_query(&a, t, qt, kv + (size_t)(t - n_win + 1) * hd, n_win, ent, sel, n_sel, o, scr,
-                                    &err) == 0, "%s", err.msg);
-                CHECK(model_v4_attn_out_proj(H * hd, G, R, D, oa, ob, o, mid, y + (size_t)t * D, &err) == 0, "%s",
-                      err.msg);
+                    if (vis[t * ne + e]) sel[t * max_sel + n_sel[t]++] = e;
             }
+            attend_layer(&a, T, q, kv, ent, sel, n_sel, max_sel, G, R, D, oa, ob, y);
             char what[96];
             snprintf(what, sizeof what, "attention %s", kinds[k]);
             near(what, y, want, (size_t)T * D);
-            free(o); free(mid); free(scr); free(y);
+            if (ne && chain_selection(&s, kinds[k], k == 1, ratios[k], T, D, x, &a.rope, ent_c, sel, n_sel, max_sel)) {
+                attend_layer(&a, T, q, kv, ent_c, sel, n_sel, max_sel, G, R, D, oa, ob, y);
+                snprintf(what, sizeof what, "  the same from C %s", k == 1 ? "compressor + indexer" : "compressor");
+                near(what, y, want, (size_t)T * D);
+            }
         }
         free(q); free(kv); free(nw); free(sinks); free(oa); free(ob); free(want); free(inv); free(rsc); free(ent);
-        free(vis);
+        free(vis); free(sel); free(n_sel); free(y); free(ent_c);
     }
+    free(x);
     st_close(&s);
 }
 
