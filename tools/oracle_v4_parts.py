@@ -19,12 +19,19 @@
 #                         through transformers' own cache in chunks (prefill
 #                         then one token at a time), whose running entries
 #                         must equal the stateless ones.
-#   attention.safetensors DeepseekV4Attention's core over given q / kv /
-#                         compressed entries (see attention_fixture).
+#   swiglu.safetensors    DeepseekV4Experts (routed experts, clipped SwiGLU).
+#   rope.safetensors      DeepseekV4RotaryEmbedding's main and compress
+#                         frequencies and scaling for three configs.
+#   attention.safetensors DeepseekV4Attention of a sliding, a CSA and an HCA
+#                         layer: its q_b_proj / kv_proj outputs, compressed
+#                         entries and selection, the compressor and indexer
+#                         weights, and its output; each layer is also run
+#                         through transformers' cache token by token, which
+#                         must match the stateless prefill (asserted).
 #
-# Every fixture notes in its metadata ("notes") by how much each feature moves
-# the output (the output with the feature switched off against with it on),
-# so a fixture shows the feature matters. Run: /work/venv-tf/bin/python
+# Every fixture notes in its metadata ("notes"), and NOTES.md for all of them,
+# by how much each feature moves the output (the output with the feature
+# switched off against with it on), so a fixture shows the feature matters. Run: /work/venv-tf/bin/python
 # tools/oracle_v4_parts.py [outdir]. The shared expert's clipping (transformers
 # clips DeepseekV4MLP, DeepSeek's inference code does not) is not exercised.
 
