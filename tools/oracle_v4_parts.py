@@ -2,7 +2,7 @@
 # oracle_v4_parts.py -- fixtures for DeepSeek-V4's self-contained parts, each
 # transformers module run alone (transformers 5.18.0, models/deepseek_v4/,
 # float32, CPU, one thread, fixed seeds, random weights) and written to
-# tests/oracle/v4_parts/<part>.safetensors (inputs, weights, outputs; the
+# tests/parts/v4/<part>.safetensors (inputs, weights, outputs; the
 # scalars the C side needs in the file's __metadata__). Checked by
 # tests/unit/test_v4_parts.c.
 #
@@ -48,7 +48,7 @@ from transformers.models.deepseek_v4.configuration_deepseek_v4 import DeepseekV4
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "oracle", "v4_parts")
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "parts", "v4")
 
 
 def versions():

@@ -1,6 +1,6 @@
 /* test_v4_parts.c - DeepSeek-V4's standalone parts against transformers
  * 5.18.0, module by module (fixtures by tools/oracle_v4_parts.py under
- * tests/oracle/v4_parts/, their notes say how much each feature moves the
+ * tests/parts/v4/, their notes say how much each feature moves the
  * output): hyper-connections with 2 and 4 streams and the hyper head
  * (model/hyper.h), the sqrtsoftplus top-k and hash routers
  * (model/router_v4.h), the routed experts' clipped SwiGLU
@@ -29,7 +29,7 @@
 #include "model/v4_indexer.h"
 #include "model/v4_swiglu.h"
 
-#define DIR "tests/oracle/v4_parts/"
+#define DIR "tests/parts/v4/"
 #define TOL 1e-5
 
 /* A copy (aligned) of an f32 tensor that must hold `numel` values, or NULL
