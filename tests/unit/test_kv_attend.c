@@ -314,22 +314,26 @@ static void test_int8_consumer(void)
         }
         /* sharp softmax: the int8 query's logit error is scaled up 8x */
         double sharp = run_case(t, KV_ROPE_DEFAULT, (struct shape){2000, 16, 128, 32}, 8.0f);
-        const int approx = have && kv_tier_row_bytes(t, 128) && (t == KV_TIER_FP8 || t == KV_TIER_INT8R ||
-                           t == KV_TIER_Q4_0 || t == KV_TIER_TQ4 || t == KV_TIER_TQ3 || t == KV_TIER_TQ2);
+        const int int8_tier = kv_tier_row_bytes(t, 128) && (t == KV_TIER_FP8 || t == KV_TIER_INT8R ||
+                              t == KV_TIER_Q4_0 || t == KV_TIER_TQ4 || t == KV_TIER_TQ3 || t == KV_TIER_TQ2);
+        const int approx = have && int8_tier;
         printf("  %-7s int8 consumer vs decode-then-attend: max rel err %.3g (sharp softmax %.3g); "
                "vs the same with the int8 query: %.3g\n", kv_tier_name(t), worst, sharp, int8_vs_ref8);
         CHECK(worst <= (approx ? 5e-2 : 1e-5), "%s int8 consumer rel err %.3g", kv_tier_name(t), worst);
         CHECK(sharp <= (approx ? 0.3 : 1e-5), "%s int8 consumer, sharp softmax: rel err %.3g",
               kv_tier_name(t), sharp);
         /* fp8's int16 codes round each value to 1/2046 of the row's range,
-         * which the query-only reference does not model (T = 1 shows 5e-4) */
-        CHECK(int8_vs_ref8 <= (!approx ? 1e-5 : t == KV_TIER_FP8 ? 1e-2 : 1e-3),
-              "%s int8 consumer vs int8-query reference %.3g", kv_tier_name(t), int8_vs_ref8);
+         * which the query-only reference does not model (T = 1 shows 5e-4).
+         * Without VNNI an int8 tier runs the exact consumer (worst above
+         * holds it to 1e-5), so the int8-query reference does not apply. */
+        if (approx || !int8_tier)
+            CHECK(int8_vs_ref8 <= (!approx ? 1e-5 : t == KV_TIER_FP8 ? 1e-2 : 1e-3),
+                  "%s int8 consumer vs int8-query reference %.3g", kv_tier_name(t), int8_vs_ref8);
     }
     for (int p = 0; p < KV_ROPE_COUNT; p++) {
         int8_vs_ref8 = 0;
         double e = run_case(KV_TIER_Q4_0, p, (struct shape){300, 16, 128, 32}, 1.0f);
-        CHECK(e <= (have ? 8e-2 : 1e-5) && int8_vs_ref8 <= (have ? 1e-3 : 1e-5),
+        CHECK(e <= (have ? 8e-2 : 1e-5) && (!have || int8_vs_ref8 <= 1e-3),
               "q4_0 int8 consumer with rope %s: %.3g / %.3g", kv_rope_name(p), e, int8_vs_ref8);
     }
     use_int8 = KV_INT8_OFF;
