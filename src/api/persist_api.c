@@ -55,7 +55,7 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     colibri_kv_file *kf = calloc(1, sizeof *kf);
     if (!kf) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     struct kv_file_report rep;
-    rc = kv_file_open(kv_io_posix(), path, &want, s->st.kv, s->tokens, s->st.n_ctx, &rep, &kf->f, err);
+    rc = kv_file_open(io_fs_posix(), path, &want, s->st.kv, s->tokens, s->st.n_ctx, &rep, &kf->f, err);
     if (rc) {
         free(kf);
         return rc;
@@ -105,7 +105,7 @@ int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, stru
 {
     if (!path || !st) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_stat: path and st are required");
     struct kv_file_verify v;
-    int rc = kv_file_verify(kv_io_posix(), path, &v, err);
+    int rc = kv_file_verify(io_fs_posix(), path, &v, err);
     if (rc) return rc;
     const struct kv_file_hdr *h = &v.hdr;
     memset(st, 0, sizeof *st);

@@ -26,7 +26,7 @@
 #define KV_BATCH_BYTES (4u << 20)   /* records are read and written in batches of about this */
 
 struct kv_file {
-    const struct kv_io *io;
+    const struct io_fs *io;
     void *fh;
     char *path;
     struct kv_file_hdr hdr;     /* the file on disk */
@@ -46,7 +46,7 @@ struct kv_file {
 
 static int io_err(struct colibri_err *err, int rc, const char *what, const char *path)
 {
-    return base_err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, strerror(-rc));
+    return base_err_set(err, COLIBRI_EIO, "kv file %s: %s: %s", path, what, io_strerror(rc));
 }
 
 /* ---------------------------------------------------------- count slots */
@@ -72,7 +72,7 @@ static uint64_t slot_off(int slot) { return slot ? KV_FILE_SLOT_B : KV_FILE_SLOT
 
 /* The published count: the valid slot with the larger seq. EFORMAT when
  * neither is valid (a state no crash produces: the file is refused). */
-static int read_slots(const struct kv_io *io, void *fh, const char *path, uint64_t salt, uint64_t *seq,
+static int read_slots(const struct io_fs *io, void *fh, const char *path, uint64_t salt, uint64_t *seq,
                       uint64_t *count, int *slot, struct colibri_err *err)
 {
     uint64_t s[2] = { 0, 0 }, c[2] = { 0, 0 };
@@ -147,7 +147,7 @@ static uint64_t batch_records(const struct kv_file_hdr *h)
 }
 
 /* Writes records [from, to) of cache + tokens; sums[i] gets each checksum. */
-static int write_records(const struct kv_io *io, void *fh, const char *path, const struct kv_file_hdr *h,
+static int write_records(const struct io_fs *io, void *fh, const char *path, const struct kv_file_hdr *h,
                          const struct kv_cache *c, const int32_t *tokens, uint64_t from, uint64_t to,
                          uint64_t *sums, uint8_t **buf, size_t *buf_bytes, struct colibri_err *err)
 {
@@ -174,7 +174,7 @@ struct walk_result {
 
 /* Invariants (4) and (5): reads records [0, published) until the first that
  * is missing, short, misplaced or fails its checksum. */
-static int walk_records(const struct kv_io *io, void *fh, const char *path, const struct kv_file_hdr *h,
+static int walk_records(const struct io_fs *io, void *fh, const char *path, const struct kv_file_hdr *h,
                         uint64_t published, uint64_t size, rec_use_fn use, void *ctx, struct walk_result *w,
                         struct colibri_err *err)
 {
@@ -291,7 +291,7 @@ static int shrink_to(struct kv_file *f, uint64_t end, struct colibri_err *err)
 
 /* Invariant (7): PATH.tmp gets header, records [0, n), sync, slot A, sync,
  * then is renamed over PATH. *fh_out is the new file, open and locked. */
-static int rewrite(const struct kv_io *io, const char *path, const struct kv_file_hdr *h, const struct kv_cache *c,
+static int rewrite(const struct io_fs *io, const char *path, const struct kv_file_hdr *h, const struct kv_cache *c,
                    const int32_t *tokens, uint64_t n, uint64_t *sums, uint8_t **buf, size_t *buf_bytes,
                    void **fh_out, struct colibri_err *err)
 {
@@ -301,7 +301,7 @@ static int rewrite(const struct kv_io *io, const char *path, const struct kv_fil
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     void *fh = NULL;
-    int rc = io->open(io, tmp, KV_IO_WRITE | KV_IO_CREATE, &fh);
+    int rc = io->open(io, tmp, IO_OPEN_WRITE | IO_OPEN_CREATE, &fh);
     if (rc) {
         rc = io_err(err, rc, "creating", tmp);
         free(tmp);
@@ -399,7 +399,7 @@ static void upgrade_codecs_free(struct restore_ctx *r)
 }
 
 /* Version 2: the part table after the header, into h->layer. */
-static int read_table(const struct kv_io *io, void *fh, const char *path, struct kv_file_hdr *h,
+static int read_table(const struct io_fs *io, void *fh, const char *path, struct kv_file_hdr *h,
                       struct colibri_err *err)
 {
     if (!h->table_bytes) return 0;
@@ -416,7 +416,7 @@ static int read_table(const struct kv_io *io, void *fh, const char *path, struct
     return rc;
 }
 
-static struct kv_file *file_new(const struct kv_io *io, const char *path, struct colibri_err *err)
+static struct kv_file *file_new(const struct io_fs *io, const char *path, struct colibri_err *err)
 {
     struct kv_file *f = calloc(1, sizeof *f);
     if (f && !(f->path = strdup(path))) {
@@ -452,7 +452,7 @@ static int open_create(struct kv_file *f, const struct kv_file_hdr *want, struct
     return 0;
 }
 
-int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_hdr *want, struct kv_cache *cache,
+int kv_file_open(const struct io_fs *io, const char *path, const struct kv_file_hdr *want, struct kv_cache *cache,
                  int32_t *tokens, int max_tokens, struct kv_file_report *rep, struct kv_file **out,
                  struct colibri_err *err)
 {
@@ -462,7 +462,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
     struct kv_file *f = file_new(io, path, err);
     if (!f) return COLIBRI_ENOMEM;
     f->want = *want;
-    int rc = io->open(io, path, KV_IO_WRITE, &f->fh);
+    int rc = io->open(io, path, IO_OPEN_WRITE, &f->fh);
     if (rc == -ENOENT) {
         if ((rc = open_create(f, want, rep, err))) goto fail;
         *out = f;
@@ -471,7 +471,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
     if (rc == -EACCES || rc == -EROFS || rc == -EPERM) {
         /* Not writable: restore from it, never write it. */
         f->read_only = 1;
-        rc = io->open(io, path, KV_IO_READ, &f->fh);
+        rc = io->open(io, path, IO_OPEN_READ, &f->fh);
     }
     if (rc == -EWOULDBLOCK) {
         rc = base_err_set(err, COLIBRI_EIO, "kv file %s: in use by another process (locked); the file was left untouched", path);
@@ -510,7 +510,7 @@ int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_
         rc = refuse(err, rc, path);
         goto fail;
     }
-    if ((rc = io->size(io, f->fh, &f->size))) {
+    if ((rc = io_size(io, f->fh, &f->size))) {
         rc = io_err(err, rc, "reading the size", path);
         goto fail;
     }
@@ -648,16 +648,16 @@ void kv_file_close(struct kv_file *f)
 
 /* --------------------------------------------------------------- verify */
 
-int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_verify *v, struct colibri_err *err)
+int kv_file_verify(const struct io_fs *io, const char *path, struct kv_file_verify *v, struct colibri_err *err)
 {
     memset(v, 0, sizeof *v);
     v->first_bad = -1;
     void *fh = NULL;
-    int rc = io->open(io, path, KV_IO_READ, &fh);
+    int rc = io->open(io, path, IO_OPEN_READ, &fh);
     if (rc) return io_err(err, rc, "opening", path);
     uint8_t head[KV_FILE_HDR_BYTES];
     size_t got = 0;
-    if ((rc = io->size(io, fh, &v->file_bytes)) || (rc = io->read(io, fh, head, sizeof head, 0, &got))) {
+    if ((rc = io_size(io, fh, &v->file_bytes)) || (rc = io->read(io, fh, head, sizeof head, 0, &got))) {
         rc = io_err(err, rc, "reading the header", path);
     } else if (got < sizeof head) {
         rc = base_err_set(err, COLIBRI_EFORMAT, "kv file %s: %zu bytes, shorter than a header: not a colibri KV file", path, got);

@@ -42,7 +42,7 @@
  *
  * This module never sees the model: the caller passes a fingerprint and a
  * weights label, and the cache gives the geometry. All file access goes
- * through a struct kv_io (kv/fileio.h). A struct kv_file is not thread-safe.
+ * through a struct io_fs (io/file.h). A struct kv_file is not thread-safe.
  */
 #ifndef COLIBRI_KV_PERSIST_H
 #define COLIBRI_KV_PERSIST_H
@@ -52,7 +52,7 @@
 
 #include "colibri.h"
 #include "kv/cache.h"
-#include "kv/fileio.h"
+#include "io/file.h"
 
 #define KV_FILE_MAGIC        "COLIBRKV"
 #define KV_FILE_VERSION      2          /* newest read and write version this build knows */
@@ -160,7 +160,7 @@ struct kv_file;
  * COLIBRI_EFORMAT / EUNSUPPORTED (not a readable KV file), COLIBRI_EIO (I/O,
  * or another writer holds the file). io must outlive *out; path is copied.
  * Release with kv_file_close(). */
-int kv_file_open(const struct kv_io *io, const char *path, const struct kv_file_hdr *want,
+int kv_file_open(const struct io_fs *io, const char *path, const struct kv_file_hdr *want,
                  struct kv_cache *cache, int32_t *tokens, int max_tokens, struct kv_file_report *rep,
                  struct kv_file **out, struct colibri_err *err);
 
@@ -189,7 +189,7 @@ struct kv_file_verify {
     int read_only;          /* write version newer than this build */
     char why[256];
 };
-int kv_file_verify(const struct kv_io *io, const char *path, struct kv_file_verify *v,
+int kv_file_verify(const struct io_fs *io, const char *path, struct kv_file_verify *v,
                    struct colibri_err *err);
 
 #endif

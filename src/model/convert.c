@@ -162,11 +162,11 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
     return v;
 }
 
-/* A FILE whose writes go through a kv_io (glibc's fopencookie), so the
+/* A FILE whose writes go through a io_fs (glibc's fopencookie), so the
  * safetensors writer and the copies below stay stdio code while every byte
  * reaches the disk through the interface the crash tests break. */
 struct io_file {
-    const struct kv_io *io;
+    const struct io_fs *io;
     void *fh;
     uint64_t off;
 };
@@ -193,14 +193,14 @@ static int io_file_close(void *c)
 }
 
 /* Creates (or truncates) path for writing; NULL with errno set on failure. */
-static FILE *io_create(const struct kv_io *io, const char *path, struct io_file **out)
+static FILE *io_create(const struct io_fs *io, const char *path, struct io_file **out)
 {
     struct io_file *k = calloc(1, sizeof *k);
     if (!k) return NULL;
-    int rc = io->open(io, path, KV_IO_WRITE | KV_IO_CREATE, &k->fh);
+    int rc = io->open(io, path, IO_OPEN_WRITE | IO_OPEN_CREATE, &k->fh);
     if (rc) {
         free(k);
-        errno = -rc;
+        errno = rc < -4095 ? EINVAL : -rc;   /* io_fs's non-regular-file codes are no errno */
         return NULL;
     }
     k->io = io;
@@ -225,7 +225,7 @@ static int io_commit(FILE *f, struct io_file *k)
 
 /* Writes len bytes to path atomically: temp file, sync, rename (which syncs
  * the directory). */
-static int io_write_atomic(const struct kv_io *io, const char *path, const void *buf, size_t len,
+static int io_write_atomic(const struct io_fs *io, const char *path, const void *buf, size_t len,
                            struct colibri_err *err)
 {
     char tmp[4200];
@@ -342,7 +342,7 @@ static int shard_is_done(const char *path, const char *want_plan)
     return ok;
 }
 
-static int write_shard(const struct kv_io *io, const char *dst, const char *fname, const struct st_set *st,
+static int write_shard(const struct io_fs *io, const char *dst, const char *fname, const struct st_set *st,
                        struct item *items, int n, int shard, const char *plan, struct progress *pr, uint64_t *done,
                        struct colibri_err *err)
 {
@@ -411,7 +411,7 @@ static int verify_shard(const char *dst, const char *fname, const struct item *i
     return rc;
 }
 
-static int copy_file(const struct kv_io *io, const char *src, const char *dst, const char *name, int required,
+static int copy_file(const struct io_fs *io, const char *src, const char *dst, const char *name, int required,
                      struct colibri_err *err)
 {
     char a[4096], b[4096];
@@ -446,7 +446,7 @@ static void remove_stale_shards(const char *dst, int n_shards)
     closedir(d);
 }
 
-static int write_index(const struct kv_io *io, const char *dst, const struct item *items, int n, int n_shards,
+static int write_index(const struct io_fs *io, const char *dst, const struct item *items, int n, int n_shards,
                        uint64_t total, struct colibri_err *err)
 {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
@@ -474,7 +474,7 @@ static int write_container(const char *src, const char *dst, const struct st_set
                            const struct convert_opts *o, struct convert_report *rep, struct colibri_err *err)
 {
     int rc = 0;
-    const struct kv_io *io = o->io ? o->io : kv_io_posix();
+    const struct io_fs *io = o->io ? o->io : io_fs_posix();
     if (mkdir(dst, 0755) && errno != EEXIST)
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30), cur = 0, total = 0;
@@ -654,7 +654,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dst);
-    rc = io_write_atomic(o->io ? o->io : kv_io_posix(), path, config_json, strlen(config_json), err);
+    rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
     if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
     free(items);
     return rc;

@@ -22,17 +22,17 @@
 #include <stdint.h>
 
 #include "colibri.h"
-#include "kv/fileio.h"
+#include "io/file.h"
 #include "model/model.h"
 
 struct convert_opts {
     struct model_load_opts fmt; /* MODEL_FMT_AS_STORED keeps a role as it is */
     uint64_t shard_bytes;       /* target shard size; 0 = 4 GiB */
     int show_progress;
-    /* Every file written goes through io (NULL: kv_io_posix()), so tests can
+    /* Every file written goes through io (NULL: io_fs_posix()), so tests can
      * crash the writer at any sync. Invariant: a file under its final name is
      * complete (written, synced, then renamed; the index after every shard). */
-    const struct kv_io *io;
+    const struct io_fs *io;
 };
 
 struct convert_report {

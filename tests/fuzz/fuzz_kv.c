@@ -1,5 +1,5 @@
 /* libFuzzer harness: KV files of both versions, read through an in-memory
- * kv_io. First input byte (tests/fuzz/fuzz_kv_input.h has the bits):
+ * io_fs. First input byte (tests/fuzz/fuzz_kv_input.h has the bits):
  *   bit 0  "reseal": before reading, recompute the part table's checksum
  *          (version 2), the header checksum, both count slots' checksums and
  *          every whole record's checksum from the (mutated) bytes, so
@@ -32,17 +32,17 @@
  * scratch file) cannot be opened, so a rewrite fails cleanly. */
 struct mem { uint8_t *p; size_t n, cap; };
 
-static int m_open(const struct kv_io *io, const char *path, int flags, void **fh)
+static int m_open(const struct io_fs *io, const char *path, int flags, void **fh)
 {
     size_t l = strlen(path);
     if (l >= 4 && !strcmp(path + l - 4, ".tmp")) return -EIO;
     struct mem *m = io->ctx;
-    if (flags & KV_IO_CREATE) m->n = 0;
+    if (flags & IO_OPEN_CREATE) m->n = 0;
     *fh = m;
     return 0;
 }
-static int m_close(const struct kv_io *io, void *fh) { return 0; }
-static int m_read(const struct kv_io *io, void *fh, void *buf, size_t n, uint64_t off, size_t *got)
+static int m_close(const struct io_fs *io, void *fh) { return 0; }
+static int m_read(const struct io_fs *io, void *fh, void *buf, size_t n, uint64_t off, size_t *got)
 {
     const struct mem *m = fh;
     size_t k = off >= m->n ? 0 : m->n - off < n ? m->n - off : n;
@@ -62,7 +62,7 @@ static int m_reserve(struct mem *m, uint64_t size)
     m->cap = cap;
     return 0;
 }
-static int m_write(const struct kv_io *io, void *fh, const void *buf, size_t n, uint64_t off)
+static int m_write(const struct io_fs *io, void *fh, const void *buf, size_t n, uint64_t off)
 {
     struct mem *m = fh;
     int rc = m_reserve(m, off + n);
@@ -72,8 +72,8 @@ static int m_write(const struct kv_io *io, void *fh, const void *buf, size_t n, 
     if (off + n > m->n) m->n = off + n;
     return 0;
 }
-static int m_sync(const struct kv_io *io, void *fh) { return 0; }
-static int m_truncate(const struct kv_io *io, void *fh, uint64_t size)
+static int m_sync(const struct io_fs *io, void *fh) { return 0; }
+static int m_truncate(const struct io_fs *io, void *fh, uint64_t size)
 {
     struct mem *m = fh;
     int rc = m_reserve(m, size);
@@ -82,12 +82,12 @@ static int m_truncate(const struct kv_io *io, void *fh, uint64_t size)
     m->n = size;
     return 0;
 }
-static int m_size(const struct kv_io *io, void *fh, uint64_t *size)
+static int m_stat(const struct io_fs *io, void *fh, struct io_stat *st)
 {
-    *size = ((const struct mem *)fh)->n;
+    *st = (struct io_stat){ .size = ((const struct mem *)fh)->n };
     return 0;
 }
-static int m_rename(const struct kv_io *io, const char *from, const char *to) { return -EIO; }
+static int m_rename(const struct io_fs *io, const char *from, const char *to) { return -EIO; }
 
 static uint64_t rd64(const uint8_t *p)
 {
@@ -139,7 +139,7 @@ static int layers_cache(size_t i, struct kv_cache **c, struct colibri_err *err)
 
 /* Opens f as a writer with a cache of the layout `mode` picks, then saves
  * what it restored. */
-static void open_and_save(struct mem *m, const struct kv_io *io, uint8_t mode)
+static void open_and_save(struct mem *m, const struct io_fs *io, uint8_t mode)
 {
     struct kv_cache *c = NULL;
     struct colibri_err err = { 0 };
@@ -184,7 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(m.p, in, n);
     }
     if (data[0] & FUZZ_KV_RESEAL) reseal(m.p, n);
-    const struct kv_io io = { m_open, m_close, m_read, m_write, m_sync, m_truncate, m_size, m_rename, &m };
+    const struct io_fs io = { .open = m_open, .close = m_close, .read = m_read, .write = m_write, .sync = m_sync,
+                              .truncate = m_truncate, .stat = m_stat, .rename = m_rename, .ctx = &m };
     struct colibri_err err = { 0 };
     if (n >= KV_FILE_HDR_BYTES) {
         struct kv_file_hdr h;

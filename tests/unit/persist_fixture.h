@@ -176,7 +176,7 @@ static void fx_make_file_spec(const char *path, const char *layout, int n, int e
     struct kv_file *f = NULL;
     struct colibri_err err = { 0 };
     unlink(path);
-    if (kv_file_open(kv_io_posix(), path, &want, c, tok, 0, &rep, &f, &err) ||
+    if (kv_file_open(io_fs_posix(), path, &want, c, tok, 0, &rep, &f, &err) ||
         kv_file_save(f, c, tok, n, &err)) {
         fprintf(stderr, "fx_make_file %s: %s\n", path, err.msg);
         exit(1);

@@ -1,5 +1,5 @@
 /* The converted-container writer (model/convert.c) under simulated crashes:
- * every file reaches the disk through a fault-injecting kv_io that "crashes"
+ * every file reaches the disk through a fault-injecting io_fs that "crashes"
  * at the Nth sync (unsynced writes kept, dropped, torn or garbled) or fails
  * the Nth call. After each, a file under its final name must be byte for byte
  * the file a clean conversion writes (never half a shard, never a shard the
@@ -17,8 +17,8 @@
 
 #include "base/util.h"
 #include "check.h"
-#include "fileio_fault.h"
-#include "kv/fileio.h"
+#include "io_fault.h"
+#include "io/file.h"
 #include "model/convert.h"
 #include "quant/format.h"
 
@@ -59,7 +59,7 @@ static char *slurp(const char *dir, const char *name, size_t *len)
     return base_read_file_all(p, len);
 }
 
-static struct convert_opts opts(const struct kv_io *io)
+static struct convert_opts opts(const struct io_fs *io)
 {
     struct convert_opts o = { .shard_bytes = 24 << 10, .io = io };
     o.fmt = (struct model_load_opts){ QUANT_Q8, QUANT_Q4G64, MODEL_FMT_AS_STORED, 0, 0, 0 };
@@ -144,35 +144,35 @@ static void test_crashes_and_failures(void)
     for (int i = 0; i < n_names; i++) CHECK((ref_data[i] = slurp(ref, names[i], &ref_len[i])) != NULL, "read %s", names[i]);
 
     /* how many syncs and calls a whole conversion makes */
-    struct kv_io_fault *f;
-    const struct kv_io *io;
-    struct kv_io_fault_opts fo = { 0 };
-    CHECK(kv_io_fault_new(kv_io_posix(), &fo, &f, &io) == 0, "fault layer");
+    struct io_fault *f;
+    const struct io_fs *io;
+    struct io_fault_opts fo = { 0 };
+    CHECK(io_fault_new(io_fs_posix(), &fo, &f, &io) == 0, "fault layer");
     struct convert_opts o = opts(io);
     CHECK(model_convert(src, run, &o, &rep, &err) == 0, "conversion through the fault layer: %s", err.msg);
-    int syncs = kv_io_fault_syncs(f), calls = kv_io_fault_calls(f);
-    kv_io_fault_free(f);
+    int syncs = io_fault_syncs(f), calls = io_fault_calls(f);
+    io_fault_free(f);
     check_dir(run, 1, "clean run through the fault layer");
     rm_rf(run);
 
     int crashes = 0, failures = 0, reruns = 0, bad = 0;
-    const enum kv_io_fate fates[] = { KV_FATE_KEEP, KV_FATE_DROP, KV_FATE_TORN, KV_FATE_GARBLE, KV_FATE_RANDOM };
+    const enum io_fate fates[] = { IO_FATE_KEEP, IO_FATE_DROP, IO_FATE_TORN, IO_FATE_GARBLE, IO_FATE_RANDOM };
     /* per sync: keep, drop, 8 torn and 8 garbled seeds, and random fates with
      * enough seeds to make at least 10,000 crashes in all */
     const int seeds = (10000 + syncs - 1) / (syncs > 0 ? syncs : 1) - 18;
     for (int c = 1; c <= syncs && !bad; c++)
         for (int fi = 0; fi < 5 && !bad; fi++)
-            for (int sd = 0; sd < (fates[fi] == KV_FATE_RANDOM ? seeds : fates[fi] >= KV_FATE_TORN ? 8 : 1) && !bad;
+            for (int sd = 0; sd < (fates[fi] == IO_FATE_RANDOM ? seeds : fates[fi] >= IO_FATE_TORN ? 8 : 1) && !bad;
                  sd++) {
-                fo = (struct kv_io_fault_opts){ .crash_sync = c, .fate = fates[fi], .seed = (uint64_t)c * 7919 + sd };
-                CHECK(kv_io_fault_new(kv_io_posix(), &fo, &f, &io) == 0, "fault layer");
+                fo = (struct io_fault_opts){ .crash_sync = c, .fate = fates[fi], .seed = (uint64_t)c * 7919 + sd };
+                CHECK(io_fault_new(io_fs_posix(), &fo, &f, &io) == 0, "fault layer");
                 o = opts(io);
                 int rc = model_convert(src, run, &o, &rep, &err);
-                CHECK(rc != 0 && kv_io_fault_tripped(f), "crash at sync %d did not stop the conversion", c);
-                kv_io_fault_free(f);
+                CHECK(rc != 0 && io_fault_tripped(f), "crash at sync %d did not stop the conversion", c);
+                io_fault_free(f);
                 bad |= check_dir(run, 0, "after a crash");
                 /* finishing the container: after every forced fate and every 8th random one */
-                if (fates[fi] != KV_FATE_RANDOM || sd % 8 == 0) {
+                if (fates[fi] != IO_FATE_RANDOM || sd % 8 == 0) {
                     clean = opts(NULL);
                     CHECK(model_convert(src, run, &clean, &rep, &err) == 0, "rerun after a crash at sync %d: %s", c,
                           err.msg);
@@ -183,12 +183,12 @@ static void test_crashes_and_failures(void)
                 crashes++;
             }
     for (int c = 1; c <= calls && !bad; c++) {
-        fo = (struct kv_io_fault_opts){ .fail_call = c, .fail_persist = c % 2 };
-        CHECK(kv_io_fault_new(kv_io_posix(), &fo, &f, &io) == 0, "fault layer");
+        fo = (struct io_fault_opts){ .fail_call = c, .fail_persist = c % 2 };
+        CHECK(io_fault_new(io_fs_posix(), &fo, &f, &io) == 0, "fault layer");
         o = opts(io);
         int rc = model_convert(src, run, &o, &rep, &err);
         CHECK(rc == COLIBRI_EIO && strstr(err.msg, run), "failing call %d: %d, '%s'", c, rc, err.msg);
-        kv_io_fault_free(f);
+        io_fault_free(f);
         bad |= check_dir(run, 0, "after a failed call");
         clean = opts(NULL);
         CHECK(model_convert(src, run, &clean, &rep, &err) == 0, "rerun after failing call %d: %s", c, err.msg);

@@ -14,7 +14,7 @@
 #include "colibri.h"
 #include "kv/attend.h"
 #include "kv/cache.h"
-#include "kv/fileio.h"
+#include "io/file.h"
 #include "kv/index.h"
 #include "kv/persist.h"
 #include "model/forward.h"
@@ -321,10 +321,10 @@ static void test_kv_file_index_keys(void)
         struct kv_file_hdr want;
         int32_t ptok[31] = {0};
         unlink(plain_path);
-        int rc = kv_file_verify(kv_io_posix(), path, &v, &err);
+        int rc = kv_file_verify(io_fs_posix(), path, &v, &err);
         rc = rc ? rc : kv_cache_new(KV_TIER_F32, KV_ROPE_DEFAULT, v.hdr.n_layers, v.hdr.r, v.hdr.dr, N + 1, &plain, &err);
         rc = rc ? rc : kv_file_hdr_for(plain, v.hdr.model, v.hdr.weights, 7, &want, &err);
-        rc = rc ? rc : kv_file_open(kv_io_posix(), plain_path, &want, plain, ptok, N + 1, &rep, &pf, &err);
+        rc = rc ? rc : kv_file_open(io_fs_posix(), plain_path, &want, plain, ptok, N + 1, &rep, &pf, &err);
         rc = rc ? rc : kv_file_save(pf, plain, ptok, 4, &err);
         kv_file_close(pf);
         kv_cache_free(plain);

@@ -43,7 +43,7 @@ static void test_v2_seeds(const char *write_dir)
         fx_make_file_spec(path, S[i].file, 3, 1);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == 0 && v.valid == 3 && v.hdr.read_version == 2 &&
+        CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == 0 && v.valid == 3 && v.hdr.read_version == 2 &&
                   v.hdr.records_offset == FUZZ_KV_GAP_AT + FUZZ_KV_GAP,
               "%s: not a version-2 file of 3 records at %d: %s", S[i].name, FUZZ_KV_GAP_AT + FUZZ_KV_GAP, err.msg);
         size_t n;

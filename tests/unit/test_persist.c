@@ -18,7 +18,7 @@ static int open_into(const char *path, struct kv_cache *c, int32_t *tok, struct 
                      struct kv_file **f, struct colibri_err *err)
 {
     struct kv_file_hdr want = fx_want(c);
-    return kv_file_open(kv_io_posix(), path, &want, c, tok, c->capacity, rep, f, err);
+    return kv_file_open(io_fs_posix(), path, &want, c, tok, c->capacity, rep, f, err);
 }
 
 static void test_roundtrip_every_tier(void)
@@ -81,7 +81,7 @@ static void test_append_diverge_shrink(void)
     CHECK(kv_file_save(f, c, tok, 5, &err) == 0 && kv_file_count(f) == 5, "%s", err.msg);
     kv_file_close(f);
     struct kv_file_verify v;
-    CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == 0, "%s", err.msg);
+    CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == 0, "%s", err.msg);
     CHECK(v.published == 5 && v.valid == 5 && v.first_bad == -1 && v.file_bytes == KV_FILE_RECORDS + 5 * R,
           "published %llu valid %llu bytes %llu", (unsigned long long)v.published, (unsigned long long)v.valid,
           (unsigned long long)v.file_bytes);
@@ -96,7 +96,7 @@ static void test_append_diverge_shrink(void)
     /* A restored file with a smaller max_tokens restores only that many. */
     kv_file_close(f);
     struct kv_file_hdr want = fx_want(c2);
-    CHECK(kv_file_open(kv_io_posix(), path, &want, c2, tok2, 3, &rep, &f, &err) == 0 && rep.restored == 3 &&
+    CHECK(kv_file_open(io_fs_posix(), path, &want, c2, tok2, 3, &rep, &f, &err) == 0 && rep.restored == 3 &&
               rep.kept == 5,
           "max_tokens 3: restored %llu kept %llu", (unsigned long long)rep.restored, (unsigned long long)rep.kept);
     kv_file_close(f);
@@ -173,7 +173,7 @@ static void test_truncate_every_offset(void)
         fx_write(path, b, off);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        int rc = kv_file_verify(kv_io_posix(), path, &v, &err);
+        int rc = kv_file_verify(io_fs_posix(), path, &v, &err);
         if (rc || v.valid != whole || v.published != 6 || (whole < 6) != (v.first_bad == (int64_t)whole)) {
             if (bad++ < 5)
                 CHECK(0, "verify at %zu: rc %d valid %llu first_bad %lld", off, rc, (unsigned long long)v.valid,
@@ -188,7 +188,7 @@ static void test_truncate_every_offset(void)
         int ok = rc == 0 && rep.kept == whole && rep.restored == whole && fx_cache_is(c, tok, (int)whole, 1);
         kv_file_close(f);
         /* After the open the file is sound and holds exactly the kept records. */
-        ok = ok && kv_file_verify(kv_io_posix(), path, &v, &err) == 0 && v.published == whole &&
+        ok = ok && kv_file_verify(io_fs_posix(), path, &v, &err) == 0 && v.published == whole &&
              v.valid == whole && v.first_bad == -1 && v.file_bytes == KV_FILE_RECORDS + whole * R;
         size_t m;
         uint8_t *after = fx_read(path, &m);
@@ -215,7 +215,7 @@ static void test_header_flips(void)
         fx_write(path, b, n);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        int vrc = kv_file_verify(kv_io_posix(), path, &v, &err);
+        int vrc = kv_file_verify(io_fs_posix(), path, &v, &err);
         struct kv_cache *c = fx_cache(KV_TIER_TQ3, 8);
         int32_t tok[8] = { 0 };
         struct kv_file_report rep;
@@ -291,7 +291,7 @@ static void test_record_flips(void)
         fx_write(path, b, n);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        int vrc = kv_file_verify(kv_io_posix(), path, &v, &err);
+        int vrc = kv_file_verify(io_fs_posix(), path, &v, &err);
         struct kv_cache *c = fx_cache(KV_TIER_POLAR4, 8);
         int32_t tok[8];
         struct kv_file_report rep;
@@ -301,7 +301,7 @@ static void test_record_flips(void)
                  rep.restored == rec && rep.first_bad == (int64_t)rec && fx_cache_is(c, tok, (int)rec, 1) &&
                  strstr(rep.why, "record");
         kv_file_close(f);
-        ok = ok && kv_file_verify(kv_io_posix(), path, &v, &err) == 0 && v.published == rec && v.first_bad == -1;
+        ok = ok && kv_file_verify(io_fs_posix(), path, &v, &err) == 0 && v.published == rec && v.first_bad == -1;
         if (!ok && bad++ < 5)
             CHECK(0, "record byte %zu: verify %d valid %llu, open %d kept %llu", off, vrc, (unsigned long long)v.valid,
                   rc, (unsigned long long)rep.kept);
@@ -388,11 +388,11 @@ static void test_refusal_messages(void)
     c = fx_cache(KV_TIER_TQ4, 8);
     struct kv_file_hdr want = fx_want(c);
     want.model ^= 1;
-    rc = kv_file_open(kv_io_posix(), path, &want, c, tok, 8, &rep, &f, &err);
+    rc = kv_file_open(io_fs_posix(), path, &want, c, tok, 8, &rep, &f, &err);
     CHECK(rc == COLIBRI_EMISMATCH && strstr(err.msg, "model: saved by another model"), "%s", err.msg);
     want = fx_want(c);
     strcpy(want.weights, "experts=q4 dense=stored embed=stored");
-    rc = kv_file_open(kv_io_posix(), path, &want, c, tok, 8, &rep, &f, &err);
+    rc = kv_file_open(io_fs_posix(), path, &want, c, tok, 8, &rep, &f, &err);
     CHECK(rc == COLIBRI_EMISMATCH && strstr(err.msg, "weights: saved with weights 'experts=stored"), "%s", err.msg);
     kv_cache_free(c);
     /* A quantized file is never "upgraded" to f32. */
@@ -517,7 +517,7 @@ static void test_random_damage(void)
         fx_write(path, m, len);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        int vrc = kv_file_verify(kv_io_posix(), path, &v, &err);
+        int vrc = kv_file_verify(io_fs_posix(), path, &v, &err);
         struct kv_cache *c = fx_cache(KV_TIER_TQ2, 8);
         int32_t tok[8];
         struct kv_file_report rep;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "fileio_fault.h"
+#include "io_fault.h"
 #include "persist_fixture.h"
 
 #define CAP 32
@@ -48,7 +48,7 @@ static int state_epoch(int k, int p)
 }
 
 /* Runs the script through io; returns the step that failed (STEPS if none). */
-static int run_script(const struct kv_io *io, const char *path, const char *layout)
+static int run_script(const struct io_fs *io, const char *path, const char *layout)
 {
     struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
@@ -80,7 +80,7 @@ static int state_ok(const char *path, const char *layout, int k, char *why, size
         snprintf(why, why_n, "no file");
         return k == 0;
     }
-    if (kv_file_verify(kv_io_posix(), path, &v, &err)) {
+    if (kv_file_verify(io_fs_posix(), path, &v, &err)) {
         snprintf(why, why_n, "verify: %s", err.msg);
         return 0;
     }
@@ -93,7 +93,7 @@ static int state_ok(const char *path, const char *layout, int k, char *why, size
     struct kv_file_report rep;
     struct kv_file *f = NULL;
     struct kv_file_hdr want = fx_want(c);
-    int rc = kv_file_open(kv_io_posix(), path, &want, c, tok, CAP, &rep, &f, &err);
+    int rc = kv_file_open(io_fs_posix(), path, &want, c, tok, CAP, &rep, &f, &err);
     int ok = 0;
     if (rc) {
         snprintf(why, why_n, "open: %s", err.msg);
@@ -119,21 +119,21 @@ static void fail_every_call(const char *layout)
 {
     const char *path = fx_path("failn.ckv");
     unlink(path);
-    struct kv_io_fault *fl;
-    const struct kv_io *io;
-    kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
+    struct io_fault *fl;
+    const struct io_fs *io;
+    io_fault_new(io_fs_posix(), NULL, &fl, &io);
     CHECK(run_script(io, path, layout) == STEPS, "%s: clean run failed", layout);
-    int calls = kv_io_fault_calls(fl);
-    kv_io_fault_free(fl);
+    int calls = io_fault_calls(fl);
+    io_fault_free(fl);
     CHECK(calls > 20, "only %d calls", calls);
     int bad = 0;
     for (int n = 1; n <= calls; n++) {
         unlink(path);
-        struct kv_io_fault_opts o = { .fail_call = n, .fail_persist = 1 };
-        kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
+        struct io_fault_opts o = { .fail_call = n, .fail_persist = 1 };
+        io_fault_new(io_fs_posix(), &o, &fl, &io);
         int k = run_script(io, path, layout);
-        int tripped = kv_io_fault_tripped(fl);
-        kv_io_fault_free(fl);
+        int tripped = io_fault_tripped(fl);
+        io_fault_free(fl);
         char why[300];
         if (!tripped || k == STEPS) continue;   /* a close failing after the last step */
         if (!state_ok(path, layout, k, why, sizeof why) && bad++ < 5)
@@ -153,22 +153,22 @@ static void crash_every_sync(const char *layout)
 {
     const char *path = fx_path("crash.ckv");
     unlink(path);
-    struct kv_io_fault *fl;
-    const struct kv_io *io;
-    kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
+    struct io_fault *fl;
+    const struct io_fs *io;
+    io_fault_new(io_fs_posix(), NULL, &fl, &io);
     run_script(io, path, layout);
-    int syncs = kv_io_fault_syncs(fl);
-    kv_io_fault_free(fl);
+    int syncs = io_fault_syncs(fl);
+    io_fault_free(fl);
     CHECK(syncs >= 10, "only %d syncs", syncs);
     int bad = 0, runs = 0;
     for (int n = 1; n <= syncs; n++) {
-        for (int fate = KV_FATE_RANDOM; fate <= KV_FATE_GARBLE; fate++) {
-            for (uint64_t seed = 1; seed <= (fate == KV_FATE_RANDOM ? 6u : fate >= KV_FATE_TORN ? 3u : 1u); seed++) {
+        for (int fate = IO_FATE_RANDOM; fate <= IO_FATE_GARBLE; fate++) {
+            for (uint64_t seed = 1; seed <= (fate == IO_FATE_RANDOM ? 6u : fate >= IO_FATE_TORN ? 3u : 1u); seed++) {
                 unlink(path);
-                struct kv_io_fault_opts o = { .crash_sync = n, .fate = (enum kv_io_fate)fate, .seed = seed * 7919 + n };
-                kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
+                struct io_fault_opts o = { .crash_sync = n, .fate = (enum io_fate)fate, .seed = seed * 7919 + n };
+                io_fault_new(io_fs_posix(), &o, &fl, &io);
                 int k = run_script(io, path, layout);
-                kv_io_fault_free(fl);
+                io_fault_free(fl);
                 char why[300];
                 runs++;
                 if (!state_ok(path, layout, k, why, sizeof why) && bad++ < 5)
@@ -196,7 +196,7 @@ static void writer_child(const char *path)
     struct kv_file_hdr want = fx_want(c);
     struct kv_file_report rep;
     struct kv_file *f = NULL;
-    if (kv_file_open(kv_io_posix(), path, &want, c, tok, 256, &rep, &f, NULL)) _exit(3);
+    if (kv_file_open(io_fs_posix(), path, &want, c, tok, 256, &rep, &f, NULL)) _exit(3);
     int n = (int)rep.restored;
     for (unsigned i = 1;; i++) {
         n = i % 7 == 0 ? n / 2 : n + 1 + (int)(i % 5);
@@ -237,7 +237,7 @@ static void test_sigkill_writers(void)
             struct kv_file_report rep;
             struct kv_file *f = NULL;
             struct colibri_err err = { 0 };
-            int rc = kv_file_open(kv_io_posix(), path, &want, c, tok, 256, &rep, &f, &err);
+            int rc = kv_file_open(io_fs_posix(), path, &want, c, tok, 256, &rep, &f, &err);
             int ok = rc == 0 && rep.first_bad == -1 && fx_cache_is(c, tok, (int)rep.restored, 1);
             if (!ok && bad++ < 5)
                 CHECK(0, "after kill %d: rc %d (%s), kept %llu of %llu: %s", iters, rc, err.msg,
@@ -269,7 +269,7 @@ static void test_upgrade_every_tier(void)
         struct kv_file_report rep;
         struct kv_file *f = NULL;
         struct colibri_err err = { 0 };
-        int rc = kv_file_open(kv_io_posix(), path, &want, c, tok, CAP, &rep, &f, &err);
+        int rc = kv_file_open(io_fs_posix(), path, &want, c, tok, CAP, &rep, &f, &err);
         CHECK(rc == 0 && rep.upgraded && rep.restored == 9, "%s: %d %s", kv_tier_name(t), rc, err.msg);
         CHECK(fx_cache_is(c, tok, 9, 1), "%s: upgraded rows differ from the tier's encoding", kv_tier_name(t));
         size_t n1;
@@ -281,12 +281,12 @@ static void test_upgrade_every_tier(void)
         CHECK(f && kv_file_save(f, c, tok, 12, &err) == 0, "%s: append after rewrite: %s", kv_tier_name(t), err.msg);
         kv_file_close(f);
         struct kv_file_verify v;
-        CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == 0 && v.hdr.tier == (uint32_t)t && v.valid == 12 &&
+        CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == 0 && v.hdr.tier == (uint32_t)t && v.valid == 12 &&
                   v.first_bad == -1,
               "%s: after the rewrite: tier %u valid %llu", kv_tier_name(t), v.hdr.tier, (unsigned long long)v.valid);
         struct kv_cache *c2 = fx_cache((enum kv_tier)t, CAP);
         int32_t tok2[CAP];
-        rc = kv_file_open(kv_io_posix(), path, &want, c2, tok2, CAP, &rep, &f, &err);
+        rc = kv_file_open(io_fs_posix(), path, &want, c2, tok2, CAP, &rep, &f, &err);
         CHECK(rc == 0 && !rep.upgraded && rep.restored == 12 && fx_cache_is(c2, tok2, 12, 1), "%s: reopen %d %s",
               kv_tier_name(t), rc, err.msg);
         kv_file_close(f);
@@ -300,7 +300,7 @@ static void test_upgrade_every_tier(void)
 
 /* The upgrade's rewrite under failures: fail each call, crash at each sync.
  * The path always names the old file byte for byte, or the complete new one. */
-static int upgrade_run(const struct kv_io *io, const char *path, const char *layout)
+static int upgrade_run(const struct io_fs *io, const char *path, const char *layout)
 {
     struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
@@ -324,14 +324,14 @@ static int old_or_new(const char *path, const uint8_t *old, size_t n_old, const 
     if (ok) return 1;
     struct kv_file_verify v;
     struct colibri_err err = { 0 };
-    if (kv_file_verify(kv_io_posix(), path, &v, &err) || v.valid != 9 || v.first_bad != -1) return 0;
+    if (kv_file_verify(io_fs_posix(), path, &v, &err) || v.valid != 9 || v.first_bad != -1) return 0;
     struct kv_cache *c = fx_cache_spec(layout, CAP);
     int32_t tok[CAP];
     struct kv_file_hdr want = fx_want(c);
     struct kv_file_report rep;
     struct kv_file *f = NULL;
     /* the new file is in the session's layout: reopened as it is, no upgrade */
-    ok = kv_file_open(kv_io_posix(), path, &want, c, tok, CAP, &rep, &f, &err) == 0 && !rep.upgraded &&
+    ok = kv_file_open(io_fs_posix(), path, &want, c, tok, CAP, &rep, &f, &err) == 0 && !rep.upgraded &&
          rep.restored == 9 && fx_cache_is(c, tok, 9, 1);
     kv_file_close(f);
     kv_cache_free(c);
@@ -352,22 +352,22 @@ static void test_upgrade_under_faults(void)
         fx_make_file_spec(path, UP[ti].from, 9, 1);
         size_t n_old;
         uint8_t *old = fx_read(path, &n_old);
-        struct kv_io_fault *fl;
-        const struct kv_io *io;
-        kv_io_fault_new(kv_io_posix(), NULL, &fl, &io);
+        struct io_fault *fl;
+        const struct io_fs *io;
+        io_fault_new(io_fs_posix(), NULL, &fl, &io);
         CHECK(upgrade_run(io, path, to) == 0, "%s: clean upgrade failed", to);
-        int calls = kv_io_fault_calls(fl), syncs = kv_io_fault_syncs(fl);
-        kv_io_fault_free(fl);
+        int calls = io_fault_calls(fl), syncs = io_fault_syncs(fl);
+        io_fault_free(fl);
         CHECK(old_or_new(path, NULL, 0, to), "%s: the clean upgrade's file", to);
         int bad = 0;
         for (int n = 1; n <= calls + syncs; n++) {
             fx_write(path, old, n_old);
-            struct kv_io_fault_opts o = { .fail_persist = 1, .seed = (uint64_t)n };
+            struct io_fault_opts o = { .fail_persist = 1, .seed = (uint64_t)n };
             if (n <= calls) o.fail_call = n;
-            else o.crash_sync = n - calls, o.fate = KV_FATE_RANDOM;
-            kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
+            else o.crash_sync = n - calls, o.fate = IO_FATE_RANDOM;
+            io_fault_new(io_fs_posix(), &o, &fl, &io);
             upgrade_run(io, path, to);
-            kv_io_fault_free(fl);
+            io_fault_free(fl);
             if (!old_or_new(path, old, n_old, to) && bad++ < 3)
                 CHECK(0, "%s: %s %d: the path names neither the old nor the new file", to,
                       n <= calls ? "failed call" : "crash at sync", n <= calls ? n : n - calls);

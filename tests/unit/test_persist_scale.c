@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "fileio_fault.h"
+#include "io_fault.h"
 #include "persist_fixture.h"
 
 #define CAP 24
@@ -49,7 +49,7 @@ static void fill(struct kv_cache *c, int32_t *tok, const int *ep, int n)
 }
 
 /* Runs the script; returns the step that failed (STEPS if none). */
-static int run(const struct kv_io *io, const char *path, const struct script *sc)
+static int run(const struct io_fs *io, const char *path, const struct script *sc)
 {
     struct kv_cache *c = fx_cache(KV_TIER_BF16, CAP);
     int32_t tok[CAP];
@@ -91,7 +91,7 @@ static int reopen(const char *path, struct kv_cache **c, int32_t *tok)
     struct kv_file_hdr want = fx_want(*c);
     struct kv_file_report rep;
     struct kv_file *f = NULL;
-    int rc = kv_file_open(kv_io_posix(), path, &want, *c, tok, CAP, &rep, &f, NULL);
+    int rc = kv_file_open(io_fs_posix(), path, &want, *c, tok, CAP, &rep, &f, NULL);
     kv_file_close(f);
     return rc ? -1 : (int)rep.restored;
 }
@@ -108,14 +108,14 @@ static void test_crash_at_scale(void)
         struct script sc;
         make_script(&sc, &rng);
         unlink(path);
-        struct kv_io_fault_opts o = { .crash_sync = 1 + (int)(rng_next(&rng) % 12),
-                                      .fate = (enum kv_io_fate)(rng_next(&rng) % 5), .seed = rng_next(&rng) };
-        struct kv_io_fault *fl;
-        const struct kv_io *io;
-        kv_io_fault_new(kv_io_posix(), &o, &fl, &io);
+        struct io_fault_opts o = { .crash_sync = 1 + (int)(rng_next(&rng) % 12),
+                                   .fate = (enum io_fate)(rng_next(&rng) % 5), .seed = rng_next(&rng) };
+        struct io_fault *fl;
+        const struct io_fs *io;
+        io_fault_new(io_fs_posix(), &o, &fl, &io);
         int k = run(io, path, &sc);
-        int tripped = kv_io_fault_tripped(fl);
-        kv_io_fault_free(fl);
+        int tripped = io_fault_tripped(fl);
+        io_fault_free(fl);
         if (!tripped) {
             counts[5]++;
             continue;
@@ -128,7 +128,7 @@ static void test_crash_at_scale(void)
         }
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        if (kv_file_verify(kv_io_posix(), path, &v, &err) || v.first_bad != -1) {
+        if (kv_file_verify(io_fs_posix(), path, &v, &err) || v.first_bad != -1) {
             if (bad++ < 5) CHECK(0, "trial %d (step %d, fate %d): not sound: %s%s", trial, k, o.fate, err.msg, v.why);
             continue;
         }

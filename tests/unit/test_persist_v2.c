@@ -16,7 +16,7 @@ static int open_as(const char *path, const char *layout, struct kv_cache **c, in
 {
     *c = fx_cache_spec(layout, 16);
     struct kv_file_hdr want = fx_want(*c);
-    return kv_file_open(kv_io_posix(), path, &want, *c, tok, 16, rep, f, err);
+    return kv_file_open(io_fs_posix(), path, &want, *c, tok, 16, rep, f, err);
 }
 
 static void put_le(uint8_t *p, uint64_t v, int n) { for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> 8 * i); }
@@ -40,7 +40,7 @@ static void test_v2_round_trip(void)
         fx_make_file_spec(path, L[i].layout, 7, 1);
         struct kv_file_verify v;
         struct colibri_err err = { 0 };
-        CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == 0 && v.valid == 7 && v.first_bad == -1, "%s: %s",
+        CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == 0 && v.valid == 7 && v.first_bad == -1, "%s: %s",
               L[i].layout, err.msg);
         CHECK(v.hdr.read_version == L[i].version && v.hdr.write_version == L[i].version, "%s: version %u, want %d",
               L[i].layout, v.hdr.read_version, L[i].version);
@@ -169,7 +169,7 @@ static void test_v2_table_fields(void)
     fx_write(path, m, n);
     struct kv_file_verify v;
     struct colibri_err err = { 0 };
-    CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == COLIBRI_EFORMAT && strstr(err.msg, "table_checksum"), "%s",
+    CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == COLIBRI_EFORMAT && strstr(err.msg, "table_checksum"), "%s",
           err.msg);
     /* the single-layout fields, the table size and the records offset */
     const struct { const char *name; int off; } H[] = {
@@ -182,7 +182,7 @@ static void test_v2_table_fields(void)
         put_le(m + 248, XXH64(m, 248, 0), 8);
         fx_write(path, m, n);
         memset(&err, 0, sizeof err);
-        CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == COLIBRI_EFORMAT && strstr(err.msg, H[i].name), "%s: %s",
+        CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == COLIBRI_EFORMAT && strstr(err.msg, H[i].name), "%s: %s",
               H[i].name, err.msg);
     }
     free(m);
@@ -196,7 +196,7 @@ static void test_v2_stat_and_versions(void)
     fx_make_file_spec(path, "fp8@0:int8r@1:rope=f32+key", 3, 1);
     struct kv_file_verify v;
     struct colibri_err err = { 0 };
-    CHECK(kv_file_verify(kv_io_posix(), path, &v, &err) == 0, "%s", err.msg);
+    CHECK(kv_file_verify(io_fs_posix(), path, &v, &err) == 0, "%s", err.msg);
     char opt[160];
     kv_file_layout_options(&v.hdr, opt, sizeof opt);
     /* two layers, one layout each: the first is the base */
