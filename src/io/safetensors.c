@@ -3,20 +3,20 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/err.h"
 #include "base/util.h"
+#include "io/file.h"
 
 /* The header is JSON; real checkpoints have headers of a few MB at most. */
 #define ST_MAX_HEADER (256u << 20)
+/* model.safetensors.index.json: a weight_map of ~100k names fits many times */
+#define ST_MAX_INDEX (256u << 20)
 /* Shapes and offsets are JSON numbers: integers above 2^53 are not exact. */
 #define ST_MAX_INT 9007199254740992.0
 
@@ -123,25 +123,28 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
 /* Maps `path` and appends its tensors to s (unsorted). */
 static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct colibri_err *err)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return base_err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat stbuf;
-    if (fstat(fd, &stbuf) != 0) {
-        int e = errno;
-        close(fd);
-        return base_err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", path, strerror(e));
+    const struct io_fs *io = io_fs_or_posix(s->io);
+    void *fh;
+    int rc = io->open(io, path, IO_OPEN_READ, &fh);
+    if (rc) return base_err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, io_strerror(rc));
+    struct io_stat stbuf;
+    if ((rc = io->stat(io, fh, &stbuf))) {
+        io->close(io, fh);
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot stat: %s", path, io_strerror(rc));
     }
-    size_t size = (size_t)stbuf.st_size;
+    size_t size = (size_t)stbuf.size;
     if (size < 8) {
-        close(fd);
+        io->close(io, fh);
         return base_err_set(err, COLIBRI_EFORMAT, "%s: file is %zu bytes, too short for the 8-byte header length", path, size);
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return base_err_set(err, COLIBRI_EIO, "%s: cannot mmap: %s", path, strerror(errno));
+    const void *cmap = NULL;
+    rc = io->map(io, fh, size, &cmap);
+    io->close(io, fh);
+    if (rc) return base_err_set(err, COLIBRI_EIO, "%s: cannot mmap: %s", path, io_strerror(rc));
+    void *map = (void *)cmap;
 
     struct st_file *files = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *files);
-    if (!files) { munmap(map, size); return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path); }
+    if (!files) { io->unmap(io, map, size); return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path); }
     s->files = files;
     int fi = s->n_files++;
     files[fi] = (struct st_file){ .path = strdup(path), .map = map, .map_size = size };
@@ -160,7 +163,7 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
         return base_err_set(err, COLIBRI_EFORMAT, "%s: header (bytes 8..%llu) is not a JSON object", path,
                        (unsigned long long)(8 + hlen));
     }
-    int rc = 0, first = s->n_tensors;
+    int first = s->n_tensors;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
             /* JSON lets a key repeat; a second metadata object would replace
@@ -245,8 +248,9 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int open_index(const char *dir, const char *index_path, struct st_set *out, struct colibri_err *err)
 {
     size_t len;
-    char *text = base_read_file_all(index_path, &len);
-    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", index_path, strerror(errno));
+    char *text;
+    int rc = io_read_all(io_fs_or_posix(out->io), index_path, IO_OPEN_READ, ST_MAX_INDEX, &text, &len);
+    if (rc) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", index_path, io_strerror(rc));
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
@@ -262,7 +266,7 @@ static int open_index(const char *dir, const char *index_path, struct st_set *ou
         cJSON_Delete(root);
         return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", index_path);
     }
-    int rc = 0, nn = 0;
+    int nn = 0;
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
             rc = base_err_set(err, COLIBRI_EFORMAT, "%s: weight_map['%s'] is not a shard file name", index_path, e->string);
@@ -352,9 +356,10 @@ const char *st_tensor_meta(const struct st_set *s, const struct st_tensor *t, co
 
 void st_close(struct st_set *s)
 {
+    const struct io_fs *io = io_fs_or_posix(s->io);
     for (int i = 0; i < s->n_tensors; i++) free(s->tensors[i].name);
     for (int i = 0; i < s->n_files; i++) {
-        if (s->files[i].map) munmap(s->files[i].map, s->files[i].map_size);
+        if (s->files[i].map) io->unmap(io, s->files[i].map, s->files[i].map_size);
         free(s->files[i].path);
         free(s->files[i].metadata_json);
         cJSON_Delete(s->files[i].metadata);

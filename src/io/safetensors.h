@@ -53,7 +53,12 @@ struct st_file {
     struct cJSON *metadata; /* the same, parsed (string values only), or NULL */
 };
 
+struct io_fs;
 struct st_set {
+    /* Every file is opened, mapped and read through io (io/file.h; NULL: the
+     * real file system). Set it before opening; st_close zeroes it with
+     * the rest. */
+    const struct io_fs *io;
     struct st_file *files;
     int n_files;
     struct st_tensor *tensors;  /* sorted by name */

@@ -3,29 +3,29 @@
 #include "model/expert_io.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/err.h"
 #include "base/util.h"
+#include "io/file.h"
+
+_Static_assert(EXPERT_IO_ALIGN == IO_DIRECT_ALIGN, "expert ranges are aligned for io_fs's O_DIRECT reads");
 
 struct io_file {
     char *path;
-    int fd, fd_direct;          /* fd_direct -1 when O_DIRECT is not used */
+    void *fh, *fh_direct;       /* fh_direct NULL when O_DIRECT is not used */
     _Atomic int direct_ok;
-    off_t size;
-    struct timespec mtime;
+    struct io_stat at_open;     /* size and mtime */
 };
 
 struct io_list { struct expert_io_req *head, *tail; };
 
 struct expert_io {
+    const struct io_fs *fs;
     struct io_file *files;
     int n_files;
     pthread_t *threads;
@@ -60,60 +60,51 @@ static struct io_list *list_of(struct expert_io *io, struct expert_io_req *q)
     return q->queue == 2 ? &io->urgent : &io->prefetch;
 }
 
-static int check_file(const struct io_file *f, char *msg, size_t n)
+static int check_file(const struct expert_io *io, const struct io_file *f, char *msg, size_t n)
 {
-    struct stat st;
-    if (fstat(f->fd, &st)) {
-        snprintf(msg, n, "%s: cannot stat: %s", f->path, strerror(errno));
+    struct io_stat st;
+    int rc = io->fs->stat(io->fs, f->fh, &st);
+    if (rc) {
+        snprintf(msg, n, "%s: cannot stat: %s", f->path, io_strerror(rc));
         return COLIBRI_EIO;
     }
-    if (st.st_size != f->size || st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
-        snprintf(msg, n, "%s changed on disk while in use (size %lld, was %lld); reload the model", f->path,
-                 (long long)st.st_size, (long long)f->size);
+    if (st.size != f->at_open.size || st.mtime_ns != f->at_open.mtime_ns) {
+        snprintf(msg, n, "%s changed on disk while in use (size %llu, was %llu); reload the model", f->path,
+                 (unsigned long long)st.size, (unsigned long long)f->at_open.size);
         return COLIBRI_EIO;
     }
     return 0;
 }
 
-/* Reads bytes at off into dst; with direct, through fd_direct unless the
+/* Reads bytes at off into dst; with direct, through fh_direct unless the
  * file system refused it before (then, or on EINVAL now, through the page
  * cache). Stops at the end of the file. */
 static int read_piece(struct expert_io *io, struct io_file *f, uint64_t off, size_t bytes, uint8_t *dst, int direct,
                       char *msg, size_t n)
 {
-    int rc = check_file(f, msg, n);
+    int rc = check_file(io, f, msg, n);
     if (rc) return rc;
-    size_t want = off >= (uint64_t)f->size ? 0 : (size_t)((uint64_t)f->size - off);
+    size_t want = off >= f->at_open.size ? 0 : (size_t)(f->at_open.size - off);
     if (want > bytes) want = bytes;
-    size_t done = 0;
-    int use_direct = direct && f->fd_direct >= 0 && atomic_load_explicit(&f->direct_ok, memory_order_relaxed);
-    while (done < want) {
-        /* O_DIRECT reads whole blocks: the remaining length stays aligned
-         * (the end of the file may lie inside the last block) */
-        size_t len = use_direct ? bytes - done : want - done;
-        ssize_t got = pread(use_direct ? f->fd_direct : f->fd, dst + done, len, (off_t)(off + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0 && use_direct && errno == EINVAL) {
-            if (atomic_exchange(&f->direct_ok, 0))
-                base_log_msg("info", "%s: O_DIRECT read refused (%s); reading it through the page cache", f->path,
-                             strerror(errno));
-            use_direct = 0;
-            continue;
-        }
-        if (got <= 0) {
-            snprintf(msg, n, "%s: %s reading %zu bytes at offset %llu", f->path,
-                     got < 0 ? strerror(errno) : "short read", want - done, (unsigned long long)(off + done));
-            return COLIBRI_EIO;
-        }
-        done += (size_t)got;
-        if (use_direct && (size_t)got % EXPERT_IO_ALIGN && done < want) {
-            snprintf(msg, n, "%s: short read of %zu bytes at offset %llu", f->path, want - done,
-                     (unsigned long long)(off + done));
-            return COLIBRI_EIO;
-        }
+    if (!want) return 0;
+    size_t got = 0;
+    int use_direct = direct && f->fh_direct && atomic_load_explicit(&f->direct_ok, memory_order_relaxed);
+    /* O_DIRECT reads whole blocks: the aligned length, though the end of the
+     * file may lie inside the last block */
+    if (use_direct) rc = io->fs->read(io->fs, f->fh_direct, dst, bytes, off, &got);
+    if (use_direct && rc == -EINVAL) {
+        if (atomic_exchange(&f->direct_ok, 0))
+            base_log_msg("info", "%s: O_DIRECT read refused (%s); reading it through the page cache", f->path,
+                         io_strerror(rc));
+        use_direct = 0;
     }
-    if (done > want) done = want;
-    atomic_fetch_add_explicit(io->bytes_read, done, memory_order_relaxed);
+    if (!use_direct) rc = io->fs->read(io->fs, f->fh, dst, want, off, &got);
+    if (rc || got < want) {
+        snprintf(msg, n, "%s: %s reading %zu bytes at offset %llu", f->path, rc ? io_strerror(rc) : "short read",
+                 want - got, (unsigned long long)(off + got));
+        return COLIBRI_EIO;
+    }
+    atomic_fetch_add_explicit(io->bytes_read, want, memory_order_relaxed);
     return 0;
 }
 
@@ -195,7 +186,7 @@ void model_expert_io_promote(struct expert_io *io, struct expert_io_req *q)
 int model_expert_io_direct(const struct expert_io *io, int file)
 {
     const struct io_file *f = &io->files[file];
-    return f->fd_direct >= 0 && atomic_load_explicit(&f->direct_ok, memory_order_relaxed);
+    return f->fh_direct && atomic_load_explicit(&f->direct_ok, memory_order_relaxed);
 }
 
 void model_expert_io_free(struct expert_io *io)
@@ -207,8 +198,8 @@ void model_expert_io_free(struct expert_io *io)
     pthread_mutex_unlock(&io->mu);
     for (int i = 0; i < io->n_threads; i++) pthread_join(io->threads[i], NULL);
     for (int i = 0; io->files && i < io->n_files; i++) {
-        if (io->files[i].fd >= 0) close(io->files[i].fd);
-        if (io->files[i].fd_direct >= 0) close(io->files[i].fd_direct);
+        if (io->files[i].fh) io->fs->close(io->fs, io->files[i].fh);
+        if (io->files[i].fh_direct) io->fs->close(io->fs, io->files[i].fh_direct);
         free(io->files[i].path);
     }
     free(io->files);
@@ -218,11 +209,12 @@ void model_expert_io_free(struct expert_io *io)
     free(io);
 }
 
-int model_expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
-                  struct expert_io **out, struct colibri_err *err)
+int model_expert_io_new(const struct io_fs *fs, const char *const *paths, int n_files, int n_threads,
+                        _Atomic uint64_t *bytes_read, struct expert_io **out, struct colibri_err *err)
 {
     struct expert_io *io = calloc(1, sizeof *io);
     if (!io) return base_err_set(err, COLIBRI_ENOMEM, "expert reads: out of memory");
+    io->fs = io_fs_or_posix(fs);
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work, NULL);
     io->bytes_read = bytes_read;
@@ -233,24 +225,24 @@ int model_expert_io_new(const char *const *paths, int n_files, int n_threads, _A
         goto fail;
     }
     io->n_files = n_files;
-    for (int i = 0; i < n_files; i++) io->files[i].fd = io->files[i].fd_direct = -1;
     for (int i = 0; i < n_files; i++) {
         struct io_file *f = &io->files[i];
-        struct stat sb;
         if (!(f->path = strdup(paths[i]))) {
             rc = base_err_set(err, COLIBRI_ENOMEM, "expert reads: out of memory");
             goto fail;
         }
-        if ((f->fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(f->fd, &sb)) {
-            rc = base_err_set(err, COLIBRI_EIO, "%s: cannot open for reading experts: %s", f->path, strerror(errno));
+        int e = io->fs->open(io->fs, f->path, IO_OPEN_READ, &f->fh);
+        if (e) f->fh = NULL;
+        if (e || (e = io->fs->stat(io->fs, f->fh, &f->at_open))) {
+            rc = base_err_set(err, COLIBRI_EIO, "%s: cannot open for reading experts: %s", f->path, io_strerror(e));
             goto fail;
         }
-        f->size = sb.st_size;
-        f->mtime = sb.st_mtim;
-        if ((f->fd_direct = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT)) < 0)
+        if ((e = io->fs->open(io->fs, f->path, IO_OPEN_READ | IO_OPEN_DIRECT, &f->fh_direct))) {
+            f->fh_direct = NULL;
             base_log_msg("info", "%s: no O_DIRECT (%s); experts are read through the page cache", f->path,
-                         strerror(errno));
-        atomic_store(&f->direct_ok, f->fd_direct >= 0);
+                         io_strerror(e));
+        }
+        atomic_store(&f->direct_ok, f->fh_direct != NULL);
     }
     for (int i = 0; i < n_threads; i++) {
         if (pthread_create(&io->threads[i], NULL, reader_main, io)) {

@@ -10,6 +10,9 @@
  * (someone waits) before prefetch (speculative); a queued request can be
  * promoted.
  *
+ * Every file access goes through an io_fs (io/file.h), so tests can fail a
+ * chosen read; the direct reads go straight into the destination (no copy).
+ *
  * Direct I/O: each file is also opened with O_DIRECT. A range given with
  * `direct` set must start at a multiple of EXPERT_IO_ALIGN in the file, have
  * a length that is a multiple of it, and a destination aligned to it; it is
@@ -61,10 +64,12 @@ struct expert_io_req {
     struct expert_io_req *prev, *next;
 };
 
-/* Opens the files (read-only, plus O_DIRECT where allowed) and starts
- * n_threads readers. bytes_read is incremented as pieces are read. */
-int model_expert_io_new(const char *const *paths, int n_files, int n_threads, _Atomic uint64_t *bytes_read,
-                  struct expert_io **out, struct colibri_err *err);
+struct io_fs;
+/* Opens the files through fs (NULL: the real file system; it must outlive
+ * the pool), read-only, plus O_DIRECT where allowed, and starts n_threads
+ * readers. bytes_read is incremented as pieces are read. */
+int model_expert_io_new(const struct io_fs *fs, const char *const *paths, int n_files, int n_threads,
+                        _Atomic uint64_t *bytes_read, struct expert_io **out, struct colibri_err *err);
 /* Queues q (not already queued or in flight); urgent goes first. */
 void model_expert_io_submit(struct expert_io *io, struct expert_io_req *q, int urgent);
 /* Moves q to the urgent queue if it is still waiting in the prefetch queue. */

@@ -486,7 +486,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         goto fail;
     }
     for (int f = 0; f < st->n_files; f++) paths[f] = st->files[f].path;
-    rc = model_expert_io_new(paths, st->n_files, STREAM_READERS, &s->base.bytes_read, &s->io, err);
+    rc = model_expert_io_new(st->io, paths, st->n_files, STREAM_READERS, &s->base.bytes_read, &s->io, err);
     free(paths);
     if (rc) goto fail;
     *out = &s->base;

@@ -80,6 +80,10 @@ struct model_load_opts {
     int lazy_load;              /* leave borrowed weights mapped on demand */
     int64_t ram_bytes;          /* weights budget (0: none); routed experts are streamed to stay under it */
     int skip_mtp;               /* leave the MTP layers of the checkpoint unloaded */
+    /* The checkpoint's files are opened, mapped and (streamed experts) read
+     * through io (io/file.h; NULL: the real file system); it must outlive
+     * the model. */
+    const struct io_fs *io;
 };
 
 struct model {

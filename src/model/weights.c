@@ -563,6 +563,7 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     int rc = model_config_load(dir, &m->cfg, err);
     if (rc) return rc;
     struct loader L = { .st = &m->st, .dir = dir, .m = m };
+    m->st.io = m->fmt.io;
     if ((rc = st_open_dir(dir, &m->st, err))) return rc;
     if (!(L.used = calloc((size_t)m->st.n_tensors + 1, 1))) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");

@@ -1,8 +1,9 @@
 /* The streamed store's parts: the hot set's state file (round trip, atomic
  * replace, damaged and foreign files refused by name), pinning, the reader
  * pool (pieces, a read O_DIRECT refuses done through the page cache, short
- * reads and changed files named), and a model on tmpfs, each computing
- * exactly what the resident store does. Runs on models/colibri-tiny. */
+ * reads and changed files named), a streamed read that fails on the Nth call
+ * (tests/unit/io_fault.h), and a model on tmpfs, each computing exactly what
+ * the resident store does. Runs on models/colibri-tiny. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "io_fault.h"
 #include "model/expert_hotset.h"
 #include "model/expert_io.h"
 #include "model/expert_store.h"
@@ -83,8 +85,9 @@ static void test_hotset_file(void)
     CHECK(system(cmd) == 0, "clean up");
 }
 
-/* logits of a 12-token prefill then 8 decoded tokens, concatenated */
-static int run(const struct model *m, float *out)
+/* logits of a 12-token prefill then 8 decoded tokens, concatenated; the
+ * forward's error in *err */
+static int run_err(const struct model *m, float *out, struct colibri_err *e)
 {
     struct fwd_state st;
     struct colibri_err err = { 0 };
@@ -103,19 +106,31 @@ static int run(const struct model *m, float *out)
         o.logits = out + (int64_t)(p - 11) * V;
         rc = model_forward(m, &st, t + p, 1, p, FWD_ABSORBED, &o, &err);
     }
-    CHECK(rc == 0, "%s", err.msg);
+    *e = err;
     fwd_state_free(&st);
     return rc;
 }
 
-static int load(const char *dir, int64_t ram, struct model *m)
+static int run(const struct model *m, float *out)
+{
+    struct colibri_err err = { 0 };
+    int rc = run_err(m, out, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    return rc;
+}
+
+/* Loads dir with its files read through io (NULL: the real file system). */
+static int load_io(const char *dir, int64_t ram, const struct io_fs *io, struct model *m)
 {
     struct colibri_err err = { 0 };
     struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 1, 0, ram };
+    lo.io = io;
     int rc = model_load(dir, &lo, m, &err);
     CHECK(rc == 0, "%s: %s", dir, err.msg);
     return rc;
 }
+
+static int load(const char *dir, int64_t ram, struct model *m) { return load_io(dir, ram, NULL, m); }
 
 /* A budget of `slots` experts on top of everything else. */
 static int64_t budget(const struct model *m, int slots)
@@ -230,7 +245,7 @@ static void test_reader_pool(void)
     _Atomic uint64_t bytes = 0;
     struct expert_io *io;
     struct colibri_err err = { 0 };
-    if (model_expert_io_new(&path, 1, 4, &bytes, &io, &err)) { CHECK(0, "%s", err.msg); goto done; }
+    if (model_expert_io_new(NULL, &path, 1, 4, &bytes, &io, &err)) { CHECK(0, "%s", err.msg); goto done; }
     int direct0 = model_expert_io_direct(io, 0);
     struct expert_io_req q = { .n_ranges = 1, .r = { { 0, 0, big, got, 1 } } };
     CHECK(read_now(io, &q) == 0 && !memcmp(got, want, big) && bytes == big, "aligned pieces: %s", q.msg);
@@ -255,7 +270,7 @@ static void test_reader_pool(void)
         snprintf(cmd, sizeof cmd, "head -c 65536 %s > %s", path, copy);
         CHECK(system(cmd) == 0, "copy");
         const char *cp = copy;
-        if (!model_expert_io_new(&cp, 1, 2, &bytes, &io, &err)) {
+        if (!model_expert_io_new(NULL, &cp, 1, 2, &bytes, &io, &err)) {
             CHECK(truncate(copy, 4096) == 0, "truncate");
             q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, 8192, 4096, got, 1 } } };
             CHECK(read_now(io, &q) == COLIBRI_EIO && strstr(q.msg, "changed on disk") && strstr(q.msg, copy),
@@ -265,9 +280,120 @@ static void test_reader_pool(void)
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         CHECK(system(cmd) == 0, "clean up");
     }
+    /* the second read call fails (pieces go to 4 threads, any may be the
+     * second): the request fails naming the file; the next one reads */
+    struct io_fault *fl;
+    const struct io_fs *fs;
+    struct io_fault_opts fo = { .fail_call = 2, .fail_only = IO_OP_READ };
+    CHECK(io_fault_new(io_fs_posix(), &fo, &fl, &fs) == 0, "fault layer");
+    if (!model_expert_io_new(fs, &path, 1, 4, &bytes, &io, &err)) {
+        q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, 0, big, got, 1 } } };
+        CHECK(read_now(io, &q) == COLIBRI_EIO && strstr(q.msg, path) && strstr(q.msg, "Input/output error") &&
+                  io_fault_tripped(fl), "the failed read is named: %s", q.msg);
+        memset(got, 0, big);
+        q = (struct expert_io_req){ .n_ranges = 1, .r = { { 0, 0, big, got, 1 } } };
+        CHECK(read_now(io, &q) == 0 && !memcmp(got, want, big), "a later request reads again: %s", q.msg);
+        model_expert_io_free(io);
+    }
+    io_fault_free(fl);
 done:
     free(want);
     free(got);
+}
+
+static int same_expert(const struct mlp_weights *x, const struct mlp_weights *y)
+{
+    const struct qtensor *a[3] = { &x->gate, &x->up, &x->down }, *b[3] = { &y->gate, &y->up, &y->down };
+    for (int i = 0; i < 3; i++) {
+        size_t n = quant_fmt_data_bytes(a[i]->fmt, a[i]->rows, a[i]->cols);
+        if (a[i]->fmt != b[i]->fmt || a[i]->rows != b[i]->rows || a[i]->cols != b[i]->cols ||
+            memcmp(a[i]->data, b[i]->data, n))
+            return 0;
+    }
+    return 1;
+}
+
+/* A streamed read that fails on the Nth read call. The acquire waiting for
+ * it returns COLIBRI_EIO naming the layer, the expert, the file and the
+ * offset, and empties the slot: the next acquire of that expert reads it
+ * again (a retry) and gets the resident store's bytes. A forward whose reads
+ * fail from the Nth on returns the error (never logits); with one failed
+ * read it either returns the error or the resident model's logits (a failed
+ * prefetch nobody waits for is dropped and read again), and the next forward
+ * on the same model matches the resident one bit for bit. */
+static void test_stream_read_fault(void)
+{
+    struct model a, b;
+    if (load(TINY, 0, &a)) return;
+    int V = a.cfg.vocab_size, layer = a.cfg.first_k_dense_replace;
+    size_t nl = (size_t)9 * V;
+    float *la = malloc(nl * sizeof *la), *lb = malloc(nl * sizeof *lb);
+    int64_t ram = budget(&a, 4);
+    struct io_fault *fl;
+    const struct io_fs *fs;
+    struct colibri_err err = { 0 };
+    char name[64];
+    if (!la || !lb || run(&a, la)) goto done;
+
+    struct io_fault_opts fo = { .fail_call = 1, .fail_only = IO_OP_READ };
+    CHECK(io_fault_new(io_fs_posix(), &fo, &fl, &fs) == 0, "fault layer");
+    if (!load_io(TINY, ram, fs, &b)) {
+        CHECK(!io_fault_tripped(fl) && !strcmp(b.experts->ops->name, "streamed"), "loading reads no expert");
+        const struct mlp_weights *w = NULL, *wa = NULL;
+        snprintf(name, sizeof name, "layer %d expert 1:", layer);
+        int rc = expert_store_acquire(b.experts, layer, 1, &w, &err);
+        CHECK(rc == COLIBRI_EIO && strstr(err.msg, name) && strstr(err.msg, "model.safetensors") &&
+                  strstr(err.msg, "at offset") && io_fault_tripped(fl), "the failed read is named: %s", err.msg);
+        if (!rc) expert_store_release(b.experts, layer, 1);
+        rc = expert_store_acquire(b.experts, layer, 1, &w, &err);
+        CHECK(rc == 0, "the next acquire reads the expert again: %s", err.msg);
+        if (!rc && !expert_store_acquire(a.experts, layer, 1, &wa, &err)) {
+            CHECK(same_expert(w, wa), "the retried read holds the resident expert's bytes");
+            expert_store_release(a.experts, layer, 1);
+        }
+        if (!rc) expert_store_release(b.experts, layer, 1);
+        model_free(&b);
+    }
+    io_fault_free(fl);
+
+    /* every read from the 3rd on fails: the forward fails by name */
+    fo = (struct io_fault_opts){ .fail_call = 3, .fail_only = IO_OP_READ, .fail_persist = 1 };
+    CHECK(io_fault_new(io_fs_posix(), &fo, &fl, &fs) == 0, "fault layer");
+    if (!load_io(TINY, ram, fs, &b)) {
+        int rc = run_err(&b, lb, &err);
+        CHECK(rc == COLIBRI_EIO && strstr(err.msg, "model.safetensors") && strstr(err.msg, "Input/output error"),
+              "failing reads fail the forward by name (rc %d): %s", rc, err.msg);
+        model_free(&b);
+    }
+    io_fault_free(fl);
+
+    /* one failed read (the 1st, 2nd, 5th or 9th): an error or the same
+     * logits, and the next forward matches */
+    static const int NTH[] = { 1, 2, 5, 9 };
+    int failed = 0;
+    for (size_t k = 0; k < sizeof NTH / sizeof NTH[0]; k++) {
+        fo = (struct io_fault_opts){ .fail_call = NTH[k], .fail_only = IO_OP_READ };
+        CHECK(io_fault_new(io_fs_posix(), &fo, &fl, &fs) == 0, "fault layer");
+        if (!load_io(TINY, ram, fs, &b)) {
+            memset(lb, 0, nl * sizeof *lb);
+            int rc = run_err(&b, lb, &err);
+            CHECK(io_fault_tripped(fl), "read %d: the fault was injected", NTH[k]);
+            CHECK(rc ? rc == COLIBRI_EIO && strstr(err.msg, "model.safetensors") != NULL
+                     : !memcmp(la, lb, nl * sizeof *la),
+                  "read %d failed: rc %d (%s), else the logits must match", NTH[k], rc, err.msg);
+            failed += rc != 0;
+            memset(lb, 0, nl * sizeof *lb);
+            CHECK(run(&b, lb) == 0 && !memcmp(la, lb, nl * sizeof *la), "read %d: the next forward differs", NTH[k]);
+            model_free(&b);
+        }
+        io_fault_free(fl);
+    }
+    printf("  (one failed read: %d of %zu forwards returned the error, the rest dropped a prefetch)\n", failed,
+           sizeof NTH / sizeof NTH[0]);
+done:
+    free(la);
+    free(lb);
+    model_free(&a);
 }
 
 /* A B C A B C A B on one layer (top-1), cache of 2: the second half (B C A B)
@@ -356,6 +482,7 @@ int main(void)
     RUN_TEST(test_convert_expert_major);
     RUN_TEST(test_trace_replay);
     RUN_TEST(test_reader_pool);
+    RUN_TEST(test_stream_read_fault);
     RUN_TEST(test_hotset_file);
     RUN_TEST(test_hotset_choose);
     RUN_TEST(test_pinned_and_tmpfs);

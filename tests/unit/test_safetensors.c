@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "io/safetensors.h"
+#include "io_fault.h"
 
 static char tmpdir[256];
 
@@ -200,6 +201,35 @@ static void test_sharded_index(void)
     CHECK(st_open_dir(dir, &s, &err) == 0, "%s", err.msg);
     CHECK(s.n_files == 2 && st_find(&s, "x") && st_find(&s, "y"), "both shards read");
     st_close(&s);
+
+    /* every file call of the sharded open failing in turn (io_fault.h): the
+     * index's open, stat, read and close and each shard's open, stat and
+     * map fail the open by name; a shard's close after mapping and the
+     * unmaps at st_close cannot */
+    struct io_fault *fl;
+    const struct io_fs *fs;
+    CHECK(io_fault_new(io_fs_posix(), NULL, &fl, &fs) == 0, "fault layer");
+    s = (struct st_set){ .io = fs };
+    CHECK(st_open_dir(dir, &s, &err) == 0, "%s", err.msg);
+    st_close(&s);
+    int calls = io_fault_calls(fl), refused = 0;
+    io_fault_free(fl);
+    CHECK(calls == 14, "index 4 calls, shards 4 each, 2 unmaps: %d", calls);
+    for (int n = 1; n <= calls; n++) {
+        struct io_fault_opts o = { .fail_call = n };
+        CHECK(io_fault_new(io_fs_posix(), &o, &fl, &fs) == 0, "fault layer");
+        s = (struct st_set){ .io = fs };
+        memset(&err, 0, sizeof err);
+        int rc = st_open_dir(dir, &s, &err);
+        CHECK(rc ? rc == COLIBRI_EIO && strstr(err.msg, dir) && strstr(err.msg, "Input/output error")
+                 : s.n_files == 2 && st_find(&s, "y") && !memcmp(st_find(&s, "y")->data, d, 8),
+              "call %d failed: rc %d: %s", n, rc, err.msg);
+        refused += rc != 0;
+        st_close(&s);
+        CHECK(io_fault_tripped(fl), "call %d of %d was made", n, calls);
+        io_fault_free(fl);
+    }
+    CHECK(refused == 10, "%d of %d failed calls refused the open, want 10", refused, calls);
 
     f = fopen(path, "w");   /* the index names a tensor that is not there */
     fputs("{\"weight_map\":{\"x\":\"s1.safetensors\",\"y\":\"s2.safetensors\",\"z\":\"s2.safetensors\"}}", f);
