@@ -73,8 +73,8 @@ static void hotset_open(colibri_model *cm, const char *state_dir)
         cm->hot_counts = NULL;
         return;
     }
-    int rc = model_hotset_load(path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
-                                cm->hot_counts, &err);
+    int rc = model_hotset_load(cm->m.fmt.io, path, cm->fingerprint, e->n_layers - e->first_moe_layer,
+                               e->n_experts, cm->hot_counts, &err);
     if (rc && err.msg[0]) base_log_msg("warning", "%s; the hot set starts empty and the file will be rewritten", err.msg);
     if (!rc) {
         int pinned = model_expert_stream_pin(e, cm->hot_counts);
@@ -96,8 +96,8 @@ static void hotset_save(colibri_model *cm)
         for (int i = 0; i < n; i++)
             cm->hot_counts[i] = now[i] > UINT32_MAX - cm->hot_counts[i] ? UINT32_MAX : cm->hot_counts[i] + now[i];
         struct colibri_err err = { 0 };
-        if (model_hotset_save(cm->hot_path, cm->fingerprint, e->n_layers - e->first_moe_layer, e->n_experts,
-                               cm->hot_counts, &err))
+        if (model_hotset_save(cm->m.fmt.io, cm->hot_path, cm->fingerprint, e->n_layers - e->first_moe_layer,
+                              e->n_experts, cm->hot_counts, &err))
             base_log_msg("warning", "hot set not saved: %s", err.msg);
     }
     free(now);

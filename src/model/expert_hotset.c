@@ -2,7 +2,6 @@
 #include "model/expert_hotset.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <xxhash.h>
 
 #include "base/err.h"
+#include "io/file.h"
 
 #define HOT_MAGIC "CLBHOTS1"
 #define HOT_HEAD 24
@@ -47,26 +47,22 @@ void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t 
     snprintf(out, n, "%s/experts-%016llx.hot", dir, (unsigned long long)fingerprint);
 }
 
-int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
-                       struct colibri_err *err)
+int model_hotset_load(const struct io_fs *fs, const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+                      struct colibri_err *err)
 {
-    size_t want = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) {
-            err->code = COLIBRI_EIO;
-            err->msg[0] = 0;
-            return COLIBRI_EIO;
-        }
-        return base_err_set(err, COLIBRI_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t want = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8, got = 0;
+    char *text = NULL;
+    int e = io_read_all(io_fs_or_posix(fs), path, IO_OPEN_READ | IO_OPEN_NOFOLLOW, want, &text, &got);
+    if (e == -ENOENT) {
+        err->code = COLIBRI_EIO;
+        err->msg[0] = 0;
+        return COLIBRI_EIO;
     }
-    uint8_t *b = malloc(want + 1);
-    if (!b) {
-        fclose(f);
-        return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(b, 1, want + 1, f);
-    fclose(f);
+    if (e == -EFBIG)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: more than the %zu bytes expected for %d layers x %d experts",
+                            path, want, L, E);
+    if (e) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, io_strerror(e));
+    const uint8_t *b = (const uint8_t *)text;
     int rc = 0;
     if (got != want)
         rc = base_err_set(err, COLIBRI_EFORMAT, "%s: %zu bytes, expected %zu for %d layers x %d experts", path, got,
@@ -80,12 +76,35 @@ int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint
                           path, (unsigned long long)get64(b + 8), get32(b + 16), get32(b + 20));
     if (!rc)
         for (size_t i = 0; i < (size_t)L * (size_t)E; i++) counts[i] = get32(b + HOT_HEAD + 4 * i);
-    free(b);
+    free(text);
     return rc;
 }
 
-int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
-                       struct colibri_err *err)
+/* Writes n bytes to a new temporary tmp, syncs it and renames it over path;
+ * 0 or a negative io_fs code. */
+static int write_replace(const struct io_fs *io, const char *tmp, const char *path, const uint8_t *b, size_t n)
+{
+    /* never through a link or into a file someone else put there */
+    const int flags = IO_OPEN_WRITE | IO_OPEN_CREATE | IO_OPEN_EXCL | IO_OPEN_NOFOLLOW;
+    void *fh;
+    int e = io->open(io, tmp, flags, &fh);
+    if (e == -EEXIST) {
+        /* left by a process of this pid that died mid-save: the name is ours */
+        io->remove(io, tmp);
+        e = io->open(io, tmp, flags, &fh);
+    }
+    if (e) return e;
+    e = io->write(io, fh, b, n, 0);
+    if (!e) e = io->sync(io, fh);
+    int c = io->close(io, fh);
+    if (!e) e = c;
+    if (!e) e = io->rename(io, tmp, path);
+    if (e) io->remove(io, tmp);
+    return e;
+}
+
+int model_hotset_save(const struct io_fs *fs, const char *path, uint64_t fingerprint, int L, int E,
+                      const uint32_t *counts, struct colibri_err *err)
 {
     size_t n = HOT_HEAD + 4 * (size_t)L * (size_t)E + 8;
     uint8_t *b = malloc(n);
@@ -108,24 +127,8 @@ int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, cons
         }
     }
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
-    if (fd < 0) {
-        free(b);
-        return base_err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    }
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, b + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    int ok = done == n && !fsync(fd);
-    ok = !close(fd) && ok;
-    if (!ok || rename(tmp, path)) {
-        rc = base_err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, done < n ? "short write" : strerror(errno));
-        unlink(tmp);
-    }
+    int e = write_replace(io_fs_or_posix(fs), tmp, path, b, n), rc = 0;
+    if (e) rc = base_err_set(err, COLIBRI_EIO, "%s: cannot write (through %s): %s", path, tmp, io_strerror(e));
     free(b);
     return rc;
 }

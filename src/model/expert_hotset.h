@@ -13,8 +13,15 @@
  *     (COLIBRI_EFORMAT), nor one of another model (fingerprint, L or E
  *     differ: COLIBRI_EMISMATCH), each naming the file and what differs; the
  *     caller warns and starts from zero counts, and the next save replaces it.
- * (2) Saves write a temporary file in the same directory, fsync it and
- *     rename it over the old one: a reader sees the old file or the new one.
+ * (2) Saves write a temporary file in the same directory (created anew:
+ *     O_EXCL, never through a symbolic link), fsync it and rename it over
+ *     the old one: a reader sees the old file or the new one. A torn or
+ *     partly written file is refused as in (1), never misread.
+ * (3) Only a regular file is read: a FIFO, device, socket, directory or
+ *     symbolic link at the path is refused at once by kind (COLIBRI_EIO),
+ *     without blocking.
+ * Every access goes through an io_fs (io/file.h; NULL: the real file
+ * system), so tests can fail or tear it.
  * The state directory is never the model's: the caller resolves it
  * (model_hotset_dir). */
 #ifndef COLIBRI_MODEL_EXPERT_HOTSET_H
@@ -35,11 +42,12 @@ void model_hotset_path(const char *dir, uint64_t fingerprint, char *out, size_t 
 /* Reads counts[L*E]. COLIBRI_EIO when the file does not exist or cannot be
  * read (err->msg empty when it does not exist), else as in (1); counts
  * untouched on failure. */
-int model_hotset_load(const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
-                       struct colibri_err *err);
+struct io_fs;
+int model_hotset_load(const struct io_fs *fs, const char *path, uint64_t fingerprint, int L, int E, uint32_t *counts,
+                      struct colibri_err *err);
 /* Creates the file's directory (with its parents) when missing. */
-int model_hotset_save(const char *path, uint64_t fingerprint, int L, int E, const uint32_t *counts,
-                       struct colibri_err *err);
+int model_hotset_save(const struct io_fs *fs, const char *path, uint64_t fingerprint, int L, int E,
+                      const uint32_t *counts, struct colibri_err *err);
 
 /* The hot set from counts[L*E] (layer-major): sets pin[x] for at most
  * max_pins experts, the most used first (ties to the lower index), taking

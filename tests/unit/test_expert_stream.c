@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -34,6 +35,85 @@ static int count_entries(const char *dir)
     return n;
 }
 
+/* Torn files: every prefix of a good file, and one byte more, is refused by
+ * name (counts untouched); a save that crashes at its sync with the write
+ * torn, or whose Nth file call fails, leaves the previous file, which loads
+ * as it was, and no temporary beside it once a save succeeds. */
+static void test_hotset_torn(const char *path, const uint32_t *c0)
+{
+    enum { L = 3, E = 5, N = 24 + 4 * L * E + 8 };
+    const uint64_t fp = 0x0123456789abcdefull;
+    uint32_t c[L * E], back[L * E];
+    uint8_t good[N + 1];
+    struct colibri_err err = { 0 };
+    memcpy(c, c0, sizeof c);
+    CHECK(model_hotset_save(NULL, path, fp, L, E, c, &err) == 0, "%s", err.msg);
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(good, 1, N + 1, f) == N, "the file is %d bytes", N);
+    if (f) fclose(f);
+    int bad = 0;
+    for (int k = 0; k <= N + 1 && !bad; k++) {
+        if (k == N) continue;
+        good[N] = 0x5a;
+        f = fopen(path, "wb");
+        if (!f || fwrite(good, 1, (size_t)k, f) != (size_t)k) bad = 1;
+        if (f) fclose(f);
+        memset(back, 0xab, sizeof back);
+        int rc = model_hotset_load(NULL, path, fp, L, E, back, &err);
+        if (rc != COLIBRI_EFORMAT || !strstr(err.msg, path) || back[0] != 0xabababab) {
+            CHECK(0, "torn to %d of %d bytes: rc %d: %s", k, N, rc, err.msg);
+            bad = 1;
+        }
+    }
+    CHECK(model_hotset_save(NULL, path, fp, L, E, c, &err) == 0, "%s", err.msg);
+
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    uint32_t c2[L * E];
+    for (int i = 0; i < L * E; i++) c2[i] = c[i] + 1000;
+    struct io_fault *fl;
+    const struct io_fs *fs;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        struct io_fault_opts o = { .crash_sync = 1, .fate = IO_FATE_TORN, .seed = seed };
+        CHECK(io_fault_new(io_fs_posix(), &o, &fl, &fs) == 0, "fault layer");
+        CHECK(model_hotset_save(fs, path, fp, L, E, c2, &err) == COLIBRI_EIO && strstr(err.msg, path) &&
+                  io_fault_tripped(fl), "a save that crashed at its sync: %s", err.msg);
+        io_fault_free(fl);
+        memset(back, 0, sizeof back);
+        CHECK(model_hotset_load(NULL, path, fp, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
+              "after a crash mid-save the old file loads as it was: %s", err.msg);
+    }
+    CHECK(count_entries(dir) == 2, "the crashed save's torn temporary is left (the process died)");
+    CHECK(model_hotset_save(NULL, path, fp, L, E, c, &err) == 0 && count_entries(dir) == 1,
+          "the next save replaces a temporary its pid left: %s", err.msg);
+    for (int n = 1; n <= 5; n++) {   /* open, write, sync, close, rename */
+        struct io_fault_opts o = { .fail_call = n };
+        CHECK(io_fault_new(io_fs_posix(), &o, &fl, &fs) == 0, "fault layer");
+        int rc = model_hotset_save(fs, path, fp, L, E, c2, &err);
+        CHECK(rc == COLIBRI_EIO && strstr(err.msg, path) && io_fault_tripped(fl), "call %d failed: rc %d: %s", n, rc,
+              err.msg);
+        io_fault_free(fl);
+        CHECK(model_hotset_load(NULL, path, fp, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
+              "call %d failed: the old file loads as it was: %s", n, err.msg);
+        CHECK(count_entries(dir) == 1, "call %d failed: no temporary left", n);
+    }
+    CHECK(model_hotset_save(NULL, path, fp, L, E, c2, &err) == 0 && count_entries(dir) == 1, "%s", err.msg);
+    CHECK(model_hotset_load(NULL, path, fp, L, E, back, &err) == 0 && !memcmp(back, c2, sizeof c2), "%s", err.msg);
+
+    /* a link planted at the temporary's name is replaced, never followed */
+    char tmp[400], victim[400];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    f = fopen(victim, "wb");
+    if (f) fclose(f);
+    CHECK(symlink(victim, tmp) == 0, "symlink");
+    struct stat sb;
+    CHECK(model_hotset_save(NULL, path, fp, L, E, c, &err) == 0 && stat(victim, &sb) == 0 && sb.st_size == 0 &&
+              lstat(tmp, &sb) != 0, "a link at the temporary's name: %s", err.msg);
+    unlink(victim);
+}
+
 static void test_hotset_file(void)
 {
     char root[] = "/tmp/colibri-hot-XXXXXX", dir[4096], path[4200], cmd[4300];
@@ -48,20 +128,20 @@ static void test_hotset_file(void)
     for (int i = 0; i < L * E; i++) c[i] = (uint32_t)(i * 7919u % 13u) + (i == 4 ? 0xfffffff0u : 0);
     model_hotset_path(dir, 0x0123456789abcdefull, path, sizeof path);
     CHECK(strstr(path, "experts-0123456789abcdef.hot") != NULL, "%s", path);
-    CHECK(model_hotset_load(path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
+    CHECK(model_hotset_load(NULL, path, 1, L, E, back, &err) == COLIBRI_EIO && !err.msg[0], "a missing file: %s",
           err.msg);
-    CHECK(model_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(model_hotset_save(NULL, path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
     CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "saving creates the state directory with its parents");
     CHECK(count_entries(dir) == 1, "no temporary file left beside it");
     memset(back, 0, sizeof back);
-    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdefull, L, E, back, &err) == 0 && !memcmp(back, c, sizeof c),
           "round trip: %s", err.msg);
     c[0] = 99;   /* a second save replaces the file */
-    CHECK(model_hotset_save(path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
-    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == 0 && back[0] == 99, "replaced");
-    CHECK(model_hotset_load(path, 0x0123456789abcdeeull, L, E, back, &err) == COLIBRI_EMISMATCH &&
+    CHECK(model_hotset_save(NULL, path, 0x0123456789abcdefull, L, E, c, &err) == 0, "%s", err.msg);
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdefull, L, E, back, &err) == 0 && back[0] == 99, "replaced");
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdeeull, L, E, back, &err) == COLIBRI_EMISMATCH &&
               strstr(err.msg, "another model") && strstr(err.msg, path), "another fingerprint: %s", err.msg);
-    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E + 1, back, &err) == COLIBRI_EFORMAT,
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdefull, L, E + 1, back, &err) == COLIBRI_EFORMAT,
           "another shape: %s", err.msg);
     /* one byte flipped in the counts */
     FILE *f = fopen(path, "r+b");
@@ -73,14 +153,57 @@ static void test_hotset_file(void)
         fclose(f);
     }
     memset(back, 0xab, sizeof back);
-    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "checksum") && back[0] == 0xabababab, "damaged: %s", err.msg);
     CHECK(truncate(path, 20) == 0, "truncate");
-    CHECK(model_hotset_load(path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
+    CHECK(model_hotset_load(NULL, path, 0x0123456789abcdefull, L, E, back, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "bytes"), "truncated: %s", err.msg);
+    test_hotset_torn(path, c);
     snprintf(path, sizeof path, "%s/a/b/experts-0123456789abcdef.hot/x.hot", root);   /* a file as directory */
-    CHECK(model_hotset_save(path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "experts-0123456789abcdef.hot"),
+    CHECK(model_hotset_save(NULL, path, 1, L, E, c, &err) == COLIBRI_EIO && strstr(err.msg, "experts-0123456789abcdef.hot"),
           "an unwritable path is refused by name: %s", err.msg);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0, "clean up");
+}
+
+/* Runs model_hotset_load on path in a child with an alarm, so that a load
+ * that blocks fails the test instead of stalling it. 0 when the load was
+ * refused with COLIBRI_EIO and a message naming the path and `kind`; 1 when
+ * refused otherwise; -1 when it hung. */
+static int load_refused_in_child(const char *path, const char *kind)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(5);
+        struct colibri_err err = { 0 };
+        uint32_t c[15];
+        int rc = model_hotset_load(NULL, path, 1, 3, 5, c, &err);
+        if (rc != COLIBRI_EIO || !strstr(err.msg, path) || !strstr(err.msg, kind))
+            fprintf(stderr, "  %s: rc %d: %s\n", path, rc, err.msg);
+        _exit(rc == COLIBRI_EIO && strstr(err.msg, path) && strstr(err.msg, kind) ? 0 : 1);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return 1;
+    return WIFSIGNALED(st) ? -1 : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+/* The state path holding a FIFO, a device or a symbolic link: the load is
+ * refused at once, naming what is there (a FIFO without a writer used to
+ * block the load forever). */
+static void test_hotset_not_regular(void)
+{
+    char root[] = "/tmp/colibri-hotfifo-XXXXXX", path[300], cmd[400];
+    if (!mkdtemp(root)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/experts-0000000000000001.hot", root);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo");
+    int r = load_refused_in_child(path, "FIFO");
+    CHECK(r == 0, "a FIFO at the state path: %s", r < 0 ? "the load hung" : "not refused by name");
+    r = load_refused_in_child("/dev/null", "device");
+    CHECK(r == 0, "a device at the state path: %s", r < 0 ? "the load hung" : "not refused by name");
+    unlink(path);
+    CHECK(symlink("/dev/null", path) == 0, "symlink");
+    r = load_refused_in_child(path, "symbolic link");
+    CHECK(r == 0, "a symbolic link at the state path: %s", r < 0 ? "the load hung" : "not refused by name");
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0, "clean up");
 }
@@ -484,6 +607,7 @@ int main(void)
     RUN_TEST(test_reader_pool);
     RUN_TEST(test_stream_read_fault);
     RUN_TEST(test_hotset_file);
+    RUN_TEST(test_hotset_not_regular);
     RUN_TEST(test_hotset_choose);
     RUN_TEST(test_pinned_and_tmpfs);
     return CHECK_SUMMARY();
