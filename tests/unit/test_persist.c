@@ -4,6 +4,9 @@
  * changed, locking, files that are not KV files. */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "persist_fixture.h"
@@ -440,6 +443,33 @@ static void test_versions(void)
     free(b);
 }
 
+/* A FIFO at a KV path: verify and open are refused at once, naming it (run
+ * in a child with an alarm: a FIFO without a writer used to block the open). */
+static void test_fifo_refused(void)
+{
+    const char *path = fx_path("fifo.ckv");
+    unlink(path);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo %s", path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(5);
+        struct colibri_err err = { 0 };
+        struct kv_file_verify v;
+        int ok = kv_file_verify(io_fs_posix(), path, &v, &err) == COLIBRI_EIO && strstr(err.msg, "FIFO");
+        struct kv_cache *c = fx_cache(KV_TIER_F32, 8);
+        int32_t tok[8];
+        struct kv_file_report rep;
+        struct kv_file *f = NULL;
+        ok = ok && open_into(path, c, tok, &rep, &f, &err) != 0 && strstr(err.msg, "FIFO") && strstr(err.msg, path);
+        if (!ok) fprintf(stderr, "  %s\n", err.msg);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a FIFO: %s",
+          WIFSIGNALED(st) ? "the open hung" : "not refused by name");
+    unlink(path);
+}
+
 static void test_not_kv_files(void)
 {
     const char *path = fx_path("text.ckv");
@@ -576,6 +606,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_refusal_messages);
     RUN_TEST(test_versions);
     RUN_TEST(test_not_kv_files);
+    RUN_TEST(test_fifo_refused);
     RUN_TEST(test_random_damage);
     RUN_TEST(test_lock);
     fx_teardown();
