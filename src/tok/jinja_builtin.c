@@ -1,8 +1,9 @@
 /* tok/jinja_builtin.c - the filters, tests, string/dict methods and globals
  * of the Jinja subset (contract in jinja.h). Each follows Jinja2 3.1 /
  * Python 3 semantics on the values it accepts; anything outside those is an
- * error naming the filter and the type, never a guess. Case mapping
- * (upper, lower, title, capitalize) changes ASCII letters only. */
+ * error naming the filter and the type, never a guess. Case mapping is
+ * Unicode's, as Python's (jinja_case.c); isalpha, isdigit, isalnum and
+ * isspace know ASCII only. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -101,25 +102,32 @@ static struct jv strip(struct jctx *c, const struct jstr *s, const struct jstr *
     return jv_strn(c, s->p + a, b - a);
 }
 
-static struct jv case_map(struct jctx *c, const struct jstr *s, int mode)
+/* Bytes of the line break at s[i..n) as Python's str.splitlines() knows
+ * them (\n, \r, \r\n, \v, \f, \x1c-\x1e, U+0085, U+2028, U+2029), or 0. */
+static size_t line_break(const char *s, size_t n, size_t i)
 {
-    /* mode 0 lower, 1 upper, 2 capitalize, 3 title (Jinja's: a word starts after -, space, (, {, [, <) */
-    struct jv r = jv_strn(c, s->p, s->n);
-    char *p = (char *)r.u.s->p;
-    int start = 1;
-    for (size_t i = 0; i < s->n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (mode == 0) p[i] = (char)tolower(ch);
-        else if (mode == 1) p[i] = (char)toupper(ch);
-        else if (mode == 2) p[i] = (char)(i == 0 ? toupper(ch) : tolower(ch));
-        else {
-            int sep = ch == '-' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' ||
-                      ch == '\v' || ch == '(' || ch == '{' || ch == '[' || ch == '<';
-            if (sep) { start = 1; continue; }
-            p[i] = (char)(start ? toupper(ch) : tolower(ch));
-            if (ch < 0x80 || (ch & 0xc0) != 0x80) start = 0;
-        }
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '\r') return i + 1 < n && s[i + 1] == '\n' ? 2 : 1;
+    if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) return 1;
+    if (ch == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] == 0x85) return 2;
+    if (ch == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+        ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) return 3;
+    return 0;
+}
+
+/* Python's s.splitlines(): the lines without their breaks; a final break
+ * ends the last line rather than starting an empty one. */
+static struct jv splitlines(struct jctx *c, const struct jstr *s)
+{
+    struct jv r = jv_list(c, 0);
+    size_t a = 0;
+    for (size_t i = 0; i < s->n;) {
+        size_t k = line_break(s->p, s->n, i);
+        if (!k) { i++; continue; }
+        jlist_push(c, r.u.l, jv_strn(c, s->p + a, i - a));
+        a = i += k;
     }
+    if (a < s->n) jlist_push(c, r.u.l, jv_strn(c, s->p + a, s->n - a));
     return r;
 }
 
@@ -287,16 +295,6 @@ static int str_class(const struct jstr *s, int (*pred)(int))
     return 1;
 }
 
-static int case_test(const struct jstr *s, int want_upper)
-{
-    int cased = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        unsigned char ch = (unsigned char)s->p[i];
-        if (want_upper ? islower(ch) : isupper(ch)) return 0;
-        if (isalpha(ch)) cased = 1;
-    }
-    return cased;
-}
 
 struct jv jinja_call_method(struct jctx *c, struct jv self, const struct jstr *name, const struct jv *args,
                             size_t nargs, const struct jstr *const *kwn, const struct jv *kwv, size_t nkw)
@@ -338,10 +336,10 @@ struct jv jinja_call_method(struct jctx *c, struct jv self, const struct jstr *n
         const struct jstr *chars = nargs && args[0].t != JV_NONE ? need_str(c, m, args[0]) : NULL;
         return strip(c, s, chars, m[0] != 'r', m[0] != 'l');
     }
-    if (!strcmp(m, "lower")) return case_map(c, s, 0);
-    if (!strcmp(m, "upper")) return case_map(c, s, 1);
-    if (!strcmp(m, "capitalize")) return case_map(c, s, 2);
-    if (!strcmp(m, "title")) return case_map(c, s, 3);
+    if (!strcmp(m, "lower")) return tok_jinja_case(c, s, JCASE_LOWER);
+    if (!strcmp(m, "upper")) return tok_jinja_case(c, s, JCASE_UPPER);
+    if (!strcmp(m, "capitalize")) return tok_jinja_case(c, s, JCASE_CAPITALIZE);
+    if (!strcmp(m, "title")) return tok_jinja_case(c, s, JCASE_TITLE);
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "count")) {
         if (nargs != 1) jinja_fail(c, COLIBRI_EUNSUPPORTED, "%s with start/end arguments", m);
         const struct jstr *sub = need_str(c, m, args[0]);
@@ -368,24 +366,13 @@ struct jv jinja_call_method(struct jctx *c, struct jv self, const struct jstr *n
         }
         return jbuf_take(c, &b);
     }
-    if (!strcmp(m, "splitlines")) {
-        struct jv r = jv_list(c, 0);
-        size_t a = 0;
-        for (size_t i = 0; i < s->n; i++)
-            if (s->p[i] == '\n' || s->p[i] == '\r') {
-                jlist_push(c, r.u.l, jv_strn(c, s->p + a, i - a));
-                if (s->p[i] == '\r' && i + 1 < s->n && s->p[i + 1] == '\n') i++;
-                a = i + 1;
-            }
-        if (a < s->n) jlist_push(c, r.u.l, jv_strn(c, s->p + a, s->n - a));
-        return r;
-    }
+    if (!strcmp(m, "splitlines")) return splitlines(c, s);
     if (!strcmp(m, "isdigit")) return jv_bool(str_class(s, isdigit));
     if (!strcmp(m, "isalpha")) return jv_bool(str_class(s, isalpha));
     if (!strcmp(m, "isspace")) return jv_bool(str_class(s, isspace));
     if (!strcmp(m, "isalnum")) return jv_bool(str_class(s, isalnum));
-    if (!strcmp(m, "islower")) return jv_bool(case_test(s, 0));
-    if (!strcmp(m, "isupper")) return jv_bool(case_test(s, 1));
+    if (!strcmp(m, "islower")) return jv_bool(tok_jinja_case_test(c, s, 0));
+    if (!strcmp(m, "isupper")) return jv_bool(tok_jinja_case_test(c, s, 1));
     jinja_fail(c, COLIBRI_EINVAL, "'str' object has no method '%s'", m);
 }
 
@@ -450,8 +437,8 @@ int jinja_call_test(struct jctx *c, int idx, struct jv v, const struct jv *args,
         if (v.t == JV_LIST) return v.u.l == args[0].u.l;
         if (v.t == JV_DICT || v.t == JV_NS) return v.u.d == args[0].u.d;
         return jv_eq(v, args[0]);
-    case 32: return v.t == JV_STR && case_test(v.u.s, 0);
-    case 33: return v.t == JV_STR && case_test(v.u.s, 1);
+    case 32: return v.t == JV_STR && tok_jinja_case_test(c, v.u.s, 0);
+    case 33: return v.t == JV_STR && tok_jinja_case_test(c, v.u.s, 1);
     }
     return 0;
 }
@@ -525,10 +512,10 @@ static struct jv f_default(ARGS)
     return v;
 }
 
-static struct jv f_upper(ARGS) { return case_map(c, str_of(c, v).u.s, 1); }
-static struct jv f_lower(ARGS) { return case_map(c, str_of(c, v).u.s, 0); }
-static struct jv f_capitalize(ARGS) { return case_map(c, str_of(c, v).u.s, 2); }
-static struct jv f_title(ARGS) { return case_map(c, str_of(c, v).u.s, 3); }
+static struct jv f_upper(ARGS) { return tok_jinja_case(c, str_of(c, v).u.s, JCASE_UPPER); }
+static struct jv f_lower(ARGS) { return tok_jinja_case(c, str_of(c, v).u.s, JCASE_LOWER); }
+static struct jv f_capitalize(ARGS) { return tok_jinja_case(c, str_of(c, v).u.s, JCASE_CAPITALIZE); }
+static struct jv f_title(ARGS) { return tok_jinja_case(c, str_of(c, v).u.s, JCASE_JINJA_TITLE); }
 static struct jv f_string(ARGS) { return str_of(c, v); }
 static struct jv f_safe(ARGS) { struct jv r = str_of(c, v); r.markup = 1; return r; }
 
@@ -650,23 +637,20 @@ static struct jv f_indent(ARGS)
     if (!w) ind = jv_str(c, "    ");
     else if (w->t == JV_STR) ind = *w;
     else { int64_t n = int_arg(c, "indent", w, 4); if (n < 0 || n > 1024) n = 0; char sp[1025]; memset(sp, ' ', (size_t)n); ind = jv_strn(c, sp, (size_t)n); }
-    const struct jstr *s = str_of(c, v).u.s;
-    /* Jinja: s += "\n"; lines = s.splitlines(); first line as is, then each
-     * non-blank (or every, with blank) line indented, joined by "\n" */
+    /* Jinja 3.1: s += "\n"; lines = s.splitlines(); the first line as it
+     * is, then the others each indented unless blank (all of them with
+     * blank=true), joined by "\n" (so "\r\n" becomes "\n") */
+    struct jbuf t = { 0 };
+    jv_str_into(c, &t, v);
+    jbuf_add(c, &t, "\n", 1);
+    const struct jlist *lines = splitlines(c, jbuf_take(c, &t).u.s).u.l;
     struct jbuf b = { 0 };
     if (first) jbuf_add(c, &b, ind.u.s->p, ind.u.s->n);
-    size_t a = 0;
-    int lineno = 0;
-    for (size_t i = 0; i <= s->n; i++) {
-        if (i < s->n && s->p[i] != '\n') continue;
-        if (lineno) {
-            jbuf_add(c, &b, "\n", 1);
-            if (blank || i > a) jbuf_add(c, &b, ind.u.s->p, ind.u.s->n);
-        }
-        jbuf_add(c, &b, s->p + a, i - a);
-        lineno++;
-        a = i + 1;
-        if (i == s->n - 1 || i == s->n) break;   /* the added "\n" ends the last line */
+    for (size_t i = 0; i < lines->n; i++) {
+        const struct jstr *l = lines->v[i].u.s;
+        if (i) jbuf_add(c, &b, "\n", 1);
+        if (i && (blank || l->n)) jbuf_add(c, &b, ind.u.s->p, ind.u.s->n);
+        jbuf_add(c, &b, l->p, l->n);
     }
     return jbuf_take(c, &b);
 }
@@ -674,7 +658,7 @@ static struct jv f_indent(ARGS)
 static int cmp_ci(struct jctx *c, struct jv a, struct jv b, int case_sensitive)
 {
     if (!case_sensitive && a.t == JV_STR && b.t == JV_STR) {
-        struct jv la = case_map(c, a.u.s, 0), lb = case_map(c, b.u.s, 0);
+        struct jv la = tok_jinja_case(c, a.u.s, JCASE_LOWER), lb = tok_jinja_case(c, b.u.s, JCASE_LOWER);
         return jv_cmp(c, la, lb);
     }
     return jv_cmp(c, a, b);
@@ -752,7 +736,7 @@ static struct jv f_unique(ARGS)
     struct jv r = jv_list(c, 0), seen = jv_list(c, 0);
     for (size_t i = 0; i < items.n; i++) {
         struct jv k = attr_path(c, items.v[i], attr);
-        if (!cs && k.t == JV_STR) k = case_map(c, k.u.s, 0);
+        if (!cs && k.t == JV_STR) k = tok_jinja_case(c, k.u.s, JCASE_LOWER);
         int dup = 0;
         for (size_t j = 0; j < seen.u.l->n && !dup; j++) { jinja_step(c); dup = jv_eq(seen.u.l->v[j], k); }
         if (dup) continue;

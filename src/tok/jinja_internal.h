@@ -2,7 +2,8 @@
  * tokens and syntax tree. jinja_lex.c turns source into tokens,
  * jinja_parse.c tokens into a tree, jinja_eval.c runs the tree,
  * jinja_value.c holds values and their Python conversions (str, repr,
- * json.dumps), jinja_builtin.c the filters, tests, methods and globals.
+ * json.dumps), jinja_builtin.c the filters, tests, methods and globals,
+ * jinja_case.c Python's Unicode case methods.
  * Not a public interface: included only by those files. */
 #ifndef COLIBRI_TOK_JINJA_INTERNAL_H
 #define COLIBRI_TOK_JINJA_INTERNAL_H
@@ -191,5 +192,11 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key);
 void jinja_iter(struct jctx *c, struct jv v, struct jlist *into);  /* list(v) */
 void jinja_step(struct jctx *c);
 struct jv jinja_escape(struct jctx *c, struct jv v);   /* markupsafe.escape of str(v) */
+
+/* case (jinja_case.c): Python's s.lower(), s.upper(), s.capitalize(),
+ * s.title(), and Jinja's |title; s.isupper() / s.islower() */
+enum jcase { JCASE_LOWER, JCASE_UPPER, JCASE_CAPITALIZE, JCASE_TITLE, JCASE_JINJA_TITLE };
+struct jv tok_jinja_case(struct jctx *c, const struct jstr *s, enum jcase mode);
+int tok_jinja_case_test(struct jctx *c, const struct jstr *s, int want_upper);
 
 #endif

@@ -9,6 +9,8 @@
 
 #include "base/err.h"
 #include "tok/jinja_internal.h"
+#include "tok/tok_unicase.h"
+#include "tok/tok_utf8.h"
 
 /* ------------------------------------------------------------ arena */
 
@@ -284,20 +286,30 @@ void jfloat_repr(double f, char *out, size_t cap)
 #undef PUT
 }
 
+/* Python's repr(str): quotes, backslash escapes, and \xNN / \uNNNN /
+ * \UNNNNNNNN for what str.isprintable() calls unprintable. */
 static void repr_str(struct jctx *c, struct jbuf *b, const struct jstr *s)
 {
     char q = memchr(s->p, '\'', s->n) && !memchr(s->p, '"', s->n) ? '"' : '\'';
     jbuf_add(c, b, &q, 1);
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < s->n;) {
         unsigned char ch = (unsigned char)s->p[i];
-        char tmp[8];
-        if (ch == '\\') add_s(c, b, "\\\\");
-        else if (ch == (unsigned char)q) { tmp[0] = '\\'; tmp[1] = (char)q; jbuf_add(c, b, tmp, 2); }
-        else if (ch == '\n') add_s(c, b, "\\n");
-        else if (ch == '\r') add_s(c, b, "\\r");
-        else if (ch == '\t') add_s(c, b, "\\t");
-        else if (ch < 0x20 || ch == 0x7f) { snprintf(tmp, sizeof tmp, "\\x%02x", ch); add_s(c, b, tmp); }
-        else jbuf_add(c, b, (const char *)&ch, 1);
+        char tmp[16];
+        size_t bad = 0, len = tok_utf8_valid_len((const unsigned char *)s->p + i, s->n - i, &bad);
+        uint32_t cp = ch;
+        if (len) tok_utf8_decode((const unsigned char *)s->p + i, &cp);
+        else len = bad;   /* not UTF-8: the bytes as they are (a Python str cannot hold them) */
+        if (cp == '\\') add_s(c, b, "\\\\");
+        else if (cp == (unsigned char)q) { tmp[0] = '\\'; tmp[1] = (char)q; jbuf_add(c, b, tmp, 2); }
+        else if (cp == '\n') add_s(c, b, "\\n");
+        else if (cp == '\r') add_s(c, b, "\\r");
+        else if (cp == '\t') add_s(c, b, "\\t");
+        else if (bad || !(tok_uc_props(cp) & TOK_UC_NONPRINT)) jbuf_add(c, b, s->p + i, len);
+        else {
+            snprintf(tmp, sizeof tmp, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", (unsigned)cp);
+            add_s(c, b, tmp);
+        }
+        i += len;
     }
     jbuf_add(c, b, &q, 1);
 }
