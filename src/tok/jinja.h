@@ -23,9 +23,10 @@
  * 64-bit (overflow is an error, not a bigint); str() of floats, lists and
  * dicts is Python's repr; what Jinja2 returns as a generator (select, map,
  * reverse, unique) is always true and has no length or JSON form; |safe
- * makes a Markup that HTML-escapes plain strings added to it. The context is JSON: a JSON number with an
- * integral value is an int, any other a float (cJSON keeps no other
- * distinction).
+ * makes a Markup that HTML-escapes plain strings added to it. The context is JSON: a number parsed
+ * by tok_jinja_json_parse is an int or a float as Python's json.loads makes
+ * it ("2.0" a float, "2" an int); one built in C (no literal kept) is an
+ * int when its value is integral.
  *
  * Hostile templates: parsing nests at most JINJA_MAX_NEST deep; a render
  * stops with an error past the limits in struct jinja_limits (steps, macro
@@ -73,5 +74,12 @@ void jinja_free(struct jinja_tpl *t);
  * COLIBRI_EINVAL naming the line. *out is untouched on failure. */
 int jinja_render(const struct jinja_tpl *t, const cJSON *ctx, const struct jinja_limits *lim,
                  char **out, size_t *out_len, struct colibri_err *err);
+
+/* cJSON_ParseWithLength of text[0..len) that also keeps what Python's
+ * json.loads keeps and cJSON drops: each number node's valuestring holds its
+ * literal ("2.0", "1e5", "9007199254740993"; cJSON_Delete frees it), so a
+ * render sees 2.0 as a float and prints it "2.0". NULL when the text does
+ * not begin with a JSON value, or when out of memory. */
+cJSON *tok_jinja_json_parse(const char *text, size_t len);
 
 #endif

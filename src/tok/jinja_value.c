@@ -1,6 +1,7 @@
 /* tok/jinja_value.c - the arena, values, and their Python spellings: str(),
  * repr() and json.dumps() as transformers' tojson calls it (contract in
  * jinja.h; shared types in jinja_internal.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -198,6 +199,15 @@ struct jv jv_from_json(struct jctx *c, const cJSON *j)
     if (cJSON_IsTrue(j)) return jv_bool(1);
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
+        if (j->valuestring) {   /* its literal (tok_jinja_json_parse): json.loads' int or float */
+            const char *lit = j->valuestring;
+            if (strpbrk(lit, ".eE")) return jv_float(d);
+            errno = 0;
+            char *e;
+            long long i = strtoll(lit, &e, 10);
+            if (!errno && !*e) return jv_int(i);
+            return jv_float(d);   /* past 64 bits (Python's int has no limit) */
+        }
         if (isfinite(d) && d == floor(d) && fabs(d) < 9007199254740992.0) return jv_int((int64_t)d);
         return jv_float(d);
     }
@@ -215,6 +225,57 @@ struct jv jv_from_json(struct jctx *c, const cJSON *j)
         return d;
     }
     return jv_none();
+}
+
+/* The next number literal at or after *p (outside strings), or NULL. */
+static const char *next_number(const char **p, const char *end, size_t *n)
+{
+    const char *q = *p;
+    while (q < end) {
+        if (*q == '"') {
+            for (q++; q < end && *q != '"'; q++) if (*q == '\\') q++;
+            q++;
+            continue;
+        }
+        if (*q == '-' || (*q >= '0' && *q <= '9')) {
+            const char *s = q;
+            while (q < end && (*q == '-' || *q == '+' || *q == '.' || *q == 'e' || *q == 'E' || (*q >= '0' && *q <= '9'))) q++;
+            *n = (size_t)(q - s);
+            *p = q;
+            return s;
+        }
+        q++;
+    }
+    *p = end;
+    return NULL;
+}
+
+/* Gives each number node in j, in document order (the order cJSON keeps),
+ * its literal from the text; 0 on OOM. */
+static int keep_literals(cJSON *j, const char **p, const char *end)
+{
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j)) {
+            size_t n;
+            const char *lit = next_number(p, end, &n);
+            if (!lit) return 1;
+            if (!(j->valuestring = cJSON_malloc(n + 1))) return 0;
+            memcpy(j->valuestring, lit, n);
+            j->valuestring[n] = 0;
+        } else if (j->child && !keep_literals(j->child, p, end)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+cJSON *tok_jinja_json_parse(const char *text, size_t len)
+{
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    const char *p = text;
+    if (j && !keep_literals(j, &p, end)) { cJSON_Delete(j); return NULL; }
+    return j;
 }
 
 /* ------------------------------------------------------------ text */

@@ -35,6 +35,7 @@
 #include "colibri.h"
 
 struct tok;
+struct cJSON;
 
 /* Loads the tokenizer of a model directory: dir/tokenizer.json is required,
  * dir/tokenizer_config.json and dir/generation_config.json are read when
@@ -75,6 +76,11 @@ int32_t tok_token_id(const struct tok *t, const char *text, size_t len); /* -1 i
 const char *tok_bos_text(const struct tok *t);  /* "" if none */
 const char *tok_eos_text(const struct tok *t);
 const char *tok_chat_template(const struct tok *t); /* NULL if none shipped */
+/* The special tokens a chat template gets as variables, as transformers'
+ * special_tokens_map: a JSON object {"bos_token": "<s>", "pad_token": ...,
+ * "image_token": ...} from tokenizer_config.json (and special_tokens_map.json
+ * where transformers reads it). Never NULL once loaded; valid while t lives. */
+const struct cJSON *tok_special_tokens(const struct tok *t);
 const char *tok_chat_template_from(const struct tok *t); /* its file name, NULL if none */
 
 /* Streaming decoder: feed ids one at a time, get bytes that end on a whole

@@ -28,6 +28,7 @@ int32_t tok_eos(const struct tok *t) { return t->eos_id; }
 const char *tok_bos_text(const struct tok *t) { return t->bos_text; }
 const char *tok_eos_text(const struct tok *t) { return t->eos_text; }
 const char *tok_chat_template(const struct tok *t) { return t->chat_template; }
+const struct cJSON *tok_special_tokens(const struct tok *t) { return t->specials; }
 const char *tok_chat_template_from(const struct tok *t) { return t->chat_template_from; }
 
 int tok_is_eog(const struct tok *t, int32_t id)

@@ -34,6 +34,8 @@ struct tok_added_set {
     int first[257];             /* tok[first[b] .. first[b+1]) start with byte b */
 };
 
+struct cJSON;
+
 struct tok {
     int32_t n_ids;              /* largest id + 1 */
     uint8_t *id_flags;          /* TOK_ID_* per id */
@@ -56,13 +58,13 @@ struct tok {
     int add_bos, add_eos;
     char *bos_text, *eos_text;  /* "" when absent */
     char *chat_template;        /* NULL when absent */
+    struct cJSON *specials;     /* {name: text} a chat template gets (tok_special_tokens) */
     const char *chat_template_from; /* the file it came from (a static name) */
 };
 
 /* tiktoken.model in dir into t (tok_tiktoken.c): ids, pieces, vocabulary,
  * merges; *added (the caller's) the special tokens as tokenizer.json's
  * added_tokens list. tok_tiktoken_pattern() is the pre-tokenizer regex. */
-struct cJSON;
 int tok_tiktoken_load(const char *dir, struct tok *t, struct cJSON **added, struct colibri_err *err);
 const char *tok_tiktoken_pattern(void);
 

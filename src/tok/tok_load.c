@@ -31,6 +31,7 @@ void tok_free(struct tok *t)
     free(t->bos_text);
     free(t->eos_text);
     free(t->chat_template);
+    cJSON_Delete(t->specials);
     free(t);
 }
 
@@ -354,6 +355,62 @@ static char *token_text(const cJSON *j)
     return strdup("");
 }
 
+/* A special token's text in a config: a string, or an AddedToken object's
+ * content; NULL when it is neither. */
+static const char *special_text(const cJSON *v)
+{
+    if (cJSON_IsString(v)) return v->valuestring;
+    const cJSON *c = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "content") : NULL;
+    return cJSON_IsString(c) ? c->valuestring : NULL;
+}
+
+static int special_is_named(const char *k)
+{
+    static const char *const NAMED[] = { "bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                                         "cls_token", "mask_token" };
+    for (size_t i = 0; i < sizeof NAMED / sizeof *NAMED; i++) if (!strcmp(k, NAMED[i])) return 1;
+    return 0;
+}
+
+static int set_special(cJSON *map, const char *k, const char *v)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(map, k);   /* a later source wins */
+    return cJSON_AddStringToObject(map, k, v) != NULL;
+}
+
+/* What transformers 5 passes a chat template besides the caller's variables
+ * (its special_tokens_map): the seven named tokens, the named ones of
+ * extra_special_tokens (when a mapping) and model_specific_special_tokens,
+ * and any other key ending in "_token" whose value is a token. legacy is
+ * special_tokens_map.json, read (over the config) only when the config has
+ * no added_tokens_decoder, as transformers does. 0 on OOM. */
+static int load_specials(struct tok *t, const cJSON *cfg, const cJSON *legacy)
+{
+    if (!(t->specials = cJSON_CreateObject())) return 0;
+    const cJSON *srcs[2] = { cfg, cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder") ? NULL : legacy };
+    for (int s = 0; s < 2; s++) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, srcs[s]) {
+            const char *k = it->string;
+            size_t n = strlen(k);
+            int named = special_is_named(k), maps = !strcmp(k, "extra_special_tokens") ||
+                                                    !strcmp(k, "model_specific_special_tokens");
+            if (maps && cJSON_IsObject(it)) {
+                const cJSON *e;
+                cJSON_ArrayForEach(e, it) {
+                    const char *v = special_text(e);
+                    if (v && !set_special(t->specials, e->string, v)) return 0;
+                }
+                continue;
+            }
+            const char *v = special_text(it);
+            if (!v || !(named || (n > 6 && !strcmp(k + n - 6, "_token")))) continue;
+            if (!set_special(t->specials, k, v)) return 0;
+        }
+    }
+    return 1;
+}
+
 static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
 {
     char path[4096];
@@ -380,6 +437,12 @@ static int load_config(struct tok *t, const char *dir, struct colibri_err *err)
                        path, t->add_bos && t->bos_id < 0 ? "bos" : "eos",
                        t->add_bos && t->bos_id < 0 ? t->bos_text : t->eos_text);
     }
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    cJSON *legacy = load_json(path, 0, err, &rc);
+    if (rc) { cJSON_Delete(cfg); return rc; }
+    int ok = load_specials(t, cfg, legacy);
+    cJSON_Delete(legacy);
+    if (!ok) { cJSON_Delete(cfg); return base_err_set(err, COLIBRI_ENOMEM, "%s", path); }
     const cJSON *tpl = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "chat_template") : NULL;
     if (cJSON_IsString(tpl)) {
         t->chat_template = strdup(tpl->valuestring);

@@ -44,8 +44,7 @@ const char *tok_template_origin(const struct tok_template *tt) { return tt->orig
 
 static int reserved(const char *k)
 {
-    return !strcmp(k, "messages") || !strcmp(k, "tools") || !strcmp(k, "documents") ||
-           !strcmp(k, "add_generation_prompt");
+    return !strcmp(k, "messages") || !strcmp(k, "tools") || !strcmp(k, "add_generation_prompt");
 }
 
 int tok_template_render(const struct tok_template *tt, const struct tok *t, const cJSON *messages,
@@ -60,6 +59,12 @@ int tok_template_render(const struct tok_template *tt, const struct tok *t, cons
     cJSON_ArrayForEach(it, kwargs)
         if (reserved(it->string))
             return base_err_set(err, COLIBRI_EINVAL, "chat: template variable '%s' is set by colibri itself", it->string);
+    const cJSON *docs = kwargs ? cJSON_GetObjectItemCaseSensitive(kwargs, "documents") : NULL, *d;
+    if (docs && !cJSON_IsNull(docs)) {   /* as transformers checks them */
+        int good = cJSON_IsArray(docs);
+        cJSON_ArrayForEach(d, good ? docs : NULL) good = good && cJSON_IsObject(d);
+        if (!good) return base_err_set(err, COLIBRI_EINVAL, "chat: documents must be a list of objects (title, text...)");
+    }
     /* The context borrows the caller's items by reference (cJSON_CreateArrayReference
      * and friends), so nothing is copied and nothing of the caller's is freed. */
     cJSON *ctx = cJSON_CreateObject();
@@ -67,13 +72,15 @@ int tok_template_render(const struct tok_template *tt, const struct tok *t, cons
     ok = ok && cJSON_AddItemToObject(ctx, "messages", cJSON_CreateArrayReference(messages->child));
     ok = ok && cJSON_AddItemToObject(ctx, "tools", cJSON_IsArray(tools) ? cJSON_CreateArrayReference(tools->child)
                                                                          : cJSON_CreateNull());
-    ok = ok && cJSON_AddItemToObject(ctx, "documents", cJSON_CreateNull());
+    if (!(kwargs && cJSON_GetObjectItemCaseSensitive(kwargs, "documents")))   /* else it comes with them */
+        ok = ok && cJSON_AddItemToObject(ctx, "documents", cJSON_CreateNull());
     ok = ok && cJSON_AddItemToObject(ctx, "add_generation_prompt", cJSON_CreateBool(add_gen));
     /* transformers passes the special-tokens map, then the caller's kwargs over it */
-    if (ok && tok_bos_text(t)[0] && !(kwargs && cJSON_GetObjectItemCaseSensitive(kwargs, "bos_token")))
-        ok = cJSON_AddStringToObject(ctx, "bos_token", tok_bos_text(t)) != NULL;
-    if (ok && tok_eos_text(t)[0] && !(kwargs && cJSON_GetObjectItemCaseSensitive(kwargs, "eos_token")))
-        ok = cJSON_AddStringToObject(ctx, "eos_token", tok_eos_text(t)) != NULL;
+    cJSON_ArrayForEach(it, tok_special_tokens(t)) {
+        if (!ok) break;
+        if (!(kwargs && cJSON_GetObjectItemCaseSensitive(kwargs, it->string)))
+            ok = cJSON_AddStringToObject(ctx, it->string, it->valuestring) != NULL;
+    }
     cJSON_ArrayForEach(it, kwargs) {
         if (!ok) break;
         cJSON *ref = cJSON_IsObject(it) ? cJSON_CreateObjectReference(it->child)

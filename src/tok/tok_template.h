@@ -6,10 +6,12 @@
  *                         passed through as they are: role, content,
  *                         tool_calls, tool_call_id, name, reasoning_content...)
  *   tools                 the tool list, or None
- *   documents             None
+ *   documents             the caller's variable "documents", else None
  *   add_generation_prompt true when the assistant's turn is to follow
- *   bos_token, eos_token  the tokenizer's, when it has them
- *   ...                   any extra variables (chat_template_kwargs)
+ *   bos_token, pad_token, the tokenizer's special tokens (tok_special_tokens:
+ *   image_token...        every one transformers' special_tokens_map holds)
+ *   ...                   any extra variables (chat_template_kwargs), over
+ *                         the special tokens as transformers' kwargs are
  * A compiled template is read-only and may be rendered by many threads. */
 #ifndef COLIBRI_TOK_TEMPLATE_H
 #define COLIBRI_TOK_TEMPLATE_H
@@ -33,7 +35,8 @@ const char *tok_template_origin(const struct tok_template *tt);
 
 /* Renders into a new malloc'd NUL-terminated *out (*out_len bytes). messages
  * must be an array; tools an array or NULL; kwargs an object or NULL (its
- * keys may not be messages, tools, documents or add_generation_prompt).
+ * keys may not be messages, tools or add_generation_prompt; documents is
+ * apply_chat_template's documents argument).
  * The template's own errors (raise_exception) are COLIBRI_EINVAL. */
 int tok_template_render(const struct tok_template *tt, const struct tok *t, const cJSON *messages,
                         const cJSON *tools, const cJSON *kwargs, int add_gen, char **out, size_t *out_len,

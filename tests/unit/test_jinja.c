@@ -18,7 +18,7 @@ static char *render_str(const char *tpl, const char *ctx_json, int *rc, char *ms
     size_t len = 0;
     *rc = jinja_compile(tpl, strlen(tpl), &t, &err);
     if (!*rc) {
-        cJSON *ctx = ctx_json ? cJSON_Parse(ctx_json) : NULL;
+        cJSON *ctx = ctx_json ? tok_jinja_json_parse(ctx_json, strlen(ctx_json)) : NULL;
         *rc = jinja_render(t, ctx, NULL, &out, &len, &err);
         cJSON_Delete(ctx);
     }
@@ -43,7 +43,7 @@ static void golden_file(const char *name)
     char *js = base_read_file_all(path, &len);
     CHECK(js, "%s missing", path);
     if (!js) return;
-    cJSON *doc = cJSON_Parse(js);
+    cJSON *doc = tok_jinja_json_parse(js, len);
     free(js);
     CHECK(doc, "%s: bad JSON", path);
     if (!doc) return;
@@ -86,7 +86,9 @@ static void golden_file(const char *name)
 static const char *const GOLDEN[] = {
     "deepseek_v3", "deepseek_v3_1", "deepseek_r1", "deepseek_r1_qwen", "kimi_k2", "glm_4_6", "glm_4_7_flash",
     "qwen3", "qwen3_coder", "qwq", "smollm3", "gpt_oss", "granite_3_3", "mistral_nemo",
-    "kimi_k2_thinking_moonshotai", "glm_4_5", NULL };
+    "kimi_k2_thinking_moonshotai", "glm_4_5",
+    /* written for colibri: numbers, Unicode case, |indent, repr, documents */
+    "probe_numbers", "probe_case", "probe_indent", "probe_repr", "probe_documents", NULL };
 
 static void test_goldens(void)
 {
@@ -127,7 +129,7 @@ static void test_snippets(void)
     char *js = base_read_file_all("tests/tok/chat/snippets.json", &len);
     CHECK(js, "tests/tok/chat/snippets.json missing");
     if (!js) return;
-    cJSON *doc = cJSON_Parse(js);
+    cJSON *doc = tok_jinja_json_parse(js, len);
     free(js);
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(doc, "context"), *c;
     int n = 0;
