@@ -62,7 +62,7 @@ int tok_template_render(const struct tok_template *tt, const struct tok *t, cons
     const cJSON *docs = kwargs ? cJSON_GetObjectItemCaseSensitive(kwargs, "documents") : NULL, *d;
     if (docs && !cJSON_IsNull(docs)) {   /* as transformers checks them */
         int good = cJSON_IsArray(docs);
-        cJSON_ArrayForEach(d, good ? docs : NULL) good = good && cJSON_IsObject(d);
+        if (good) cJSON_ArrayForEach(d, docs) good = good && cJSON_IsObject(d);
         if (!good) return base_err_set(err, COLIBRI_EINVAL, "chat: documents must be a list of objects (title, text...)");
     }
     /* The context borrows the caller's items by reference (cJSON_CreateArrayReference
