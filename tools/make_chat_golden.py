@@ -317,6 +317,71 @@ PROBES = {
 }
 
 
+API_TEMPLATE = (
+    "{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token }}|{{ sep_token }}|{{ cls_token }}|{{ mask_token }}"
+    "|{{ image_token }}|{{ audio_token }}|{{ additional_special_tokens is defined }}{{ extra_special_tokens is defined }}\n"
+    "documents: {% if documents %}{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}"
+    "{% else %}{{ documents }}{% endif %}\n"
+    "tools: {{ tools|tojson if tools else tools }}\n"
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}[{{ c.function.name }} {{ c.function.arguments|tojson }}]"
+    "{% endfor %}{% endif %}{% endfor %}\n"
+    "thinking={{ thinking is defined and thinking }} hint={{ temperature_hint|default('none') }}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}")
+
+API_CONFIG = {
+    "tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": False, "add_eos_token": False,
+    "bos_token": "<｜begin▁of▁sentence｜>",
+    "eos_token": {"__type": "AddedToken", "content": "<｜end▁of▁sentence｜>", "lstrip": False, "normalized": False,
+                  "rstrip": False, "single_word": False},
+    "unk_token": "<unk>", "pad_token": "<pad>", "sep_token": "<sep>", "cls_token": "<cls>", "mask_token": "<mask>",
+    "image_token": "<|image|>", "extra_special_tokens": {"audio_token": "<|audio|>"},
+    "model_max_length": 4096, "chat_template": API_TEMPLATE}
+
+
+def api_cases():
+    msgs = [{"role": "system", "content": "Use the documents."}, {"role": "user", "content": "Weather in Zürich?"}]
+    calls = msgs + [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                       "arguments": {"city": "Zürich", "days": 2.0, "n": 3}}}]}]
+    yield "plain", msgs, None, {}, True
+    yield "plain_nogen", msgs, None, {}, False
+    yield "documents", msgs, None, {"documents": DOCS}, True
+    yield "tools_documents_kwargs", msgs, [WEATHER], {"documents": DOCS, "thinking": True, "temperature_hint": 2.0}, True
+    yield "kwargs_over_special_tokens", msgs, None, {"pad_token": "<PAD!>", "bos_token": ""}, True
+    yield "float_arguments", calls, [WEATHER], {"temperature_hint": 0.1}, False
+
+
+def write_api(out):
+    """A tokenizer directory naming every kind of special token, and
+    apply_chat_template's own renderings through it."""
+    import shutil
+    from transformers import AutoTokenizer
+    os.makedirs(out, exist_ok=True)
+    shutil.copyfile(os.path.join(HERE, "..", "tests", "tok", "tiny", "tokenizer.json"), os.path.join(out, "tokenizer.json"))
+    with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(API_CONFIG, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    tok = AutoTokenizer.from_pretrained(out)
+    cases = []
+    for name, msgs, tools, kwargs, add_gen in api_cases():
+        kw = copy.deepcopy(kwargs)
+        docs = kw.pop("documents", None)
+        text = tok.apply_chat_template(copy.deepcopy(msgs), tools=copy.deepcopy(tools), documents=copy.deepcopy(docs),
+                                       add_generation_prompt=add_gen, tokenize=False, **kw)
+        # the JSON texts colibri_chat_render_json takes, as Python writes them (2.0 stays 2.0)
+        cases.append({"name": name, "messages_json": json.dumps(msgs, ensure_ascii=False),
+                      "tools_json": json.dumps(tools, ensure_ascii=False) if tools is not None else None,
+                      "vars_json": json.dumps(kwargs, ensure_ascii=False) if kwargs else None,
+                      "add_generation_prompt": add_gen, "expected": text})
+    with open(os.path.join(out, "cases.json"), "w", encoding="utf-8") as f:
+        json.dump({"source": "AutoTokenizer.from_pretrained(this directory).apply_chat_template(..., tokenize=False), "
+                             "transformers==5.18.0", "special_tokens_map": tok.special_tokens_map, "cases": cases},
+                  f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("api                %3d cases" % len(cases))
+
+
 def write_probes(out):
     for name, (convs, bos, eos, variants) in PROBES.items():
         with open(os.path.join(out, name + ".jinja"), encoding="utf-8", newline="") as f:

@@ -503,6 +503,47 @@ static void test_model_template(void)
 /* The bundled colibri-tiny ships a DeepSeek-V3-style template: its Jinja
  * rendering equals the built-in deepseek_v3 renderer's (what colibri used
  * before it ran templates), so its prompts and outputs do not change. */
+/* The render API against AutoTokenizer.apply_chat_template itself
+ * (tests/tok/chat/api/, made by tools/make_chat_golden.py --probes): every
+ * special token its special_tokens_map holds (named, extra_special_tokens,
+ * other *_token keys), documents, tools, add_generation_prompt and extra
+ * variables over the special tokens, numbers as Python wrote them. */
+static void test_render_api_golden(void)
+{
+    colibri_tokenizer *t = NULL;
+    struct colibri_err err = { 0 };
+    int rc = colibri_tokenizer_load("tests/tok/chat/api", &t, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    cJSON *doc = load_json("tests/tok/chat/api/cases.json");
+    const cJSON *c, *cases = cJSON_GetObjectItem(doc, "cases");
+    int n = 0;
+    cJSON_ArrayForEach(c, cases) {
+        if (rc) break;
+        const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+        const cJSON *tools = cJSON_GetObjectItem(c, "tools_json"), *vars = cJSON_GetObjectItem(c, "vars_json");
+        const char *want = cJSON_GetObjectItem(c, "expected")->valuestring;
+        char *out = NULL;
+        size_t len = 0;
+        int r = colibri_chat_render_json(t, cJSON_GetObjectItem(c, "messages_json")->valuestring,
+                                         cJSON_IsString(tools) ? tools->valuestring : NULL,
+                                         cJSON_IsString(vars) ? vars->valuestring : NULL,
+                                         cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")), &out, &len, &err);
+        CHECK(r == 0 && len == strlen(want) && !memcmp(out, want, len), "%s: %s\n--- got ---\n%s\n--- expected ---\n%s",
+              name, r ? err.msg : "differs", r ? "" : out, want);
+        free(out);
+        n++;
+    }
+    CHECK(n >= 6, "only %d render API cases", n);
+    /* documents are a list of objects, as transformers checks */
+    char *out = NULL;
+    size_t len = 0;
+    rc = t ? colibri_chat_render_json(t, "[]", NULL, "{\"documents\": [\"text\"]}", 0, &out, &len, &err) : -1;
+    CHECK(rc == COLIBRI_EINVAL && strstr(err.msg, "documents"), "rc %d %s", rc, err.msg);
+    free(out);
+    cJSON_Delete(doc);
+    colibri_tokenizer_free(t);
+}
+
 static void test_tiny_unchanged(void)
 {
     struct colibri_err err = { 0 };
@@ -757,6 +798,7 @@ int main(void)
     RUN_TEST(test_stream_split_char);
     RUN_TEST(test_builtin_templates);
     RUN_TEST(test_model_template);
+    RUN_TEST(test_render_api_golden);
     RUN_TEST(test_tiny_unchanged);
     RUN_TEST(test_random_roundtrip);
     RUN_TEST(test_damaged_files);
