@@ -623,7 +623,15 @@ static struct jv f_round(ARGS)
     if (v.t != JV_FLOAT && prec >= 0) return jv_int(v.t == JV_INT ? v.u.i : v.u.b);   /* Python: round(int) is the int */
     double k = pow(10.0, (double)prec);
     const char *m = method ? need_str(c, "round", *method)->p : "common";
-    if (!strcmp(m, "common")) return jv_float(round(x * k) / k);
+    if (!strcmp(m, "common")) {
+        /* Python's round(x, n): the exact binary value rounded half to even
+         * at n decimals, which glibc's %.*f does too (2.5 -> 2.0, 2.675 -> 2.67) */
+        if (!isfinite(x) || prec > 323) return jv_float(x);
+        if (prec < 0) return jv_float(nearbyint(x * k) / k);
+        char buf[720];
+        snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+        return jv_float(strtod(buf, NULL));
+    }
     if (!strcmp(m, "floor")) return jv_float(floor(x * k) / k);
     if (!strcmp(m, "ceil")) return jv_float(ceil(x * k) / k);
     jinja_fail(c, COLIBRI_EINVAL, "round: method must be common, floor or ceil");
