@@ -59,7 +59,9 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
 /* Tools (oai_tools.c). oai_render_chat renders msgs[0..n) (validated by the
  * parser) with the fields a struct colibri_chat_msg cannot carry, taken from
  * root's messages (tool_calls, tool_call_id, name, reasoning_content), and
- * root's tools (when tool_choice is auto), setting p->parse_tools. 0, or -1
+ * root's tools (when tool_choice is auto), and root's chat_template_kwargs
+ * (their text from body[0..body_len), root's source, so numbers reach the
+ * template as the client wrote them), setting p->parse_tools. 0, or -1
  * with *e filled. oai_parse_tool_calls finds tool calls in a reply: their
  * count (then *calls is an OpenAI tool_calls array and *content the text
  * before them, both the caller's), or 0 when there are none or they do not
@@ -69,8 +71,9 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
  * are, other values as JSON): tools_json, the request's tools (or NULL),
  * keeps the parameters its schema types "string" as text; any other value
  * that parses as JSON takes that value. */
-int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
-                    struct job_params *p, char **text, size_t *len, struct oai_error *e);
+int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const char *body, size_t body_len,
+                    const struct colibri_chat_msg *msgs, int n, struct job_params *p, char **text, size_t *len,
+                    struct oai_error *e);
 int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls, char **content);
 /* Tool-call syntaxes (oai_tool_grammar.c), one of which the model's chat
  * template writes assistant tool calls in. */

@@ -280,7 +280,8 @@ static int message_content(const cJSON *msg, int i, const char **out, char **own
     return 0;
 }
 
-static int parse_messages(const struct oai_model *m, const cJSON *root, struct job *j, struct oai_error *e)
+static int parse_messages(const struct oai_model *m, const cJSON *root, const char *body, size_t body_len,
+                          struct job *j, struct oai_error *e)
 {
     const cJSON *v = field(root, "messages");
     if (!v) return -oai_error_set(e, 400, BAD, NULL, "messages", "'messages' is required");
@@ -318,7 +319,7 @@ static int parse_messages(const struct oai_model *m, const cJSON *root, struct j
     }
     char *text = NULL;
     size_t len = 0;
-    if (oai_render_chat(m, root, msgs, n, &j->p, &text, &len, e)) {
+    if (oai_render_chat(m, root, body, body_len, msgs, n, &j->p, &text, &len, e)) {
         rc = -e->status;
         goto out;
     }
@@ -332,7 +333,8 @@ out:
     return rc;
 }
 
-static int parse_body(const struct oai_model *m, const cJSON *root, struct job *j, struct oai_error *e)
+static int parse_body(const struct oai_model *m, const cJSON *root, const char *body, size_t body_len, struct job *j,
+                      struct oai_error *e)
 {
     if (parse_common(m, root, j, e)) return -1;
     if (parse_logprobs(root, j->kind, &j->p, e)) return -1;
@@ -353,7 +355,7 @@ static int parse_body(const struct oai_model *m, const cJSON *root, struct job *
         if (suffix && !(cJSON_IsString(suffix) && !suffix->valuestring[0]))
             return -oai_error_set(e, 400, BAD, NULL, "suffix", "'suffix' is not supported");
         if (parse_prompt(m, root, j, e)) return -1;
-    } else if (parse_messages(m, root, j, e)) {
+    } else if (parse_messages(m, root, body, body_len, j, e)) {
         return -1;
     }
     const char *pname = j->kind == JOB_CHAT ? "messages" : "prompt";
@@ -432,7 +434,7 @@ struct job *oai_parse(const struct oai_model *m, enum job_kind kind, const char 
     }
     rnd[24] = 0;
     snprintf(j->id, sizeof j->id, "%s-%s", kind == JOB_CHAT ? "chatcmpl" : "cmpl", rnd);
-    int rc = parse_body(m, root, j, e);
+    int rc = parse_body(m, root, body, len, j, e);
     cJSON_Delete(root);
     if (rc) {
         job_release(j);

@@ -181,11 +181,63 @@ static int render(const struct oai_model *m, cJSON *messages, const char *tools_
     return r;
 }
 
+/* JSON text skipping over valid JSON (cJSON has parsed it): whitespace, a
+ * string from its opening quote, any value. */
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static const char *skip_string(const char *p, const char *e)
+{
+    for (p++; p < e && *p != '"'; p++) if (*p == '\\') p++;
+    return p < e ? p + 1 : e;
+}
+
+static const char *skip_value(const char *p, const char *e)
+{
+    if (p < e && *p == '"') return skip_string(p, e);
+    int depth = 0;
+    while (p < e) {
+        if (*p == '"') { p = skip_string(p, e); continue; }
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') { if (depth-- == 0) return p; if (!depth) return p + 1; }
+        else if (!depth && (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) return p;
+        p++;
+    }
+    return e;
+}
+
+/* The source text of the top-level member key of the JSON object
+ * body[0..len) (the first, as cJSON finds it), or NULL. */
+static const char *member_text(const char *body, size_t len, const char *key, size_t *n)
+{
+    const char *p = skip_ws(body, body + len), *e = body + len;
+    if (p >= e || *p != '{') return NULL;
+    for (p++;;) {
+        p = skip_ws(p, e);
+        if (p >= e || *p != '"') return NULL;
+        const char *k = p + 1;
+        p = skip_string(p, e);
+        size_t kn = (size_t)(p - 1 - k);
+        p = skip_ws(p, e);
+        if (p >= e || *p != ':') return NULL;
+        const char *v = skip_ws(p + 1, e);
+        p = skip_value(v, e);
+        if (kn == strlen(key) && !memcmp(k, key, kn)) { *n = (size_t)(p - v); return v; }
+        p = skip_ws(p, e);
+        if (p >= e || *p != ',') return NULL;
+        p++;
+    }
+}
+
 /* chat_template_kwargs (vLLM's and SGLang's name): an object whose every key
  * reaches the template as a variable, as apply_chat_template's **kwargs do
  * ({"thinking": true}, {"enable_thinking": false}, documents). The names
- * the server sets itself are refused by name. *out: its JSON, or NULL. */
-static int template_kwargs(const cJSON *root, char **out, struct oai_error *e)
+ * the server sets itself are refused by name. *out: its JSON text as the
+ * client sent it (so 2.0 stays a float), or NULL. */
+static int template_kwargs(const cJSON *root, const char *body, size_t body_len, char **out, struct oai_error *e)
 {
     const cJSON *kw = opt(root, "chat_template_kwargs");
     *out = NULL;
@@ -200,7 +252,14 @@ static int template_kwargs(const cJSON *root, char **out, struct oai_error *e)
                 return -1;
             }
     if (!kw->child) return 0;
-    if (!(*out = cJSON_PrintUnformatted(kw))) {
+    size_t n = 0;
+    const char *src = body ? member_text(body, body_len, "chat_template_kwargs", &n) : NULL;
+    if (src && n && *src == '{') {
+        if ((*out = malloc(n + 1))) { memcpy(*out, src, n); (*out)[n] = 0; }
+    } else {
+        *out = cJSON_PrintUnformatted(kw);
+    }
+    if (!*out) {
         oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
@@ -214,8 +273,9 @@ static int has_tool_calls(const cJSON *messages)
     return 0;
 }
 
-int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const struct colibri_chat_msg *msgs, int n,
-                    struct job_params *p, char **text, size_t *len, struct oai_error *e)
+int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const char *body, size_t body_len,
+                    const struct colibri_chat_msg *msgs, int n, struct job_params *p, char **text, size_t *len,
+                    struct oai_error *e)
 {
     const cJSON *tools = opt(root, "tools"), *choice = opt(root, "tool_choice"), *par = opt(root, "parallel_tool_calls");
     if (tools && check_tools(tools, e)) return -1;
@@ -234,7 +294,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const s
     if (use_tools && p->stream && p->logprobs)
         return bad(e, "logprobs", "'logprobs' with streamed tool calls is not supported by colibri");
     char *kj = NULL;
-    if (template_kwargs(root, &kj, e)) return -1;
+    if (template_kwargs(root, body, body_len, &kj, e)) return -1;
     cJSON *arr = template_messages(root, msgs, n, 0, e);
     if (!arr) { free(kj); return -1; }
     char *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;

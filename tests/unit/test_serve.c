@@ -757,6 +757,116 @@ static void test_kimi_call_ids_round_trip(void)
     free(content);
 }
 
+/* The golden case `name` of tests/tok/chat/TEMPLATE.json: its context (or
+ * NULL) and expected text (NULL when transformers refused it). */
+static const cJSON *golden_case(const cJSON *gold, const char *name, const char **want)
+{
+    const cJSON *k;
+    *want = NULL;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItem(gold, "cases"))
+        if (!strcmp(cJSON_GetObjectItem(k, "name")->valuestring, name)) {
+            const cJSON *x = cJSON_GetObjectItem(k, "expected");
+            *want = cJSON_IsString(x) ? x->valuestring : NULL;
+            return cJSON_GetObjectItem(k, "context");
+        }
+    return NULL;
+}
+
+/* The server's prompt for a chat request body under template `tmpl`, as text
+ * (NULL on a refusal, with *e filled). */
+static char *serve_prompt(colibri_tokenizer *tk, const char *body, struct oai_error *e)
+{
+    struct oai_model m = { .id = "tiny", .tok = tk, .n_vocab = 3003, .n_ctx = 4096 };
+    struct job *j = oai_parse(&m, JOB_CHAT, body, strlen(body), e);
+    char *txt = NULL;
+    size_t n = 0;
+    struct colibri_err err = { 0 };
+    if (j && colibri_tokenizer_decode(tk, j->prompt, (size_t)j->n_prompt, 0, &txt, &n, &err)) txt = NULL;
+    job_release(j);
+    return txt;
+}
+
+/* chat_template_kwargs reach the template as apply_chat_template's **kwargs
+ * do (over the special tokens too), numbers as the client wrote them; so do
+ * tool-call arguments parsed for a template that needs a mapping: the
+ * server's prompts equal transformers' renderings (probe_numbers with
+ * scale=2.0 and dict arguments, DeepSeek-V3.1 with thinking=True). */
+static void test_chat_template_kwargs(void)
+{
+    static const struct { const char *tmpl, *str_case, *dict_case, *kwargs; } C[] = {
+        { "probe_numbers", "tool_args_str_scale=2.0", "tool_args_dict_scale=2.0", "{\"scale\": 2.0}" },
+        { "deepseek_v3_1", "user_only_thinking=True", "user_only_thinking=True",
+          "{\"thinking\": true, \"bos_token\": \"<｜begin▁of▁sentence｜>\"}" },
+    };
+    for (size_t c = 0; c < sizeof C / sizeof *C; c++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/tok/chat/%s.jinja", C[c].tmpl);
+        char *src = read_text(path);
+        snprintf(path, sizeof path, "tests/tok/chat/%s.json", C[c].tmpl);
+        char *gold_text = read_text(path);
+        cJSON *gold = gold_text ? cJSON_Parse(gold_text) : NULL;
+        colibri_tokenizer *tk = NULL;
+        struct colibri_err err = { 0 };
+        const char *want = NULL, *unused;
+        const cJSON *ctx = gold ? golden_case(gold, C[c].str_case, &unused) : NULL;
+        if (gold) golden_case(gold, C[c].dict_case, &want);
+        if (!src || !ctx || !want || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+            colibri_tokenizer_set_chat_template(tk, src, strlen(src), path, &err)) {
+            CHECK(0, "%s: %s", C[c].tmpl, err.msg);
+        } else {
+            char *msgs = cJSON_PrintUnformatted(cJSON_GetObjectItem(ctx, "messages"));
+            const cJSON *tools = cJSON_GetObjectItem(ctx, "tools");
+            char *tj = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
+            char body[16384];
+            snprintf(body, sizeof body, "{\"messages\": %s,%s%s%s \"max_tokens\": 1, \"chat_template_kwargs\": %s}",
+                     msgs, tj ? " \"tools\": " : "", tj ? tj : "", tj ? "," : "", C[c].kwargs);
+            struct oai_error e = { 0 };
+            char *got = serve_prompt(tk, body, &e);
+            CHECK(got && !strcmp(got, want), "%s/%s: %s\n--- got ---\n%s\n--- expected ---\n%s", C[c].tmpl,
+                  C[c].str_case, got ? "differs" : e.msg, got ? got : "", want);
+            free(got);
+            free(msgs);
+            free(tj);
+        }
+        colibri_tokenizer_free(tk);
+        cJSON_Delete(gold);
+        free(gold_text);
+        free(src);
+    }
+    /* refused by name: not an object, a variable the server sets itself */
+    static const struct { const char *kw, *needle; } R[] = {
+        { "[1]", "'chat_template_kwargs' must be an object" },
+        { "{\"messages\": []}", "'chat_template_kwargs.messages' is set by the server" },
+        { "{\"add_generation_prompt\": false}", "'chat_template_kwargs.add_generation_prompt'" },
+        { "{\"documents\": [1]}", "documents must be a list of objects" },
+    };
+    colibri_tokenizer *tk = NULL;
+    struct colibri_err err = { 0 };
+    char *src = read_text("tests/tok/chat/probe_documents.jinja");
+    if (!src || colibri_tokenizer_load("tests/tok/small", &tk, &err) ||
+        colibri_tokenizer_set_chat_template(tk, src, strlen(src), "probe_documents", &err))
+        CHECK(0, "probe_documents: %s", err.msg);
+    for (size_t r = 0; tk && r < sizeof R / sizeof *R; r++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 1, "
+                 "\"chat_template_kwargs\": %s}", R[r].kw);
+        struct oai_error e = { 0 };
+        char *got = serve_prompt(tk, body, &e);
+        CHECK(!got && e.status == 400 && strstr(e.msg, R[r].needle), "%s: %d %s", R[r].kw, e.status, e.msg);
+        free(got);
+    }
+    /* and documents given this way reach the template */
+    char body[256];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 1, "
+             "\"chat_template_kwargs\": {\"documents\": [{\"title\": \"T\", \"text\": \"body 2.0\"}]}}");
+    struct oai_error e = { 0 };
+    char *got = tk ? serve_prompt(tk, body, &e) : NULL;
+    CHECK(got && strstr(got, "<doc 0 title=\"T\">body 2.0</doc>"), "documents: %s", got ? got : e.msg);
+    free(got);
+    colibri_tokenizer_free(tk);
+    free(src);
+}
+
 int main(void)
 {
     RUN_TEST(test_sbuf);
@@ -775,6 +885,7 @@ int main(void)
         RUN_TEST(test_parse_whole_body);
         RUN_TEST(test_parse_empty_prompt_no_add_bos);
         RUN_TEST(test_parse_fuzz);
+        RUN_TEST(test_chat_template_kwargs);
         colibri_tokenizer_free(tok);
     }
     return CHECK_SUMMARY();
