@@ -352,7 +352,15 @@ def api_cases():
     yield "float_arguments", calls, [WEATHER], {"temperature_hint": 0.1}, False
 
 
-def write_api(out):
+# special_tokens_map.json, which transformers reads over the config only when
+# the config has no added_tokens_decoder (api_legacy/)
+API_LEGACY_MAP = {"pad_token": "<legacy-pad>", "sep_token": {"content": "<legacy-sep>", "lstrip": False,
+                                                             "normalized": False, "rstrip": False,
+                                                             "single_word": False},
+                  "additional_special_tokens": ["<x1>"]}
+
+
+def write_api(out, legacy=False):
     """A tokenizer directory naming every kind of special token, and
     apply_chat_template's own renderings through it."""
     import shutil
@@ -362,9 +370,13 @@ def write_api(out):
     with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(API_CONFIG, f, ensure_ascii=False, indent=1)
         f.write("\n")
+    if legacy:
+        with open(os.path.join(out, "special_tokens_map.json"), "w", encoding="utf-8") as f:
+            json.dump(API_LEGACY_MAP, f, ensure_ascii=False, indent=1)
+            f.write("\n")
     tok = AutoTokenizer.from_pretrained(out)
     cases = []
-    for name, msgs, tools, kwargs, add_gen in api_cases():
+    for name, msgs, tools, kwargs, add_gen in list(api_cases())[:2 if legacy else None]:
         kw = copy.deepcopy(kwargs)
         docs = kw.pop("documents", None)
         text = tok.apply_chat_template(copy.deepcopy(msgs), tools=copy.deepcopy(tools), documents=copy.deepcopy(docs),
@@ -419,6 +431,7 @@ def main():
     if a.probes:
         write_probes(a.out)
         write_api(os.path.join(a.out, "api"))
+        write_api(os.path.join(a.out, "api_legacy"), legacy=True)
         return
     if not a.llama_templates:
         ap.error("--llama-templates DIR is required (or --probes)")
@@ -473,6 +486,7 @@ def main():
     print("snippets           %3d cases (%d errors)" % (len(snippets), sum("error" in c for c in snippets)))
     write_probes(a.out)
     write_api(os.path.join(a.out, "api"))
+    write_api(os.path.join(a.out, "api_legacy"), legacy=True)
 
 
 if __name__ == "__main__":
