@@ -410,8 +410,13 @@ int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_ms
  * messages_json is an array of OpenAI-style message objects (role, content,
  * tool_calls, tool_call_id, name, reasoning_content...), passed to the
  * template as they are; tools_json an array of tool definitions or NULL;
- * vars_json an object of extra template variables (e.g. enable_thinking) or
- * NULL. A built-in renderer refuses, by name, tools, variables and message
+ * vars_json an object of apply_chat_template's other keyword arguments or
+ * NULL: "documents" (a list of objects) and any template variable
+ * (enable_thinking, thinking...), set over the special tokens. As under
+ * transformers, a Jinja template also gets every special token the
+ * tokenizer config names (bos_token, eos_token, pad_token, unk_token,
+ * image_token...), and numbers as the JSON spells them (2.0 a float, 2 an
+ * int). A built-in renderer refuses, by name, tools, variables and message
  * fields other than role and string content, rather than drop them. */
 int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_json, const char *tools_json,
                              const char *vars_json, int add_generation_prompt, char **text, size_t *len,

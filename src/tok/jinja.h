@@ -19,7 +19,9 @@
  *    and/or/not, conditional expressions.
  *  - filters, tests, string/dict methods and globals: the tables in
  *    jinja_builtin.c (the ones real templates use).
- * Values are Python's: strings are UTF-8 and indexed by code point; ints are
+ * Values are Python's: strings are UTF-8 and indexed by code point, with
+ * Python's Unicode case mapping (upper, lower, title, capitalize; the tables
+ * of tok_unicase.h) and repr escapes; ints are
  * 64-bit (overflow is an error, not a bigint); str() of floats, lists and
  * dicts is Python's repr; what Jinja2 returns as a generator (select, map,
  * reverse, unique) is always true and has no length or JSON form; |safe
