@@ -14,7 +14,7 @@
 #include "kv/layout.h"
 #include "model/convert.h"
 #include "model/expert_hotset.h"
-#include "model/expert_store.h"
+#include "model/expert_store_stream.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "mpi/ranks.h"
@@ -333,7 +333,6 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
 void colibri_model_free(colibri_model *cm)
 {
     if (!cm) return;
-    mpi_remote_free(cm->m.remote);
     hotset_save(cm);
     free(cm->hot_path);
     free(cm->hot_counts);
@@ -388,7 +387,8 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     info->expert_cache_bytes = b.experts;
     info->copy_bytes = b.copies;
     info->resident_bytes = b.resident;
-    info->expert_store = cm->m.experts->ops->name;
+    /* how this process holds its experts (under --mpi: rank 0's own share) */
+    info->expert_store = expert_store_local(cm->m.experts)->ops->name;
     info->n_mtp_layers = cm->m.n_mtp;
     info->n_mtp_declared = c->num_nextn_predict_layers;
     info->mtp_bytes = b.mtp;

@@ -16,6 +16,8 @@ struct colibri_model {
     uint32_t *hot_counts;
     uint64_t fingerprint;
     struct model_dev *dev;        /* colibri_model_opts.device (NULL: decode on the CPU) */
+    /* rank 0 of --mpi: m.experts, the store over the ranks (for colibri_mpi_stats); else NULL */
+    const struct expert_store *mpi_experts;
 };
 
 /* The model fingerprint of docs/FORMATS.md (KV files and hot-set files). */
@@ -31,8 +33,9 @@ struct colibri_session {
 };
 
 /* After this rank's load of cm (load_rc its result, load_err its message):
- * the MPI handshake of mpi_hello (mpi/ranks.h); on rank 0 a success sets
- * cm->m.remote. 0, or the error naming the rank that failed. */
+ * the MPI handshake of mpi_hello (mpi/ranks.h); on rank 0 a success makes
+ * cm->m.experts the store over the ranks (wrapping the one loaded). 0, or
+ * the error naming the rank that failed. */
 int colibri_api_mpi_attach(colibri_model *cm, colibri_mpi *p, int load_rc, const struct colibri_err *load_err,
                    struct colibri_err *err);
 /* ---- speculative decoding with the model's MTP layer (api/spec.c) ----

@@ -26,7 +26,7 @@ int colibri_mpi_serve_experts(colibri_mpi *p, colibri_model *m, struct colibri_e
 int colibri_mpi_stats(const colibri_model *m, int rank, struct colibri_mpi_rank_stats *out)
 {
     if (!m || !out) return COLIBRI_EINVAL;
-    return mpi_remote_stats(m->m.remote, rank, out, NULL);
+    return mpi_store_stats(m->mpi_experts, rank, out, NULL);
 }
 
 int colibri_mpi_end(colibri_mpi *p) { return mpi_job_end(p); }
@@ -36,8 +36,8 @@ _Noreturn void colibri_mpi_abort(int code) { mpi_job_abort(code); }
 int colibri_api_mpi_attach(colibri_model *cm, colibri_mpi *p, int load_rc, const struct colibri_err *load_err,
                    struct colibri_err *err)
 {
-    struct moe_remote *r = NULL;
-    int rc = mpi_hello(p, load_rc ? NULL : &cm->m, load_rc ? load_err->msg : NULL, &r, err);
-    if (!rc && !load_rc) cm->m.remote = r;
+    struct expert_store *s = NULL;
+    int rc = mpi_hello(p, load_rc ? NULL : &cm->m, load_rc ? load_err->msg : NULL, &s, err);
+    if (!rc && s) cm->m.experts = s, cm->mpi_experts = s;
     return rc;
 }

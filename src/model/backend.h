@@ -91,7 +91,7 @@ int backend_rope(struct backend_dev *d, float *dx, int n_vec, int dr, size_t ld,
 int backend_swiglu(struct backend_dev *d, float *dg, const float *du, size_t n, struct colibri_err *err);
 
 /* dy[i] += alpha * dx[i] for i < n (the residual adds, a routed expert's
- * weighted add: model_moe_add_weighted). */
+ * weighted add: model_expert_batch_add). */
 int backend_axpy(struct backend_dev *d, float *dy, const float *dx, float alpha, size_t n, struct colibri_err *err);
 
 /* Copies rows 0..T-1 of `layer` of c as stored, with what its codecs need

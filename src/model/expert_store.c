@@ -1,12 +1,67 @@
-/* model/expert_store.c - the store-independent helpers and the resident store. */
+/* model/expert_store.c - the store-independent helpers, the routed-expert
+ * loop of every store holding its experts here, and the resident store. */
 #include "model/expert_store.h"
 
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
+#include "model/linear.h"
 
-void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out)
+int model_expert_batch_rows(const struct expert_batch *b, int e, int *tok, float *tw)
 {
+    int cnt = 0, K = b->K;
+    for (int t = 0; t < b->n; t++)
+        for (int k = 0; k < K; k++)
+            if (b->idx[t * K + k] == e) {
+                tok[cnt] = t;
+                tw[cnt] = b->wts[t * K + k];
+                cnt++;
+            }
+    return cnt;
+}
+
+void model_expert_batch_add(float *out, const int *tok, const float *tw, const float *res, int cnt, int hid)
+{
+    /* an expert's rows are distinct tokens, so the threads touch distinct
+     * outputs, each still added to in expert order */
+    BASE_PAR_FOR(!omp_in_parallel() && (int64_t)cnt * hid >= MODEL_PAR_MIN_ELEMS, for (int i = 0; i < cnt; i++) {
+        float *o = out + (int64_t)tok[i] * hid;
+        const float *r = res + (int64_t)i * hid;
+        for (int d = 0; d < hid; d++) o[d] += tw[i] * r[d];
+    });
+}
+
+int model_expert_local_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err)
+{
+    (void)err;
+    expert_store_prefetch(s, b->layer, b->list, b->n_used);
+    return 0;
+}
+
+int model_expert_local_finish(struct expert_store *s, const struct expert_batch *b, float *out,
+                              struct colibri_err *err)
+{
+    int hid = b->hid, rc = 0;
+    for (int j = 0; j < b->n_used && !rc; j++) {
+        int e = b->list[j], cnt = model_expert_batch_rows(b, e, b->tok, b->tw);
+        for (int i = 0; i < cnt; i++)
+            memcpy(b->in + (int64_t)i * hid, b->x + (int64_t)b->tok[i] * hid, (size_t)hid * sizeof *b->x);
+        const struct mlp_weights *ew;
+        if ((rc = expert_store_acquire(s, b->layer, e, &ew, err))) break;
+        rc = model_mlp_forward(ew, b->in, cnt, b->res, b->g, b->u, b->qs, err);
+        expert_store_release(s, b->layer, e);
+        if (rc) break;
+        model_expert_batch_add(out, b->tok, b->tw, b->res, cnt, hid);
+    }
+    return rc;
+}
+
+void expert_store_get_stats(const struct expert_store *store, struct expert_store_stats *out)
+{
+    const struct expert_store *s = expert_store_local(store);
     out->acquires = atomic_load(&s->acquires);
     out->prefetch_hints = atomic_load(&s->prefetch_hints);
     out->misses = atomic_load(&s->misses);
@@ -20,8 +75,9 @@ void expert_store_get_stats(const struct expert_store *s, struct expert_store_st
     out->predicted_hits = atomic_load(&s->predicted_hits);
 }
 
-void model_expert_note_prediction(struct expert_store *s, int routed, int predicted)
+void model_expert_note_prediction(struct expert_store *store, int routed, int predicted)
 {
+    struct expert_store *s = expert_store_local(store);
     atomic_fetch_add_explicit(&s->predicted, (uint64_t)routed, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->predicted_hits, (uint64_t)predicted, memory_order_relaxed);
 }
@@ -35,11 +91,23 @@ int expert_store_check(const struct expert_store *s, int layer, int expert, stru
     return 0;
 }
 
+int64_t model_expert_bytes(const struct expert_store *store, int layer, int expert)
+{
+    const struct expert_store *s = expert_store_local(store);
+    return s->ops->expert_bytes(s, layer, expert);
+}
+
+int64_t model_expert_resident_bytes(const struct expert_store *store)
+{
+    const struct expert_store *s = expert_store_local(store);
+    return s->ops->resident_bytes(s);
+}
+
 int64_t expert_store_total_bytes(const struct expert_store *s)
 {
     int64_t b = 0;
     for (int l = s->first_moe_layer; l < s->n_layers; l++)
-        for (int e = 0; e < s->n_experts; e++) b += s->ops->expert_bytes(s, l, e);
+        for (int e = 0; e < s->n_experts; e++) b += model_expert_bytes(s, l, e);
     return b;
 }
 
@@ -48,7 +116,7 @@ int64_t expert_store_token_bytes(const struct expert_store *s, int k)
     int64_t b = 0;
     for (int l = s->first_moe_layer; l < s->n_layers && s->n_experts > 0; l++) {
         int64_t layer = 0;
-        for (int e = 0; e < s->n_experts; e++) layer += s->ops->expert_bytes(s, l, e);
+        for (int e = 0; e < s->n_experts; e++) layer += model_expert_bytes(s, l, e);
         b += layer / s->n_experts * k;
     }
     return b;
@@ -95,6 +163,12 @@ static int64_t resident_expert_bytes(const struct expert_store *s, int layer, in
 
 static int64_t resident_resident_bytes(const struct expert_store *s) { return expert_store_total_bytes(s); }
 
+static struct mlp_weights *resident_slot(struct expert_store *s, int layer, int expert)
+{
+    if (layer < s->first_moe_layer || layer >= s->n_layers || expert < 0 || expert >= s->n_experts) return NULL;
+    return resident_at(s, layer, expert);
+}
+
 static void resident_free(struct expert_store *s)
 {
     struct resident_store *r = (struct resident_store *)s;
@@ -110,12 +184,15 @@ static void resident_free(struct expert_store *s)
 
 static const struct expert_store_ops RESIDENT_OPS = {
     .name = "resident",
+    .start = model_expert_local_start,
+    .finish = model_expert_local_finish,
+    .free = resident_free,
     .acquire = resident_acquire,
     .release = resident_release,
     .prefetch = resident_prefetch,
     .expert_bytes = resident_expert_bytes,
     .resident_bytes = resident_resident_bytes,
-    .free = resident_free,
+    .slot = resident_slot,
 };
 
 int expert_store_resident_new(int n_layers, int first_moe_layer, int n_experts, struct expert_store **out,
@@ -139,10 +216,8 @@ int expert_store_resident_new(int n_layers, int first_moe_layer, int n_experts, 
     return 0;
 }
 
-struct mlp_weights *expert_store_resident_slot(struct expert_store *s, int layer, int expert)
+struct mlp_weights *expert_store_resident_slot(struct expert_store *store, int layer, int expert)
 {
-    if (s->ops != &RESIDENT_OPS || layer < s->first_moe_layer || layer >= s->n_layers || expert < 0 ||
-        expert >= s->n_experts)
-        return NULL;
-    return resident_at(s, layer, expert);
+    struct expert_store *s = expert_store_local(store);
+    return s->ops->slot ? s->ops->slot(s, layer, expert) : NULL;
 }

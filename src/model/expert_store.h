@@ -1,28 +1,51 @@
-/* model/expert_store.h - where the MoE layer gets a routed expert's weights.
+/* model/expert_store.h - the routed-expert seam: where an MoE layer's routed
+ * experts run and where their weights come from.
  *
- * The MoE layer never indexes an expert array: it asks the store. The call
- * pattern per layer and forward is
+ * moe_forward (model/moe.h) routes a batch, then hands the store the layer's
+ * routed batch (struct expert_batch) in two calls and knows nothing else:
+ *     start(batch)        as soon as routing is known, before the shared experts
+ *     -- the shared experts write their output into out --
+ *     finish(batch, out)  adds every routed expert's output rows into out
+ * finish's sum is fixed: for each expert of batch.list in ascending order,
+ * model_expert_batch_add(out, its rows (model_expert_batch_rows), their
+ * weights, its SwiGLU output of those rows). So the output never depends on
+ * which store ran the experts nor on its state (what is cached, what was
+ * prefetched, which rank ran what). After a failed start finish is not
+ * called; after a successful one it always is (even when the shared experts
+ * failed), so a store may hold a lock or requests in flight between them.
+ *
+ * A store that holds its experts in this process runs start/finish with
+ * model_expert_local_start/_finish (one loop for all of them) over its
+ * per-expert calls:
  *     prefetch(layer, experts routed to, n)     as soon as routing is known
- *     for each routed expert e:
+ *     for each routed expert e, ascending:
  *         acquire(layer, e) -> weights; the expert's matmuls; release(layer, e)
  * The weights returned by acquire stay valid and unchanged until the matching
  * release. prefetch is a hint: a store may ignore it, and acquire must work
- * without it.
+ * without it. Other code (an MPI rank serving experts, tests) may call
+ * acquire/release/prefetch of such a store directly.
  *
  * Implementations (a vtable, as Redis does for its variations):
- *   - resident: every expert in memory (owned or borrowed from the mapped
- *     checkpoint), filled by the loader; acquire never fails.
- *   - streamed (later): a cache under a RAM budget read from disk.
- *   - remote (later): experts owned by other ranks.
- * Invariant: the model's output never depends on which store is used or on
- * its state (what is cached, what was prefetched).
+ *   - resident (expert_store.c): every expert in memory (owned or borrowed
+ *     from the mapped checkpoint), filled by the loader; acquire never fails.
+ *   - streamed (expert_store_stream.c, model/expert_store_stream.h): a cache
+ *     under a RAM budget read from disk.
+ *   - mpi (mpi/rank0_mpi.c): rank 0 of an MPI job; start sends each rank
+ *     the rows its share of the experts needs, finish runs rank 0's share on
+ *     the store it wraps (its `local` store) and adds every expert's rows.
+ *   A device store (experts in VRAM) would be one more.
+ *
+ * A store that runs experts elsewhere has a `local` store, the one holding
+ * this process's experts: sizes, statistics, the name reported and the
+ * optional calls are that store's (through expert_store_local); its own
+ * acquire/release/prefetch/expert_bytes/resident_bytes are NULL.
  *
  * Sizes: the store knows each expert's bytes; model_bytes() (model.h) asks it
  * for the routed-expert total and the expected bytes one token reads
  * (num_experts_per_tok experts of average size per MoE layer).
  *
- * Threads: acquire/release/prefetch may be called from several threads at
- * once (sessions forwarding concurrently); statistics are atomic. */
+ * Threads: every call may come from several threads at once (sessions
+ * forwarding concurrently); statistics are atomic. */
 #ifndef COLIBRI_MODEL_EXPERT_STORE_H
 #define COLIBRI_MODEL_EXPERT_STORE_H
 
@@ -33,6 +56,32 @@
 #include "model/mlp.h"
 
 struct expert_store;
+
+/* One MoE layer's routed batch. list holds the n_used experts any row
+ * routes to, in ascending order; idx/wts are [n][K]. The scratch is the
+ * session's, for a store running experts here: in and res [n][hid], g and u
+ * [n][moe_intermediate_size], tok and tw [n], qs the products' working
+ * memory. Valid until finish returns. */
+struct expert_batch {
+    int layer, n, K, hid;
+    const float *x;             /* [n][hid]: the MoE block's input rows */
+    const int *idx;
+    const float *wts;
+    const int *list;
+    int n_used;
+    float *in, *res, *g, *u;
+    int *tok;
+    float *tw;
+    struct quant_scratch *qs;
+};
+
+/* The rows of a batch routed to expert e, in row order: tok[i] the row,
+ * tw[i] its routing weight; returns the count (tok, tw hold n entries). */
+int model_expert_batch_rows(const struct expert_batch *b, int e, int *tok, float *tw);
+
+/* out[tok[i]] += tw[i] * res[i] for i < cnt, element by element (res is
+ * [cnt][hid]): the one place a routed expert's output is summed in. */
+void model_expert_batch_add(float *out, const int *tok, const float *tw, const float *res, int cnt, int hid);
 
 struct expert_store_stats {
     uint64_t acquires;          /* acquire calls */
@@ -50,20 +99,36 @@ struct expert_store_stats {
 
 struct expert_store_ops {
     const char *name;
-    int (*acquire)(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
-                   struct colibri_err *err);
-    void (*release)(struct expert_store *s, int layer, int expert);
-    void (*prefetch)(struct expert_store *s, int layer, const int *experts, int n);
+    /* ---- the seam (every store) ---- */
+    int (*start)(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err);
+    int (*finish)(struct expert_store *s, const struct expert_batch *b, float *out, struct colibri_err *err);
     /* Experts a forward may acquire soon (a prediction): a store that reads
      * may start reading them, after anything prefetch named. NULL when the
      * store gains nothing from it (the caller then skips the prediction). */
     void (*predict)(struct expert_store *s, int layer, const int *experts, int n);
+    void (*free)(struct expert_store *s);
+    /* ---- a store holding its experts here (NULL in one with `local`) ---- */
+    int (*acquire)(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
+                   struct colibri_err *err);
+    void (*release)(struct expert_store *s, int layer, int expert);
+    void (*prefetch)(struct expert_store *s, int layer, const int *experts, int n);
     /* Bytes of one expert (data + scales). */
     int64_t (*expert_bytes)(const struct expert_store *s, int layer, int expert);
     /* Bytes the store keeps in memory at most: every expert when resident,
      * the cache when streamed. */
     int64_t (*resident_bytes)(const struct expert_store *s);
-    void (*free)(struct expert_store *s);
+    /* ---- optional (NULL: not supported) ---- */
+    /* The store holding this process's experts, for a store that runs some elsewhere. */
+    struct expert_store *(*local)(const struct expert_store *s);
+    /* The in-memory weights of (layer, expert) for the loader to fill
+     * (expert_store_resident_slot); NULL outside the store. */
+    struct mlp_weights *(*slot)(struct expert_store *s, int layer, int expert);
+    /* A cache of experts (model/expert_store_stream.h says what each does). */
+    int (*cache_slots)(const struct expert_store *s);
+    int (*uses)(struct expert_store *s, uint32_t *out);
+    int (*pin)(struct expert_store *s, const uint32_t *counts);
+    int (*ranges)(const struct expert_store *s, int layer, int expert);
+    int (*direct)(const struct expert_store *s);
 };
 
 struct expert_store {
@@ -79,6 +144,24 @@ struct expert_store {
     void (*route_hook)(void *user, int layer, const int *experts, int n, int predicted);
     void *route_user;
 };
+
+static inline int expert_store_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err)
+{
+    return s->ops->start(s, b, err);
+}
+static inline int expert_store_finish(struct expert_store *s, const struct expert_batch *b, float *out,
+                                      struct colibri_err *err)
+{
+    return s->ops->finish(s, b, out, err);
+}
+
+/* start and finish of a store holding its experts here: the prefetch hint
+ * for b's experts; then per expert of b.list ascending, its rows gathered,
+ * acquire, SwiGLU, release, model_expert_batch_add. finish fails with the
+ * first acquire's or product's error (the experts before it are added). */
+int model_expert_local_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err);
+int model_expert_local_finish(struct expert_store *s, const struct expert_batch *b, float *out,
+                              struct colibri_err *err);
 
 static inline int expert_store_acquire(struct expert_store *s, int layer, int expert,
                                        const struct mlp_weights **out, struct colibri_err *err)
@@ -104,6 +187,13 @@ static inline void expert_store_predict(struct expert_store *s, int layer, const
     if (s->route_hook) s->route_hook(s->route_user, layer, experts, n, 1);
     if (s->ops->predict) s->ops->predict(s, layer, experts, n);
 }
+
+/* The store holding this process's experts: s, or its `local` store. */
+static inline struct expert_store *expert_store_local(const struct expert_store *s)
+{
+    return s->ops->local ? s->ops->local(s) : (struct expert_store *)s;
+}
+
 /* Counts a layer's routed experts and how many of them its prediction named. */
 void model_expert_note_prediction(struct expert_store *s, int routed, int predicted);
 
@@ -111,6 +201,8 @@ void expert_store_get_stats(const struct expert_store *s, struct expert_store_st
 /* 0 when (layer, expert) names an expert of the store, else COLIBRI_EINVAL
  * naming both and the store's ranges (for implementations' acquire). */
 int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err);
+int64_t model_expert_bytes(const struct expert_store *s, int layer, int expert);
+int64_t model_expert_resident_bytes(const struct expert_store *s);
 /* Sum over every MoE layer and expert of expert_bytes. */
 int64_t expert_store_total_bytes(const struct expert_store *s);
 /* Expected routed-expert bytes one token reads: per MoE layer, k times the
@@ -118,45 +210,15 @@ int64_t expert_store_total_bytes(const struct expert_store *s);
 int64_t expert_store_token_bytes(const struct expert_store *s, int k);
 void expert_store_free(struct expert_store *s);
 
-/* ---- streamed store (expert_store_stream.c) ---- */
-
-/* A store that reads each expert from the checkpoint's files on demand, into
- * a cache of at most `budget` bytes (slots of the largest expert's size,
- * alignment included), least recently used slot evicted first. Built from a resident store whose
- * experts are borrowed from the mapping of st (kept as stored): their
- * formats, shapes and file extents; the resident store can be freed after.
- * EINVAL when fewer than min_slots experts fit, naming the minimum;
- * EUNSUPPORTED for experts converted at load. Reads run on reader threads
- * (model/expert_io.h), many in flight, O_DIRECT where the file system allows;
- * an acquire waits only for its own expert. */
-struct st_set;
-int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget,
-                            int min_slots, struct expert_store **out, struct colibri_err *err);
-/* Cache slots of a streamed store (0 for other stores). */
-int expert_store_stream_slots(const struct expert_store *s);
-/* Copies each expert's acquisition count (layer-major, [(n_layers -
- * first_moe_layer) * n_experts]) to out; returns that count, 0 for other
- * stores. */
-int model_expert_stream_uses(struct expert_store *s, uint32_t *out);
-/* The hot set: pins the most used experts by counts (same indexing; at most
- * half the slots, only counts > 0); a pinned slot is evicted only when no
- * other is evictable. Returns how many are pinned (0 for other stores). */
-int model_expert_stream_pin(struct expert_store *s, const uint32_t *counts);
-/* The reads (ranges) one expert of a streamed store takes: 1 when its
- * tensors are one extent of one file (colibri's containers); 0 for other
- * stores or an expert outside the store. */
-int model_expert_stream_ranges(const struct expert_store *s, int layer, int expert);
-/* 1 when a streamed store reads with O_DIRECT (its first file), else 0. */
-int model_expert_stream_direct(const struct expert_store *s);
-
 /* ---- resident store ---- */
 
 /* An empty resident store for layers [first_moe_layer, n_layers) with
  * n_experts each; the loader fills expert_store_resident_slot(). */
 int expert_store_resident_new(int n_layers, int first_moe_layer, int n_experts, struct expert_store **out,
                               struct colibri_err *err);
-/* The slot of (layer, expert) to load weights into (resident store only);
- * the store owns what is loaded there and frees it with the store. */
+/* The slot of (layer, expert) to load weights into (a store with the `slot`
+ * call: resident; NULL for others); the store owns what is loaded there and
+ * frees it with the store. */
 struct mlp_weights *expert_store_resident_slot(struct expert_store *s, int layer, int expert);
 
 #endif

@@ -42,7 +42,7 @@
 #include "io/safetensors.h"
 #include "model/expert_hotset.h"
 #include "model/expert_io.h"
-#include "model/expert_store.h"
+#include "model/expert_store_stream.h"
 #include "quant/format.h"
 
 /* Extents closer than this in a file are read as one range (the gap is read
@@ -346,16 +346,60 @@ static void stream_free(struct expert_store *b)
     free(s);
 }
 
+static int stream_cache_slots(const struct expert_store *b) { return ((const struct stream_store *)b)->n_slots; }
+
+static int stream_direct(const struct expert_store *b)
+{
+    return model_expert_io_direct(((const struct stream_store *)b)->io, 0);
+}
+
+static int stream_uses(struct expert_store *b, uint32_t *out)
+{
+    struct stream_store *s = (struct stream_store *)b;
+    int n = n_index(b);
+    pthread_mutex_lock(&s->mu);
+    memcpy(out, s->uses, (size_t)n * sizeof *out);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static int stream_pin(struct expert_store *b, const uint32_t *counts)
+{
+    struct stream_store *s = (struct stream_store *)b;
+    pthread_mutex_lock(&s->mu);
+    int got = model_hotset_choose(counts, b->n_layers - b->first_moe_layer, b->n_experts,
+                                  (int)(s->n_slots * HOTSET_MAX_SHARE), HOTSET_MIN_RATIO, s->pin);
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].idx >= 0) s->slots[i].pinned = s->pin[s->slots[i].idx];
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
+static int stream_ranges(const struct expert_store *b, int layer, int expert)
+{
+    if (layer < b->first_moe_layer || layer >= b->n_layers || expert < 0 || expert >= b->n_experts) return 0;
+    const struct stream_store *s = (const struct stream_store *)b;
+    return s->ex[(layer - b->first_moe_layer) * b->n_experts + expert].n_ranges;
+}
+
 static const struct expert_store_ops STREAM_OPS = {
     .name = "streamed",
+    .start = model_expert_local_start,
+    .finish = model_expert_local_finish,
+    .predict = stream_predict,
+    .free = stream_free,
     .acquire = stream_acquire,
     .release = stream_release,
     .prefetch = stream_prefetch,
-    .predict = stream_predict,
     .expert_bytes = stream_expert_bytes,
     .resident_bytes = stream_resident_bytes,
-    .free = stream_free,
+    .cache_slots = stream_cache_slots,
+    .uses = stream_uses,
+    .pin = stream_pin,
+    .ranges = stream_ranges,
+    .direct = stream_direct,
 };
+
 
 /* Where a borrowed array lies in the checkpoint's files. */
 static int locate(const struct st_set *st, const void *p, size_t bytes, struct stream_extent *e,
@@ -496,47 +540,34 @@ fail:
     return rc;
 }
 
-int expert_store_stream_slots(const struct expert_store *s)
+/* ---- the calls of model/expert_store_stream.h, on any store ---- */
+
+int expert_store_stream_slots(const struct expert_store *store)
 {
-    return s->ops == &STREAM_OPS ? ((const struct stream_store *)s)->n_slots : 0;
+    const struct expert_store *s = expert_store_local(store);
+    return s->ops->cache_slots ? s->ops->cache_slots(s) : 0;
 }
 
-int model_expert_stream_direct(const struct expert_store *s)
+int model_expert_stream_direct(const struct expert_store *store)
 {
-    if (s->ops != &STREAM_OPS) return 0;
-    const struct stream_store *ss = (const struct stream_store *)s;
-    return model_expert_io_direct(ss->io, 0);
+    const struct expert_store *s = expert_store_local(store);
+    return s->ops->direct ? s->ops->direct(s) : 0;
 }
 
-int model_expert_stream_uses(struct expert_store *b, uint32_t *out)
+int model_expert_stream_uses(struct expert_store *store, uint32_t *out)
 {
-    if (b->ops != &STREAM_OPS) return 0;
-    struct stream_store *s = (struct stream_store *)b;
-    int n = n_index(b);
-    pthread_mutex_lock(&s->mu);
-    memcpy(out, s->uses, (size_t)n * sizeof *out);
-    pthread_mutex_unlock(&s->mu);
-    return n;
+    struct expert_store *s = expert_store_local(store);
+    return s->ops->uses ? s->ops->uses(s, out) : 0;
 }
 
-int model_expert_stream_pin(struct expert_store *b, const uint32_t *counts)
+int model_expert_stream_pin(struct expert_store *store, const uint32_t *counts)
 {
-    if (b->ops != &STREAM_OPS) return 0;
-    struct stream_store *s = (struct stream_store *)b;
-    pthread_mutex_lock(&s->mu);
-    int got = model_hotset_choose(counts, b->n_layers - b->first_moe_layer, b->n_experts,
-                                  (int)(s->n_slots * HOTSET_MAX_SHARE), HOTSET_MIN_RATIO, s->pin);
-    for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].idx >= 0) s->slots[i].pinned = s->pin[s->slots[i].idx];
-    pthread_mutex_unlock(&s->mu);
-    return got;
+    struct expert_store *s = expert_store_local(store);
+    return s->ops->pin ? s->ops->pin(s, counts) : 0;
 }
 
-int model_expert_stream_ranges(const struct expert_store *b, int layer, int expert)
+int model_expert_stream_ranges(const struct expert_store *store, int layer, int expert)
 {
-    if (b->ops != &STREAM_OPS || layer < b->first_moe_layer || layer >= b->n_layers || expert < 0 ||
-        expert >= b->n_experts)
-        return 0;
-    const struct stream_store *s = (const struct stream_store *)b;
-    return s->ex[(layer - b->first_moe_layer) * b->n_experts + expert].n_ranges;
+    const struct expert_store *s = expert_store_local(store);
+    return s->ops->ranges ? s->ops->ranges(s, layer, expert) : 0;
 }

@@ -156,9 +156,6 @@ int model_dev_new(const struct model *m, const struct backend_ops *ops, struct m
     if (c->dsa_kind != MODEL_DSA_NONE)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: DeepSeek Sparse Attention models are not "
                             "wired to the device yet", ops->name);
-    if (m->remote)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: routed experts over MPI are not wired to "
-                            "the device", ops->name);
     if (c->first_k_dense_replace < c->num_hidden_layers && strcmp(m->experts->ops->name, "resident"))
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: the routed experts are %s (the device needs "
                             "them all resident: raise --ram)", ops->name, m->experts->ops->name);

@@ -24,8 +24,6 @@
 #include "model/mlp.h"
 #include "model/parts.h"
 
-struct moe_remote;
-
 struct attn_weights {
     struct qtensor q_a, q_b, q;    /* q_a/q_b with q_lora_rank, else q */
     float *q_a_norm;            /* [q_lora_rank] */
@@ -97,10 +95,9 @@ struct model {
     struct layer_weights *layers;   /* num_hidden_layers, then n_mtp MTP decoder blocks */
     int n_mtp;                  /* MTP layers loaded (0: none in the checkpoint) */
     struct mtp_weights *mtp;    /* [n_mtp] */
-    struct expert_store *experts;   /* routed experts of every MoE layer */
-    /* When set, who runs the routed experts instead of this process alone
-     * (the MPI ranks, src/mpi/); not owned by the model (moe.h). */
-    struct moe_remote *remote;
+    /* Routed experts of every MoE layer: where they run and where their
+     * weights come from (resident, streamed, or over MPI ranks). */
+    struct expert_store *experts;
     int64_t n_params;
     int64_t bytes_by_dtype[ST_DTYPE_COUNT];
 };

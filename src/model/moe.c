@@ -1,13 +1,11 @@
 #include "model/moe.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
-#include "base/par.h"
 #include "model/linear.h"
 #include "model/loader.h"
 #include "model/norm.h"
@@ -135,30 +133,6 @@ void moe_route(const struct model_config *c, const float *logits, const float *b
     ROUTERS[c->router_kind](c, logits, bias, idx, wts);
 }
 
-int model_moe_expert_rows(const int *idx, const float *wts, int n, int K, int e, int *tok, float *tw)
-{
-    int cnt = 0;
-    for (int t = 0; t < n; t++)
-        for (int k = 0; k < K; k++)
-            if (idx[t * K + k] == e) {
-                tok[cnt] = t;
-                tw[cnt] = wts[t * K + k];
-                cnt++;
-            }
-    return cnt;
-}
-
-void model_moe_add_weighted(float *out, const int *tok, const float *tw, const float *res, int cnt, int hid)
-{
-    /* an expert's rows are distinct tokens, so the threads touch distinct
-     * outputs, each still added to in expert order */
-    BASE_PAR_FOR(!omp_in_parallel() && (int64_t)cnt * hid >= MODEL_PAR_MIN_ELEMS, for (int i = 0; i < cnt; i++) {
-        float *o = out + (int64_t)tok[i] * hid;
-        const float *r = res + (int64_t)i * hid;
-        for (int d = 0; d < hid; d++) o[d] += tw[i] * r[d];
-    });
-}
-
 int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
                 struct colibri_err *err)
 {
@@ -169,18 +143,15 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     for (int t = 0; t < n; t++)
         moe_route(c, b->moe_logits + (int64_t)t * E, w->score_bias, b->moe_idx + t * K, b->moe_wts + t * K);
 
-    /* which experts this batch needs, in ascending order, for the prefetch hint */
+    /* which experts this batch needs, in ascending order: the batch the store runs */
     memset(b->moe_used, 0, (size_t)E * sizeof *b->moe_used);
     for (int i = 0; i < n * K; i++) b->moe_used[b->moe_idx[i]] = 1;
     int n_used = 0;
     for (int e = 0; e < E; e++)
         if (b->moe_used[e]) b->moe_list[n_used++] = e;
-    struct moe_routed_batch rb = { li, n, K, hid, x, b->moe_idx, b->moe_wts, b->moe_list, n_used };
-    if (m->remote) {
-        if ((rc = m->remote->ops->start(m->remote, m, &rb, err))) return rc;
-    } else {
-        expert_store_prefetch(m->experts, li, b->moe_list, n_used);
-    }
+    struct expert_batch eb = { li, n, K, hid, x, b->moe_idx, b->moe_wts, b->moe_list, n_used,
+                               b->moe_in, b->moe_res, b->mlp_g, b->mlp_u, b->moe_tok, b->moe_tw, &b->qs };
+    if ((rc = expert_store_start(m->experts, &eb, err))) return rc;
     if (b->moe_pred_layer == li) {
         int hit = 0;
         for (int j = 0; j < n_used; j++) hit += b->moe_pred[b->moe_list[j]];
@@ -188,25 +159,13 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
         b->moe_pred_layer = -1;
     }
 
-    if (c->n_shared_experts) {
-        if ((rc = model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u, &b->qs, err))) return rc;
-    } else {
-        memset(out, 0, (size_t)n * hid * sizeof *out);
-    }
-
-    if (m->remote) return m->remote->ops->finish(m->remote, m, &rb, out, err);
-    for (int j = 0; j < n_used && !rc; j++) {
-        int e = b->moe_list[j], cnt = model_moe_expert_rows(b->moe_idx, b->moe_wts, n, K, e, b->moe_tok, b->moe_tw);
-        for (int i = 0; i < cnt; i++)
-            memcpy(b->moe_in + (int64_t)i * hid, x + (int64_t)b->moe_tok[i] * hid, (size_t)hid * sizeof *x);
-        const struct mlp_weights *ew;
-        if ((rc = expert_store_acquire(m->experts, li, e, &ew, err))) break;
-        rc = model_mlp_forward(ew, b->moe_in, cnt, b->moe_res, b->mlp_g, b->mlp_u, &b->qs, err);
-        expert_store_release(m->experts, li, e);
-        if (rc) break;
-        model_moe_add_weighted(out, b->moe_tok, b->moe_tw, b->moe_res, cnt, hid);
-    }
-    return rc;
+    int shared = 0;
+    if (c->n_shared_experts) shared = model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u, &b->qs, err);
+    else memset(out, 0, (size_t)n * hid * sizeof *out);
+    /* finish runs even then: a store may hold a lock or messages in flight until it does */
+    struct colibri_err later = { 0 };
+    rc = expert_store_finish(m->experts, &eb, out, shared ? &later : err);
+    return shared ? shared : rc;
 }
 
 int model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
@@ -215,8 +174,7 @@ int model_moe_predict(const struct model *m, int li, const float *resid, int n, 
     const struct model_config *c = &m->cfg;
     const struct layer_weights *lw = &m->layers[li];
     b->moe_pred_layer = -1;
-    /* with remote experts (m->remote) rank 0's store would read experts other ranks own */
-    if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS || m->remote) return 0;
+    if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS) return 0;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
     model_rmsnorm(b->moe_in, resid, lw->mlp_norm, n, c->hidden_size, c->rms_norm_eps);
     int rc = model_linear(&lw->moe.router, b->moe_in, n, b->moe_logits, &b->qs, err);

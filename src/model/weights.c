@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "model/expert_store_stream.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "quant/fp8.h"
@@ -403,7 +404,7 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     int64_t largest = 0;
     for (int l = m->experts->first_moe_layer; l < m->experts->n_layers; l++)
         for (int e = 0; e < m->experts->n_experts; e++) {
-            int64_t x = m->experts->ops->expert_bytes(m->experts, l, e);
+            int64_t x = model_expert_bytes(m->experts, l, e);
             largest = x > largest ? x : largest;
         }
     if (ram <= fixed)
@@ -422,7 +423,7 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     expert_store_free(m->experts);
     m->experts = s;
     base_log_msg("info", "routed experts streamed: a cache of %d experts (%.1f MiB) under a budget of %.1f MiB%s; "
-            "%.1f MiB of experts on disk", expert_store_stream_slots(s), s->ops->resident_bytes(s) / 1048576.0,
+            "%.1f MiB of experts on disk", expert_store_stream_slots(s), model_expert_resident_bytes(s) / 1048576.0,
             ram / 1048576.0, automatic ? " (70% of this machine's memory)" : "", b.experts_total / 1048576.0);
     return 0;
 }
@@ -707,11 +708,11 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         mtp_read += eh;
         b.small += 4 * 3 * (int64_t)hid;
         int64_t layer = 0, E = m->experts->n_experts;
-        for (int e = 0; e < E; e++) layer += m->experts->ops->expert_bytes(m->experts, c->num_hidden_layers + i, e);
+        for (int e = 0; e < E; e++) layer += model_expert_bytes(m->experts, c->num_hidden_layers + i, e);
         b.mtp += layer;
         if (E) mtp_expert_read += layer / E * c->num_experts_per_tok;
     }
-    b.experts = m->experts->ops->resident_bytes(m->experts);
+    b.experts = model_expert_resident_bytes(m->experts);
     b.experts_total = expert_store_total_bytes(m->experts);
     /* the store's per-token figure covers every MoE layer, the MTP ones included */
     b.token_read += expert_store_token_bytes(m->experts, c->num_experts_per_tok) - mtp_expert_read;

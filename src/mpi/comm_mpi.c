@@ -163,9 +163,9 @@ int mpi_job_end(struct colibri_mpi *p)
 {
     if (!p) return 0;
     if (p->rank == 0 && p->size > 1 && !p->handshakes && !p->faulted) {
-        struct moe_remote *r = NULL;
+        struct expert_store *s = NULL;
         struct colibri_err e = { 0 };
-        mpi_hello(p, NULL, NULL, &r, &e);
+        mpi_hello(p, NULL, NULL, &s, &e);
     }
     int faulted = p->faulted;
     if (!faulted) {

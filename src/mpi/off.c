@@ -18,16 +18,14 @@ int mpi_job_end(struct colibri_mpi *p) { return 0; }
 
 _Noreturn void mpi_job_abort(int code) { abort(); }
 
-int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct moe_remote **out,
+int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct expert_store **out,
               struct colibri_err *err)
 {
     return MPI_OFF(err);
 }
 
-void mpi_remote_free(struct moe_remote *r) {}
-
-int mpi_remote_stats(const struct moe_remote *r, int rank, struct colibri_mpi_rank_stats *out,
-                     struct colibri_err *err)
+int mpi_store_stats(const struct expert_store *s, int rank, struct colibri_mpi_rank_stats *out,
+                    struct colibri_err *err)
 {
     return MPI_OFF(err);
 }

@@ -1,6 +1,7 @@
-/* mpi/rank0_mpi.c - rank 0's side of expert parallelism: the routed-expert
- * hook (model/moe.h) that sends each MoE layer's rows to the ranks owning
- * their experts and sums what comes back, and the load handshake.
+/* mpi/rank0_mpi.c - rank 0's side of expert parallelism: the expert store
+ * "mpi" (model/expert_store.h) that sends each MoE layer's rows to the ranks
+ * owning their experts, runs rank 0's share on the store it wraps (the one
+ * rank 0 loaded) and sums what comes back; and the load handshake.
  *
  * Per layer (start, then finish after the shared experts):
  *   1. per owning rank r > 0: the distinct rows its experts need, packed in
@@ -12,9 +13,11 @@
  *      testing the requests between experts so MPI moves the messages on;
  *   4. each owner's reply, waited for against the deadline and checked;
  *   5. the sum: for each routed expert in ascending order,
- *      model_moe_add_weighted(out, its rows, its output rows) whichever rank ran
+ *      model_expert_batch_add(out, its rows, its output rows) whichever rank ran
  *      it: the local loop's operations in its order, so the same bits.
- * The lock is held from start to finish: one layer's exchange at a time. */
+ * The lock is held from start to finish: one layer's exchange at a time.
+ * The store takes no prediction (no predict op): rank 0's own store would
+ * start reading experts that other ranks own. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,7 +26,7 @@
 
 #include "base/err.h"
 #include "model/mlp.h"
-#include "model/moe.h"
+#include "model/expert_store.h"
 #include "mpi/ranks.h"
 #include "mpi/share.h"
 #include "mpi/wire.h"
@@ -42,7 +45,8 @@ struct owner {
 };
 
 struct remote {
-    struct moe_remote base;     /* first: model.remote points here */
+    struct expert_store base;   /* first: the store is cast to it */
+    struct expert_store *store; /* rank 0's own (owned): its share runs there */
     struct colibri_mpi *p;
     pthread_mutex_t lock;
     int seq, hid, n_experts;
@@ -50,7 +54,7 @@ struct remote {
     double deadline;            /* of this layer's answers */
     struct owner *own;          /* [size]; own[0]: rank 0's share, computed here */
     /* scratch, grown on demand (decode reuses it without allocating) */
-    int *tok, *row_of, *local;  /* [rows], [rows], [E] */
+    int *tok, *row_of, *mine;   /* [rows], [rows], [E] */
     float *tw;                  /* [rows] */
     float *in, *g, *u, *res0;   /* [rows][hid], [rows][inter] x2, rank 0's output rows */
     struct quant_scratch qs;    /* its experts' products' working memory */
@@ -96,7 +100,7 @@ static void progress(struct remote *r)
 }
 
 /* Packs rank w's WORK for this layer into its send buffer; returns its bytes (0 on error). */
-static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *rb, struct colibri_err *err)
+static size_t pack_work(struct remote *r, int w, const struct expert_batch *rb, struct colibri_err *err)
 {
     struct owner *o = &r->own[w];
     int n = rb->n, hid = r->hid;
@@ -104,7 +108,7 @@ static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
         if (mpi_share_owner(&r->share, rb->layer, e) != w) continue;
-        int cnt = model_moe_expert_rows(rb->idx, rb->wts, n, rb->K, e, r->tok, r->tw);
+        int cnt = model_expert_batch_rows(rb, e, r->tok, r->tw);
         for (int i = 0; i < cnt; i++) r->row_of[r->tok[i]] = 0;
     }
     int n_rows = 0;
@@ -118,7 +122,7 @@ static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
         if (mpi_share_owner(&r->share, rb->layer, e) != w) continue;
-        int cnt = model_moe_expert_rows(rb->idx, rb->wts, n, rb->K, e, r->tok, r->tw);
+        int cnt = model_expert_batch_rows(rb, e, r->tok, r->tw);
         pairs[2 * np] = e;
         pairs[2 * np + 1] = cnt;
         np++;
@@ -131,8 +135,7 @@ static size_t pack_work(struct remote *r, int w, const struct moe_routed_batch *
     return bytes;
 }
 
-static int remote_start(struct moe_remote *base, const struct model *m, const struct moe_routed_batch *rb,
-                        struct colibri_err *err)
+static int remote_start(struct expert_store *base, const struct expert_batch *rb, struct colibri_err *err)
 {
     struct remote *r = (struct remote *)base;
     struct colibri_mpi *p = r->p;
@@ -156,8 +159,8 @@ static int remote_start(struct moe_remote *base, const struct model *m, const st
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j], w = mpi_share_owner(&r->share, rb->layer, e);
         r->own[w].n_exp++;
-        r->own[w].n_res += model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
-        if (!w) r->local[n_local++] = e;
+        r->own[w].n_res += model_expert_batch_rows(rb, e, r->tok, r->tw);
+        if (!w) r->mine[n_local++] = e;
     }
     r->deadline = mpi_now() + p->timeout_s;
     int exchanged = 0;
@@ -188,7 +191,7 @@ static int remote_start(struct moe_remote *base, const struct model *m, const st
     }
     /* rank 0's requests: the layers that waited on another rank, one round trip each on its path */
     r->own[0].st.requests += (uint64_t)exchanged;
-    expert_store_prefetch(m->experts, rb->layer, r->local, n_local);
+    expert_store_prefetch(r->store, rb->layer, r->mine, n_local);
     return 0;   /* finish() unlocks */
 fail:
     /* requests posted for some ranks and not others: their answers would meet the next layer's */
@@ -199,8 +202,7 @@ fail:
 }
 
 /* Rank 0's own experts of this layer, each one's output rows after the previous one's. */
-static int run_local(struct remote *r, const struct model *m, const struct moe_routed_batch *rb,
-                     struct colibri_err *err)
+static int run_local(struct remote *r, const struct expert_batch *rb, struct colibri_err *err)
 {
     struct owner *o = &r->own[0];
     size_t need = (size_t)o->n_res * r->hid * sizeof(float);
@@ -210,13 +212,13 @@ static int run_local(struct remote *r, const struct model *m, const struct moe_r
     for (int j = 0; j < rb->n_used; j++) {
         int e = rb->list[j];
         if (mpi_share_owner(&r->share, rb->layer, e)) continue;
-        int cnt = model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
+        int cnt = model_expert_batch_rows(rb, e, r->tok, r->tw);
         for (int i = 0; i < cnt; i++)
             memcpy(r->in + (int64_t)i * r->hid, rb->x + (int64_t)r->tok[i] * r->hid, (size_t)r->hid * sizeof(float));
         const struct mlp_weights *ew;
-        if ((rc = expert_store_acquire(m->experts, rb->layer, e, &ew, err))) return rc;
+        if ((rc = expert_store_acquire(r->store, rb->layer, e, &ew, err))) return rc;
         rc = model_mlp_forward(ew, r->in, cnt, r->res0 + off * r->hid, r->g, r->u, &r->qs, err);
-        expert_store_release(m->experts, rb->layer, e);
+        expert_store_release(r->store, rb->layer, e);
         if (rc) return rc;
         off += cnt;
         progress(r);
@@ -227,7 +229,7 @@ static int run_local(struct remote *r, const struct model *m, const struct moe_r
 }
 
 /* Waits for rank w's answer and send; checks the answer. */
-static int collect(struct remote *r, int w, const struct moe_routed_batch *rb, struct colibri_err *err)
+static int collect(struct remote *r, int w, const struct expert_batch *rb, struct colibri_err *err)
 {
     struct owner *o = &r->own[w];
     int rc = 0;
@@ -248,13 +250,13 @@ static int collect(struct remote *r, int w, const struct moe_routed_batch *rb, s
     return rc;
 }
 
-static int remote_finish(struct moe_remote *base, const struct model *m, const struct moe_routed_batch *rb,
-                         float *out, struct colibri_err *err)
+static int remote_finish(struct expert_store *base, const struct expert_batch *rb, float *out,
+                         struct colibri_err *err)
 {
     struct remote *r = (struct remote *)base;
     struct colibri_mpi *p = r->p;
     progress(r);
-    int rc = r->own[0].n_exp ? run_local(r, m, rb, err) : 0;
+    int rc = r->own[0].n_exp ? run_local(r, rb, err) : 0;
     struct colibri_err later = { 0 };
     /* every posted answer is taken even after a local failure, so the next layer starts clean */
     for (int w = 1; w < p->size; w++) {
@@ -267,16 +269,14 @@ static int remote_finish(struct moe_remote *base, const struct model *m, const s
         for (int j = 0; j < rb->n_used; j++) {
             int e = rb->list[j], w = mpi_share_owner(&r->share, rb->layer, e);
             struct owner *o = &r->own[w];
-            int cnt = model_moe_expert_rows(rb->idx, rb->wts, rb->n, rb->K, e, r->tok, r->tw);
-            model_moe_add_weighted(out, r->tok, r->tw, o->res + o->cursor * r->hid, cnt, r->hid);
+            int cnt = model_expert_batch_rows(rb, e, r->tok, r->tw);
+            model_expert_batch_add(out, r->tok, r->tw, o->res + o->cursor * r->hid, cnt, r->hid);
             o->cursor += cnt;
         }
     }
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
-
-static const struct moe_remote_ops REMOTE_OPS = { remote_start, remote_finish };
 
 /* Rank w's load report, waited for until deadline; *serving tells whether
  * it loaded (and is now in its serving loop). m NULL (rank 0's own load
@@ -327,7 +327,48 @@ static void send_stop(struct colibri_mpi *p, const int *serving)
     }
 }
 
-int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct moe_remote **out,
+static struct expert_store *remote_local(const struct expert_store *base)
+{
+    return ((const struct remote *)base)->store;
+}
+
+/* Sends STOP to every rank (unless faulted), then frees rank 0's store. */
+static void remote_free(struct expert_store *base)
+{
+    struct remote *r = (struct remote *)base;
+    send_stop(r->p, NULL);
+    for (int w = 0; w < r->p->size; w++) {
+        struct owner *o = &r->own[w];
+        /* a request to a rank that stopped answering may still be writing into its buffers */
+        if (o->busy) continue;
+        free(o->send);
+        free(o->recv);
+    }
+    free(r->own);
+    free(r->mine);
+    mpi_share_free(&r->share);
+    free(r->tok);
+    free(r->row_of);
+    free(r->tw);
+    free(r->in);
+    free(r->g);
+    free(r->u);
+    quant_scratch_free(&r->qs);
+    free(r->res0);
+    pthread_mutex_destroy(&r->lock);
+    expert_store_free(r->store);
+    free(r);
+}
+
+static const struct expert_store_ops REMOTE_OPS = {
+    .name = "mpi",
+    .start = remote_start,
+    .finish = remote_finish,
+    .free = remote_free,
+    .local = remote_local,
+};
+
+int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct expert_store **out,
               struct colibri_err *err)
 {
     *out = NULL;
@@ -355,15 +396,18 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
     }
     struct remote *r = calloc(1, sizeof *r);
     if (!r || !(r->own = calloc((size_t)p->size, sizeof *r->own)) ||
-        !(r->local = calloc((size_t)m->cfg.n_routed_experts, sizeof *r->local)) ||
+        !(r->mine = calloc((size_t)m->cfg.n_routed_experts, sizeof *r->mine)) ||
         mpi_share_init(&r->share, p->size, p->rank0_experts, p->weights, m->cfg.n_routed_experts, msg, sizeof msg)) {
         if (r) free(r->own);
-        if (r) free(r->local);
+        if (r) free(r->mine);
         free(r);
         send_stop(p, serving);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
-    r->base.ops = &REMOTE_OPS;
+    r->base = (struct expert_store){ .ops = &REMOTE_OPS, .n_layers = m->experts->n_layers,
+                                     .first_moe_layer = m->experts->first_moe_layer,
+                                     .n_experts = m->experts->n_experts };
+    r->store = m->experts;
     r->p = p;
     pthread_mutex_init(&r->lock, NULL);
     r->hid = m->cfg.hidden_size;
@@ -373,35 +417,8 @@ int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err
     return 0;
 }
 
-void mpi_remote_free(struct moe_remote *base)
-{
-    if (!base) return;
-    struct remote *r = (struct remote *)base;
-    send_stop(r->p, NULL);
-    for (int w = 0; w < r->p->size; w++) {
-        struct owner *o = &r->own[w];
-        /* a request to a rank that stopped answering may still be writing into its buffers */
-        if (o->busy) continue;
-        free(o->send);
-        free(o->recv);
-    }
-    free(r->own);
-    free(r->local);
-    mpi_share_free(&r->share);
-    free(r->tok);
-    free(r->row_of);
-    free(r->tw);
-    free(r->in);
-    free(r->g);
-    free(r->u);
-    quant_scratch_free(&r->qs);
-    free(r->res0);
-    pthread_mutex_destroy(&r->lock);
-    free(r);
-}
-
-int mpi_remote_stats(const struct moe_remote *base, int rank, struct colibri_mpi_rank_stats *out,
-                     struct colibri_err *err)
+int mpi_store_stats(const struct expert_store *base, int rank, struct colibri_mpi_rank_stats *out,
+                    struct colibri_err *err)
 {
     const struct remote *r = (const struct remote *)base;
     if (!r) return base_err_set(err, COLIBRI_EINVAL, "MPI statistics: the model was loaded without --mpi");

@@ -1,6 +1,6 @@
 /* mpi/ranks.h - the MPI job behind colibri_mpi (include/colibri.h): starting
- * and ending it, rank 0's routed-expert hook (model.remote, model/moe.h), and
- * the serving loop of the ranks that own experts.
+ * and ending it, rank 0's expert store over the ranks (model.experts,
+ * model/expert_store.h), and the serving loop of the ranks that own experts.
  *
  * Built with MPI=1 from comm_mpi.c, rank0_mpi.c and worker_mpi.c; without
  * MPI, off.c gives each function as COLIBRI_EUNSUPPORTED saying how to build
@@ -8,8 +8,8 @@
  *
  * Lifetime, on every rank alike: mpi_job_start; then per model: load it,
  * mpi_hello (a rank > 0 reports its load to rank 0, rank 0 collects every
- * report and makes the hook), run it (rank 0) or mpi_serve (the others),
- * mpi_remote_free on rank 0 (which sends STOP); finally mpi_job_end.
+ * report and makes its store), run it (rank 0) or mpi_serve (the others),
+ * free the model (rank 0's store then sends STOP); finally mpi_job_end.
  *
  * Faults: rank 0 never blocks in MPI. Each wait polls its request against a
  * deadline (timeout_s per MoE layer), and a rank that misses it, answers
@@ -44,16 +44,20 @@ _Noreturn void mpi_job_abort(int code);
 /* After this rank's model load (m = NULL and load_err set when it failed):
  * a rank > 0 sends its report and returns 0 (or an MPI error). Rank 0 waits
  * for every report (at most 10 * timeout_s), checks each rank loaded a model
- * of m's shape, and on success (m loaded, every rank ready) makes the hook
- * *out; otherwise it sends STOP to the ranks that loaded and returns the
- * error naming the rank (or 0 with *out NULL when only its own load failed,
- * which the caller reports). */
-int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct moe_remote **out,
+ * of m's shape, and on success (m loaded, every rank ready) makes *out: an
+ * expert store ("mpi") running each layer's routed experts on the ranks
+ * that own them, rank 0's share on m->experts, which it then owns (it is
+ * to replace m->experts; freeing it sends STOP to every rank unless
+ * faulted, then frees m's store). Otherwise it sends STOP to the ranks that
+ * loaded and returns the error naming the rank (or 0 with *out NULL when
+ * only its own load failed, which the caller reports). *out is NULL on a
+ * rank > 0. */
+int mpi_hello(struct colibri_mpi *p, const struct model *m, const char *load_err, struct expert_store **out,
               struct colibri_err *err);
-/* Sends STOP to every rank (unless faulted) and frees the hook. NULL: no-op. */
-void mpi_remote_free(struct moe_remote *r);
-int mpi_remote_stats(const struct moe_remote *r, int rank, struct colibri_mpi_rank_stats *out,
-                     struct colibri_err *err);
+/* Rank `rank`'s counters in s, a store mpi_hello made (NULL: EINVAL, the
+ * model was loaded without --mpi). */
+int mpi_store_stats(const struct expert_store *s, int rank, struct colibri_mpi_rank_stats *out,
+                    struct colibri_err *err);
 
 /* A rank > 0: serves rank 0's requests on m until STOP (0). */
 int mpi_serve(struct colibri_mpi *p, const struct model *m, struct colibri_err *err);

@@ -17,7 +17,7 @@
 #include "io_fault.h"
 #include "model/expert_hotset.h"
 #include "model/expert_io.h"
-#include "model/expert_store.h"
+#include "model/expert_store_stream.h"
 #include "model/expert_trace.h"
 #include "model/forward.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "model/expert_store_stream.h"
 #include "model/forward.h"
 #include "model/mla.h"
 #include "model/norm.h"
