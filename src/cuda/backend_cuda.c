@@ -142,12 +142,14 @@ int backend_copy(struct backend_dev *d, void *ddst, const void *dsrc, size_t byt
 int backend_wmat_upload(struct backend_dev *d, const struct qtensor *W, struct backend_wmat **out,
                         struct colibri_err *err)
 {
+    int rc = cu_fmt_check(W, err);
+    if (rc) return rc;
     size_t db = quant_fmt_data_bytes(W->fmt, W->rows, W->cols);
     size_t ns = quant_fmt_scale_count(W->fmt, W->rows, W->cols);
     struct backend_wmat *w = calloc(1, sizeof *w);
     if (!w) return base_err_set(err, COLIBRI_ENOMEM, "cuda: weight handle");
     void *data = NULL, *scales = NULL;
-    int rc = alloc_copy(d, &data, W->data, db, err);
+    rc = alloc_copy(d, &data, W->data, db, err);
     if (!rc && ns) rc = alloc_copy(d, &scales, W->scales, ns * sizeof(float), err);
     if (rc) {
         backend_free(d, data);

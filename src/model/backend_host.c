@@ -72,6 +72,8 @@ static int host_copy(struct backend_dev *d, void *dst, const void *src, size_t b
 static int host_wmat_upload(struct backend_dev *d, const struct qtensor *W, struct backend_wmat **out,
                             struct colibri_err *err)
 {
+    int rc = cu_fmt_check(W, err);
+    if (rc) return rc;
     size_t db = quant_fmt_data_bytes(W->fmt, W->rows, W->cols);
     size_t ns = quant_fmt_scale_count(W->fmt, W->rows, W->cols);
     struct backend_wmat *w = calloc(1, sizeof *w);

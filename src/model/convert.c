@@ -79,7 +79,8 @@ static void set_weight_outputs(struct item *it, const char *name, int rows, int 
     if (ns) {
         snprintf(it->names[1], sizeof it->names[1], "%s%s", name, fmt == QUANT_FP8B ? "_scale_inv" : "_scale");
         struct st_out_tensor *sc = &it->out[1];
-        *sc = (struct st_out_tensor){ it->names[1], ST_F32, 1, { (int64_t)ns }, ns * 4 };
+        *sc = (struct st_out_tensor){ it->names[1], ST_F32, 1, { (int64_t)ns }, quant_fmt_scale_bytes(fmt, rows, cols) };
+        if (quant_fmt_traits(fmt)->scale_e8m0) sc->dtype = ST_U8;
         if (fmt == QUANT_FP8B) {
             sc->ndim = 2;
             sc->shape[0] = (rows + 127) / 128;

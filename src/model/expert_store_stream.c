@@ -125,9 +125,9 @@ static void slot_done(struct expert_io_req *q, void *user)
     struct qtensor *w[3] = { &sl->w.gate, &sl->w.up, &sl->w.down };
     for (int i = 0; i < 3 && !rc; i++) {
         const struct qtensor *sh = &x->shape[i];
-        rc = quant_qtensor_wrap(sh->fmt, sh->rows, sh->cols, sl->buf + x->data_at[i], x->data[i].bytes,
-                                x->scales[i].bytes ? (const float *)(sl->buf + x->scales_at[i]) : NULL,
-                                x->scales[i].bytes / sizeof(float), w[i], &err);
+        rc = quant_qtensor_wrap_raw(sh->fmt, sh->rows, sh->cols, sl->buf + x->data_at[i], x->data[i].bytes,
+                                    x->scales[i].bytes ? sl->buf + x->scales_at[i] : NULL, x->scales[i].bytes,
+                                    w[i], &err);
         if (rc) snprintf(q->msg, sizeof q->msg, "%s", err.msg);
     }
     pthread_mutex_lock(&s->mu);
@@ -498,7 +498,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
             }
             x->shape[j] = (struct qtensor){ .fmt = m[j]->fmt, .rows = m[j]->rows, .cols = m[j]->cols };
             size_t db = quant_fmt_data_bytes(m[j]->fmt, m[j]->rows, m[j]->cols);
-            size_t sb = quant_fmt_scale_count(m[j]->fmt, m[j]->rows, m[j]->cols) * sizeof(float);
+            size_t sb = quant_fmt_scale_bytes(m[j]->fmt, m[j]->rows, m[j]->cols);
             rc = locate(st, m[j]->data, db, &x->data[j], err);
             if (!rc && sb) rc = locate(st, m[j]->scales, sb, &x->scales[j], err);
         }

@@ -30,7 +30,7 @@ int64_t model_qtensor_bytes(const struct qtensor *w)
 {
     if (!w->rows) return 0;
     return (int64_t)quant_fmt_data_bytes(w->fmt, w->rows, w->cols) +
-           4 * (int64_t)quant_fmt_scale_count(w->fmt, w->rows, w->cols);
+           (int64_t)quant_fmt_scale_bytes(w->fmt, w->rows, w->cols);
 }
 
 int64_t model_mlp_bytes(const struct mlp_weights *w)

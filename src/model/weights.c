@@ -150,18 +150,20 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: tensor '%s': unknown packed format '%s' in metadata", L->dir,
                        t->name, fmt_name);
     size_t rb = quant_fmt_row_bytes(fmt, cols), n_scales = quant_fmt_scale_count(fmt, rows, cols);
+    int e8m0 = quant_fmt_traits(fmt)->scale_e8m0;
     if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != rows || (size_t)t->shape[1] != rb)
         return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': packed %s needs U8 [%d, %zu]", L->dir, t->name,
                        fmt_name, rows, rb);
-    const float *scales = NULL;
+    const void *scales = NULL;
     if (n_scales) {
         char sname[512];
         snprintf(sname, sizeof sname, "%s_scale", t->name);
         const struct st_tensor *s = loader_find(L, sname);
-        if (!s || s->dtype != ST_F32 || (size_t)s->numel != n_scales)
-            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need F32 with %zu values)", L->dir, sname,
-                           !s ? "missing" : "the wrong dtype or size", n_scales);
-        if ((uintptr_t)s->data % sizeof(float))
+        enum st_dtype sd = e8m0 ? ST_U8 : ST_F32;
+        if (!s || s->dtype != sd || (size_t)s->numel != n_scales)
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s (need %s with %zu values)", L->dir, sname,
+                           !s ? "missing" : "the wrong dtype or size", st_dtype_name(sd), n_scales);
+        if ((uintptr_t)s->data % quant_fmt_scale_size(fmt))
             return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': data is not 4-byte aligned", L->dir, sname);
         scales = s->data;
     }
@@ -169,7 +171,8 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
     /* the parameter count counted the packed bytes and the scales as
      * elements: what they hold is rows x cols weights */
     L->m->n_params += (int64_t)rows * cols - t->numel - (int64_t)n_scales;
-    int rc = quant_qtensor_wrap(fmt, rows, cols, t->data, t->nbytes, scales, n_scales, &stored, err);
+    int rc = quant_qtensor_wrap_raw(fmt, rows, cols, t->data, t->nbytes, scales,
+                                    n_scales * quant_fmt_scale_size(fmt), &stored, err);
     if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
     int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt
              : role == ROLE_EMBED ? L->m->fmt.embed_fmt : QUANT_F32;
@@ -328,7 +331,7 @@ static void touch_borrowed(const struct qtensor *w, uint64_t *sum, uint64_t *don
 {
     if (!w->rows || w->owned) return;
     touch_range(w->data, quant_fmt_data_bytes(w->fmt, w->rows, w->cols), sum, done, NULL);
-    touch_range(w->scales, quant_fmt_scale_count(w->fmt, w->rows, w->cols) * sizeof(float), sum, done, pr);
+    touch_range(w->scales, quant_fmt_scale_bytes(w->fmt, w->rows, w->cols), sum, done, pr);
 }
 
 static void touch_mlp(const struct mlp_weights *x, uint64_t *sum, uint64_t *done, struct progress *pr)

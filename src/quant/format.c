@@ -11,6 +11,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
+#include "quant/mxfp4.h"
 #include "quant/qtensor.h"
 
 static_assert(QUANT_INT4_BLOCK % 2 == 0 && QUANT_INT4_BLOCK / 2 == 64,
@@ -125,6 +126,26 @@ static void fp8b_to_f32(const struct qtensor *W, int row, float *out)
     }
 }
 
+/* Byte j of a 16-byte block holds elements 2j (low nibble) and 2j+1. */
+static void mxfp4_to_f32(const struct qtensor *W, int row, float *out)
+{
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)row * row_bytes_of(W);
+    int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const uint8_t *e = W->scales_e8m0 + (size_t)row * nb;
+    for (int b = 0; b < nb; b++) {
+        float h = quant_e8m0_half(e[b]);
+        const uint8_t *q = p + (size_t)b * (QUANT_MX_BLOCK / 2);
+        float blk[QUANT_MX_BLOCK];
+#pragma omp simd
+        for (int k = 0; k < QUANT_MX_BLOCK / 2; k++) {
+            blk[2 * k] = quant_e2m1_twice_f32[q[k] & 0xF] * h;
+            blk[2 * k + 1] = quant_e2m1_twice_f32[q[k] >> 4] * h;
+        }
+        int n = W->cols - b * QUANT_MX_BLOCK < QUANT_MX_BLOCK ? W->cols - b * QUANT_MX_BLOCK : QUANT_MX_BLOCK;
+        memcpy(out + (size_t)b * QUANT_MX_BLOCK, blk, (size_t)n * sizeof(float));
+    }
+}
+
 /* -------------------------------------------------------------- quantize */
 
 static float amax_of(const float *w, int n)
@@ -134,12 +155,12 @@ static float amax_of(const float *w, int n)
     return a;
 }
 
-static void f32_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void f32_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     memcpy(data, w, (size_t)rows * cols * sizeof(float));
 }
 
-static void bf16_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void bf16_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     uint8_t *p = data;
     for (size_t i = 0; i < (size_t)rows * cols; i++) {
@@ -148,7 +169,7 @@ static void bf16_from_f32(const float *w, int rows, int cols, void *data, float 
     }
 }
 
-static void f16_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void f16_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     uint8_t *p = data;
     for (size_t i = 0; i < (size_t)rows * cols; i++) {
@@ -171,8 +192,9 @@ static int sym_code(float w, float s, int qmax)
     return (int)(q > qmax ? qmax : q < -qmax ? -qmax : q);
 }
 
-static void q8_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void q8_from_f32(const float *w, int rows, int cols, void *data, void *scales_v)
 {
+    float *scales = scales_v;
     int8_t *p = data;
     for (int r = 0; r < rows; r++) {
         const float *wr = w + (size_t)r * cols;
@@ -207,25 +229,26 @@ static void q4_from_f32_g(const float *w, int rows, int cols, uint8_t *data, flo
         q4_pack_row(w + (size_t)r * cols, cols, g, data + r * rb, scales + (size_t)r * ng);
 }
 
-static void q4_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void q4_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     q4_from_f32_g(w, rows, cols, data, scales, cols);
 }
-static void q4g32_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void q4g32_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     q4_from_f32_g(w, rows, cols, data, scales, 32);
 }
-static void q4g64_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void q4g64_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     q4_from_f32_g(w, rows, cols, data, scales, 64);
 }
-static void q4g128_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void q4g128_from_f32(const float *w, int rows, int cols, void *data, void *scales)
 {
     q4_from_f32_g(w, rows, cols, data, scales, 128);
 }
 
-static void fp8b_from_f32(const float *w, int rows, int cols, void *data, float *scales)
+static void fp8b_from_f32(const float *w, int rows, int cols, void *data, void *scales_v)
 {
+    float *scales = scales_v;
     uint8_t *p = data;
     const int B = QUANT_FP8B_BLOCK;
     int nbc = (cols + B - 1) / B;
@@ -240,6 +263,24 @@ static void fp8b_from_f32(const float *w, int rows, int cols, void *data, float 
             for (int r = br * B; r < r1; r++)
                 for (int c = c0; c < c1; c++)
                     p[(size_t)r * cols + c] = s == 0.0f ? 0 : quant_fp8_e4m3_encode(w[(size_t)r * cols + c] / s);
+        }
+    }
+}
+
+/* OCP MX v1.0 block scale and round to nearest e2m1 (quant/mxfp4.h); the
+ * padding of the last block is +0 codes. */
+static void mxfp4_from_f32(const float *w, int rows, int cols, void *data, void *scales)
+{
+    uint8_t *p = data, *e = scales;
+    size_t rb = quant_fmt_row_bytes(QUANT_MXFP4, cols);
+    int nb = (cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    for (int r = 0; r < rows; r++) {
+        for (int b = 0; b < nb; b++) {
+            int c0 = b * QUANT_MX_BLOCK, n = cols - c0 < QUANT_MX_BLOCK ? cols - c0 : QUANT_MX_BLOCK;
+            uint8_t codes[QUANT_MX_BLOCK] = { 0 };
+            e[(size_t)r * nb + b] = quant_mxfp4_encode_block(w + (size_t)r * cols + c0, n, codes);
+            uint8_t *q = p + (size_t)r * rb + (size_t)b * (QUANT_MX_BLOCK / 2);
+            for (int k = 0; k < QUANT_MX_BLOCK / 2; k++) q[k] = (uint8_t)(codes[2 * k] | codes[2 * k + 1] << 4);
         }
     }
 }
@@ -269,6 +310,9 @@ static const struct quant_fmt_traits FMT[QUANT_FMT_COUNT] = {
     [QUANT_FP8B] = { .name = "fp8b", .bits = 8, .row_align = 1, .scale_kind = QUANT_SCALE_BLOCK2D,
                      .group_cols = QUANT_FP8B_BLOCK, .group_rows = QUANT_FP8B_BLOCK,
                      .to_f32 = fp8b_to_f32, .from_f32 = fp8b_from_f32 },
+    [QUANT_MXFP4] = { .name = "mxfp4", .int8_act = 1, .bits = 4, .row_align = QUANT_MX_BLOCK,
+                      .scale_kind = QUANT_SCALE_GROUP, .group_cols = QUANT_MX_BLOCK, .scale_e8m0 = 1,
+                      .to_f32 = mxfp4_to_f32, .from_f32 = mxfp4_from_f32 },
 };
 
 int quant_fmt_valid(int fmt)
@@ -324,6 +368,16 @@ size_t quant_fmt_scale_count(enum quant_fmt fmt, int rows, int cols)
     case QUANT_SCALE_BLOCK2D: return (((size_t)rows + gr - 1) / gr) * (((size_t)cols + gc - 1) / gc);
     }
     return 0;
+}
+
+size_t quant_fmt_scale_size(enum quant_fmt fmt)
+{
+    return FMT[fmt].scale_e8m0 ? 1 : sizeof(float);
+}
+
+size_t quant_fmt_scale_bytes(enum quant_fmt fmt, int rows, int cols)
+{
+    return quant_fmt_scale_count(fmt, rows, cols) * quant_fmt_scale_size(fmt);
 }
 
 size_t quant_fmt_scale_index(enum quant_fmt fmt, int rows, int cols, int row, int col)

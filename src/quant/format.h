@@ -2,7 +2,9 @@
  * how each format lays out a [rows, cols] matrix (cols = the input dimension).
  *
  * Every format stores two arrays: `data` (rows of packed elements, row r at
- * r * quant_fmt_row_bytes(fmt, cols)) and, for scaled formats, `scales` (f32).
+ * r * quant_fmt_row_bytes(fmt, cols)) and, for scaled formats, `scales`: f32,
+ * except mxfp4's e8m0 bytes (quant_fmt_scale_size; the exponents as the OCP
+ * MX releases ship them, so such tensors are used without conversion).
  * All multi-byte values are little-endian.
  *
  *   format  element                    row bytes            scales (f32)
@@ -13,6 +15,8 @@
  *   q4      int4, see below            ceil(cols/128)*64    [rows]            w = q*s
  *   q4gG    int4, see below            ceil(cols/128)*64    [rows][ceil(cols/G)] G = 32/64/128
  *   fp8b    e4m3fn byte (quant/fp8.h)  cols                 [ceil(rows/128)][ceil(cols/128)]
+ *   mxfp4   e2m1 nibble (quant/mxfp4.h) ceil(cols/32)*16    e8m0 bytes [rows][ceil(cols/32)]
+ *                                                            w = e2m1 * 2^(e-127)
  *
  * int4 layout: a nibble holds q+8 with q in [-8, 7] (0x0 = -8, 0x8 = 0,
  * 0xF = +7); the quantizer is symmetric and emits q in [-7, 7] with
@@ -30,6 +34,12 @@
  * layout: one scale per 128x128 block, edge blocks partial; the scale is a
  * multiplier (safetensors names it weight_scale_inv), amax/448 when we
  * quantize.
+ *
+ * mxfp4 layout (OCP MX, as gpt-oss and DeepSeek-V4 ship their experts): byte
+ * j of a row holds element 2j in its low nibble and 2j+1 in its high nibble;
+ * one e8m0 scale per 32 elements; a row is padded to a multiple of 32 with
+ * +0 codes. The block scale is the OCP rule (quant/mxfp4.h), 4.25 bits per
+ * weight in all.
  *
  * Ids are stable (they may be written into converted files): never renumber,
  * retire an id by commenting it out.
@@ -50,6 +60,7 @@ enum quant_fmt {
     QUANT_Q4G64  = 6,
     QUANT_Q4G128 = 7,
     QUANT_FP8B   = 8,
+    QUANT_MXFP4  = 9,
     QUANT_FMT_COUNT
 };
 
@@ -75,11 +86,13 @@ struct quant_fmt_traits {
     int group_cols;         /* GROUP / BLOCK2D: columns per scale */
     int group_rows;         /* BLOCK2D: rows per scale */
     int int8_act;           /* the SIMD kernels round the activations to int8 (quant/qtensor.h) */
+    int scale_e8m0;         /* scales are e8m0 bytes (qtensor.scales_e8m0), not f32 */
     /* Dequantizes row `row` of W into out[W->cols]. Pure; thread-safe. */
     void (*to_f32)(const struct qtensor *W, int row, float *out);
     /* Quantizes w[rows][cols] into data/scales sized by quant_fmt_*_bytes
-     * (padding bytes are written too). Pure; thread-safe. */
-    void (*from_f32)(const float *w, int rows, int cols, void *data, float *scales);
+     * (padding bytes are written too): scales is f32[] or, for scale_e8m0,
+     * uint8_t[]. Pure; thread-safe. */
+    void (*from_f32)(const float *w, int rows, int cols, void *data, void *scales);
 };
 
 /* The traits of fmt; fmt must be a valid id (quant_fmt_valid). */
@@ -97,6 +110,9 @@ size_t quant_fmt_names(char *buf, size_t n, const char *sep);
 size_t quant_fmt_row_bytes(enum quant_fmt fmt, int cols);
 size_t quant_fmt_data_bytes(enum quant_fmt fmt, int rows, int cols);
 size_t quant_fmt_scale_count(enum quant_fmt fmt, int rows, int cols);
+/* Bytes per scale (4, or 1 for e8m0), and bytes of the scales array. */
+size_t quant_fmt_scale_size(enum quant_fmt fmt);
+size_t quant_fmt_scale_bytes(enum quant_fmt fmt, int rows, int cols);
 
 /* Index into scales[] of the scale covering element (row, col); only for
  * scaled formats. */

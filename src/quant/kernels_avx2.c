@@ -7,7 +7,11 @@
  * 8 x the block's activation sum out at the end; q8 uses |w| and the
  * activation with w's sign (no offset). Neither can saturate the 16-bit
  * pair sums (15*127*2 and 127*127*2 < 32767). Column tails that do not fill a
- * vector are finished in scalar code.
+ * vector are finished in scalar code. mxfp4 looks each nibble up as twice its
+ * e2m1 value (VPSHUFB) and multiplies |2w| by the activation with 2w's sign,
+ * exactly (12*127*2 < 32767); each 32-column block's 8 int32 lane sums take
+ * one rescale by the activation scale times 2^(e-128). Its rows are whole
+ * 16-byte blocks and the activations are zero past cols, so it has no tail.
  */
 #include <assert.h>
 #include <immintrin.h>
@@ -16,6 +20,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
+#include "quant/mxfp4.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Loops over a row's activations must unroll fully (constant trip counts)
@@ -259,6 +264,52 @@ INT_KERNEL(q4g32, 1, 32)
 INT_KERNEL(q4g64, 1, 64)
 INT_KERNEL(q4g128, 1, 128)
 
+/* ------------------------------------------------------------------ mxfp4 */
+
+INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                          int j0, int NJ, float *Y)
+{
+    const int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const int8_t *q[QUANT_NB];
+    const float *xs[QUANT_NB];
+    UNROLL
+    for (int j = 0; j < NJ; j++) {
+        q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
+        xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
+    }
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                         0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r), *e = W->scales_e8m0 + (size_t)r * nb;
+        __m256 acc[QUANT_NB];
+        UNROLL
+        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + (size_t)b * (QUANT_MX_BLOCK / 2)));
+            __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+            /* elements in column order: low, high nibble of each byte */
+            __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+            __m256i w2 = _mm256_shuffle_epi8(lut, nib), u = _mm256_abs_epi8(w2);
+            float h = quant_e8m0_half(e[b]);
+            UNROLL
+            for (int j = 0; j < NJ; j++) {
+                __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)b * QUANT_MX_BLOCK));
+                acc[j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w2)), _mm256_set1_ps(h * xs[j][b]), acc[j]);
+            }
+        }
+        UNROLL
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = hsum8(acc[j]);
+    }
+}
+
+static void rows_mxfp4(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_mxfp4_nj(W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+
 const struct quant_isa_table quant_isa_avx2 = {
     .k = {
         [QUANT_F32] = { rows_f32, 0 },
@@ -270,6 +321,7 @@ const struct quant_isa_table quant_isa_avx2 = {
         [QUANT_Q4G64] = { rows_q4g64, 1 },
         [QUANT_Q4G128] = { rows_q4g128, 1 },
         [QUANT_FP8B] = { rows_fp8b, 0 },
+        [QUANT_MXFP4] = { rows_mxfp4, 1 },
     },
     .act_prep = NULL,
 };

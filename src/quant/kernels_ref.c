@@ -9,6 +9,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
+#include "quant/mxfp4.h"
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
@@ -95,6 +96,25 @@ static float dot_fp8b(const struct qtensor *W, int r, const float *x)
     return acc;
 }
 
+/* Twice each e2m1 value times x, summed in f32 per 32-column block, then
+ * times half the block scale (so the products are those of to_f32's
+ * weights, times 2 exactly). */
+static float dot_mxfp4(const struct qtensor *W, int r, const float *x)
+{
+    const uint8_t *p = row_ptr(W, r);
+    int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const uint8_t *e = W->scales_e8m0 + (size_t)r * nb;
+    float acc = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        int c1 = (b + 1) * QUANT_MX_BLOCK < W->cols ? (b + 1) * QUANT_MX_BLOCK : W->cols;
+        float part = 0.0f;
+        for (int c = b * QUANT_MX_BLOCK; c < c1; c++)
+            part += quant_e2m1_twice_f32[c % 2 ? p[c / 2] >> 4 : p[c / 2] & 0xF] * x[c];
+        acc += part * quant_e8m0_half(e[b]);
+    }
+    return acc;
+}
+
 #define REF_ROWS(name)                                                              \
     static void rows_##name(const struct qtensor *W, int r0, int r1,                \
                             const struct quant_act *a, int j0, int nj, float *Y)    \
@@ -112,6 +132,7 @@ REF_ROWS(q4g32)
 REF_ROWS(q4g64)
 REF_ROWS(q4g128)
 REF_ROWS(fp8b)
+REF_ROWS(mxfp4)
 
 float quant_act_prep_ref(const float *x, int cols, int cols_pad,
                          int8_t *q, float *xs, float *xsum, int32_t *qsum)
@@ -178,6 +199,7 @@ const struct quant_isa_table quant_isa_ref = {
         [QUANT_Q4G64] = { rows_q4g64, 0 },
         [QUANT_Q4G128] = { rows_q4g128, 0 },
         [QUANT_FP8B] = { rows_fp8b, 0 },
+        [QUANT_MXFP4] = { rows_mxfp4, 0 },
     },
     .act_prep = quant_act_prep_ref,
 };

@@ -38,14 +38,14 @@ int quant_qtensor_from_f32(enum quant_fmt fmt, int rows, int cols, const float *
     int rc = check_shape(fmt, rows, cols, err);
     if (rc) return rc;
     size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
-    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_bytes(fmt, rows, cols);
     void *data = base_xalloc(nd);
-    float *scales = ns ? base_xalloc(ns * sizeof(float)) : NULL;
+    void *scales = ns ? base_xalloc(ns) : NULL;
     if (!data || (ns && !scales)) {
         free(data);
         free(scales);
         return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate %zu bytes for a [%d, %d] %s tensor",
-                       nd + ns * sizeof(float), rows, cols, quant_fmt_name(fmt));
+                       nd + ns, rows, cols, quant_fmt_name(fmt));
     }
     quant_fmt_traits(fmt)->from_f32(w, rows, cols, data, scales);
     *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
@@ -65,12 +65,38 @@ int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
     if (!data || data_bytes != nd)
         return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu data bytes, got %zu%s",
                        quant_fmt_name(fmt), rows, cols, nd, data_bytes, data ? "" : " (NULL)");
+    if (quant_fmt_traits(fmt)->scale_e8m0)
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s scales are e8m0 bytes, not floats "
+                            "(quant_qtensor_wrap_raw)", quant_fmt_name(fmt));
     if (n_scales != ns || (ns && !scales))
         return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu scales, got %zu%s",
                        quant_fmt_name(fmt), rows, cols, ns, n_scales,
                        ns && !scales ? " (NULL)" : "");
     *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
                              .scales = ns ? scales : NULL, .owned = 0 };
+    return 0;
+}
+
+int quant_qtensor_wrap_raw(enum quant_fmt fmt, int rows, int cols,
+                           const void *data, size_t data_bytes,
+                           const void *scales, size_t scale_bytes,
+                           struct qtensor *out, struct colibri_err *err)
+{
+    int rc = check_shape(fmt, rows, cols, err);
+    if (rc) return rc;
+    size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_bytes(fmt, rows, cols);
+    if (!data || data_bytes != nd)
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu data bytes, got %zu%s",
+                       quant_fmt_name(fmt), rows, cols, nd, data_bytes, data ? "" : " (NULL)");
+    if (scale_bytes != ns || (ns && !scales))
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] needs %zu bytes of scales, got %zu%s",
+                       quant_fmt_name(fmt), rows, cols, ns, scale_bytes, ns && !scales ? " (NULL)" : "");
+    if (ns && (uintptr_t)scales % quant_fmt_scale_size(fmt))
+        return base_err_set(err, COLIBRI_EINVAL, "quant: %s [%d, %d] scales are not %zu-byte aligned",
+                       quant_fmt_name(fmt), rows, cols, quant_fmt_scale_size(fmt));
+    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data, .owned = 0 };
+    out->scales_e8m0 = ns ? scales : NULL;
     return 0;
 }
 
@@ -81,9 +107,9 @@ int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
     if (rc) return rc;
     const int rows = src->rows, cols = src->cols, slab = QUANT_FP8B_BLOCK;
     size_t nd = quant_fmt_data_bytes(fmt, rows, cols);
-    size_t ns = quant_fmt_scale_count(fmt, rows, cols);
+    size_t ns = quant_fmt_scale_bytes(fmt, rows, cols);
     uint8_t *data = base_xalloc(nd);
-    float *scales = ns ? base_xalloc(ns * sizeof(float)) : NULL;
+    uint8_t *scales = ns ? base_xalloc(ns) : NULL;
     int nslab = (rows + slab - 1) / slab, failed = 0;
     if (data && (!ns || scales)) {
         /* Every format's arrays are row-major in whole 128-row slabs, so slab
@@ -99,7 +125,7 @@ int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
                 int r0 = k * slab, n = rows - r0 < slab ? rows - r0 : slab;
                 quant_dequant_rows(src, r0, n, buf);
                 quant_fmt_traits(fmt)->from_f32(buf, n, cols, data + (size_t)r0 * quant_fmt_row_bytes(fmt, cols),
-                                                scales ? scales + quant_fmt_scale_count(fmt, r0, cols) : NULL);
+                                                scales ? scales + quant_fmt_scale_bytes(fmt, r0, cols) : NULL);
             }
             free(buf);
         }
@@ -110,15 +136,15 @@ int quant_qtensor_convert(const struct qtensor *src, enum quant_fmt fmt,
         return base_err_set(err, COLIBRI_ENOMEM, "quant: cannot allocate for converting [%d, %d] %s to %s",
                        rows, cols, quant_fmt_name(src->fmt), quant_fmt_name(fmt));
     }
-    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data,
-                             .scales = scales, .owned = 1 };
+    *out = (struct qtensor){ .fmt = fmt, .rows = rows, .cols = cols, .data = data, .owned = 1 };
+    out->scales_e8m0 = scales;
     return 0;
 }
 
 size_t quant_qtensor_bytes(const struct qtensor *W)
 {
     return quant_fmt_data_bytes(W->fmt, W->rows, W->cols) +
-           quant_fmt_scale_count(W->fmt, W->rows, W->cols) * sizeof(float);
+           quant_fmt_scale_bytes(W->fmt, W->rows, W->cols);
 }
 
 void quant_qtensor_free(struct qtensor *W)

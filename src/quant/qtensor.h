@@ -27,7 +27,13 @@
  * of the offset o = 8 or 128 steps of the weight scale s_j). The AVX-512 and
  * AMX levels sum each 32-column block exactly in int32 and chain the blocks
  * in f32 (kernels_int8.h): no f32 offset term, so within the same bound, and
- * the same bits at both levels. Every other format and level stays in f32
+ * the same bits at both levels. mxfp4 at the AVX2 level (and above, which
+ * use AVX2's kernel) also takes int8 activations: twice each e2m1 weight is
+ * an integer in [-12, 12] multiplied by the activation codes exactly in
+ * int16 pairs and int32 lanes (8 per 32-column block), each lane sum scaled
+ * once by the activation scale times 2^(e-128) and accumulated in 8 f32
+ * lanes, then reduced: the same bound without the offset term. Every other
+ * format and level stays in f32
  * and is held within 1e-5 * sum_j |w_j x_j|. fp8b at the SIMD levels decodes
  * exactly (through f16, or bf16 byte tables with VBMI) except the NaN codes
  * 0x7F/0xFF, which read as +-480 (the reference table gives NaN); our
@@ -48,7 +54,10 @@ struct qtensor {
     enum quant_fmt fmt;
     int rows, cols;
     const void *data;       /* rows * quant_fmt_row_bytes(fmt, cols) bytes */
-    const float *scales;    /* quant_fmt_scale_count(fmt, rows, cols); NULL if none */
+    union {                 /* quant_fmt_scale_count(fmt, rows, cols); NULL if none */
+        const float *scales;            /* f32 scales */
+        const uint8_t *scales_e8m0;     /* formats with scale_e8m0 (mxfp4) */
+    };
     int owned;              /* 1: data and scales are freed by quant_qtensor_free */
     /* 1: the model's products with this (bf16) tensor round the activations
      * to bf16 and run on VDPBF16PS (quant/bf16act.h; model_linear reads it).
@@ -85,6 +94,14 @@ int quant_qtensor_wrap(enum quant_fmt fmt, int rows, int cols,
                        const void *data, size_t data_bytes,
                        const float *scales, size_t n_scales,
                        struct qtensor *out, struct colibri_err *err);
+
+/* quant_qtensor_wrap for any format, the scales given as bytes
+ * (quant_fmt_scale_bytes long; f32 ones 4-byte aligned): how a loader wraps
+ * mxfp4's e8m0 exponents, or the scales of a tensor it read as bytes. */
+int quant_qtensor_wrap_raw(enum quant_fmt fmt, int rows, int cols,
+                           const void *data, size_t data_bytes,
+                           const void *scales, size_t scale_bytes,
+                           struct qtensor *out, struct colibri_err *err);
 
 /* Re-encodes src in fmt into a new owned tensor (e.g. fp8b or bf16 weights
  * quantized to q4g64 at load). Goes through f32 128 rows at a time, so no

@@ -32,7 +32,7 @@ static float *rand_vec(size_t n, float amp)
 }
 
 static const int ALL_FMTS[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
-                                QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
+                                QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B, QUANT_MXFP4 };
 #define NFMT ((int)(sizeof ALL_FMTS / sizeof ALL_FMTS[0]))
 
 static int is_int4(int f) { return f == QUANT_Q4 || f == QUANT_Q4G32 || f == QUANT_Q4G64 || f == QUANT_Q4G128; }
@@ -62,6 +62,12 @@ static void test_sizes(void)
     CHECK(quant_fmt_scale_count(QUANT_FP8B, rows, cols) == 3 * 2, "fp8b: ceil(300/128) x ceil(200/128)");
     CHECK(quant_fmt_scale_count(QUANT_FP8B, 576, 7168) == 5 * 56, "kv_a_proj_with_mqa: 5 scale rows");
     CHECK(quant_fmt_data_bytes(QUANT_Q4G64, 3, 7168) == 3 * 3584, "data bytes");
+    CHECK(quant_fmt_row_bytes(QUANT_MXFP4, cols) == 112, "mxfp4: 224 padded / 2");
+    CHECK(quant_fmt_scale_count(QUANT_MXFP4, rows, cols) == 300 * 7, "mxfp4: one per 32");
+    CHECK(quant_fmt_scale_bytes(QUANT_MXFP4, rows, cols) == 300 * 7, "mxfp4: e8m0 bytes");
+    CHECK(quant_fmt_scale_bytes(QUANT_Q4G32, rows, cols) == 300 * 7 * 4, "q4g32: f32");
+    CHECK(quant_fmt_data_bytes(QUANT_MXFP4, 2048, 7168) + quant_fmt_scale_bytes(QUANT_MXFP4, 2048, 7168) ==
+          (size_t)2048 * 7168 * 17 / 32, "mxfp4: 4.25 bits per weight");
     for (int i = 0; i < NFMT; i++) {
         const char *nm = quant_fmt_name(ALL_FMTS[i]);
         CHECK(quant_fmt_from_name(nm) == ALL_FMTS[i], "name round trip %s", nm);
@@ -253,6 +259,15 @@ static void test_roundtrip_bounds(void)
                 else if (f == QUANT_FP8B) {
                     double s = W.scales[(r / 128) * 2 + c / 128];
                     bound = fmax(fabs(x) * 0x1p-4, s * 0x1p-10) * 1.0001;
+                } else if (f == QUANT_MXFP4) {
+                    /* scale 2^(floor(log2 amax) - 2); half the e2m1 step at
+                     * |x|/scale, or the excess over 6 that saturates */
+                    double amax = 0;
+                    for (int k = c / 32 * 32; k < c / 32 * 32 + 32 && k < cols; k++)
+                        amax = fmax(amax, fabs(w[r * cols + k]));
+                    double s = amax > 0 ? ldexp(1.0, ilogb(amax) - 2) : 0, v = s > 0 ? fabs(x) / s : 0;
+                    bound = v > 6 ? (v - 6) * s : (v < 2 ? 0.25 : v < 4 ? 0.5 : 1.0) * s;
+                    bound = bound * 1.0001 + 1e-30;
                 } else {
                     /* scale = amax/qmax of the row or group, error <= s/2 */
                     int g = group_of(f, cols), qmax = f == QUANT_Q8 ? 127 : 7;
@@ -275,7 +290,7 @@ static void test_roundtrip_bounds(void)
 /* A tensor for kernel tests: quantized from random f32, or (raw = 1) random
  * bytes and scales wrapped as is, so every nibble / code value occurs,
  * the extremes included. The caller frees *mem and *smem when wrapped. */
-static void make_tensor(int f, int rows, int cols, int raw, struct qtensor *W, void **mem, float **smem)
+static void make_tensor(int f, int rows, int cols, int raw, struct qtensor *W, void **mem, void **smem)
 {
     *mem = NULL;
     *smem = NULL;
@@ -300,7 +315,10 @@ static void make_tensor(int f, int rows, int cols, int raw, struct qtensor *W, v
                 *b = (c % 128) < 64 ? (uint8_t)((*b & 0xF0) | 8) : (uint8_t)((*b & 0x0F) | 0x80);
             }
     for (size_t i = 0; i < ns; i++) s[i] = (0.01f + (float)(rnd() % 1000) * 1e-4f) * ((i % 7 == 3) ? 0.0f : 1.0f);
-    CHECK(quant_qtensor_wrap(f, rows, cols, d, nd, s, ns, W, NULL) == 0, "wrap raw");
+    if (quant_fmt_traits(f)->scale_e8m0)                            /* 2^-27 .. 2^0, no NaN */
+        for (size_t i = 0; i < ns; i++) ((uint8_t *)s)[i] = (uint8_t)(100 + rnd() % 28);
+    CHECK(quant_qtensor_wrap_raw(f, rows, cols, d, nd, s, quant_fmt_scale_bytes(f, rows, cols), W, NULL) == 0,
+          "wrap raw");
     *mem = d;
     *smem = s;
 }
@@ -331,9 +349,10 @@ static int check_product(const struct qtensor *W, const float *X, int n, const f
                     }
                     actb += sw * amax / 254;
                 }
-                /* the offset (8 or 128 steps) is removed in f32: its rounding */
+                /* the offset (8 or 128 steps) is removed in f32: its rounding
+                 * (mxfp4 has none: its weights are signed) */
                 double ofs = W->fmt == QUANT_Q8 ? 128 : 8;
-                for (int c = 0; c < cols; c++)
+                for (int c = 0; c < cols && W->fmt != QUANT_MXFP4; c++)
                     mag += ofs * W->scales[quant_fmt_scale_index(W->fmt, rows, cols, r, c)] * fabs(x[c]);
             }
             double tol = 1e-5 * mag + actb * 1.001 + 1e-30;
@@ -363,8 +382,7 @@ static void test_kernels_vs_reference(void)
                 int rows = shapes[si][0], cols = shapes[si][1];
                 for (int raw = 0; raw < 2; raw++) {
                     struct qtensor W;
-                    void *mem;
-                    float *smem;
+                    void *mem, *smem;
                     make_tensor(f, rows, cols, raw, &W, &mem, &smem);
                     for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
                         int n = batches[bi];
@@ -454,8 +472,7 @@ static void test_tiles_batch_invariant(void)
     for (int fi = 0; fi < NFMT; fi++) {
         for (int raw = 0; raw < 2; raw++) {
             struct qtensor W;
-            void *mem;
-            float *smem;
+            void *mem, *smem;
             make_tensor(ALL_FMTS[fi], rows, cols, raw, &W, &mem, &smem);
             for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
                 if (!quant_isa_available(isa)) continue;
@@ -595,7 +612,8 @@ static void test_zero_rows(void)
     for (int fi = 0; fi < NFMT; fi++) {
         struct qtensor W;
         CHECK(quant_qtensor_from_f32(ALL_FMTS[fi], rows, cols, w, &W, NULL) == 0, "q");
-        for (size_t i = 0; i < quant_fmt_scale_count(W.fmt, rows, cols); i++) CHECK(W.scales[i] == 0.0f, "scale 0");
+        for (size_t i = 0; i < quant_fmt_scale_count(W.fmt, rows, cols) && !quant_fmt_traits(W.fmt)->scale_e8m0; i++)
+            CHECK(W.scales[i] == 0.0f, "scale 0");
         for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
             if (!quant_isa_available(isa)) continue;
             y[0] = y[1] = y[2] = y[3] = NAN;
@@ -697,9 +715,9 @@ static void test_convert(void)
             CHECK(quant_qtensor_convert(&S, ALL_FMTS[di], &A, NULL) == 0, "convert");
             CHECK(quant_qtensor_from_f32(ALL_FMTS[di], rows, cols, d, &B, NULL) == 0, "direct");
             CHECK(quant_qtensor_bytes(&A) == quant_qtensor_bytes(&B), "bytes");
-            size_t ns = quant_fmt_scale_count(A.fmt, rows, cols);
+            size_t ns = quant_fmt_scale_bytes(A.fmt, rows, cols);
             CHECK(memcmp(A.data, B.data, quant_fmt_data_bytes(A.fmt, rows, cols)) == 0 &&
-                  (ns == 0 || memcmp(A.scales, B.scales, ns * sizeof(float)) == 0),
+                  (ns == 0 || memcmp(A.scales, B.scales, ns) == 0),
                   "%s -> %s differs from quantizing the dequantized source",
                   quant_fmt_name(S.fmt), quant_fmt_name(A.fmt));
             quant_qtensor_free(&A);
@@ -720,8 +738,8 @@ static void test_batch_slices(void)
     int rows = 9, cols = 7100, n = 1200;     /* slices: 288 f32 or 1168 int8 activations */
     float *w = rand_vec((size_t)rows * cols, 1.0f), *X = rand_vec((size_t)n * cols, 1.0f);
     float *Y = malloc((size_t)n * rows * sizeof *Y), y[9];
-    static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B, QUANT_Q8 };
-    for (int fi = 0; fi < 4; fi++) {
+    static const int fmts[] = { QUANT_F32, QUANT_Q4G64, QUANT_FP8B, QUANT_Q8, QUANT_MXFP4 };
+    for (int fi = 0; fi < 5; fi++) {
         struct qtensor W;
         CHECK(quant_qtensor_from_f32(fmts[fi], rows, cols, w, &W, NULL) == 0, "q");
         for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
@@ -744,7 +762,7 @@ static void test_batch_slices(void)
 static void test_slice_kernels_batch_invariant(void)
 {
     static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_FP8B,
-                                QUANT_Q8, QUANT_Q4, QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128 };
+                                QUANT_Q8, QUANT_Q4, QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_MXFP4 };
     const int nfmts = (int)(sizeof fmts / sizeof fmts[0]);
     static const int colss[] = { 300, 1044 };
     for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
