@@ -3,7 +3,7 @@
 # deterministic for a seed; bench runs on it.
 set -eu
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-for f in bf16 q8 q4g64 fp8b; do
+for f in bf16 q8 q4g64 fp8b mxfp4; do
     "$COLIBRI" synth "$tmp/$f" --preset tiny --layers 2 --experts $f --dense $f 2>/dev/null
     "$COLIBRI" info -m "$tmp/$f" | grep -q "layers:       2 (1 dense, 1 MoE)"
     "$COLIBRI" bench -m "$tmp/$f" -p 8 -n 4 -r 1 | grep -q "tok/s"
