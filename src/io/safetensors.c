@@ -20,11 +20,13 @@
 /* Shapes and offsets are JSON numbers: integers above 2^53 are not exact. */
 #define ST_MAX_INT 9007199254740992.0
 
-static const struct { const char *name; size_t size; } DTYPES[ST_DTYPE_COUNT] = {
-    [ST_F32] = { "F32", 4 },      [ST_BF16] = { "BF16", 2 },
-    [ST_F16] = { "F16", 2 },      [ST_F8_E4M3] = { "F8_E4M3", 1 },
-    [ST_U8] = { "U8", 1 },        [ST_I8] = { "I8", 1 },
-    [ST_I32] = { "I32", 4 },      [ST_I64] = { "I64", 8 },
+/* per_byte: elements per byte of a packed dtype (0 means 1). */
+static const struct { const char *name; size_t size; int per_byte; } DTYPES[ST_DTYPE_COUNT] = {
+    [ST_F32] = { "F32", 4, 0 },      [ST_BF16] = { "BF16", 2, 0 },
+    [ST_F16] = { "F16", 2, 0 },      [ST_F8_E4M3] = { "F8_E4M3", 1, 0 },
+    [ST_U8] = { "U8", 1, 0 },        [ST_I8] = { "I8", 1, 0 },
+    [ST_I32] = { "I32", 4, 0 },      [ST_I64] = { "I64", 8, 0 },
+    [ST_F8_E8M0] = { "F8_E8M0", 1, 0 }, [ST_F4] = { "F4", 1, 2 },
 };
 
 const char *st_dtype_name(enum st_dtype t) { return t < ST_DTYPE_COUNT ? DTYPES[t].name : "?"; }
@@ -73,7 +75,7 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
         return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'dtype' missing or not a string", path, name);
     if (!dtype_from_name(dt->valuestring, &t->dtype))
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
-                       "%s: tensor '%s': dtype '%s' is not supported (supported: F32 BF16 F16 F8_E4M3 U8 I8 I32 I64)",
+                       "%s: tensor '%s': dtype '%s' is not supported (supported: F32 BF16 F16 F8_E4M3 F8_E8M0 F4 U8 I8 I32 I64)",
                        path, name, dt->valuestring);
     if (!cJSON_IsArray(sh))
         return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': field 'shape' missing or not an array", path, name);
@@ -110,7 +112,11 @@ static int parse_entry(const char *path, const char *name, const cJSON *e, uint6
         return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: tensor '%s': field 'data_offsets' end %llu is past the data section (%llu bytes; file truncated?)",
                        path, name, (unsigned long long)ue, (unsigned long long)data_size);
-    uint64_t want = (uint64_t)numel * DTYPES[t->dtype].size;
+    int per = DTYPES[t->dtype].per_byte ? DTYPES[t->dtype].per_byte : 1;
+    if ((uint64_t)numel % (uint64_t)per)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s': dtype %s packs %d elements per byte but the shape "
+                            "holds %llu", path, name, DTYPES[t->dtype].name, per, (unsigned long long)numel);
+    uint64_t want = (uint64_t)numel / (uint64_t)per * DTYPES[t->dtype].size;
     if (ue - ub != want)
         return base_err_set(err, COLIBRI_EFORMAT,
                        "%s: tensor '%s': field 'data_offsets' spans %llu bytes but dtype %s x shape needs %llu",

@@ -5,7 +5,7 @@
  * every file read-only and validates the whole header before any tensor is
  * handed out: header length within the file, JSON well-formed, every entry has a
  * known dtype, a shape and data_offsets in bounds, dtype size x shape = byte
- * length, no two tensors overlap, no name appears twice (across shards too), and
+ * length (F4: half a byte per element, an even count), no two tensors overlap, no name appears twice (across shards too), and
  * the index's weight_map agrees with the shards. Every error names the file,
  * the tensor and the field.
  *
@@ -28,6 +28,9 @@ enum st_dtype {
     ST_I8 = 5,
     ST_I32 = 6,
     ST_I64 = 7,
+    ST_F8_E8M0 = 8,     /* power-of-two scales 2^(e-127), 0xFF NaN (OCP MX) */
+    ST_F4 = 9,          /* e2m1, two per byte (element 2i in the low nibble); the
+                         * shape counts elements, so bytes = numel / 2 */
     ST_DTYPE_COUNT
 };
 

@@ -137,6 +137,22 @@ static void test_malformed_headers(void)
     /* found by fuzz_safetensors: a repeated key must not replace (and leak) the first */
     write_st(path, "{\"__metadata__\":{\"format\":\"pt\"},\"__metadata__\":{\"format\":\"pt\"}}", zeros, 0);
     open_expect(path, COLIBRI_EFORMAT, "'__metadata__' appears twice");
+    /* F4 packs two elements per byte: [3, 4] is 6 bytes, an odd count is refused */
+    write_st(path, "{\"a\":{\"dtype\":\"F4\",\"shape\":[3,4],\"data_offsets\":[0,12]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "needs 6");
+    write_st(path, "{\"a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", zeros, 16);
+    open_expect(path, COLIBRI_EFORMAT, "packs 2 elements per byte");
+    {
+        struct st_set s = { 0 };
+        struct colibri_err e = { 0 };
+        write_st(path, "{\"a\":{\"dtype\":\"F4\",\"shape\":[3,4],\"data_offsets\":[0,6]},"
+                       "\"s\":{\"dtype\":\"F8_E8M0\",\"shape\":[3,1],\"data_offsets\":[6,9]}}", zeros, 16);
+        CHECK(st_open_file(path, &s, &e) == 0, "F4 + F8_E8M0: %s", e.msg);
+        const struct st_tensor *a = st_find(&s, "a"), *sc = st_find(&s, "s");
+        CHECK(a && a->dtype == ST_F4 && a->numel == 12 && a->nbytes == 6, "F4 [3,4]: 12 elements in 6 bytes");
+        CHECK(sc && sc->dtype == ST_F8_E8M0 && sc->nbytes == 3, "F8_E8M0: a byte each");
+        st_close(&s);
+    }
     /* Header length larger than the file. */
     FILE *f = fopen(path, "wb");
     uint8_t le[12] = { 0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ' };
