@@ -558,6 +558,10 @@ int model_config_parse(const char *json, const char *path, struct model_config *
             goto out;
         }
     }
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    if ((rc = check_keys(qc, "quantization_config", path, err)) ||
+        (rc = model_quant_config_parse(qc, path, &c->quant, err)))
+        goto out;
     derive_rope(c);
 out:
     cJSON_Delete(root);

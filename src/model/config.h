@@ -12,11 +12,14 @@
  * transformers v5's rope_parameters{rope_type, rope_theta, ...}), q_lora_rank
  * null, torch_dtype or dtype. Anything else is refused by name. Derived RoPE
  * quantities (inverse frequencies, yarn attention factor, softmax scale) are
- * computed here, once, as model-spec.md §2.1-2.2 states them. */
+ * computed here, once, as model-spec.md §2.1-2.2 states them.
+ * quantization_config is read by model/quant_config.h (refused by name unless
+ * implemented). */
 #ifndef COLIBRI_MODEL_CONFIG_H
 #define COLIBRI_MODEL_CONFIG_H
 
 #include "colibri.h"
+#include "model/quant_config.h"
 
 #define MODEL_MAX_ROPE_DIM 256
 /* The largest num_hidden_layers accepted (the shipped models have 27..78);
@@ -124,6 +127,9 @@ struct model_config {
     float inv_freq[MODEL_MAX_ROPE_DIM / 2];
     float rope_attention_factor;    /* multiplies cos and sin */
     float softmax_scale;            /* dqk^-0.5, times mscale^2 under yarn */
+
+    /* quantization_config (model/quant_config.h) */
+    struct model_quant_config quant;
 };
 
 /* Parses config.json text; `path` is only used in messages. */
