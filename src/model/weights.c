@@ -11,6 +11,7 @@
 #include "model/expert_store_stream.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "model/shipped.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 
@@ -139,6 +140,36 @@ static int wrap_fp8(struct loader *L, const struct st_tensor *t, int rows, int c
     return rc ? base_err_prefix(err, rc, "tensor '%s'", t->name) : 0;
 }
 
+/* stored in the format the role asks for: kept (moved into *w) when that is
+ * its own format or "as stored", else dequantized and quantized again (and
+ * stored freed). */
+static int keep_or_convert(struct loader *L, struct qtensor *stored, enum model_weight_role role, const char *name,
+                           struct qtensor *w, struct colibri_err *err)
+{
+    int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt
+             : role == ROLE_EMBED ? L->m->fmt.embed_fmt : QUANT_F32;
+    if (want == MODEL_FMT_AS_STORED || want == (int)stored->fmt) {
+        *w = *stored;
+        return 0;
+    }
+    int rows = stored->rows, cols = stored->cols;
+    float *f = malloc((size_t)rows * cols * sizeof *f);
+    if (!f) {
+        quant_qtensor_free(stored);
+        return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", name);
+    }
+    quant_dequant_rows(stored, 0, rows, f);
+    quant_qtensor_free(stored);
+    int rc = quant_qtensor_from_f32((enum quant_fmt)want, rows, cols, f, w, err);
+    free(f);
+    return rc;
+}
+
+static int is_shaped(const struct st_tensor *t, int64_t rows, int64_t cols)
+{
+    return t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols;
+}
+
 /* A weight packed by `colibri convert`: U8 [rows, row bytes] + F32 `<name>_scale`,
  * its format named in the file's metadata (model/convert.h). Borrowed from the
  * mapping when the role keeps it, else dequantized and quantized again. */
@@ -174,18 +205,50 @@ static int load_packed(struct loader *L, const struct st_tensor *t, const char *
     int rc = quant_qtensor_wrap_raw(fmt, rows, cols, t->data, t->nbytes, scales,
                                     n_scales * quant_fmt_scale_size(fmt), &stored, err);
     if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
-    int want = role == ROLE_EXPERT ? L->m->fmt.experts_fmt : role == ROLE_DENSE ? L->m->fmt.dense_fmt
-             : role == ROLE_EMBED ? L->m->fmt.embed_fmt : QUANT_F32;
-    if (want == MODEL_FMT_AS_STORED || want == fmt) {
-        *w = stored;
-        return 0;
+    return keep_or_convert(L, &stored, role, t->name, w, err);
+}
+
+static const struct st_tensor *shipped_find(void *ctx, const char *name)
+{
+    return loader_find(ctx, name);
+}
+
+/* A Linear weight in a shipped encoding (model/shipped.h) when `name` is
+ * one: 1 with *stored made, 0 if it is not, or a negative error. */
+static int load_shipped(struct loader *L, const char *name, const struct st_tensor *t, int rows, int cols,
+                        enum model_weight_role role, struct qtensor *stored, struct colibri_err *err)
+{
+    struct shipped_src src = { shipped_find, L, &L->m->n_params };
+    const struct model_quant_config *q = &L->m->cfg.quant;
+    size_t len = strlen(name);
+    /* compressed-tensors quantizes Linear modules: not the embedding, not the
+     * router (a parameter of its own module in every family's modeling) */
+    if (q->kind == MODEL_QUANT_CT_INT4 && len > 7 && !strcmp(name + len - 7, ".weight") &&
+        strcmp(name, "model.embed_tokens.weight") && !(len >= 16 && !strcmp(name + len - 16, ".mlp.gate.weight"))) {
+        char module[512];
+        snprintf(module, sizeof module, "%.*s", (int)(len - 7), name);
+        int ig = model_quant_ignored(q, module, err);
+        if (ig < 0) return ig;
+        if (!ig) {
+            int rc = shipped_ct_int4(&src, module, rows, cols, stored, err);
+            return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
+        }
     }
-    float *f = malloc((size_t)rows * cols * sizeof *f);
-    if (!f) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", t->name);
-    quant_dequant_rows(&stored, 0, rows, f);
-    rc = quant_qtensor_from_f32((enum quant_fmt)want, rows, cols, f, w, err);
-    free(f);
-    return rc;
+    if (!t) return 0;
+    if (shipped_is_mxfp4(t)) {
+        int rc = shipped_mxfp4(&src, t, rows, cols, stored, err);
+        return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
+    }
+    char inv[600];
+    snprintf(inv, sizeof inv, "%s_scale_inv", name);
+    if (t->dtype == ST_F8_E4M3 && !st_find(L->st, inv) && shipped_fp8_e8m0_scale(&src, t)) {
+        if (!is_shaped(t, rows, cols))
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is not [%d, %d]", L->dir, name, rows, cols);
+        int rc = shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
+        return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
+    }
+    (void)role;
+    return 0;
 }
 
 /* Loads a Linear weight [rows, cols] in the format its role asks for. */
@@ -197,7 +260,11 @@ static int load_mat(struct loader *L, const char *name, int rows, int cols, enum
     snprintf(key, sizeof key, "colibri.fmt.%s", name);
     const char *packed = t ? st_tensor_meta(L->st, t, key) : NULL;
     if (packed) return load_packed(L, t, packed, rows, cols, role, w, err);
-    int rc = find_shaped(L, name, rows, cols, &t, err);
+    struct qtensor stored;
+    int rc = load_shipped(L, name, t, rows, cols, role, &stored, err);
+    if (rc < 0) return rc;
+    if (rc) return keep_or_convert(L, &stored, role, name, w, err);
+    rc = find_shaped(L, name, rows, cols, &t, err);
     if (rc) return rc;
     int fmt = target_format(L, role, t);
     if (fmt == QUANT_FP8B && t->dtype == ST_F8_E4M3) return wrap_fp8(L, t, rows, cols, w, err);

@@ -150,10 +150,8 @@ size_t quant_qtensor_bytes(const struct qtensor *W)
 void quant_qtensor_free(struct qtensor *W)
 {
     if (!W) return;
-    if (W->owned) {
-        free((void *)W->data);
-        free((void *)W->scales);
-    }
+    if (W->owned == 1) free((void *)W->data);
+    if (W->owned) free((void *)W->scales);
     memset(W, 0, sizeof *W);
 }
 

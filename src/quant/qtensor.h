@@ -58,13 +58,18 @@ struct qtensor {
         const float *scales;            /* f32 scales */
         const uint8_t *scales_e8m0;     /* formats with scale_e8m0 (mxfp4) */
     };
-    int owned;              /* 1: data and scales are freed by quant_qtensor_free */
+    int owned;              /* 1: data and scales are freed by quant_qtensor_free;
+                             * QUANT_OWN_SCALES: only the scales (data borrowed) */
     /* 1: the model's products with this (bf16) tensor round the activations
      * to bf16 and run on VDPBF16PS (quant/bf16act.h; model_linear reads it).
      * Set by the loader under the opt-in colibri_model_opts.bf16_act; 0 from
      * every constructor here. quant_matvec / quant_matmul ignore it. */
     int act_bf16;
 };
+
+/* qtensor.owned for a borrowed data array with scales of its own (e.g. e8m0
+ * block scales widened to f32 at load). */
+#define QUANT_OWN_SCALES 2
 
 /* Kernel levels. Only the levels built for this machine's architecture and
  * supported by its CPU are available. A level without its own kernel for a

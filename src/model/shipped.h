@@ -1,0 +1,53 @@
+/* model/shipped.h - internal to model loading (weights.c): Linear weights in
+ * the 4- and 8-bit encodings the labs ship, made into qtensors without
+ * changing a value.
+ *
+ *  - MXFP4 (DeepSeek-V4's routed experts): `<m>.weight` holding e2m1 codes,
+ *    two per byte, element 2i in the low nibble, as F4 [rows, cols] or as
+ *    I8/U8 [rows, cols/2], and `<m>.scale`, one e8m0 exponent per 32 columns,
+ *    F8_E8M0 or U8 [rows, cols/32]. Borrowed as an mxfp4 qtensor (the bytes
+ *    are quant/format.h's mxfp4 layout).
+ *  - FP8 e4m3 with e8m0 block scales (V4's dense weights): `<m>.weight`
+ *    F8_E4M3 [rows, cols] and `<m>.scale` F8_E8M0 [ceil(rows/128),
+ *    ceil(cols/128)]: the data borrowed as fp8b, the scales widened to their
+ *    exact f32 powers of two (owned: QUANT_OWN_SCALES).
+ *  - compressed-tensors pack-quantized int4 (Kimi K2.x): `<m>.weight_packed`
+ *    I32 [rows, cols/8] (element 8g+i in bits 4i..4i+3 of word g, holding
+ *    q+8), `<m>.weight_scale` BF16/F16/F32 [rows, ceil(cols/32)],
+ *    `<m>.weight_shape` I32/I64 [2] = {rows, cols}: repacked into a new q4g32
+ *    (the same nibbles q+8 and the same scales, exact in f32), owned.
+ * Every mismatch of dtype, shape or companion is COLIBRI_EFORMAT naming the
+ * tensor, what it is and what is needed. */
+#ifndef COLIBRI_MODEL_SHIPPED_H
+#define COLIBRI_MODEL_SHIPPED_H
+
+#include <stdint.h>
+
+#include "colibri.h"
+#include "io/safetensors.h"
+#include "quant/qtensor.h"
+
+/* How the loader finds (and marks as used) a companion tensor. */
+struct shipped_src {
+    const struct st_tensor *(*find)(void *ctx, const char *name);
+    void *ctx;
+    int64_t *n_params;      /* corrected to count rows x cols weights, not packed bytes or scales */
+};
+
+/* 1 if t (a Linear's `.weight`) is stored as MXFP4 codes (F4, I8, U8). */
+int shipped_is_mxfp4(const struct st_tensor *t);
+
+int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+                  struct colibri_err *err);
+
+/* The e8m0 scale companion `<m>.scale` of an F8_E4M3 `<m>.weight`, or NULL. */
+const struct st_tensor *shipped_fp8_e8m0_scale(const struct shipped_src *s, const struct st_tensor *t);
+
+int shipped_fp8_e8m0(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+                     struct colibri_err *err);
+
+/* module: the Linear's name without ".weight". */
+int shipped_ct_int4(const struct shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
+                    struct colibri_err *err);
+
+#endif
