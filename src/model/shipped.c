@@ -34,6 +34,20 @@ static int sibling(const char *name, const char *suffix, char *out, size_t n)
     return 1;
 }
 
+/* The e8m0 companion of `<m>.weight`: `<m>.scale` as DeepSeek ships it, or
+ * `<m>.weight_scale_inv` as transformers renames it; F8_E8M0 or U8. The name
+ * looked for last is left in sname. */
+static const struct st_tensor *e8m0_scale(const struct shipped_src *s, const char *name, char *sname, size_t n)
+{
+    const struct st_tensor *sc = NULL;
+    if (sibling(name, "scale", sname, n)) sc = s->find(s->ctx, sname);
+    if (!sc) {
+        snprintf(sname, n, "%s_scale_inv", name);
+        sc = s->find(s->ctx, sname);
+    }
+    return sc && (sc->dtype == ST_F8_E8M0 || sc->dtype == ST_U8) ? sc : NULL;
+}
+
 int shipped_is_mxfp4(const struct st_tensor *t)
 {
     return t->dtype == ST_F4 || t->dtype == ST_I8 || t->dtype == ST_U8;
@@ -51,12 +65,12 @@ int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int ro
         return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s [%s]; as MXFP4 codes of a [%d, %d] weight it "
                             "needs F4 [%d, %d] or I8/U8 [%d, %d]", t->name, st_dtype_name(t->dtype),
                             shape_str(t, sh, sizeof sh), rows, cols, rows, cols, rows, cols / 2);
-    const struct st_tensor *sc = sibling(t->name, "scale", sname, sizeof sname) ? s->find(s->ctx, sname) : NULL;
+    const struct st_tensor *sc = e8m0_scale(s, t->name, sname, sizeof sname);
     int nb = cols / QUANT_MX_BLOCK;
-    if (!sc || (sc->dtype != ST_F8_E8M0 && sc->dtype != ST_U8) || !is_2d(sc, rows, nb))
-        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s MXFP4 codes but its scales '%s' are %s (need "
-                            "F8_E8M0 or U8 [%d, %d])", t->name, st_dtype_name(t->dtype), sname,
-                            !sc ? "missing" : "of the wrong dtype or shape", rows, nb);
+    if (!sc || !is_2d(sc, rows, nb))
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s MXFP4 codes but its scales (.scale or "
+                            ".weight_scale_inv) are %s (need F8_E8M0 or U8 [%d, %d])", t->name,
+                            st_dtype_name(t->dtype), !sc ? "missing or not e8m0" : "of the wrong shape", rows, nb);
     int rc = quant_qtensor_wrap_raw(QUANT_MXFP4, rows, cols, t->data, t->nbytes, sc->data, sc->nbytes, out, err);
     if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
     if (s->n_params) *s->n_params += (int64_t)rows * cols - t->numel - sc->numel;
@@ -66,9 +80,7 @@ int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int ro
 const struct st_tensor *shipped_fp8_e8m0_scale(const struct shipped_src *s, const struct st_tensor *t)
 {
     char sname[600];
-    if (t->dtype != ST_F8_E4M3 || !sibling(t->name, "scale", sname, sizeof sname)) return NULL;
-    const struct st_tensor *sc = s->find(s->ctx, sname);
-    return sc && sc->dtype == ST_F8_E8M0 ? sc : NULL;
+    return t->dtype == ST_F8_E4M3 ? e8m0_scale(s, t->name, sname, sizeof sname) : NULL;
 }
 
 int shipped_fp8_e8m0(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,

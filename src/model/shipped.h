@@ -4,12 +4,13 @@
  *
  *  - MXFP4 (DeepSeek-V4's routed experts): `<m>.weight` holding e2m1 codes,
  *    two per byte, element 2i in the low nibble, as F4 [rows, cols] or as
- *    I8/U8 [rows, cols/2], and `<m>.scale`, one e8m0 exponent per 32 columns,
- *    F8_E8M0 or U8 [rows, cols/32]. Borrowed as an mxfp4 qtensor (the bytes
+ *    I8/U8 [rows, cols/2], and `<m>.scale` (or `<m>.weight_scale_inv`, the
+ *    name transformers gives it), one e8m0 exponent per 32 columns, F8_E8M0
+ *    or U8 [rows, cols/32]. Borrowed as an mxfp4 qtensor (the bytes
  *    are quant/format.h's mxfp4 layout).
  *  - FP8 e4m3 with e8m0 block scales (V4's dense weights): `<m>.weight`
- *    F8_E4M3 [rows, cols] and `<m>.scale` F8_E8M0 [ceil(rows/128),
- *    ceil(cols/128)]: the data borrowed as fp8b, the scales widened to their
+ *    F8_E4M3 [rows, cols] and `<m>.scale` (or `<m>.weight_scale_inv`) F8_E8M0
+ *    or U8 [ceil(rows/128), ceil(cols/128)] (F32 scales are today's fp8b): the data borrowed as fp8b, the scales widened to their
  *    exact f32 powers of two (owned: QUANT_OWN_SCALES).
  *  - compressed-tensors pack-quantized int4 (Kimi K2.x): `<m>.weight_packed`
  *    I32 [rows, cols/8] (element 8g+i in bits 4i..4i+3 of word g, holding

@@ -239,9 +239,7 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
         int rc = shipped_mxfp4(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
-    char inv[600];
-    snprintf(inv, sizeof inv, "%s_scale_inv", name);
-    if (t->dtype == ST_F8_E4M3 && !st_find(L->st, inv) && shipped_fp8_e8m0_scale(&src, t)) {
+    if (shipped_fp8_e8m0_scale(&src, t)) {
         if (!is_shaped(t, rows, cols))
             return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is not [%d, %d]", L->dir, name, rows, cols);
         int rc = shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
@@ -356,8 +354,11 @@ static int io_routed_experts(void *ctx, const char *prefix, int li, struct colib
     struct loader *L = ctx;
     const struct model_config *c = &L->m->cfg;
     char name[512];
+    char packed[512];
     snprintf(name, sizeof name, "%s.experts.0.gate_proj.weight", prefix);
-    if (!loader_find(L, name)) return load_fused_experts(L, prefix, li, err);
+    /* per-expert tensors (compressed-tensors names them .weight_packed) */
+    snprintf(packed, sizeof packed, "%s.experts.0.gate_proj.weight_packed", prefix);
+    if (!loader_find(L, name) && !st_find(L->st, packed)) return load_fused_experts(L, prefix, li, err);
     for (int e = 0; e < c->n_routed_experts; e++) {
         snprintf(name, sizeof name, "%s.experts.%d", prefix, e);
         int rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT, expert_store_resident_slot(L->m->experts, li, e),
