@@ -106,6 +106,13 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, stru
             if (w && w->ndim == 2 && is_float_dtype(w->dtype) && role_format(o, wname) != MODEL_FMT_AS_STORED)
                 continue;
         }
+        /* model/shipped.h's encodings load as they are; re-encoding them is not implemented */
+        if (t->dtype == ST_F4 || t->dtype == ST_F8_E8M0 || (t->dtype == ST_I8 && strstr(t->name, ".weight")) ||
+            (len > 14 && !strcmp(t->name + len - 14, ".weight_packed")))
+            return base_err_set(err, COLIBRI_EUNSUPPORTED,
+                           "tensor '%s' is %s as shipped (MXFP4, e8m0-scaled FP8 or compressed-tensors int4): "
+                           "colibri loads it as it is; converting such a checkpoint is not implemented", t->name,
+                           st_dtype_name(t->dtype));
         if (strstr(t->name, "colibri") || (t->dtype == ST_U8 && len > 6 && strstr(t->name, ".weight")))
             return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "tensor '%s' looks already converted; convert from the original checkpoint", t->name);

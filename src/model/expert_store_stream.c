@@ -493,7 +493,8 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
             if (m[j]->owned) {
                 rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
                              "streaming experts needs them kept as stored (no --experts conversion at load, no fused "
-                             "gate_up_proj layout); write such a checkpoint with colibri convert");
+                             "gate_up_proj layout, no compressed-tensors int4, which is repacked at load); write such "
+                             "a checkpoint with colibri convert, or keep the experts resident");
                 break;
             }
             x->shape[j] = (struct qtensor){ .fmt = m[j]->fmt, .rows = m[j]->rows, .cols = m[j]->cols };
