@@ -37,7 +37,7 @@ static int sibling(const char *name, const char *suffix, char *out, size_t n)
 /* The e8m0 companion of `<m>.weight`: `<m>.scale` as DeepSeek ships it, or
  * `<m>.weight_scale_inv` as transformers renames it; F8_E8M0 or U8. The name
  * looked for last is left in sname. */
-static const struct st_tensor *e8m0_scale(const struct shipped_src *s, const char *name, char *sname, size_t n)
+static const struct st_tensor *e8m0_scale(const struct model_shipped_src *s, const char *name, char *sname, size_t n)
 {
     const struct st_tensor *sc = NULL;
     if (sibling(name, "scale", sname, n)) sc = s->find(s->ctx, sname);
@@ -48,12 +48,12 @@ static const struct st_tensor *e8m0_scale(const struct shipped_src *s, const cha
     return sc && (sc->dtype == ST_F8_E8M0 || sc->dtype == ST_U8) ? sc : NULL;
 }
 
-int shipped_is_mxfp4(const struct st_tensor *t)
+int model_shipped_is_mxfp4(const struct st_tensor *t)
 {
     return t->dtype == ST_F4 || t->dtype == ST_I8 || t->dtype == ST_U8;
 }
 
-int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+int model_shipped_mxfp4(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                   struct colibri_err *err)
 {
     char sname[600], sh[96];
@@ -77,16 +77,16 @@ int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int ro
     return 0;
 }
 
-const struct st_tensor *shipped_fp8_e8m0_scale(const struct shipped_src *s, const struct st_tensor *t)
+const struct st_tensor *model_shipped_fp8_e8m0_scale(const struct model_shipped_src *s, const struct st_tensor *t)
 {
     char sname[600];
     return t->dtype == ST_F8_E4M3 ? e8m0_scale(s, t->name, sname, sizeof sname) : NULL;
 }
 
-int shipped_fp8_e8m0(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                      struct colibri_err *err)
 {
-    const struct st_tensor *sc = shipped_fp8_e8m0_scale(s, t);
+    const struct st_tensor *sc = model_shipped_fp8_e8m0_scale(s, t);
     int64_t br = (rows + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK, bc = (cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
     char sh[96];
     if (!sc || !is_2d(sc, br, bc))
@@ -115,7 +115,7 @@ static int int_at(const struct st_tensor *t, int i, int64_t *v)
     return 0;
 }
 
-int shipped_ct_int4(const struct shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
+int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
                     struct colibri_err *err)
 {
     char pn[600], sn[600], hn[600], sh[96];

@@ -29,26 +29,26 @@
 #include "quant/qtensor.h"
 
 /* How the loader finds (and marks as used) a companion tensor. */
-struct shipped_src {
+struct model_shipped_src {
     const struct st_tensor *(*find)(void *ctx, const char *name);
     void *ctx;
     int64_t *n_params;      /* corrected to count rows x cols weights, not packed bytes or scales */
 };
 
 /* 1 if t (a Linear's `.weight`) is stored as MXFP4 codes (F4, I8, U8). */
-int shipped_is_mxfp4(const struct st_tensor *t);
+int model_shipped_is_mxfp4(const struct st_tensor *t);
 
-int shipped_mxfp4(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+int model_shipped_mxfp4(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                   struct colibri_err *err);
 
 /* The e8m0 scale companion `<m>.scale` of an F8_E4M3 `<m>.weight`, or NULL. */
-const struct st_tensor *shipped_fp8_e8m0_scale(const struct shipped_src *s, const struct st_tensor *t);
+const struct st_tensor *model_shipped_fp8_e8m0_scale(const struct model_shipped_src *s, const struct st_tensor *t);
 
-int shipped_fp8_e8m0(const struct shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
+int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                      struct colibri_err *err);
 
 /* module: the Linear's name without ".weight". */
-int shipped_ct_int4(const struct shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
+int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
                     struct colibri_err *err);
 
 #endif

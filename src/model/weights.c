@@ -218,7 +218,7 @@ static const struct st_tensor *shipped_find(void *ctx, const char *name)
 static int load_shipped(struct loader *L, const char *name, const struct st_tensor *t, int rows, int cols,
                         enum model_weight_role role, struct qtensor *stored, struct colibri_err *err)
 {
-    struct shipped_src src = { shipped_find, L, &L->m->n_params };
+    struct model_shipped_src src = { shipped_find, L, &L->m->n_params };
     const struct model_quant_config *q = &L->m->cfg.quant;
     size_t len = strlen(name);
     /* compressed-tensors quantizes Linear modules: not the embedding, not the
@@ -230,19 +230,19 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
         int ig = model_quant_ignored(q, module, err);
         if (ig < 0) return ig;
         if (!ig) {
-            int rc = shipped_ct_int4(&src, module, rows, cols, stored, err);
+            int rc = model_shipped_ct_int4(&src, module, rows, cols, stored, err);
             return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
         }
     }
     if (!t) return 0;
-    if (shipped_is_mxfp4(t)) {
-        int rc = shipped_mxfp4(&src, t, rows, cols, stored, err);
+    if (model_shipped_is_mxfp4(t)) {
+        int rc = model_shipped_mxfp4(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
-    if (shipped_fp8_e8m0_scale(&src, t)) {
+    if (model_shipped_fp8_e8m0_scale(&src, t)) {
         if (!is_shaped(t, rows, cols))
             return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is not [%d, %d]", L->dir, name, rows, cols);
-        int rc = shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
+        int rc = model_shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
     (void)role;
