@@ -262,17 +262,6 @@ static struct jv str_format(struct jctx *c, const struct jstr *s, const struct j
 
 /* ------------------------------------------------------------ methods */
 
-static const char *const METHODS[] = {
-    "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "title",
-    "capitalize", "replace", "find", "rfind", "count", "format", "join", "splitlines", "isdigit", "isalpha",
-    "isspace", "isalnum", "islower", "isupper", "get", "items", "keys", "values", "cycle", NULL };
-
-int jinja_method_known(const char *name, size_t n)
-{
-    for (int i = 0; METHODS[i]; i++) if (strlen(METHODS[i]) == n && !memcmp(METHODS[i], name, n)) return 1;
-    return 0;
-}
-
 static struct jv dict_items(struct jctx *c, struct jdict *d, int what)   /* 0 items 1 keys 2 values */
 {
     struct jv r = jv_list(c, d->n);

@@ -1,5 +1,6 @@
 /* tok/jinja_eval.c - runs a compiled template (contract in jinja.h):
- * scopes, statements, operators, attribute and item access, calls.
+ * scopes, statements, operators, calls (attribute and item access:
+ * jinja_access.c; failures and the step budget: jinja_fail.c).
  *
  * Scopes follow Jinja2: a for loop gives each iteration a fresh scope over
  * the enclosing one (a `set` inside does not survive the iteration, which
@@ -21,29 +22,6 @@ struct jinja_limits jinja_default_limits(void)
 {
     return (struct jinja_limits){ .max_output = 16u << 20, .max_memory = 256u << 20,
                                   .max_steps = 50000000, .max_depth = 64 };
-}
-
-_Noreturn void jinja_fail(struct jctx *c, int code, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->err_code = base_err_set(c->err, code, "chat template line %d: %s", c->line, msg);
-    longjmp(c->fail, 1);
-}
-
-void jinja_step(struct jctx *c)
-{
-    if (++c->steps > c->lim.max_steps)
-        jinja_fail(c, COLIBRI_EINVAL, "rendering took more than %ld steps", c->lim.max_steps);
-}
-
-static _Noreturn void fail_undef(struct jctx *c, struct jv v)
-{
-    if (v.mname) jinja_fail(c, COLIBRI_EINVAL, "'%s' is undefined", v.mname->p);
-    jinja_fail(c, COLIBRI_EINVAL, "an undefined value was used");
 }
 
 /* ------------------------------------------------------------ scopes */
@@ -72,139 +50,18 @@ static void bind(struct jctx *c, struct jscope *s, const struct jstr *name, stru
     jdict_set(c, &s->vars, (struct jv){ .t = JV_STR, .u.s = name }, v);
 }
 
-/* ------------------------------------------------------------ access */
-
-static const char *const LOOP_ATTRS[] = { "index", "index0", "revindex", "revindex0", "first", "last",
-                                          "length", "previtem", "nextitem", "depth", "depth0", NULL };
-
-static struct jv loop_attr(struct jctx *c, const struct jloop *lp, const char *name, size_t n)
-{
-    size_t len = lp->items->n, i = lp->i;
-    int k;
-    for (k = 0; LOOP_ATTRS[k]; k++) if (strlen(LOOP_ATTRS[k]) == n && !memcmp(LOOP_ATTRS[k], name, n)) break;
-    switch (k) {
-    case 0: return jv_int((int64_t)i + 1);
-    case 1: return jv_int((int64_t)i);
-    case 2: return jv_int((int64_t)(len - i));
-    case 3: return jv_int((int64_t)(len - i - 1));
-    case 4: return jv_bool(i == 0);
-    case 5: return jv_bool(i + 1 == len);
-    case 6: return jv_int((int64_t)len);
-    case 7: return i > 0 ? lp->items->v[i - 1] : jv_undef();
-    case 8: return i + 1 < len ? lp->items->v[i + 1] : jv_undef();
-    case 9: return jv_int(1);
-    case 10: return jv_int(0);
-    default: return jv_undef();
-    }
-}
-
-static struct jv bound(struct jctx *c, struct jv obj, const char *name, size_t n)
-{
-    struct jv *self = ja_alloc(&c->arena, sizeof *self);
-    if (!self) jinja_fail(c, COLIBRI_ENOMEM, "out of memory");
-    *self = obj;
-    struct jv m = { .t = JV_METHOD, .self = self, .mname = jv_strn(c, name, n).u.s };
-    return m;
-}
-
-struct jv jinja_getattr(struct jctx *c, struct jv obj, const char *name, size_t n)
-{
-    switch (obj.t) {
-    case JV_UNDEF: fail_undef(c, obj);
-    case JV_DICT: {
-        if (jinja_method_known(name, n) && (n == 3 ? !memcmp(name, "get", 3) :
-            (n == 5 && (!memcmp(name, "items", 5))) || (n == 4 && !memcmp(name, "keys", 4)) ||
-            (n == 6 && !memcmp(name, "values", 6))))
-            return bound(c, obj, name, n);
-        struct jv *v = jdict_gets(obj.u.d, name, n);
-        return v ? *v : jv_undef();
-    }
-    case JV_NS: {
-        struct jv *v = jdict_gets(obj.u.d, name, n);
-        return v ? *v : jv_undef();
-    }
-    case JV_LOOP:
-        if (n == 5 && !memcmp(name, "cycle", 5)) return bound(c, obj, name, n);
-        return loop_attr(c, obj.u.loop, name, n);
-    case JV_STR:
-        if (jinja_method_known(name, n)) return bound(c, obj, name, n);
-        return jv_undef();
-    default:
-        return jv_undef();
-    }
-}
-
-static int64_t index_of(struct jctx *c, struct jv k)
-{
-    if (k.t == JV_INT) return k.u.i;
-    if (k.t == JV_BOOL) return k.u.b;
-    jinja_fail(c, COLIBRI_EINVAL, "indices must be integers, not '%s'", jv_type_name(k));
-}
-
-struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
-{
-    switch (obj.t) {
-    case JV_UNDEF: fail_undef(c, obj);
-    case JV_DICT: case JV_NS: {
-        struct jv *v = jdict_get(obj.u.d, key);
-        if (v) return *v;
-        if (key.t == JV_STR && obj.t == JV_DICT) return jinja_getattr(c, obj, key.u.s->p, key.u.s->n).t == JV_METHOD ?
-            jinja_getattr(c, obj, key.u.s->p, key.u.s->n) : jv_undef();
-        return jv_undef();
-    }
-    case JV_LIST: {
-        if (obj.u.l->gen || (key.t != JV_INT && key.t != JV_BOOL)) return jv_undef();
-        int64_t i = index_of(c, key), n = (int64_t)obj.u.l->n;
-        if (i < 0) i += n;
-        return i >= 0 && i < n ? obj.u.l->v[i] : jv_undef();
-    }
-    case JV_STR: {
-        if (key.t != JV_INT && key.t != JV_BOOL) return jv_undef();
-        int64_t i = index_of(c, key), n = (int64_t)ju_len(obj.u.s->p, obj.u.s->n);
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return jv_undef();
-        size_t a = ju_off(obj.u.s->p, obj.u.s->n, (size_t)i), b = ju_off(obj.u.s->p, obj.u.s->n, (size_t)i + 1);
-        return jv_strn(c, obj.u.s->p + a, b - a);
-    }
-    case JV_LOOP:
-        if (key.t == JV_STR) return jinja_getattr(c, obj, key.u.s->p, key.u.s->n);
-        return jv_undef();
-    default:
-        return jv_undef();
-    }
-}
-
-void jinja_iter(struct jctx *c, struct jv v, struct jlist *into)
-{
-    switch (v.t) {
-    case JV_UNDEF: return;
-    case JV_LIST: for (size_t i = 0; i < v.u.l->n; i++) jlist_push(c, into, v.u.l->v[i]); return;
-    case JV_DICT: for (size_t i = 0; i < v.u.d->n; i++) jlist_push(c, into, v.u.d->k[i]); return;
-    case JV_STR:
-        for (size_t i = 0; i < v.u.s->n;) {
-            size_t j = i + 1;
-            while (j < v.u.s->n && ((unsigned char)v.u.s->p[j] & 0xc0) == 0x80) j++;
-            jlist_push(c, into, jv_strn(c, v.u.s->p + i, j - i));
-            i = j;
-        }
-        return;
-    default:
-        jinja_fail(c, COLIBRI_EINVAL, "'%s' object is not iterable", jv_type_name(v));
-    }
-}
-
 /* Python's slice indices for a sequence of n items. */
 static void slice_bounds(struct jctx *c, struct jv s0, struct jv s1, struct jv s2, int64_t n,
                          int64_t *start, int64_t *stop, int64_t *step)
 {
-    *step = s2.t == JV_NONE || s2.t == JV_UNDEF ? 1 : index_of(c, s2);
+    *step = s2.t == JV_NONE || s2.t == JV_UNDEF ? 1 : tok_jinja_index_of(c, s2);
     if (*step == 0) jinja_fail(c, COLIBRI_EINVAL, "slice step cannot be zero");
     int64_t lo = *step < 0 ? -1 : 0, hi = *step < 0 ? n - 1 : n;
     int64_t v[2];
     struct jv in[2] = { s0, s1 };
     for (int k = 0; k < 2; k++) {
         if (in[k].t == JV_NONE || in[k].t == JV_UNDEF) { v[k] = (*step < 0) == (k == 0) ? hi : lo; continue; }
-        int64_t x = index_of(c, in[k]);
+        int64_t x = tok_jinja_index_of(c, in[k]);
         if (x < 0) { x += n; if (x < lo) x = lo; }
         else if (x > hi) x = hi;
         v[k] = x;
@@ -234,7 +91,7 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv s0, struct jv
         }
         return jbuf_take(c, &b);
     }
-    if (obj.t == JV_UNDEF) fail_undef(c, obj);
+    if (obj.t == JV_UNDEF) tok_jinja_fail_undef(c, obj);
     jinja_fail(c, COLIBRI_EINVAL, "'%s' object cannot be sliced", jv_type_name(obj));
 }
 
@@ -249,8 +106,8 @@ static const char *OPNAME[] = { "+", "-", "*", "/", "//", "%", "**", "~" };
 
 static _Noreturn void bad_operands(struct jctx *c, int op, struct jv a, struct jv b)
 {
-    if (a.t == JV_UNDEF) fail_undef(c, a);
-    if (b.t == JV_UNDEF) fail_undef(c, b);
+    if (a.t == JV_UNDEF) tok_jinja_fail_undef(c, a);
+    if (b.t == JV_UNDEF) tok_jinja_fail_undef(c, b);
     jinja_fail(c, COLIBRI_EINVAL, "unsupported operand types for %s: '%s' and '%s'", OPNAME[op], jv_type_name(a), jv_type_name(b));
 }
 
@@ -426,7 +283,7 @@ static struct jv call_value(struct jctx *c, struct jv f, const struct jv *args, 
     case JV_MACRO: return call_macro(c, f, args, nargs, kwn, kwv, nkw);
     case JV_FUNC: return jinja_call_global(c, f.u.fn, args, nargs, kwn, kwv, nkw);
     case JV_METHOD: return jinja_call_method(c, *f.self, f.mname, args, nargs, kwn, kwv, nkw);
-    case JV_UNDEF: fail_undef(c, f);
+    case JV_UNDEF: tok_jinja_fail_undef(c, f);
     default: jinja_fail(c, COLIBRI_EINVAL, "'%s' object is not callable", jv_type_name(f));
     }
 }
@@ -489,7 +346,7 @@ static struct jv eval(struct jctx *c, struct jscope *sc, const struct jnode *n)
         struct jv a = eval(c, sc, n->a);
         c->line = n->line;
         if (!is_num(a)) {
-            if (a.t == JV_UNDEF) fail_undef(c, a);
+            if (a.t == JV_UNDEF) tok_jinja_fail_undef(c, a);
             jinja_fail(c, COLIBRI_EINVAL, "bad operand type for unary %c: '%s'", n->k == JN_NEG ? '-' : '+', jv_type_name(a));
         }
         if (n->k == JN_POS) return a.t == JV_BOOL ? jv_int(a.u.b) : a;
@@ -515,8 +372,8 @@ static struct jv eval(struct jctx *c, struct jscope *sc, const struct jnode *n)
             case JOP_IN: r = contains(c, a, b); break;
             case JOP_NOTIN: r = !contains(c, a, b); break;
             default: {
-                if (a.t == JV_UNDEF) fail_undef(c, a);
-                if (b.t == JV_UNDEF) fail_undef(c, b);
+                if (a.t == JV_UNDEF) tok_jinja_fail_undef(c, a);
+                if (b.t == JV_UNDEF) tok_jinja_fail_undef(c, b);
                 int k = jv_cmp(c, a, b);
                 r = op == JOP_LT ? k < 0 : op == JOP_LE ? k <= 0 : op == JOP_GT ? k > 0 : k >= 0;
             }

@@ -190,6 +190,10 @@ struct jv jinja_call_global(struct jctx *c, int idx, const struct jv *args, size
 struct jv jinja_getattr(struct jctx *c, struct jv obj, const char *name, size_t n);
 struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key);
 void jinja_iter(struct jctx *c, struct jv v, struct jlist *into);  /* list(v) */
+/* Fails the render naming the undefined value v (its name when known). */
+_Noreturn void tok_jinja_fail_undef(struct jctx *c, struct jv v);
+/* An index value (int or bool) as an integer; anything else fails the render. */
+int64_t tok_jinja_index_of(struct jctx *c, struct jv k);
 void jinja_step(struct jctx *c);
 struct jv jinja_escape(struct jctx *c, struct jv v);   /* markupsafe.escape of str(v) */
 
