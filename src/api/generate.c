@@ -29,14 +29,12 @@
 
 #include "api/internal.h"
 #include "base/err.h"
+#include "base/strbuf.h"
 #include "colibri.h"
 #include "tok/tok_utf8.h"
 
 #define AUTO_OFF_N 8             /* opts.draft_auto: see auto_drafts() */
 #define AUTO_PROBE 4
-
-/* A growable byte buffer, always NUL-terminated once allocated. */
-struct gbuf { char *p; size_t n, cap; };
 
 struct colibri_gen {
     const colibri_model *model;
@@ -75,7 +73,7 @@ struct colibri_gen {
     } au;
     char carry[4];
     int n_carry;
-    struct gbuf text, tail, scratch;
+    struct strbuf text, tail, scratch;
 
     struct colibri_gen_stats st;
     double t_gen0;              /* when the prefill ended */
@@ -86,27 +84,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int gb_reserve(struct gbuf *b, size_t n)
-{
-    if (n + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return COLIBRI_ENOMEM;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int gb_append(struct gbuf *b, const char *s, size_t n)
-{
-    if (gb_reserve(b, b->n + n)) return COLIBRI_ENOMEM;
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
 }
 
 static const char *phase_name(enum colibri_gen_phase p)
@@ -168,9 +145,9 @@ void colibri_gen_free(colibri_gen *g)
     free(g->logits);
     free(g->vlogits);
     free(g->prompt);
-    free(g->text.p);
-    free(g->tail.p);
-    free(g->scratch.p);
+    base_sb_free(&g->text);
+    base_sb_free(&g->tail);
+    base_sb_free(&g->scratch);
     free(g);
 }
 
@@ -194,18 +171,18 @@ float *colibri_gen_logits(colibri_gen *g) { return g ? g->logits : NULL; }
 /* Appends carry + p[0..n) to out as text that is final: all of it when
  * final, else up to the end of the last character that is complete (or
  * invalid whatever follows); the rest becomes the carry. */
-static int release(colibri_gen *g, const char *p, size_t n, int final, struct gbuf *out)
+static int release(colibri_gen *g, const char *p, size_t n, int final, struct strbuf *out)
 {
-    struct gbuf *b = &g->scratch;
-    b->n = 0;
-    if (gb_append(b, g->carry, (size_t)g->n_carry) || gb_append(b, p, n)) return COLIBRI_ENOMEM;
-    size_t keep = final ? b->n : tok_utf8_complete_len(b->p, b->n);
+    struct strbuf *b = &g->scratch;
+    base_sb_clear(b);
+    if (base_sb_append(b, g->carry, (size_t)g->n_carry) || base_sb_append(b, p, n)) return COLIBRI_ENOMEM;
+    size_t keep = final ? b->n : tok_utf8_complete_len(b->s, b->n);
     g->n_carry = (int)(b->n - keep);
-    memcpy(g->carry, b->p + keep, (size_t)g->n_carry);
-    if (!g->o.repair_utf8) return gb_append(out, b->p, keep);
-    if (gb_reserve(out, out->n + 3 * keep)) return COLIBRI_ENOMEM;
-    out->n += tok_utf8_sanitize_into(b->p, keep, out->p + out->n);
-    out->p[out->n] = 0;
+    memcpy(g->carry, b->s + keep, (size_t)g->n_carry);
+    if (!g->o.repair_utf8) return base_sb_append(out, b->s, keep);
+    if (base_sb_reserve(out, 3 * keep)) return COLIBRI_ENOMEM;
+    out->n += tok_utf8_sanitize_into(b->s, keep, out->s + out->n);
+    out->s[out->n] = 0;
     return 0;
 }
 
@@ -219,7 +196,7 @@ static int finish(colibri_gen *g, enum colibri_gen_end end, struct colibri_err *
     g->n_pending = 0;
     if (g->t_gen0 > 0) g->st.t_generate = now_s() - g->t_gen0;
     if (end == COLIBRI_GEN_END_CANCELLED || end == COLIBRI_GEN_END_ERROR) return 0;
-    struct gbuf raw = { 0 };
+    struct strbuf raw = { 0 };
     int rc = 0;
     if (end != COLIBRI_GEN_END_STOP) {
         const char *p, *sp;
@@ -229,15 +206,15 @@ static int finish(colibri_gen *g, enum colibri_gen_end end, struct colibri_err *
         if (n) {
             hit = colibri_stop_feed(g->stop, p, n, &sp, &sn, err);
             if (hit < 0) rc = hit;
-            else rc = gb_append(&raw, sp, sn);
+            else rc = base_sb_append(&raw, sp, sn);
         }
         if (!rc && !hit) {
             colibri_stop_flush(g->stop, &p, &n);
-            rc = gb_append(&raw, p, n);
+            rc = base_sb_append(&raw, p, n);
         }
     }
-    if (!rc) rc = release(g, raw.p ? raw.p : "", raw.n, 1, &g->tail);
-    free(raw.p);
+    if (!rc) rc = release(g, raw.s ? raw.s : "", raw.n, 1, &g->tail);
+    base_sb_free(&raw);
     if (rc) {
         g->st.end = COLIBRI_GEN_END_ERROR;
         return rc == COLIBRI_ENOMEM ? base_err_set(err, rc, "generation: out of memory for the text") : rc;
@@ -312,7 +289,8 @@ int colibri_gen_start(colibri_gen *g, const int32_t *prompt, int n_prompt, const
     g->n_pending = 0;
     g->n_rows = 0;
     g->au.t_prev = 0;   /* the rest of the auto state carries over */
-    g->text.n = g->tail.n = 0;
+    base_sb_clear(&g->text);
+    base_sb_clear(&g->tail);
     memset(&g->st, 0, sizeof g->st);
     g->st.n_prompt = n_prompt;
     g->t_gen0 = 0;
@@ -357,7 +335,8 @@ int colibri_gen_sample(colibri_gen *g, struct colibri_gen_step *step, struct col
 {
     if (!g || !step) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_sample: generator and step are required");
     if (g->phase != COLIBRI_GEN_PHASE_SAMPLE) return wrong_phase(g, "colibri_gen_sample", err);
-    g->text.n = g->tail.n = 0;
+    base_sb_clear(&g->text);
+    base_sb_clear(&g->tail);
     int rc = 0, n_tok = 0;
     float *lg = NULL;
     const char *piece, *safe;
@@ -413,13 +392,16 @@ out:
         colibri_spec_keep(g->sess, g->v_pos, g->row + 1);
         g->n_rows = 0;
     }
-    if (rc) g->text.n = g->tail.n = 0;
+    if (rc) {
+        base_sb_clear(&g->text);
+        base_sb_clear(&g->tail);
+    }
     step->n_tokens = n_tok;
     step->tokens = g->tok_buf;
     step->logits = n_tok ? lg : NULL;
-    step->text = g->text.p && g->text.n ? g->text.p : "";
+    step->text = g->text.s && g->text.n ? g->text.s : "";
     step->len = g->text.n;
-    step->tail = g->tail.p && g->tail.n ? g->tail.p : "";
+    step->tail = g->tail.s && g->tail.n ? g->tail.s : "";
     step->tail_len = g->tail.n;
     step->end = g->st.end;
     return rc;

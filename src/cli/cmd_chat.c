@@ -230,14 +230,15 @@ int cmd_chat(int argc, char **argv)
         free(ids);
         if (chat_interrupted) fprintf(stderr, "\n[stopped]");
         if (rc == COLIBRI_ERANGE) {   /* the conversation outgrew the context: say so, drop the turn */
-            free(pr.text);
+            base_sb_free(&pr.text);
             fprintf(stderr, "colibri chat: %s; /reset to start over\n", err.msg);
             convo_clear(&c, c.n - 1);
             continue;
         }
-        if (rc || pr.oom) {
-            free(pr.text);
-            if (pr.oom) goto oom;
+        if (rc || pr.text.failed) {
+            int oom = pr.text.failed;
+            base_sb_free(&pr.text);
+            if (oom) goto oom;
             goto fail;
         }
         printf("\n");
@@ -247,7 +248,7 @@ int cmd_chat(int argc, char **argv)
         if (kv_path) fprintf(stderr, "reused %d of %d prompt tokens\n", st.n_cached, st.n_prompt);
         if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri chat: %s\n", err.msg);
         gen_print_stats(stderr, &st);
-        char *reply = pr.text ? pr.text : strdup("");
+        char *reply = pr.text.s ? pr.text.s : strdup("");
         if (!reply) goto oom;
         if (convo_add(&c, "assistant", reply)) { free(reply); goto oom; }
     }

@@ -9,18 +9,7 @@ void gen_print_text(void *user, const char *text, size_t len)
     struct gen_print *p = user;
     fwrite(text, 1, len, p->out);
     fflush(p->out);
-    if (!p->keep || p->oom) return;
-    if (p->n + len + 1 > p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 256;
-        while (cap < p->n + len + 1) cap *= 2;
-        char *np = realloc(p->text, cap);
-        if (!np) { p->oom = 1; return; }
-        p->text = np;
-        p->cap = cap;
-    }
-    memcpy(p->text + p->n, text, len);
-    p->n += len;
-    p->text[p->n] = 0;
+    if (p->keep) base_sb_append(&p->text, text, len);
 }
 
 void gen_print_stats(FILE *f, const struct colibri_gen_stats *st)

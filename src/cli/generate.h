@@ -7,18 +7,17 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/strbuf.h"
 #include "colibri.h"
 
 /* The text sink of one generation: every piece is written to out at once
  * (flushed, so a terminal shows it as it comes) and, with keep, also kept in
- * text (malloc'd, NUL-terminated; the caller frees it). A piece that cannot
- * be kept for lack of memory sets oom; the stream is unaffected. */
+ * text (the caller frees it). A piece that cannot be kept for lack of memory
+ * sets text.failed; the stream is unaffected. */
 struct gen_print {
     FILE *out;
     int keep;
-    char *text;
-    size_t n, cap;
-    int oom;
+    struct strbuf text;
 };
 
 /* colibri_gen_run's on_text for a struct gen_print. */

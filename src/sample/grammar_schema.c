@@ -20,49 +20,11 @@
 #include <cjson/cJSON.h>
 
 #include "base/err.h"
+#include "base/strbuf.h"
 #include "sample/grammar.h"
 
-struct sbuild { char *p; size_t n, cap; int oom; };
-
-static void sb_put(struct sbuild *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(struct sbuild *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-__attribute__((format(printf, 2, 3)))
-static void sb_fmt(struct sbuild *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { sb_put(b, tmp, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
-    if (!big) { b->oom = 1; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)n);
-    free(big);
-}
-
 struct conv {
-    struct sbuild out;          /* the rules */
+    struct strbuf out;          /* the rules */
     int n_rules;
     const cJSON *root;
     struct colibri_err *err;
@@ -105,22 +67,22 @@ static int fail(struct conv *c, int code, const char *path, const char *fmt, ...
 }
 
 /* A GBNF string literal for the bytes of s. */
-static void literal(struct sbuild *b, const char *s)
+static void literal(struct strbuf *b, const char *s)
 {
-    sb_puts(b, "\"");
+    base_sb_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') { char e[2] = { '\\', (char)*p }; sb_put(b, e, 2); }
-        else if (*p == '\n') sb_puts(b, "\\n");
-        else if (*p == '\r') sb_puts(b, "\\r");
-        else if (*p == '\t') sb_puts(b, "\\t");
-        else if (*p < 0x20) sb_fmt(b, "\\x%02x", *p);
-        else sb_put(b, (const char *)p, 1);
+        if (*p == '"' || *p == '\\') { char e[2] = { '\\', (char)*p }; base_sb_append(b, e, 2); }
+        else if (*p == '\n') base_sb_puts(b, "\\n");
+        else if (*p == '\r') base_sb_puts(b, "\\r");
+        else if (*p == '\t') base_sb_puts(b, "\\t");
+        else if (*p < 0x20) base_sb_appendf(b, "\\x%02x", *p);
+        else base_sb_append(b, (const char *)p, 1);
     }
-    sb_puts(b, "\"");
+    base_sb_puts(b, "\"");
 }
 
 /* A JSON value as a fixed GBNF literal (enum, const). */
-static int json_literal(struct conv *c, struct sbuild *b, const cJSON *v, const char *path)
+static int json_literal(struct conv *c, struct strbuf *b, const cJSON *v, const char *path)
 {
     char *txt = cJSON_PrintUnformatted(v);
     if (!txt) return fail(c, COLIBRI_ENOMEM, path, "out of memory");
@@ -157,14 +119,14 @@ static int get_count(struct conv *c, const cJSON *s, const char *key, long dflt,
 }
 
 /* "x{lo,hi}" for a rule x (hi < 0: unbounded). */
-static void repeat(struct sbuild *b, const char *x, long lo, long hi)
+static void repeat(struct strbuf *b, const char *x, long lo, long hi)
 {
-    if (lo == 0 && hi < 0) sb_fmt(b, "%s*", x);
-    else if (hi < 0) sb_fmt(b, "%s{%ld,}", x, lo);
-    else sb_fmt(b, "%s{%ld,%ld}", x, lo, hi);
+    if (lo == 0 && hi < 0) base_sb_appendf(b, "%s*", x);
+    else if (hi < 0) base_sb_appendf(b, "%s{%ld,}", x, lo);
+    else base_sb_appendf(b, "%s{%ld,%ld}", x, lo, hi);
 }
 
-static int object_rule(struct conv *c, const cJSON *s, const char *path, struct sbuild *body)
+static int object_rule(struct conv *c, const cJSON *s, const char *path, struct strbuf *body)
 {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -184,11 +146,11 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
             snprintf(p2, sizeof p2, "%s.additionalProperties", path);
             int v = schema_rule(c, addl, p2);
             if (v < 0) return -1;
-            sb_fmt(body, "\"{\" ws ( string ws \":\" ws r%d ws ( \",\" ws string ws \":\" ws r%d ws )* )? \"}\"", v, v);
+            base_sb_appendf(body, "\"{\" ws ( string ws \":\" ws r%d ws ( \",\" ws string ws \":\" ws r%d ws )* )? \"}\"", v, v);
             return 0;
         }
-        if (cJSON_IsFalse(addl)) { sb_puts(body, "\"{\" ws \"}\""); return 0; }
-        sb_puts(body, "object");
+        if (cJSON_IsFalse(addl)) { base_sb_puts(body, "\"{\" ws \"}\""); return 0; }
+        base_sb_puts(body, "object");
         return 0;
     }
     if (addl && !cJSON_IsBool(addl))
@@ -204,7 +166,7 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
         int v = schema_rule(c, p, p2);
         if (v < 0) { free(kv); free(opt); return -1; }
         kv[i] = new_rule(c);
-        sb_fmt(&c->out, "r%d ::= ", kv[i]);
+        base_sb_appendf(&c->out, "r%d ::= ", kv[i]);
         /* the key as JSON text, then as a GBNF literal */
         cJSON *ks = cJSON_CreateString(p->string);
         char *key = ks ? cJSON_PrintUnformatted(ks) : NULL;
@@ -212,7 +174,7 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
         if (!key) { free(kv); free(opt); return fail(c, COLIBRI_ENOMEM, path, "out of memory"); }
         literal(&c->out, key);
         free(key);
-        sb_fmt(&c->out, " ws \":\" ws r%d ws\n", v);
+        base_sb_appendf(&c->out, " ws \":\" ws r%d ws\n", v);
         int required = 0;
         cJSON_ArrayForEach(r, req) if (!strcmp(r->valuestring, p->string)) required = 1;
         opt[i] = !required;
@@ -223,22 +185,22 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
     int S = c->n_rules, R = S + n + 1;
     c->n_rules += 2 * (n + 1);
     for (int k = n; k >= 0; k--) {
-        if (k == n) { sb_fmt(&c->out, "r%d ::= \nr%d ::= \n", S + k, R + k); continue; }
+        if (k == n) { base_sb_appendf(&c->out, "r%d ::= \nr%d ::= \n", S + k, R + k); continue; }
         if (opt[k]) {
-            sb_fmt(&c->out, "r%d ::= \",\" ws r%d r%d | r%d\n", S + k, kv[k], S + k + 1, S + k + 1);
-            sb_fmt(&c->out, "r%d ::= r%d r%d | r%d\n", R + k, kv[k], S + k + 1, R + k + 1);
+            base_sb_appendf(&c->out, "r%d ::= \",\" ws r%d r%d | r%d\n", S + k, kv[k], S + k + 1, S + k + 1);
+            base_sb_appendf(&c->out, "r%d ::= r%d r%d | r%d\n", R + k, kv[k], S + k + 1, R + k + 1);
         } else {
-            sb_fmt(&c->out, "r%d ::= \",\" ws r%d r%d\n", S + k, kv[k], S + k + 1);
-            sb_fmt(&c->out, "r%d ::= r%d r%d\n", R + k, kv[k], S + k + 1);
+            base_sb_appendf(&c->out, "r%d ::= \",\" ws r%d r%d\n", S + k, kv[k], S + k + 1);
+            base_sb_appendf(&c->out, "r%d ::= r%d r%d\n", R + k, kv[k], S + k + 1);
         }
     }
-    sb_fmt(body, "\"{\" ws r%d \"}\"", R);
+    base_sb_appendf(body, "\"{\" ws r%d \"}\"", R);
     free(kv);
     free(opt);
     return 0;
 }
 
-static int type_body(struct conv *c, const cJSON *s, const char *type, const char *path, struct sbuild *body)
+static int type_body(struct conv *c, const cJSON *s, const char *type, const char *path, struct strbuf *body)
 {
     if (!strcmp(type, "object")) return object_rule(c, s, path, body);
     if (!strcmp(type, "array")) {
@@ -256,16 +218,16 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
         }
         /* [ ] | [ x (, x){lo-1,hi-1} ] */
         int more = new_rule(c);
-        sb_fmt(&c->out, "r%d ::= \",\" ws %s ws\n", more, x);
+        base_sb_appendf(&c->out, "r%d ::= \",\" ws %s ws\n", more, x);
         char mr[32];
         snprintf(mr, sizeof mr, "r%d", more);
-        sb_puts(body, "\"[\" ws ");
-        if (hi == 0) { sb_puts(body, "\"]\""); return 0; }
-        if (lo == 0) sb_puts(body, "( ");
-        sb_fmt(body, "%s ws ", x);
+        base_sb_puts(body, "\"[\" ws ");
+        if (hi == 0) { base_sb_puts(body, "\"]\""); return 0; }
+        if (lo == 0) base_sb_puts(body, "( ");
+        base_sb_appendf(body, "%s ws ", x);
         repeat(body, mr, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
-        if (lo == 0) sb_puts(body, " )?");
-        sb_puts(body, " \"]\"");
+        if (lo == 0) base_sb_puts(body, " )?");
+        base_sb_puts(body, " \"]\"");
         return 0;
     }
     if (!strcmp(type, "string")) {
@@ -275,25 +237,25 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
         if (fmt) {
             if (!cJSON_IsString(fmt)) return fail(c, COLIBRI_EINVAL, path, "'format' must be a string");
             const char *f = fmt->valuestring;
-            if (!strcmp(f, "date") || !strcmp(f, "time") || !strcmp(f, "uuid")) sb_fmt(body, "\"\\\"\" %s \"\\\"\"", f);
-            else if (!strcmp(f, "date-time")) sb_puts(body, "\"\\\"\" date \"T\" time \"\\\"\"");
+            if (!strcmp(f, "date") || !strcmp(f, "time") || !strcmp(f, "uuid")) base_sb_appendf(body, "\"\\\"\" %s \"\\\"\"", f);
+            else if (!strcmp(f, "date-time")) base_sb_puts(body, "\"\\\"\" date \"T\" time \"\\\"\"");
             else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported string format '%s' (date, time, date-time, uuid)", f);
             return 0;
         }
         if (hi >= 0 && hi < lo) return fail(c, COLIBRI_EINVAL, path, "maxLength %ld < minLength %ld", hi, lo);
-        sb_puts(body, "\"\\\"\" ");
+        base_sb_puts(body, "\"\\\"\" ");
         repeat(body, "char", lo, hi);
-        sb_puts(body, " \"\\\"\"");
+        base_sb_puts(body, " \"\\\"\"");
         return 0;
     }
     if (!strcmp(type, "number") || !strcmp(type, "integer") || !strcmp(type, "boolean") || !strcmp(type, "null")) {
-        sb_put(body, type, strlen(type));
+        base_sb_append(body, type, strlen(type));
         return 0;
     }
     return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported type '%s'", type);
 }
 
-static int alternatives(struct conv *c, const cJSON *list, const char *key, const char *path, struct sbuild *body)
+static int alternatives(struct conv *c, const cJSON *list, const char *key, const char *path, struct strbuf *body)
 {
     if (!cJSON_IsArray(list) || !list->child) return fail(c, COLIBRI_EINVAL, path, "'%s' must be a non-empty array", key);
     int i = 0;
@@ -303,7 +265,7 @@ static int alternatives(struct conv *c, const cJSON *list, const char *key, cons
         snprintf(p2, sizeof p2, "%s.%s[%d]", path, key, i);
         int v = schema_rule(c, a, p2);
         if (v < 0) return -1;
-        sb_fmt(body, "%sr%d", i ? " | " : "", v);
+        base_sb_appendf(body, "%sr%d", i ? " | " : "", v);
         i++;
     }
     return 0;
@@ -329,7 +291,7 @@ static int ref_rule(struct conv *c, const char *ref, const char *path)
     snprintf(p2, sizeof p2, "%s", ref);
     int v = schema_rule(c, target, p2);
     if (v < 0) return -1;
-    sb_fmt(&c->out, "r%d ::= r%d\n", r, v);
+    base_sb_appendf(&c->out, "r%d ::= r%d\n", r, v);
     return r;
 }
 
@@ -338,9 +300,9 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
 {
     if (c->rc) return -1;
     if (++c->depth > 64) return fail(c, COLIBRI_EUNSUPPORTED, path, "schema nested more than 64 deep");
-    struct sbuild body = { 0 };
+    struct strbuf body = { 0 };
     int rc = 0;
-    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { sb_puts(&body, "value"); goto emit; }
+    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { base_sb_puts(&body, "value"); goto emit; }
     if (!cJSON_IsObject(s)) { rc = fail(c, COLIBRI_EINVAL, path, "a schema must be an object or true"); goto out; }
     const cJSON *k;
     cJSON_ArrayForEach(k, s)
@@ -356,7 +318,7 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         if (!cJSON_IsString(ref)) { rc = fail(c, COLIBRI_EINVAL, path, "'$ref' must be a string"); goto out; }
         int r = ref_rule(c, ref->valuestring, path);
         if (r < 0) { rc = -1; goto out; }
-        sb_fmt(&body, "r%d", r);
+        base_sb_appendf(&body, "r%d", r);
     } else if (cst) {
         rc = json_literal(c, &body, cst, path);
     } else if (en) {
@@ -364,7 +326,7 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         int i = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, en) {
-            if (i++) sb_puts(&body, " | ");
+            if (i++) base_sb_puts(&body, " | ");
             if ((rc = json_literal(c, &body, e, path))) goto out;
         }
     } else if (any || one) {
@@ -378,7 +340,7 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         snprintf(p2, sizeof p2, "%s.allOf[0]", path);
         int v = schema_rule(c, all->child, p2);
         if (v < 0) { rc = -1; goto out; }
-        sb_fmt(&body, "r%d", v);
+        base_sb_appendf(&body, "r%d", v);
     } else if (cJSON_IsString(ty)) {
         rc = type_body(c, s, ty->valuestring, path, &body);
     } else if (cJSON_IsArray(ty) && ty->child) {
@@ -386,28 +348,28 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
         const cJSON *t;
         cJSON_ArrayForEach(t, ty) {
             if (!cJSON_IsString(t)) { rc = fail(c, COLIBRI_EINVAL, path, "'type' must hold strings"); goto out; }
-            if (i++) sb_puts(&body, " | ");
-            sb_puts(&body, "( ");
+            if (i++) base_sb_puts(&body, " | ");
+            base_sb_puts(&body, "( ");
             if ((rc = type_body(c, s, t->valuestring, path, &body))) goto out;
-            sb_puts(&body, " )");
+            base_sb_puts(&body, " )");
         }
     } else if (ty) {
         rc = fail(c, COLIBRI_EINVAL, path, "'type' must be a string or an array of strings");
     } else if (cJSON_GetObjectItemCaseSensitive(s, "properties")) {
         rc = type_body(c, s, "object", path, &body);
     } else {
-        sb_puts(&body, "value");
+        base_sb_puts(&body, "value");
     }
     if (rc) goto out;
 emit:;
     int r = new_rule(c);
-    sb_fmt(&c->out, "r%d ::= %s\n", r, body.p ? body.p : "");
-    if (body.oom || c->out.oom) rc = fail(c, COLIBRI_ENOMEM, path, "out of memory");
-    free(body.p);
+    base_sb_appendf(&c->out, "r%d ::= %s\n", r, body.s ? body.s : "");
+    if (body.failed || c->out.failed) rc = fail(c, COLIBRI_ENOMEM, path, "out of memory");
+    free(body.s);
     c->depth--;
     return rc ? -1 : r;
 out:
-    free(body.p);
+    free(body.s);
     c->depth--;
     return -1;
 }
@@ -418,21 +380,21 @@ int sample_grammar_json_schema_rules(const char *schema_json, const char *name, 
                                      struct colibri_err *err)
 {
     struct conv c = { .err = err, .n_rules = *next_rule };
-    sb_puts(&c.out, "");
+    base_sb_puts(&c.out, "");
     if (!schema_json) {
-        sb_fmt(&c.out, "%s ::= object\n", name);
+        base_sb_appendf(&c.out, "%s ::= object\n", name);
     } else {
         cJSON *s = cJSON_ParseWithOpts(schema_json, NULL, 1);
-        if (!s) { free(c.out.p); return base_err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
+        if (!s) { free(c.out.s); return base_err_set(err, COLIBRI_EINVAL, "json_schema: not valid JSON"); }
         c.root = s;
         int r = schema_rule(&c, s, "");
-        if (r >= 0) sb_fmt(&c.out, "%s ::= r%d\n", name, r);
+        if (r >= 0) base_sb_appendf(&c.out, "%s ::= r%d\n", name, r);
         cJSON_Delete(s);
-        if (r < 0) { free(c.out.p); return c.rc ? c.rc : COLIBRI_EINVAL; }
+        if (r < 0) { free(c.out.s); return c.rc ? c.rc : COLIBRI_EINVAL; }
     }
-    if (c.out.oom) { free(c.out.p); return base_err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
+    if (c.out.failed) { free(c.out.s); return base_err_set(err, COLIBRI_ENOMEM, "json_schema: out of memory"); }
     *next_rule = c.n_rules;
-    *gbnf = c.out.p;
+    *gbnf = c.out.s;
     return 0;
 }
 

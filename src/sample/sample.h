@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "colibri.h"
 
 struct sample_rng { uint64_t s[4]; };
@@ -56,10 +57,8 @@ void sample_reset(struct sampler *s, uint64_t seed);
 struct sample_stop {
     char **stops;
     size_t n_stops, max_len;
-    char *held;                 /* text not yet shown */
-    size_t held_len, held_cap;
-    char *out;                  /* last output */
-    size_t out_cap;
+    struct strbuf held;         /* text not yet shown */
+    struct strbuf out;          /* last output */
     int stopped;
 };
 int  sample_stop_init(struct sample_stop *st, const char *const *stops, size_t n, struct colibri_err *err);

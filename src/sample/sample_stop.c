@@ -28,21 +28,9 @@ void sample_stop_free(struct sample_stop *st)
 {
     for (size_t i = 0; i < st->n_stops; i++) free(st->stops[i]);
     free(st->stops);
-    free(st->held);
-    free(st->out);
+    base_sb_free(&st->held);
+    base_sb_free(&st->out);
     memset(st, 0, sizeof *st);
-}
-
-static int reserve(char **p, size_t *cap, size_t need)
-{
-    if (need <= *cap) return 0;
-    size_t ncap = *cap ? *cap : 256;
-    while (ncap < need) ncap *= 2;
-    char *np = realloc(*p, ncap);
-    if (!np) return COLIBRI_ENOMEM;
-    *p = np;
-    *cap = ncap;
-    return 0;
 }
 
 /* Length of the longest suffix of h[0..n) that is a proper prefix of a stop string. */
@@ -63,42 +51,42 @@ int sample_stop_feed(struct sample_stop *st, const char *text, size_t len, const
     *out = "";
     *out_len = 0;
     if (st->stopped) return 1;
-    if (reserve(&st->held, &st->held_cap, st->held_len + len + 1) ||
-        reserve(&st->out, &st->out_cap, st->held_len + len + 1))
-        return base_err_set(err, COLIBRI_ENOMEM, "stop strings: %zu bytes held", st->held_len + len);
-    memcpy(st->held + st->held_len, text, len);
-    st->held_len += len;
-    st->held[st->held_len] = 0;
+    /* out gets room for all that is held now, so neither it nor flush allocates again */
+    size_t want = st->held.n + len;
+    base_sb_clear(&st->out);
+    if (base_sb_append(&st->held, text, len) || base_sb_reserve(&st->out, st->held.n))
+        return base_err_set(err, COLIBRI_ENOMEM, "stop strings: %zu bytes held", want);
 
     /* The earliest complete stop string wins. Only text new since the held
      * part could not contain one, so a full scan of `held` stays short. */
-    size_t cut = st->held_len;
+    const char *h = st->held.s;
+    size_t cut = st->held.n;
     for (size_t i = 0; i < st->n_stops; i++) {
         size_t sl = strlen(st->stops[i]);
-        for (size_t p = 0; p + sl <= st->held_len && p < cut; p++)
-            if (!memcmp(st->held + p, st->stops[i], sl)) { cut = p; break; }
+        for (size_t p = 0; p + sl <= st->held.n && p < cut; p++)
+            if (!memcmp(h + p, st->stops[i], sl)) { cut = p; break; }
     }
-    if (cut < st->held_len) {
-        memcpy(st->out, st->held, cut);
-        *out = st->out;
+    if (cut < st->held.n) {
+        base_sb_append(&st->out, h, cut);
+        *out = st->out.s;
         *out_len = cut;
-        st->held_len = 0;
+        base_sb_clear(&st->held);
         st->stopped = 1;
         return 1;
     }
-    size_t keep = partial_suffix(st, st->held, st->held_len);
-    size_t emit = st->held_len - keep;
-    memcpy(st->out, st->held, emit);
-    memmove(st->held, st->held + emit, keep);
-    st->held_len = keep;
-    *out = st->out;
+    size_t emit = st->held.n - partial_suffix(st, h, st->held.n);
+    base_sb_append(&st->out, h, emit);
+    base_sb_consume(&st->held, emit);
+    *out = st->out.s;
     *out_len = emit;
     return 0;
 }
 
 void sample_stop_flush(struct sample_stop *st, const char **out, size_t *out_len)
 {
-    *out = st->held ? st->held : "";
-    *out_len = st->stopped ? 0 : st->held_len;
-    st->held_len = 0;
+    base_sb_clear(&st->out);
+    if (!st->stopped && st->held.n) base_sb_append(&st->out, st->held.s, st->held.n);
+    base_sb_clear(&st->held);
+    *out = st->out.s ? st->out.s : "";
+    *out_len = st->out.n;
 }

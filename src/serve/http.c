@@ -61,7 +61,7 @@ struct req {
     enum route options;         /* OPTIONS on this path's route (R_NONE otherwise) */
     struct job *log_job;        /* a generation's job for the log line: one reference */
     struct conn *conn;          /* NULL if its registration failed */
-    struct sbuf body;
+    struct strbuf body;
     int received;               /* the body is complete */
     int body_announced;         /* Content-Length > 0 or Transfer-Encoding */
     struct job *job;            /* a non-streaming generation: one reference */
@@ -73,7 +73,7 @@ struct stream {
     struct serve *sv;
     struct job *job;            /* one reference */
     struct waiter w;
-    struct sbuf out;
+    struct strbuf out;
     int next_ev, started, done;
     size_t chars;
     /* a group (n > 1): per choice, the events sent, the text length sent
@@ -203,7 +203,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (st->out.n > 0) {
             size_t k = st->out.n < max ? st->out.n : max;
             memcpy(buf, st->out.s, k);
-            sb_consume(&st->out, k);
+            base_sb_consume(&st->out, k);
             return (ssize_t)k;
         }
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -248,7 +248,7 @@ static void stream_free(void *cls)
     waiter_detach(&st->w);
     serve_job_cancel(st->job);        /* no-op when finished; frees the slots when not */
     job_release(st->job);
-    sb_free(&st->out);
+    base_sb_free(&st->out);
     free(st->c_next);
     free(st->c_ended);
     free(st->c_chars);
@@ -596,8 +596,8 @@ static void refuse_upload(struct serve *sv, struct MHD_Connection *c, struct req
         free(json);
         return;
     }
-    struct sbuf b = { 0 };
-    sb_printf(&b, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+    struct strbuf b = { 0 };
+    base_sb_appendf(&b, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
                   "Content-Length: %zu\r\n\r\n%s", e->status, e->status == 413 ? "Content Too Large" : "Error",
               strlen(json), json);
     free(json);
@@ -606,7 +606,7 @@ static void refuse_upload(struct serve *sv, struct MHD_Connection *c, struct req
         metrics_count_response(&sv->met, e->status);
         rq->status = e->status;
     }
-    sb_free(&b);
+    base_sb_free(&b);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -625,14 +625,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (rq->body.n + *upload_size > sv->o.max_body) {
             /* a body of undeclared size (chunked) is cut where it passes the
              * limit, so an endless upload cannot hold the connection */
-            sb_free(&rq->body);
+            base_sb_free(&rq->body);
             *upload_size = 0;
             oai_error_set(&e, 413, "invalid_request_error", NULL, NULL,
                           "the request body is over the limit of %zu bytes", sv->o.max_body);
             refuse_upload(sv, c, rq, &e);
             return MHD_NO;
         }
-        sb_append(&rq->body, upload, *upload_size);
+        base_sb_append(&rq->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -677,7 +677,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     free(rq->url);
     conn_request_done(sv->cw, rq->conn);
     atomic_fetch_sub(&sv->inflight, 1);
-    sb_free(&rq->body);
+    base_sb_free(&rq->body);
     free(rq);
     *ctx = NULL;
 }

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "serve/sbuf.h"
+#include "base/strbuf.h"
 
 static const char *const EP_NAME[METRICS_EP_COUNT] = {
     [METRICS_EP_COMPLETIONS] = "completions", [METRICS_EP_CHAT] = "chat_completions",
@@ -84,18 +84,18 @@ void serve_metrics_observe(struct metrics *m, enum metrics_hist h, double second
 
 /* Cumulative buckets; the count is their total, so +Inf and _count agree
  * even while other threads observe. */
-static void histogram(struct sbuf *b, const struct metrics_hist_data *d, int h)
+static void histogram(struct strbuf *b, const struct metrics_hist_data *d, int h)
 {
     const char *name = HIST[h].name;
-    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, HIST[h].help, name);
+    base_sb_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, HIST[h].help, name);
     uint64_t cum = 0;
     for (int i = 0; i <= METRICS_HIST_BUCKETS; i++) {
         cum += atomic_load(&d->bucket[i]);
-        if (i < METRICS_HIST_BUCKETS) sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, HIST[h].bound[i],
+        if (i < METRICS_HIST_BUCKETS) base_sb_appendf(b, "%s_bucket{le=\"%g\"} %llu\n", name, HIST[h].bound[i],
                                                 (unsigned long long)cum);
-        else sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+        else base_sb_appendf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
     }
-    sb_printf(b, "%s_sum %.9f\n%s_count %llu\n", name, atomic_load(&d->sum_ns) * 1e-9, name,
+    base_sb_appendf(b, "%s_sum %.9f\n%s_count %llu\n", name, atomic_load(&d->sum_ns) * 1e-9, name,
               (unsigned long long)cum);
 }
 
@@ -107,28 +107,28 @@ void metrics_count_response(struct metrics *m, int http_status)
     atomic_fetch_add(&m->responses[k], 1);
 }
 
-static void counter(struct sbuf *b, const char *name, const char *help, uint64_t v)
+static void counter(struct strbuf *b, const char *name, const char *help, uint64_t v)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
+    base_sb_appendf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
 }
 
-static void gauge(struct sbuf *b, const char *name, const char *help, long long v)
+static void gauge(struct strbuf *b, const char *name, const char *help, long long v)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
+    base_sb_appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
 }
 
 char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
 {
-    struct sbuf b = { 0 };
-    sb_printf(&b, "# HELP colibri_requests_total HTTP requests received, by endpoint.\n"
+    struct strbuf b = { 0 };
+    base_sb_appendf(&b, "# HELP colibri_requests_total HTTP requests received, by endpoint.\n"
                   "# TYPE colibri_requests_total counter\n");
     for (int i = 0; i < METRICS_EP_COUNT; i++)
-        sb_printf(&b, "colibri_requests_total{endpoint=\"%s\"} %llu\n", EP_NAME[i],
+        base_sb_appendf(&b, "colibri_requests_total{endpoint=\"%s\"} %llu\n", EP_NAME[i],
                   (unsigned long long)atomic_load(&m->requests[i]));
-    sb_printf(&b, "# HELP colibri_responses_total HTTP responses sent, by status code.\n"
+    base_sb_appendf(&b, "# HELP colibri_responses_total HTTP responses sent, by status code.\n"
                   "# TYPE colibri_responses_total counter\n");
     for (int i = 0; i < METRICS_ST_COUNT; i++)
-        sb_printf(&b, "colibri_responses_total{code=\"%s\"} %llu\n", ST[i].name,
+        base_sb_appendf(&b, "colibri_responses_total{code=\"%s\"} %llu\n", ST[i].name,
                   (unsigned long long)atomic_load(&m->responses[i]));
     counter(&b, "colibri_prompt_tokens_total", "Prompt tokens of admitted requests.",
             atomic_load(&m->prompt_tokens));
@@ -143,7 +143,7 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
             atomic_load(&m->steps));
     counter(&b, "colibri_decode_calls_total", "Batched decode calls (one per step with generating slots).",
             atomic_load(&m->decode_calls));
-    sb_printf(&b, "# HELP colibri_forward_seconds_total Wall time inside forward passes, by phase.\n"
+    base_sb_appendf(&b, "# HELP colibri_forward_seconds_total Wall time inside forward passes, by phase.\n"
                   "# TYPE colibri_forward_seconds_total counter\n"
                   "colibri_forward_seconds_total{phase=\"prefill\"} %.6f\n"
                   "colibri_forward_seconds_total{phase=\"decode\"} %.6f\n",
@@ -168,7 +168,7 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
                 e->predicted);
         counter(&b, "colibri_expert_predicted_hits_total", "Of those, experts the prediction named (recall numerator).",
                 e->predicted_hits);
-        sb_printf(&b, "# HELP colibri_expert_io_wait_seconds_total Time acquisitions spent waiting for reads.\n"
+        base_sb_appendf(&b, "# HELP colibri_expert_io_wait_seconds_total Time acquisitions spent waiting for reads.\n"
                       "# TYPE colibri_expert_io_wait_seconds_total counter\n"
                       "colibri_expert_io_wait_seconds_total %.6f\n", e->io_wait_ns * 1e-9);
     }
@@ -183,14 +183,14 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g)
                                       "pending one).", "Drafts kept (equal to the token drawn), by draft position; "
                                       "acceptance at a position = this / colibri_mtp_drafted_total." };
         for (int c = 0; c < 2; c++) {
-            sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n", name[c], help[c], name[c]);
+            base_sb_appendf(&b, "# HELP %s %s\n# TYPE %s counter\n", name[c], help[c], name[c]);
             for (int i = 0; i < g->mtp_drafts && i < COLIBRI_GEN_MAX_DRAFT; i++) {
                 uint64_t v = atomic_load(c ? &m->mtp_accepted[i] : &m->mtp_drafted[i]);
                 if (c) kept += v;
-                sb_printf(&b, "%s{position=\"%d\"} %llu\n", name[c], i + 1, (unsigned long long)v);
+                base_sb_appendf(&b, "%s{position=\"%d\"} %llu\n", name[c], i + 1, (unsigned long long)v);
             }
         }
-        sb_printf(&b, "# HELP colibri_mtp_tokens_per_verify Tokens per verify forward since start (0 before the "
+        base_sb_appendf(&b, "# HELP colibri_mtp_tokens_per_verify Tokens per verify forward since start (0 before the "
                       "first).\n# TYPE colibri_mtp_tokens_per_verify gauge\ncolibri_mtp_tokens_per_verify %.4f\n",
                   vf ? (double)(vf + kept) / (double)vf : 0.0);
     }

@@ -14,7 +14,7 @@
 
 #include "colibri.h"
 #include "serve/job.h"
-#include "serve/sbuf.h"
+#include "base/strbuf.h"
 
 /* What the parser needs to know about the served model. */
 struct oai_model {
@@ -151,12 +151,12 @@ char *oai_response(const struct oai_model *m, const struct job *j);
  * usage chunk when asked for, and "data: [DONE]" (caller holds j->mu for the
  * last three; a group's choices have all ended). OpenAI interleaves the
  * choices' chunks, each naming its index; so do a group's streams. */
-void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j);
-void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+void oai_stream_start(struct strbuf *out, const struct oai_model *m, const struct job *j);
+void oai_stream_events(struct strbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars);
-void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j);
-void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j);
+void serve_oai_stream_finish(struct strbuf *out, const struct oai_model *m, const struct job *j);
+void oai_stream_end(struct strbuf *out, const struct oai_model *m, const struct job *j);
 /* An error after the stream has started: a data chunk holding {"error":...}, then [DONE]. */
-void oai_stream_error(struct sbuf *out, const struct oai_error *e);
+void oai_stream_error(struct strbuf *out, const struct oai_error *e);
 
 #endif

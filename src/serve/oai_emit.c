@@ -166,9 +166,9 @@ static const char *finish_reason(const struct job *j)
 static cJSON *choice_json(const struct oai_model *m, const struct job *j)
 {
     int chat = j->kind == JOB_CHAT;
-    struct sbuf text = { 0 };
-    sb_puts(&text, "");
-    for (int i = 0; i < j->n_ev; i++) sb_append(&text, j->ev[i].text, j->ev[i].len);
+    struct strbuf text = { 0 };
+    base_sb_puts(&text, "");
+    for (int i = 0; i < j->n_ev; i++) base_sb_append(&text, j->ev[i].text, j->ev[i].len);
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", j->index);
     cJSON *calls = NULL;
@@ -199,7 +199,7 @@ static cJSON *choice_json(const struct oai_model *m, const struct job *j)
     if (j->p.logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(m, j, 0, j->n_ev, &chars));
     else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", calls && j->finish == JOB_FIN_STOP ? "tool_calls" : finish_reason(j));
-    sb_free(&text);
+    base_sb_free(&text);
     return c;
 }
 
@@ -218,14 +218,14 @@ char *oai_response(const struct oai_model *m, const struct job *j)
 
 /* ------------------------------------------------------------ streaming */
 
-static void emit(struct sbuf *out, cJSON *o)
+static void emit(struct strbuf *out, cJSON *o)
 {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) { out->failed = 1; return; }
-    sb_puts(out, "data: ");
-    sb_puts(out, s);
-    sb_puts(out, "\n\n");
+    base_sb_puts(out, "data: ");
+    base_sb_puts(out, s);
+    base_sb_puts(out, "\n\n");
     free(s);
 }
 
@@ -241,7 +241,7 @@ static cJSON *chunk(const struct oai_model *m, const struct job *j, cJSON **choi
     return o;
 }
 
-void oai_stream_start(struct sbuf *out, const struct oai_model *m, const struct job *j)
+void oai_stream_start(struct strbuf *out, const struct oai_model *m, const struct job *j)
 {
     if (j->kind != JOB_CHAT) return;
     cJSON *c, *o = chunk(m, j, &c);
@@ -266,11 +266,11 @@ static int stream_splits(const struct oai_model *m, const struct job *j)
     return m->reasoning_deepseek && j->kind == JOB_CHAT && !j->p.logprobs;
 }
 
-static void reasoning_split(const struct job *j, int k, int final, struct sbuf *t, struct rsplit *rs)
+static void reasoning_split(const struct job *j, int k, int final, struct strbuf *t, struct rsplit *rs)
 {
     t->n = 0;
-    sb_puts(t, "");
-    for (int i = 0; i < k; i++) sb_append(t, j->ev[i].text, j->ev[i].len);
+    base_sb_puts(t, "");
+    for (int i = 0; i < k; i++) base_sb_append(t, j->ev[i].text, j->ev[i].len);
     const char *s = t->s ? t->s : "";
     size_t n = t->n, p = 0;
     while (p < n && (s[p] == ' ' || s[p] == '\n')) p++;
@@ -299,7 +299,7 @@ static void reasoning_split(const struct job *j, int k, int final, struct sbuf *
     if (rs->r1 < rs->r0) rs->r1 = rs->c0 = rs->safe = rs->r0;
 }
 
-static void send_delta(struct sbuf *out, const struct oai_model *m, const struct job *j, const char *field,
+static void send_delta(struct strbuf *out, const struct oai_model *m, const struct job *j, const char *field,
                        const char *p, size_t n)
 {
     if (!n) return;
@@ -315,10 +315,10 @@ static void send_delta(struct sbuf *out, const struct oai_model *m, const struct
     free(txt);
 }
 
-static void stream_split_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+static void stream_split_range(struct strbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                                int final, int send_content)
 {
-    struct sbuf t = { 0 };
+    struct strbuf t = { 0 };
     struct rsplit a, b;
     reasoning_split(j, from, 0, &t, &a);
     reasoning_split(j, to, final, &t, &b);
@@ -332,30 +332,30 @@ static void stream_split_range(struct sbuf *out, const struct oai_model *m, cons
         size_t c_lo = lo > b.c0 ? lo : b.c0;
         if (send_content && hi > c_lo) send_delta(out, m, j, "content", s + c_lo, hi - c_lo);
     }
-    sb_free(&t);
+    base_sb_free(&t);
 }
 
 /* Streaming tool calls, also without state between calls: the content of
  * events [0, k) (after the reasoning split, when streams split) as far as it
  * is final, into *c. */
-static void content_so_far(const struct oai_model *m, const struct job *j, int k, int final, struct sbuf *c)
+static void content_so_far(const struct oai_model *m, const struct job *j, int k, int final, struct strbuf *c)
 {
-    struct sbuf t = { 0 };
+    struct strbuf t = { 0 };
     c->n = 0;
-    sb_puts(c, "");
+    base_sb_puts(c, "");
     if (!stream_splits(m, j)) {
-        for (int i = 0; i < k; i++) sb_append(c, j->ev[i].text, j->ev[i].len);
+        for (int i = 0; i < k; i++) base_sb_append(c, j->ev[i].text, j->ev[i].len);
         return;
     }
     struct rsplit rs;
     reasoning_split(j, k, final, &t, &rs);
     const char *s = t.s ? t.s : "";
     size_t a = rs.on ? rs.c0 : 0;
-    if (rs.safe > a) sb_append(c, s + a, rs.safe - a);
-    sb_free(&t);
+    if (rs.safe > a) base_sb_append(c, s + a, rs.safe - a);
+    base_sb_free(&t);
 }
 
-static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const struct job *j,
+static void send_tool_deltas(struct strbuf *out, const struct oai_model *m, const struct job *j,
                              const struct oai_tool_view *a, const struct oai_tool_view *b)
 {
     for (int i = 0; i < b->n; i++) {
@@ -398,11 +398,11 @@ static void send_tool_deltas(struct sbuf *out, const struct oai_model *m, const 
  * and name chunk, then its arguments) if the reply parses as calls, or as
  * content if it does not, so that a streamed reply always reassembles to
  * the non-streamed one. The text before the calls streams either way. */
-static void stream_tools_range(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+static void stream_tools_range(struct strbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                                int final)
 {
     if (stream_splits(m, j)) stream_split_range(out, m, j, from, to, final, 0);
-    struct sbuf ca = { 0 }, cb = { 0 };
+    struct strbuf ca = { 0 }, cb = { 0 };
     content_so_far(m, j, from, 0, &ca);
     content_so_far(m, j, to, final, &cb);
     struct oai_tool_view va, vb;
@@ -423,26 +423,26 @@ static void stream_tools_range(struct sbuf *out, const struct oai_model *m, cons
     serve_oai_tool_view_free(&va);
     serve_oai_tool_view_free(&vb);
 out:
-    sb_free(&ca);
-    sb_free(&cb);
+    base_sb_free(&ca);
+    base_sb_free(&cb);
 }
 
 /* finish_reason of a tool stream: tool_calls when its whole content parses as calls. */
 static const char *stream_finish_reason(const struct oai_model *m, const struct job *j)
 {
     if (!j->p.parse_tools || j->finish != JOB_FIN_STOP) return finish_reason(j);
-    struct sbuf c = { 0 };
+    struct strbuf c = { 0 };
     content_so_far(m, j, j->n_ev, 1, &c);
     cJSON *calls = NULL;
     char *content = NULL;
     int n = c.failed ? 0 : oai_parse_tool_calls(c.s, j->p.tools_json, &calls, &content);
     cJSON_Delete(calls);
     free(content);
-    sb_free(&c);
+    base_sb_free(&c);
     return n > 0 ? "tool_calls" : finish_reason(j);
 }
 
-void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
+void oai_stream_events(struct strbuf *out, const struct oai_model *m, const struct job *j, int from, int to,
                        size_t *text_chars)
 {
     if (j->p.parse_tools) {
@@ -472,7 +472,7 @@ void oai_stream_events(struct sbuf *out, const struct oai_model *m, const struct
     }
 }
 
-void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const struct job *j)
+void serve_oai_stream_finish(struct strbuf *out, const struct oai_model *m, const struct job *j)
 {
     if (j->p.parse_tools) stream_tools_range(out, m, j, j->n_ev, j->n_ev, 1);    /* what was held back */
     else if (stream_splits(m, j)) stream_split_range(out, m, j, j->n_ev, j->n_ev, 1, 1);
@@ -485,7 +485,7 @@ void serve_oai_stream_finish(struct sbuf *out, const struct oai_model *m, const 
     emit(out, o);
 }
 
-void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct job *j)
+void oai_stream_end(struct strbuf *out, const struct oai_model *m, const struct job *j)
 {
     if (!j->n_choices) serve_oai_stream_finish(out, m, j);
     if (j->p.include_usage) {
@@ -494,15 +494,15 @@ void oai_stream_end(struct sbuf *out, const struct oai_model *m, const struct jo
         add_usage(o, j);
         emit(out, o);
     }
-    sb_puts(out, "data: [DONE]\n\n");
+    base_sb_puts(out, "data: [DONE]\n\n");
 }
 
-void oai_stream_error(struct sbuf *out, const struct oai_error *e)
+void oai_stream_error(struct strbuf *out, const struct oai_error *e)
 {
     char *s = oai_error_json(e);
     if (!s) { out->failed = 1; return; }
-    sb_puts(out, "data: ");
-    sb_puts(out, s);
-    sb_puts(out, "\n\ndata: [DONE]\n\n");
+    base_sb_puts(out, "data: ");
+    base_sb_puts(out, s);
+    base_sb_puts(out, "\n\ndata: [DONE]\n\n");
     free(s);
 }

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "serve/oai.h"
-#include "serve/sbuf.h"
+#include "base/strbuf.h"
 
 #define BAD "invalid_request_error"
 
@@ -261,19 +261,19 @@ static int message_content(const cJSON *msg, int i, const char **out, char **own
     if (!cJSON_IsArray(c))
         return -oai_error_set(e, 400, BAD, NULL, "messages", "'messages[%d].content' must be a string or an array of "
                               "content parts, got %s", i, type_name(c));
-    struct sbuf b = { 0 };
-    sb_puts(&b, "");
+    struct strbuf b = { 0 };
+    base_sb_puts(&b, "");
     int k = 0;
     for (const cJSON *part = c->child; part; part = part->next, k++) {
         const cJSON *type = cJSON_IsObject(part) ? field(part, "type") : NULL;
         const cJSON *text = cJSON_IsObject(part) ? field(part, "text") : NULL;
         if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "text") || !text || !cJSON_IsString(text)) {
-            sb_free(&b);
+            base_sb_free(&b);
             return -oai_error_set(e, 400, BAD, NULL, "messages",
                                   "'messages[%d].content[%d]' must be {\"type\": \"text\", \"text\": string}; only "
                                   "text content is supported", i, k);
         }
-        sb_puts(&b, text->valuestring);
+        base_sb_puts(&b, text->valuestring);
     }
     if (b.failed) return -oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     *out = *owned = b.s;

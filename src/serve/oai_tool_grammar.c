@@ -25,7 +25,7 @@
 
 #include "sample/grammar.h"
 #include "serve/oai.h"
-#include "serve/sbuf.h"
+#include "base/strbuf.h"
 
 #define BAD "invalid_request_error"
 
@@ -109,15 +109,15 @@ static int fail(struct oai_error *e, const char *param, const char *fmt, const c
 }
 
 /* Appends s[0..n) as a GBNF string literal. */
-static void gbnf_literal(struct sbuf *b, const char *s, size_t n)
+static void gbnf_literal(struct strbuf *b, const char *s, size_t n)
 {
-    sb_puts(b, "\"");
+    base_sb_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\') sb_printf(b, "\\%c", s[i]);
-        else if (s[i] == '\n') sb_puts(b, "\\n");
-        else sb_append(b, s + i, 1);
+        if (s[i] == '"' || s[i] == '\\') base_sb_appendf(b, "\\%c", s[i]);
+        else if (s[i] == '\n') base_sb_puts(b, "\\n");
+        else base_sb_append(b, s + i, 1);
     }
-    sb_puts(b, "\"");
+    base_sb_puts(b, "\"");
 }
 
 /* The alternatives after a run of '<' in a raw value that no[] (closing tags
@@ -125,19 +125,19 @@ static void gbnf_literal(struct sbuf *b, const char *s, size_t n)
  * of a tag (pre[0..d)) then a character that leaves all of them; into end, a
  * prefix the value may stop at (the tag that follows the value begins anew
  * at its own '<'). */
-static void text_alts(struct sbuf *brk, struct sbuf *end, const char *const no[2], char *pre, size_t d)
+static void text_alts(struct strbuf *brk, struct strbuf *end, const char *const no[2], char *pre, size_t d)
 {
     char next[2];
     int k = 0;
     for (int w = 0; w < 2; w++)
         if (strlen(no[w]) > d && !strncmp(no[w], pre, d) && !memchr(next, no[w][d], (size_t)k)) next[k++] = no[w][d];
-    sb_puts(brk, brk->n ? " | " : "");
+    base_sb_puts(brk, brk->n ? " | " : "");
     if (d) gbnf_literal(brk, pre, d);
-    sb_puts(brk, " [^");
-    for (int c = 0; c < k; c++) sb_printf(brk, "%s%c", strchr("\\]^-", next[c]) ? "\\" : "", next[c]);
-    sb_puts(brk, "<]");
+    base_sb_puts(brk, " [^");
+    for (int c = 0; c < k; c++) base_sb_appendf(brk, "%s%c", strchr("\\]^-", next[c]) ? "\\" : "", next[c]);
+    base_sb_puts(brk, "<]");
     if (d) {
-        sb_puts(end, end->n ? " | " : "");
+        base_sb_puts(end, end->n ? " | " : "");
         gbnf_literal(end, pre, d);
     }
     for (int c = 0; c < k; c++) {
@@ -147,22 +147,22 @@ static void text_alts(struct sbuf *brk, struct sbuf *end, const char *const no[2
 }
 
 /* The rule xtext: raw text holding none of the syntax's closing tags. */
-static void text_rule(struct sbuf *g, enum oai_tool_syntax syn)
+static void text_rule(struct strbuf *g, enum oai_tool_syntax syn)
 {
-    struct sbuf brk = { 0 }, end = { 0 };
+    struct strbuf brk = { 0 }, end = { 0 };
     char pre[32];
     text_alts(&brk, &end, XML_ARG[syn].no, pre, 0);
-    sb_printf(g, "xtext ::= ( [^<] | \"<\"+ ( %s ) )* ( \"<\"+ ( %s )? )?\n", brk.s ? brk.s : "", end.s ? end.s : "");
+    base_sb_appendf(g, "xtext ::= ( [^<] | \"<\"+ ( %s ) )* ( \"<\"+ ( %s )? )?\n", brk.s ? brk.s : "", end.s ? end.s : "");
     if (brk.failed || end.failed) g->failed = 1;
-    sb_free(&brk);
-    sb_free(&end);
+    base_sb_free(&brk);
+    base_sb_free(&end);
 }
 
 /* Tool i's (k-th allowed) arguments in GLM's or Qwen3-Coder's tags, as the
  * rest of rule fn-k (into fns, rules after it into rules): each property in
  * the schema's order, optional unless required. 0, or -1 with *e filled. */
 static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k, const char *name, int *next_rule,
-                    struct sbuf *fns, struct sbuf *rules, struct oai_error *e)
+                    struct strbuf *fns, struct strbuf *rules, struct oai_error *e)
 {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required"), *r;
@@ -185,10 +185,10 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
                         "model's tool-call syntax cannot carry in a key", where, key);
         int required = 0;
         cJSON_ArrayForEach(r, req) required |= cJSON_IsString(r) && !strcmp(r->valuestring, key);
-        sb_printf(fns, " xarg-%d-%d%s", k, j, required ? "" : "?");
-        sb_printf(rules, "xarg-%d-%d ::= %s ", k, j, XML_ARG[syn].key_open);
+        base_sb_appendf(fns, " xarg-%d-%d%s", k, j, required ? "" : "?");
+        base_sb_appendf(rules, "xarg-%d-%d ::= %s ", k, j, XML_ARG[syn].key_open);
         gbnf_literal(rules, key, n);
-        sb_printf(rules, " %s ", XML_ARG[syn].key_close);
+        base_sb_appendf(rules, " %s ", XML_ARG[syn].key_close);
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
         if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "string")) {     /* the parser keeps it as text */
             const cJSON *cst = cJSON_GetObjectItemCaseSensitive(p, "const"), *en = cJSON_GetObjectItemCaseSensitive(p, "enum");
@@ -197,21 +197,21 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
             if (cJSON_IsString(cst)) gbnf_literal(rules, cst->valuestring, strlen(cst->valuestring));
             else if (en) {
                 int m = 0;
-                sb_puts(rules, "(");
+                base_sb_puts(rules, "(");
                 cJSON_ArrayForEach(v, en) if (cJSON_IsString(v)) {
-                    sb_puts(rules, m++ ? " | " : " ");
+                    base_sb_puts(rules, m++ ? " | " : " ");
                     gbnf_literal(rules, v->valuestring, strlen(v->valuestring));
                 }
                 if (!m) return fail(e, "tools", "%s: property '%s' is a string with no string in its enum", where, key);
-                sb_puts(rules, " )");
+                base_sb_puts(rules, " )");
             } else if (cJSON_IsString(fmt))     /* grammar_schema.c checked the format is one of these */
-                sb_puts(rules, !strcmp(fmt->valuestring, "date-time") ? "date \"T\" time" : fmt->valuestring);
+                base_sb_puts(rules, !strcmp(fmt->valuestring, "date-time") ? "date \"T\" time" : fmt->valuestring);
             else if (cJSON_IsNumber(lo) || cJSON_IsNumber(hi)) {
                 /* counted in characters, so without '<' (text_rule's units span several) */
-                sb_printf(rules, "[^<]{%ld,", cJSON_IsNumber(lo) ? (long)lo->valuedouble : 0L);
-                if (cJSON_IsNumber(hi)) sb_printf(rules, "%ld", (long)hi->valuedouble);
-                sb_puts(rules, "}");
-            } else sb_puts(rules, "xtext");
+                base_sb_appendf(rules, "[^<]{%ld,", cJSON_IsNumber(lo) ? (long)lo->valuedouble : 0L);
+                if (cJSON_IsNumber(hi)) base_sb_appendf(rules, "%ld", (long)hi->valuedouble);
+                base_sb_puts(rules, "}");
+            } else base_sb_puts(rules, "xtext");
         } else {                            /* the parser reads it as JSON: the JSON of its schema */
             cJSON *sub = cJSON_Duplicate(p, 1);
             static const char *const DEFS[] = { "$defs", "definitions" };
@@ -230,21 +230,21 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
             if (rc) return fail(e, "tools", "%s: %s", where, err.msg);
             /* the templates write an untyped enum's strings raw, which the parser
              * keeps as text where they do not parse as JSON */
-            sb_printf(rules, "( %s", vname);
+            base_sb_appendf(rules, "( %s", vname);
             const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum"), *v;
             cJSON_ArrayForEach(v, en) {
                 cJSON *as_json = cJSON_IsString(v) ? cJSON_Parse(v->valuestring) : NULL;
                 if (cJSON_IsString(v) && !as_json && v->valuestring[0] && !strstr(v->valuestring, "</")) {
-                    sb_puts(rules, " | ");
+                    base_sb_puts(rules, " | ");
                     gbnf_literal(rules, v->valuestring, strlen(v->valuestring));
                 }
                 cJSON_Delete(as_json);
             }
-            sb_printf(rules, " ) %s\n%s", XML_ARG[syn].value_close, vr);
+            base_sb_appendf(rules, " ) %s\n%s", XML_ARG[syn].value_close, vr);
             free(vr);
             continue;
         }
-        sb_printf(rules, " %s\n", XML_ARG[syn].value_close);
+        base_sb_appendf(rules, " %s\n", XML_ARG[syn].value_close);
     }
     return 0;
 }
@@ -258,15 +258,15 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const cha
     if (unsupported)
         return fail(e, "tool_choice", "'tool_choice' that requires a call cannot be enforced for this model's "
                     "tool-call syntax (%s)%s", unsupported, NULL);
-    struct sbuf g = { 0 };
-    sb_puts(&g, sample_grammar_json_rules());
-    if (think_open) sb_puts(&g, "think ::= ( [^<] | \"<\" [^/] )* \"</think>\" [\\n]{0,2}\n");
-    sb_printf(&g, "root ::= %s %s call", think_open ? "think" : "", SYNTAX[syn].open);
-    if (parallel) sb_printf(&g, " ( %s call )*", SYNTAX[syn].sep);
-    sb_printf(&g, " %s\ncall ::= %s (", SYNTAX[syn].close, SYNTAX[syn].call_open);
+    struct strbuf g = { 0 };
+    base_sb_puts(&g, sample_grammar_json_rules());
+    if (think_open) base_sb_puts(&g, "think ::= ( [^<] | \"<\" [^/] )* \"</think>\" [\\n]{0,2}\n");
+    base_sb_appendf(&g, "root ::= %s %s call", think_open ? "think" : "", SYNTAX[syn].open);
+    if (parallel) base_sb_appendf(&g, " ( %s call )*", SYNTAX[syn].sep);
+    base_sb_appendf(&g, " %s\ncall ::= %s (", SYNTAX[syn].close, SYNTAX[syn].call_open);
     int next_rule = 0, k = 0, i = 0;
-    struct sbuf fns = { 0 };
-    sb_puts(&fns, "");
+    struct strbuf fns = { 0 };
+    base_sb_puts(&fns, "");
     for (const cJSON *t = tools->child; t; t = t->next, i++) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
@@ -280,32 +280,32 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const cJSON *tools, const cha
                : sample_grammar_json_schema_rules(schema, rule, &next_rule, &rules, &err);
         free(schema);
         if (rc) {
-            sb_free(&g);
-            sb_free(&fns);
+            base_sb_free(&g);
+            base_sb_free(&fns);
             if (rc == COLIBRI_ENOMEM) return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
             char msg[300];
             snprintf(msg, sizeof msg, "'tools[%d].function.parameters' (%s)", i, name);
             return fail(e, "tools", "%s: %s", msg, err.msg);
         }
         /* names are [A-Za-z0-9_.-] (oai_tools.c checks), so they need no escaping */
-        sb_printf(&g, "%s fn-%d", k ? " |" : "", k);
+        base_sb_appendf(&g, "%s fn-%d", k ? " |" : "", k);
         if (XML_ARG[syn].key_open) {        /* GLM / Qwen3-Coder: tagged arguments (the rules checked the schema) */
-            struct sbuf xr = { 0 };
-            sb_printf(&fns, "fn-%d ::= \"%s\" %s", k, name, SYNTAX[syn].name_end);
+            struct strbuf xr = { 0 };
+            base_sb_appendf(&fns, "fn-%d ::= \"%s\" %s", k, name, SYNTAX[syn].name_end);
             rc = xml_args(syn, params, i, k, name, &next_rule, &fns, &xr, e);
-            sb_printf(&fns, "\n%s", xr.s ? xr.s : "");
+            base_sb_appendf(&fns, "\n%s", xr.s ? xr.s : "");
             if (xr.failed) fns.failed = 1;
-            sb_free(&xr);
-        } else sb_printf(&fns, "fn-%d ::= \"%s\" %s args-%d\n%s", k, name, SYNTAX[syn].name_end, k, rules);
+            base_sb_free(&xr);
+        } else base_sb_appendf(&fns, "fn-%d ::= \"%s\" %s args-%d\n%s", k, name, SYNTAX[syn].name_end, k, rules);
         free(rules);
-        if (rc) { sb_free(&g); sb_free(&fns); return -1; }
+        if (rc) { base_sb_free(&g); base_sb_free(&fns); return -1; }
         k++;
     }
-    sb_printf(&g, " ) %s\n%s", SYNTAX[syn].call_close, fns.s ? fns.s : "");
+    base_sb_appendf(&g, " ) %s\n%s", SYNTAX[syn].call_close, fns.s ? fns.s : "");
     if (fns.failed) g.failed = 1;
-    sb_free(&fns);
+    base_sb_free(&fns);
     if (XML_ARG[syn].key_open) text_rule(&g, syn);
-    if (g.failed) { sb_free(&g); return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); }
+    if (g.failed) { base_sb_free(&g); return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); }
     *out = g.s;
     return 0;
 }

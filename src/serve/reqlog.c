@@ -6,30 +6,30 @@
 #include <stdlib.h>
 
 #include "base/util.h"
-#include "serve/sbuf.h"
+#include "base/strbuf.h"
 #include "tok/tok_utf8.h"
 
 #define LOG_FIELD_MAX 200
 
 /* s, cut at LOG_FIELD_MAX bytes, with bytes outside printable ASCII as \xNN. */
-static void put_safe(struct sbuf *b, const char *s)
+static void put_safe(struct strbuf *b, const char *s)
 {
     size_t i = 0;
     for (; s[i] && i < LOG_FIELD_MAX; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c > ' ' && c < 0x7f && c != '\\') sb_append(b, s + i, 1);
-        else sb_printf(b, "\\x%02x", c);
+        if (c > ' ' && c < 0x7f && c != '\\') base_sb_append(b, s + i, 1);
+        else base_sb_appendf(b, "\\x%02x", c);
     }
-    if (s[i]) sb_puts(b, "...");
+    if (s[i]) base_sb_puts(b, "...");
 }
 
 /* name="text" with text JSON-escaped (invalid UTF-8 repaired first). */
-static void put_text(struct sbuf *b, const char *name, const char *text, size_t n)
+static void put_text(struct strbuf *b, const char *name, const char *text, size_t n)
 {
     char *clean = tok_utf8_sanitize(text, n, NULL);
     cJSON *str = clean ? cJSON_CreateString(clean) : NULL;
     char *js = str ? cJSON_PrintUnformatted(str) : NULL;
-    sb_printf(b, " %s=%s", name, js ? js : "\"\"");
+    base_sb_appendf(b, " %s=%s", name, js ? js : "\"\"");
     free(js);
     cJSON_Delete(str);
     free(clean);
@@ -38,14 +38,14 @@ static void put_text(struct sbuf *b, const char *name, const char *text, size_t 
 /* The line's fields for a request of n > 1 choices: tokens out summed, each
  * choice's reply. The group's mu and its choices' are taken one at a time
  * (job.h). */
-static void group_line(struct sbuf *b, const struct serve_reqlog *r, struct job *g)
+static void group_line(struct strbuf *b, const struct serve_reqlog *r, struct job *g)
 {
     pthread_mutex_lock(&g->mu);
     enum job_finish g_fin = g->finish;
     pthread_mutex_unlock(&g->mu);
-    struct sbuf fin = { 0 };            /* each choice's finish, or the request's failure */
-    if (g_fin == JOB_RUNNING || g_fin == JOB_FIN_CANCELLED) sb_puts(&fin, "cancelled");
-    else if (g_fin == JOB_FIN_ERROR) sb_puts(&fin, "error");
+    struct strbuf fin = { 0 };            /* each choice's finish, or the request's failure */
+    if (g_fin == JOB_RUNNING || g_fin == JOB_FIN_CANCELLED) base_sb_puts(&fin, "cancelled");
+    else if (g_fin == JOB_FIN_ERROR) base_sb_puts(&fin, "error");
     int out = 0, cached = 0;
     double t_first = 0;
     for (int k = 0; k < g->n_choices; k++) {
@@ -56,14 +56,14 @@ static void group_line(struct sbuf *b, const struct serve_reqlog *r, struct job 
         if (c->finish != JOB_RUNNING && c->n_gen > n) n = c->n_gen;
         out += n;
         if (k == 0) cached = c->n_cached, t_first = c->t_first;
-        if (g_fin == JOB_FIN_STOP) sb_printf(&fin, "%s%s", k ? "," : "", job_finish_name(c->finish));
+        if (g_fin == JOB_FIN_STOP) base_sb_appendf(&fin, "%s%s", k ? "," : "", job_finish_name(c->finish));
         pthread_mutex_unlock(&c->mu);
     }
-    sb_printf(b, " in=%d cached=%d out=%d n=%d finish=%s", g->n_prompt, cached, out, g->n_choices,
+    base_sb_appendf(b, " in=%d cached=%d out=%d n=%d finish=%s", g->n_prompt, cached, out, g->n_choices,
               fin.s && !fin.failed ? fin.s : "?");
-    sb_free(&fin);
-    if (t_first > 0) sb_printf(b, " ttft_ms=%.1f", (t_first - g->t_submit) * 1e3);
-    sb_printf(b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
+    base_sb_free(&fin);
+    if (t_first > 0) base_sb_appendf(b, " ttft_ms=%.1f", (t_first - g->t_submit) * 1e3);
+    base_sb_appendf(b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
     if (!r->log_texts) return;
     char *p = NULL;
     size_t n = 0;
@@ -73,24 +73,24 @@ static void group_line(struct sbuf *b, const struct serve_reqlog *r, struct job 
     free(p);
     for (int k = 0; k < g->n_choices; k++) {
         struct job *c = g->choice[k];
-        struct sbuf reply = { 0 };
+        struct strbuf reply = { 0 };
         pthread_mutex_lock(&c->mu);
-        for (int i = 0; i < c->n_ev; i++) sb_append(&reply, c->ev[i].text, c->ev[i].len);
+        for (int i = 0; i < c->n_ev; i++) base_sb_append(&reply, c->ev[i].text, c->ev[i].len);
         pthread_mutex_unlock(&c->mu);
         char name[24];
         snprintf(name, sizeof name, k ? "reply_%d" : "reply", k);
         put_text(b, name, reply.s ? reply.s : "", reply.n);
-        sb_free(&reply);
+        base_sb_free(&reply);
     }
 }
 
 char *serve_reqlog_format(const struct serve_reqlog *r)
 {
-    struct sbuf b = { 0 };
+    struct strbuf b = { 0 };
     put_safe(&b, r->method);
-    sb_puts(&b, " ");
+    base_sb_puts(&b, " ");
     put_safe(&b, r->path);
-    sb_printf(&b, " %d", r->status);
+    base_sb_appendf(&b, " %d", r->status);
     struct job *j = (struct job *)r->job;
     if (j && j->n_choices) {
         group_line(&b, r, j);
@@ -101,9 +101,9 @@ char *serve_reqlog_format(const struct serve_reqlog *r)
         if (j->finish != JOB_RUNNING && j->n_gen > out) out = j->n_gen;  /* an end-of-generation token has no event */
         /* still running when its request ended: the client left, and leaving cancels it */
         const char *fin = j->finish == JOB_RUNNING ? "cancelled" : job_finish_name(j->finish);
-        sb_printf(&b, " in=%d cached=%d out=%d finish=%s", j->n_prompt, j->n_cached, out, fin);
-        if (j->t_first > 0) sb_printf(&b, " ttft_ms=%.1f", (j->t_first - j->t_submit) * 1e3);
-        sb_printf(&b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
+        base_sb_appendf(&b, " in=%d cached=%d out=%d finish=%s", j->n_prompt, j->n_cached, out, fin);
+        if (j->t_first > 0) base_sb_appendf(&b, " ttft_ms=%.1f", (j->t_first - j->t_submit) * 1e3);
+        base_sb_appendf(&b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
         if (r->log_texts) {
             char *p = NULL;
             size_t n = 0;
@@ -111,14 +111,14 @@ char *serve_reqlog_format(const struct serve_reqlog *r)
                 p = NULL, n = 0;
             put_text(&b, "prompt", p ? p : "", n);
             free(p);
-            struct sbuf reply = { 0 };
-            for (int i = 0; i < j->n_ev; i++) sb_append(&reply, j->ev[i].text, j->ev[i].len);
+            struct strbuf reply = { 0 };
+            for (int i = 0; i < j->n_ev; i++) base_sb_append(&reply, j->ev[i].text, j->ev[i].len);
             put_text(&b, "reply", reply.s ? reply.s : "", reply.n);
-            sb_free(&reply);
+            base_sb_free(&reply);
         }
         pthread_mutex_unlock(&j->mu);
     } else {
-        sb_printf(&b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
+        base_sb_appendf(&b, " total_ms=%.1f", (r->t_done - r->t_arrival) * 1e3);
     }
     return b.failed ? NULL : b.s;
 }

@@ -8,30 +8,13 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/strbuf.h"
 
-/* ------------------------------------------------------------ strbuf */
+/* ------------------------------------------------------------ text */
 
-struct sb { char *p; size_t n, cap; int oom; };
+static void sb_add(struct strbuf *b, const char *s) { base_sb_puts(b, s ? s : ""); }
 
-static void sb_addn(struct sb *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 256;
-        while (ncap < b->n + n + 1) ncap *= 2;
-        char *np = realloc(b->p, ncap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_add(struct sb *b, const char *s) { sb_addn(b, s ? s : "", s ? strlen(s) : 0); }
-
-static void sb_cat(struct sb *b, int count, ...)
+static void sb_cat(struct strbuf *b, int count, ...)
 {
     va_list ap;
     va_start(ap, count);
@@ -76,7 +59,7 @@ static const char *after_last(const char *s, const char *sep)
  * all system messages joined by '\n\n' (V3: ns.is_first_sp) or the last one
  * (R1). Each variant is recognised by the Jinja text that produces it. */
 static void render_deepseek(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n,
-                            int add_gen, struct sb *b)
+                            int add_gen, struct strbuf *b)
 {
     const char *tpl = tok_chat_template(t);
     int strip_think = !tpl || strstr(tpl, "</think>") != NULL;
@@ -134,7 +117,7 @@ static void render_deepseek(const struct tok *t, const struct colibri_chat_msg *
  * '<|im_end|>' (tool results use the system tag with name "tool"), and the
  * prompt '<|im_assistant|>assistant<|im_middle|>'. */
 static void render_kimi(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n,
-                        int add_gen, struct sb *b)
+                        int add_gen, struct strbuf *b)
 {
     for (size_t i = 0; i < n; i++) {
         enum role r = role_of(msgs[i].role);
@@ -168,11 +151,11 @@ static void render_kimi(const struct tok *t, const struct colibri_chat_msg *msgs
  * and the prompt '<|assistant|>'. strip() here trims ASCII whitespace only. */
 static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-static void add_stripped(struct sb *b, const char *s, const char *e)
+static void add_stripped(struct strbuf *b, const char *s, const char *e)
 {
     while (s < e && is_space(*s)) s++;
     while (e > s && is_space(e[-1])) e--;
-    sb_addn(b, s, (size_t)(e - s));
+    base_sb_append(b, s, (size_t)(e - s));
 }
 
 static int blank(const char *s, const char *e)
@@ -182,7 +165,7 @@ static int blank(const char *s, const char *e)
 }
 
 static void render_glm(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n,
-                       int add_gen, struct sb *b)
+                       int add_gen, struct strbuf *b)
 {
     long last_user = -1;
     for (size_t i = 0; i < n; i++)
@@ -235,7 +218,7 @@ struct chat_traits {
     const char *name;
     const char *marker;         /* found in the template text or as a token */
     void (*render)(const struct tok *t, const struct colibri_chat_msg *msgs, size_t n, int add_gen,
-                   struct sb *b);
+                   struct strbuf *b);
 };
 
 static const struct chat_traits CHAT[TOK_CHAT_COUNT] = {
@@ -270,14 +253,14 @@ int tok_chat_render(const struct tok *t, enum tok_chat_kind k, const struct coli
         if (role_of(msgs[i].role) == ROLE_BAD)
             return base_err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
                            "assistant or tool)", i, msgs[i].role ? msgs[i].role : "(null)");
-    struct sb b = { 0 };
+    struct strbuf b = { 0 };
     sb_add(&b, "");
     CHAT[k].render(t, msgs, n, add_gen, &b);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        base_sb_free(&b);
         return base_err_set(err, COLIBRI_ENOMEM, "chat: rendering %zu messages", n);
     }
-    *out = b.p;
+    *out = b.s;
     *out_len = b.n;
     return 0;
 }

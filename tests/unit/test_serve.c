@@ -9,23 +9,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/strbuf.h"
 #include "check.h"
 #include "sample/grammar.h"
 #include "serve/metrics.h"
 #include "serve/oai.h"
-#include "serve/sbuf.h"
-
-static void test_sbuf(void)
-{
-    struct sbuf b = { 0 };
-    for (int i = 0; i < 1000; i++) sb_printf(&b, "%d,", i);
-    CHECK(!b.failed && b.n == strlen(b.s), "length");
-    CHECK(!strncmp(b.s, "0,1,2,", 6) && !strcmp(b.s + b.n - 4, "999,"), "content");
-    size_t n = b.n;
-    sb_consume(&b, 2);
-    CHECK(b.n == n - 2 && !strncmp(b.s, "1,2,", 4), "consume");
-    sb_free(&b);
-}
 
 static void test_metrics_text(void)
 {
@@ -327,55 +315,55 @@ static int grammar_takes(const colibri_tokenizer *t, const colibri_grammar *g, c
 
 /* The reply text of calls (name, args) in syntax s. */
 static void calls_text(enum oai_tool_syntax s, const char *const *names, const char *const *args, int n,
-                       const char *prefix, struct sbuf *b)
+                       const char *prefix, struct strbuf *b)
 {
     b->n = 0;
-    sb_puts(b, prefix + (prefix[0] == '@'));
+    base_sb_puts(b, prefix + (prefix[0] == '@'));
     static const char *const OPEN[] = { "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜>",
                                         "<|tool_calls_section_begin|>", "", "", "" };
     static const char *const CLOSE[] = { "<｜tool▁calls▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_end|>",
                                          "", "", "" };
-    sb_puts(b, OPEN[s]);
+    base_sb_puts(b, OPEN[s]);
     for (int i = 0; i < n; i++) {
         if (s == OAI_TOOLS_DEEPSEEK_V3)
-            sb_printf(b, "%s<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n%s\n```<｜tool▁call▁end｜>",
+            base_sb_appendf(b, "%s<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n%s\n```<｜tool▁call▁end｜>",
                       i ? "\n" : "", names[i], args[i]);
         else if (s == OAI_TOOLS_DEEPSEEK_V31)
-            sb_printf(b, "<｜tool▁call▁begin｜>%s<｜tool▁sep｜>%s<｜tool▁call▁end｜>", names[i], args[i]);
+            base_sb_appendf(b, "<｜tool▁call▁begin｜>%s<｜tool▁sep｜>%s<｜tool▁call▁end｜>", names[i], args[i]);
         else if (s == OAI_TOOLS_KIMI)
-            sb_printf(b, "<|tool_call_begin|>functions.%s:%d<|tool_call_argument_begin|>%s<|tool_call_end|>", names[i],
+            base_sb_appendf(b, "<|tool_call_begin|>functions.%s:%d<|tool_call_argument_begin|>%s<|tool_call_end|>", names[i],
                       i, args[i]);
         else if (s == OAI_TOOLS_HERMES)
-            sb_printf(b, "%s<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", i ? "\n" : "", names[i],
+            base_sb_appendf(b, "%s<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", i ? "\n" : "", names[i],
                       args[i]);
         else {      /* GLM / Qwen3-Coder tags as their templates write them: strings raw, other values as JSON */
             int glm = s != OAI_TOOLS_QWEN3_CODER;
             const char *nl = prefix[0] == '@' ? "" : "\n";    /* GLM-4.7's form without the newlines */
-            if (glm) sb_printf(b, "%s<tool_call>%s%s", i ? nl : "", names[i], nl);
-            else sb_printf(b, "%s<tool_call>\n<function=%s>\n", i ? "\n" : "", names[i]);
+            if (glm) base_sb_appendf(b, "%s<tool_call>%s%s", i ? nl : "", names[i], nl);
+            else base_sb_appendf(b, "%s<tool_call>\n<function=%s>\n", i ? "\n" : "", names[i]);
             cJSON *a = cJSON_Parse(args[i]), *v;
             cJSON_ArrayForEach(v, a) {
                 char *js = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
                 const char *val = js ? js : v->valuestring;
-                if (glm) sb_printf(b, "<arg_key>%s</arg_key>%s<arg_value>%s</arg_value>%s", v->string, nl, val, nl);
-                else sb_printf(b, "<parameter=%s>\n%s\n</parameter>\n", v->string, val);
+                if (glm) base_sb_appendf(b, "<arg_key>%s</arg_key>%s<arg_value>%s</arg_value>%s", v->string, nl, val, nl);
+                else base_sb_appendf(b, "<parameter=%s>\n%s\n</parameter>\n", v->string, val);
                 free(js);
             }
             cJSON_Delete(a);
-            sb_puts(b, glm ? "</tool_call>" : "</function>\n</tool_call>");
+            base_sb_puts(b, glm ? "</tool_call>" : "</function>\n</tool_call>");
         }
     }
-    sb_puts(b, CLOSE[s]);
+    base_sb_puts(b, CLOSE[s]);
 }
 
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    struct sbuf b = { 0 };
+    struct strbuf b = { 0 };
     char buf[4096];
     size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&b, buf, k);
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) base_sb_append(&b, buf, k);
     fclose(f);
     return b.s;
 }
@@ -403,7 +391,7 @@ static void test_tool_grammar_each_syntax(void)
     static const char *const BAD_XML_ARGS[] = { "{\"unit\": \"c\", \"city\": \"Paris\"}", "{\"city\": \"Paris\"}",
                                                 "{\"city\": \"Paris\", \"unit\": \"k\"}" };
     cJSON *tools = cJSON_Parse(TOOLS_JSON);
-    struct sbuf b = { 0 };
+    struct strbuf b = { 0 };
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
         colibri_tokenizer *t = NULL;
         struct colibri_err err = { 0 };
@@ -514,7 +502,7 @@ static void test_tool_grammar_each_syntax(void)
         free(src);
         colibri_tokenizer_free(t);
     }
-    sb_free(&b);
+    base_sb_free(&b);
     cJSON_Delete(tools);
 }
 
@@ -869,7 +857,6 @@ static void test_chat_template_kwargs(void)
 
 int main(void)
 {
-    RUN_TEST(test_sbuf);
     RUN_TEST(test_metrics_text);
     RUN_TEST(test_tool_view_prefixes);
     RUN_TEST(test_tool_grammar_each_syntax);
