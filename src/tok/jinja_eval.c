@@ -102,7 +102,7 @@ static int is_intlike(struct jv v) { return v.t == JV_BOOL || v.t == JV_INT; }
 static int64_t ival(struct jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 static double fval(struct jv v) { return v.t == JV_FLOAT ? v.u.f : (double)ival(v); }
 
-static const char *OPNAME[] = { "+", "-", "*", "/", "//", "%", "**", "~" };
+static const char *const OPNAME[] = { "+", "-", "*", "/", "//", "%", "**", "~" };
 
 static _Noreturn void bad_operands(struct jctx *c, int op, struct jv a, struct jv b)
 {
