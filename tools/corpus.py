@@ -2,7 +2,7 @@
 """Rebuild the colibri-tiny training corpus from Debian bookworm packages.
 
 No installs: `apt-get download` + `dpkg -x` into a scratch dir, then extract
-public-domain English books (see /work/shared/docs/corpus.md "Set A"):
+public-domain English books (see docs/corpus.md "Set A"):
 
   r-cran-janeaustenr                    Jane Austen's six novels (R lazy-load DB)
   golang-github-colinmarc-hdfs-dev      Moby Dick (testdata/mobydick.txt)

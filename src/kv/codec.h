@@ -4,7 +4,7 @@
  * fixed number of bytes and back. Tiers are an enum with a traits table
  * (codec.c); the per-tier code lives in codec_plain.c (f32, bf16, fp8),
  * codec_int.c (int8r, q4_0), codec_tq.c (tq4/3/2) and codec_polar.c
- * (polar4/3). See shared/docs/kvquant.md for the algorithms and anchors.
+ * (polar4/3). See docs/kvquant.md for the algorithms and anchors.
  *
  * Domains. Rotated tiers quantize y = R x (R = kv/rotate.h, orthonormal, fixed
  * seed). decode() returns x-hat = R^T y-hat; decode_rot() returns y-hat, the

@@ -1,6 +1,6 @@
 /* test_kv.c - kv rotation and codecs: the rotation inverts, widths that are
  * not powers of two are refused, every rotated tier's distortion on Gaussian
- * rows sits within +-3% of its anchor in shared/docs/kvquant.md, zero rows
+ * rows sits within +-3% of its anchor in docs/kvquant.md, zero rows
  * decode to zero, non-finite input stays contained, and the fast (AVX-512)
  * row decoders and attention kernels give the same bits as the scalar ones. */
 #include <stdlib.h>
