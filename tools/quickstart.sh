@@ -10,3 +10,4 @@ echo "quickstart: building ./colibri (make, $(nproc) jobs; a minute or so the fi
 make -j"$(nproc)" colibri >/dev/null
 echo "quickstart: generating 60 tokens with models/colibri-tiny (colibri run --display-prompt)" >&2
 ./colibri run -p "${1:-It is a truth universally acknowledged, that}" -n 60 --seed 1 --display-prompt
+echo "quickstart: next, \`make deps test\` installs what the tests need (build/venv) and runs them" >&2

@@ -24,7 +24,8 @@ trap 'exit 1' INT TERM
 fail() { echo "serve.sh: $*"; for f in "$tmp"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
 
 if ! "$PY" -c 'import openai, prometheus_client' 2>/dev/null; then
-    fail "python package 'openai' or 'prometheus_client' missing (pip install -r tests/requirements.txt)"
+    echo "skipped: the Python packages openai and prometheus_client are not installed for $PY (make deps)"
+    exit 77
 fi
 "$PY" tests/serve/make_test_model.py tests/oracle/deepseek_v3_tiny "$tmp/test-model" || fail "make_test_model"
 
