@@ -250,7 +250,7 @@ ifeq ($(CUDA),1)
   CUDA_CU_OBJ := $(patsubst %.cu,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.cu))
   CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.c))
   CUDA_LIB    := $(CUDA_BUILD)/libcolibri_cuda.a
-  CORE_SRC    := $(filter-out src/kv/persist% src/kv/attn_bench%,\
+  CORE_SRC    := $(filter-out src/kv/persist%,\
                    $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC))) src/model/norm.c src/model/rope.c \
                    src/model/backend_kv.c
   CORE_LIB    := $(CUDA_BUILD)/libcolibri_core.a

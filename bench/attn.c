@@ -1,5 +1,5 @@
 /* bench/attn.c - decode attention alone, per KV tier against f32 in the same
- * run (the work is kv_attn_bench in src/kv/attn_bench.c; `colibri bench
+ * run (the work is kv_attn_bench in src/dev/attn_bench.c; `colibri bench
  * --attn` runs the same). DeepSeek-V3 dims by default (r = 512 latent + dr =
  * 64 RoPE), contexts 1k/4k/8k/32k, 16 and 128 heads, 2 threads.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/opts.h"
-#include "kv/attn_bench.h"
+#include "dev/attn_bench.h"
 
 int main(int argc, char **argv)
 {

@@ -60,7 +60,7 @@ static int cmp_d(const void *a, const void *b)
  * 64-byte vectors: one sequential scalar stream (the probe until
  * gemm-results-3) ran at 7-9 GB/s on an Ice Lake-SP guest whose bf16 matvec
  * streams 12-13, so it bounded nothing there; 1, 4 and 8 vector streams read
- * about 11, 15 and 16 GB/s. The library's quant_read_pass (quant/peak.h)
+ * about 11, 15 and 16 GB/s. The library's quant_read_pass (dev/peak.h)
  * is the same probe; this copy keeps the bench building against older
  * libraries (bench/gemm.sh). */
 #define PROBE_STREAMS 8

@@ -26,7 +26,7 @@
 #include "base/util.h"
 #include "cli/opts.h"
 #include "quant/kernels.h"
-#include "quant/peak.h"
+#include "dev/peak.h"
 #include "quant/qtensor.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -82,7 +82,7 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One pass of the read probe (quant/peak.h) over buf (n words); returns
+/* One pass of the read probe (dev/peak.h) over buf (n words); returns
  * seconds. */
 static double probe_pass(const uint64_t *buf, size_t n)
 {

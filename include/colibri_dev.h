@@ -42,7 +42,7 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
  * recall; per budget (experts in a cache shared by all layers; NULL/0: 10%,
  * 25%, 50%, 75% of all) the hit rate of LRU, LFU, Belady's optimum, the
  * streamed store's policy (LRU with a learned hot set) and that policy with
- * next-layer prefetch (model/expert_trace.h defines each). The model's
+ * next-layer prefetch (dev/expert_trace.h defines each). The model's
  * output and store are unchanged; no other forward may run meanwhile. */
 int colibri_trace_routing(colibri_model *m, const int32_t *tokens, int n, const int *budgets, int n_budgets,
                           FILE *out, struct colibri_err *err);
@@ -75,7 +75,7 @@ struct colibri_attn_bench_opts {
     /* > 0: dense against DeepSeek Sparse Attention with this top-k instead
      * (heads[0] heads; the indexer at DeepSeek-V3.2 dims: 64 heads x 128,
      * projections from 1536 and 7168 values), every tier, f32 and fp8 index
-     * keys; see kv/attn_bench_dsa.h */
+     * keys; see dev/attn_bench_dsa.h */
     int dsa_topk;
 };
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,

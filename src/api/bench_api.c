@@ -3,8 +3,8 @@
 
 #include "colibri.h"
 #include "colibri_dev.h"
-#include "kv/attn_bench.h"
-#include "kv/attn_bench_dsa.h"
+#include "dev/attn_bench.h"
+#include "dev/attn_bench_dsa.h"
 
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err)

@@ -1,5 +1,5 @@
 /* api/peak_api.c - colibri_bench_peak and colibri_bench_read_bandwidth
- * (include/colibri_dev.h): the compute-peak probe of quant/peak.h as a
+ * (include/colibri_dev.h): the compute-peak probe of dev/peak.h as a
  * table, and its read probe as one figure. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "colibri.h"
 #include "colibri_dev.h"
-#include "quant/peak.h"
+#include "dev/peak.h"
 
 int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err)
 {

@@ -9,7 +9,7 @@
 #include "colibri_dev.h"
 #include "model/expert_hotset.h"
 #include "model/expert_store.h"
-#include "model/expert_trace.h"
+#include "dev/expert_trace.h"
 
 static void print_tables(const struct expert_trace *t, const int *budgets, int n_budgets, FILE *out)
 {

@@ -18,7 +18,7 @@
 #include "model/expert_hotset.h"
 #include "model/expert_io.h"
 #include "model/expert_store_stream.h"
-#include "model/expert_trace.h"
+#include "dev/expert_trace.h"
 #include "model/forward.h"
 
 #define TINY "models/colibri-tiny"

@@ -1,4 +1,4 @@
-/* api/oracle.c - checks colibri against Hugging Face reference outputs stored
+/* dev/oracle.c - checks colibri against Hugging Face reference outputs stored
  * in a fixture directory (format: tools/make_oracle.py). */
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* kv/attn_bench.c - decode attention alone, per KV tier against f32 in the
+/* dev/attn_bench.c - decode attention alone, per KV tier against f32 in the
  * same run (colibri bench --attn, build/bench/attn). */
-#include "kv/attn_bench.h"
+#include "dev/attn_bench.h"
 
 #include <math.h>
 #include <omp.h>

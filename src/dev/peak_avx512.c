@@ -1,5 +1,5 @@
-/* quant/peak_avx512.c - the register-only loops of the compute-peak probe
- * (quant/peak.h) with AVX-512 instructions. Each iteration issues CHAINS
+/* dev/peak_avx512.c - the register-only loops of the compute-peak probe
+ * (dev/peak.h) with AVX-512 instructions. Each iteration issues CHAINS
  * independent operations on loop-invariant register operands (REG_LOOP
  * below). The AMX
  * loops keep 4 accumulator tiles (tmm0-3) fed by 2 A (tmm4-5) and 2 B
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "quant/amx.h"
-#include "quant/peak.h"
+#include "dev/peak.h"
 
 /* The register loops are written in assembly: with 24 accumulators in
  * intrinsics, GCC 12 copied VPDPBUSD's tied accumulator through spare

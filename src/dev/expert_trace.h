@@ -1,4 +1,4 @@
-/* model/expert_trace.h - a routing trace and the cache policies replayed on
+/* dev/expert_trace.h - a routing trace and the cache policies replayed on
  * it (colibri trace).
  *
  * A trace holds, for each token forwarded alone and each MoE layer, the

@@ -1,4 +1,4 @@
-/* kv/attn_bench_dsa.h - decode attention per KV tier, dense against DeepSeek
+/* dev/attn_bench_dsa.h - decode attention per KV tier, dense against DeepSeek
  * Sparse Attention in the same run (colibri bench --attn --attn-dsa K).
  *
  * For every tier and context T, one token through one layer:
@@ -18,7 +18,7 @@
 #include <stdio.h>
 
 #include "colibri.h"
-#include "kv/attn_bench.h"
+#include "dev/attn_bench.h"
 
 struct kv_attn_bench_dsa_opts {
     int topk;                   /* index_topk (DeepSeek-V3.2: 2048) */

@@ -1,4 +1,4 @@
-/* quant/peak.h - compute-peak probe: how many arithmetic operations per second
+/* dev/peak.h - compute-peak probe: how many arithmetic operations per second
  * this machine's cores retire for the instructions the kernels are built on,
  * measured, so a kernel's rate can be stated as a fraction of its
  * instruction's peak (and a decode rate as a fraction of the read bound).

@@ -1,6 +1,6 @@
-/* kv/attn_bench_dsa.c - dense vs DSA decode attention per KV tier
- * (kv/attn_bench_dsa.h). */
-#include "kv/attn_bench_dsa.h"
+/* dev/attn_bench_dsa.c - dense vs DSA decode attention per KV tier
+ * (dev/attn_bench_dsa.h). */
+#include "dev/attn_bench_dsa.h"
 
 #include <math.h>
 #include <omp.h>

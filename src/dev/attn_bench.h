@@ -1,4 +1,4 @@
-/* kv/attn_bench.h - the decode-attention benchmark: one kv_attend() call (one
+/* dev/attn_bench.h - the decode-attention benchmark: one kv_attend() call (one
  * token through one layer's absorbed MLA) per KV tier, against f32 in the
  * same run, tiers taking turns call by call so load changes on a shared
  * machine hit every tier of a cell alike; each keeps its best time. Tiers with

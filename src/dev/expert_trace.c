@@ -1,6 +1,6 @@
-/* model/expert_trace.c - routing traces and policy replays (contract in
+/* dev/expert_trace.c - routing traces and policy replays (contract in
  * expert_trace.h). */
-#include "model/expert_trace.h"
+#include "dev/expert_trace.h"
 
 #include <stdlib.h>
 #include <string.h>

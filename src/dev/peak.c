@@ -1,7 +1,7 @@
-/* quant/peak.c - the compute-peak probe's driver (quant/peak.h): checks the
+/* dev/peak.c - the compute-peak probe's driver (dev/peak.h): checks the
  * CPU for each instruction, calibrates an iteration count to the wanted
  * time, and times the per-ISA loop on 1 and on all threads. */
-#include "quant/peak.h"
+#include "dev/peak.h"
 
 #include <assert.h>
 #include <omp.h>
