@@ -85,7 +85,7 @@ LIB      := $(BUILD)/libcolibri.a
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
 TESTLIB  := $(BUILD)/tests/libtesthelp.a
 
-.PHONY: all test test-full test-clients check clean demo deps lint bench fuzz FORCE shared install test-cuda cuda-tests \
+.PHONY: all test test-full test-deps test-clients check clean demo deps lint bench fuzz FORCE shared install test-cuda cuda-tests \
         bench-cuda cuda-forward test-cuda-forward
 all: colibri
 
@@ -156,7 +156,9 @@ tests: $(TEST_BIN)
 # representative shapes.
 # What they need is built first, one job per CPU unless make was given -j.
 TEST_DEPS := $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
-TEST_BUILD = @$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) $(TEST_DEPS)
+TEST_BUILD = @$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) test-deps
+test-deps: $(TEST_DEPS)
+	@:
 test:
 	$(TEST_BUILD)
 	@BUILD=$(BUILD) sh tests/run.sh
