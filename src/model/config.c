@@ -13,12 +13,12 @@
 /* Every number is checked as a double (finite, integral where it must be,
  * in range) before it is converted: converting an out-of-range double to an
  * integer is undefined behaviour, and an inf or NaN that reached the RoPE
- * tables or the norms would give a model that silently outputs nothing. */
-#define CFG_MAX_SIZE 1e9
+ * tables or the norms would give a model that silently outputs nothing.
+ * Integer fields have the upper bounds config.h states (MODEL_MAX_*), so a
+ * count no model means is refused by name before anything is sized by it. */
 
-/* Reads an integer field in [lo, CFG_MAX_SIZE]; `required` fields must be
- * present. */
-static int get_int_in(const cJSON *o, const char *key, int required, int dflt, double lo, int *out,
+/* Reads an integer field in [lo, hi]; `required` fields must be present. */
+static int get_int_in(const cJSON *o, const char *key, int required, int dflt, double lo, double hi, int *out,
                       const char *path, struct colibri_err *err)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
@@ -29,18 +29,12 @@ static int get_int_in(const cJSON *o, const char *key, int required, int dflt, d
     }
     if (!cJSON_IsNumber(v)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is not a number", path, key);
     double d = v->valuedouble;
-    if (!isfinite(d) || d < lo || d > CFG_MAX_SIZE)
-        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, outside the range %g..%g", path, key, d, lo,
-                       CFG_MAX_SIZE);
+    if (!isfinite(d) || d < lo || d > hi)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, outside the range %.0f..%.0f", path,
+                            key, d, lo, hi);
     if (d != floor(d)) return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %g, not an integer", path, key, d);
     *out = (int)d;
     return 0;
-}
-
-static int get_int(const cJSON *o, const char *key, int required, int dflt, int *out, const char *path,
-                   struct colibri_err *err)
-{
-    return get_int_in(o, key, required, dflt, 0, out, path, err);
 }
 
 /* Reads a number field that must be finite and in [lo, hi], or in (lo, hi]
@@ -78,11 +72,18 @@ static int check_keys(const cJSON *o, const char *what, const char *path, struct
     return 0;
 }
 
-static int get_bool(const cJSON *o, const char *key, int dflt)
+/* A boolean field: true or false, or dflt when absent or null. Anything
+ * else ("yes", 1) is refused: reading it as the default would silently run
+ * another model than the one the file describes. */
+static int get_bool(const cJSON *o, const char *key, int dflt, int *out, const char *path, struct colibri_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (cJSON_IsBool(v)) return cJSON_IsTrue(v);
-    return dflt;
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    if (!v || cJSON_IsNull(v)) { *out = dflt; return 0; }
+    if (!cJSON_IsBool(v))
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' must be true or false, got %s", path, key,
+                            cJSON_IsString(v) ? "a string" : cJSON_IsNumber(v) ? "a number" : "another JSON type");
+    *out = cJSON_IsTrue(v);
+    return 0;
 }
 
 static double yarn_mscale(double scale, double m)
@@ -155,14 +156,16 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
             return base_err_set(err, COLIBRI_EFORMAT, "%s: yarn rope needs a positive 'factor'", path);
         /* the correction dims take logs of max_pos / beta: both must be positive */
         if ((rc = get_int_in(r, "original_max_position_embeddings", 0, c->max_position_embeddings, 1,
-                             &c->rope_original_max_pos, path, err)))
+                             MODEL_MAX_CONTEXT, &c->rope_original_max_pos, path, err)))
             return rc;
         if ((rc = get_num(r, "beta_fast", 32.0, 0, 1, 1e6, &c->rope_beta_fast, path, err))) return rc;
         if ((rc = get_num(r, "beta_slow", 1.0, 0, 1, 1e6, &c->rope_beta_slow, path, err))) return rc;
         if ((rc = get_num(r, "mscale", 0.0, 0, 0, 1e3, &c->rope_mscale, path, err))) return rc;
         if ((rc = get_num(r, "mscale_all_dim", 0.0, 0, 0, 1e3, &c->rope_mscale_all_dim, path, err))) return rc;
     }
-    if (c->family->reads_rope_interleave && get_bool(root, "rope_interleave", 1) != 1)
+    int interleave;
+    if ((rc = get_bool(root, "rope_interleave", 1, &interleave, path, err))) return rc;
+    if (c->family->reads_rope_interleave && !interleave)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "%s: rope_interleave=false (half-split RoPE in the main attention) is not supported", path);
     return 0;
@@ -271,7 +274,9 @@ static int parse_behaviour(const cJSON *root, struct model_config *c, const char
                             "%s: topk_method '%s' is not supported for %s (greedy, group_limited_greedy)", path, v,
                             f->model_type);
     }
-    if (c->router_kind != MODEL_ROUTER_SIGMOID_NOAUX_TC && get_bool(root, "norm_topk_prob", 0))
+    int flag;
+    if ((rc = get_bool(root, "norm_topk_prob", 0, &flag, path, err))) return rc;
+    if (c->router_kind != MODEL_ROUTER_SIGMOID_NOAUX_TC && flag)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                             "%s: norm_topk_prob=true is not supported for %s (%s ignores it, DeepSeek's code applies "
                             "it: the two disagree)", path, f->model_type, f->hf_class);
@@ -286,10 +291,11 @@ static int parse_behaviour(const cJSON *root, struct model_config *c, const char
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: partial_rotary_factor %g is not supported (1)", path,
                                 prf);
     }
-    if (get_bool(root, "mlp_bias", 0))
+    if ((rc = get_bool(root, "mlp_bias", 0, &flag, path, err))) return rc;
+    if (flag)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: mlp_bias=true is not supported", path);
     int freq;
-    if ((rc = get_int(root, "moe_layer_freq", 0, 1, &freq, path, err))) return rc;
+    if ((rc = get_int_in(root, "moe_layer_freq", 0, 1, 0, MODEL_MAX_LAYERS, &freq, path, err))) return rc;
     if (freq != 1)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                             "%s: moe_layer_freq %d is not supported (1: every layer from first_k_dense_replace on is "
@@ -377,8 +383,8 @@ static int parse_indexer_types(const cJSON *root, struct model_config *c, const 
         }
     } else {
         int freq, offset;
-        if ((rc = get_int(root, "index_topk_freq", 0, 1, &freq, path, err)) ||
-            (rc = get_int(root, "index_skip_topk_offset", 0, 2, &offset, path, err)))
+        if ((rc = get_int_in(root, "index_topk_freq", 0, 1, 0, MODEL_MAX_LAYERS, &freq, path, err)) ||
+            (rc = get_int_in(root, "index_skip_topk_offset", 0, 2, 0, MODEL_MAX_LAYERS, &offset, path, err)))
             return rc;
         if (freq < 1) freq = 1;
         for (int i = 0; i < L; i++) {
@@ -408,9 +414,9 @@ static int parse_dsa(const cJSON *root, struct model_config *c, const char *path
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: layer_types[%d] '%s' is not supported "
                                 "(indexed_attention)", path, i, e->valuestring);
     int dflt_heads = f->dsa_kind == MODEL_DSA_GLM5 ? 32 : 64;   /* the configuration classes' defaults */
-    if ((rc = get_int_in(root, "index_n_heads", 0, dflt_heads, 1, &c->index_n_heads, path, err)) ||
-        (rc = get_int_in(root, "index_head_dim", 0, 128, 1, &c->index_head_dim, path, err)) ||
-        (rc = get_int_in(root, "index_topk", 0, 2048, 1, &c->index_topk, path, err)))
+    if ((rc = get_int_in(root, "index_n_heads", 0, dflt_heads, 1, MODEL_MAX_HEADS, &c->index_n_heads, path, err)) ||
+        (rc = get_int_in(root, "index_head_dim", 0, 128, 1, MODEL_MAX_DIM, &c->index_head_dim, path, err)) ||
+        (rc = get_int_in(root, "index_topk", 0, 2048, 1, MODEL_MAX_INDEX_TOPK, &c->index_topk, path, err)))
         return rc;
     if (c->index_head_dim < c->qk_rope_head_dim)
         return base_err_set(err, COLIBRI_EFORMAT, "%s: index_head_dim %d is smaller than qk_rope_head_dim %d (the "
@@ -429,12 +435,7 @@ static int parse_mtp(const cJSON *root, struct model_config *c, const char *path
     if (!c->family->has_mtp) return 0;
     const char *key = cJSON_GetObjectItemCaseSensitive(root, "num_nextn_predict_layers") ? "num_nextn_predict_layers"
                                                                                           : "num_mtp_layers";
-    int rc = get_int(root, key, 0, 0, &c->num_nextn_predict_layers, path, err);
-    if (rc) return rc;
-    if (c->num_nextn_predict_layers > 16)
-        return base_err_set(err, COLIBRI_EFORMAT, "%s: field '%s' is %d; more than 16 is not a model", path, key,
-                            c->num_nextn_predict_layers);
-    return 0;
+    return get_int_in(root, key, 0, 0, 0, MODEL_MAX_MTP_LAYERS, &c->num_nextn_predict_layers, path, err);
 }
 
 int model_config_parse(const char *json, const char *path, struct model_config *c, struct colibri_err *err)
@@ -465,32 +466,38 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
     c->latent_norm_eps = c->family->latent_norm_eps;
 
-#define INT_FIELD(name, req, dflt) \
-    if ((rc = get_int(root, #name, req, dflt, &c->name, path, err))) goto out
-    INT_FIELD(vocab_size, 1, 0);
-    INT_FIELD(hidden_size, 1, 0);
-    INT_FIELD(intermediate_size, 1, 0);
-    INT_FIELD(moe_intermediate_size, 1, 0);
-    INT_FIELD(num_hidden_layers, 1, 0);
-    INT_FIELD(num_attention_heads, 1, 0);
-    INT_FIELD(q_lora_rank, 0, 0);
-    INT_FIELD(kv_lora_rank, 1, 0);
-    INT_FIELD(qk_nope_head_dim, 1, 0);
-    INT_FIELD(qk_rope_head_dim, 1, 0);
-    INT_FIELD(v_head_dim, 1, 0);
-    INT_FIELD(n_routed_experts, 0, 0);
-    INT_FIELD(n_shared_experts, 0, 0);
-    INT_FIELD(num_experts_per_tok, 0, 0);
     const struct model_family_defaults *fam = &c->family->defaults;
-    INT_FIELD(n_group, 0, fam->n_group);
-    INT_FIELD(topk_group, 0, fam->topk_group);
-    INT_FIELD(first_k_dense_replace, 0, fam->first_k_dense_replace);
-#undef INT_FIELD
-    if ((rc = get_int_in(root, "max_position_embeddings", 0, fam->max_position_embeddings, 1,
-                         &c->max_position_embeddings, path, err)))
-        goto out;
+    /* required fields have no default; lo is 0 where zero has a meaning
+     * (no low-rank query, no experts) or is refused below with the others */
+    const struct { const char *key; int *dst; int required, dflt, lo, hi; } ints[] = {
+        { "vocab_size", &c->vocab_size, 1, 0, 0, MODEL_MAX_VOCAB },
+        { "hidden_size", &c->hidden_size, 1, 0, 0, MODEL_MAX_DIM },
+        { "intermediate_size", &c->intermediate_size, 1, 0, 0, MODEL_MAX_DIM },
+        { "moe_intermediate_size", &c->moe_intermediate_size, 1, 0, 0, MODEL_MAX_DIM },
+        { "num_hidden_layers", &c->num_hidden_layers, 1, 0, 0, MODEL_MAX_LAYERS },
+        { "num_attention_heads", &c->num_attention_heads, 1, 0, 0, MODEL_MAX_HEADS },
+        { "q_lora_rank", &c->q_lora_rank, 0, 0, 0, MODEL_MAX_DIM },
+        { "kv_lora_rank", &c->kv_lora_rank, 1, 0, 0, MODEL_MAX_DIM },
+        { "qk_nope_head_dim", &c->qk_nope_head_dim, 1, 0, 0, MODEL_MAX_DIM },
+        { "qk_rope_head_dim", &c->qk_rope_head_dim, 1, 0, 0, MODEL_MAX_ROPE_DIM },
+        { "v_head_dim", &c->v_head_dim, 1, 0, 0, MODEL_MAX_DIM },
+        { "n_routed_experts", &c->n_routed_experts, 0, 0, 0, MODEL_MAX_EXPERTS },
+        { "n_shared_experts", &c->n_shared_experts, 0, 0, 0, MODEL_MAX_SHARED_EXPERTS },
+        { "num_experts_per_tok", &c->num_experts_per_tok, 0, 0, 0, MODEL_MAX_EXPERTS },
+        { "n_group", &c->n_group, 0, fam->n_group, 0, MODEL_MAX_EXPERTS },
+        { "topk_group", &c->topk_group, 0, fam->topk_group, 0, MODEL_MAX_EXPERTS },
+        { "first_k_dense_replace", &c->first_k_dense_replace, 0, fam->first_k_dense_replace, 0, MODEL_MAX_LAYERS },
+        { "max_position_embeddings", &c->max_position_embeddings, 0, fam->max_position_embeddings, 1,
+          MODEL_MAX_CONTEXT },
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((rc = get_int_in(root, ints[i].key, ints[i].required, ints[i].dflt, ints[i].lo, ints[i].hi, ints[i].dst,
+                             path, err)))
+            goto out;
     int kv_heads;
-    if ((rc = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, &kv_heads, path, err))) goto out;
+    if ((rc = get_int_in(root, "num_key_value_heads", 0, c->num_attention_heads, 0, MODEL_MAX_HEADS, &kv_heads, path,
+                         err)))
+        goto out;
     if (kv_heads != c->num_attention_heads) {
         rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: num_key_value_heads %d != num_attention_heads %d", path, kv_heads,
                      c->num_attention_heads);
@@ -502,16 +509,12 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     /* at least FLT_MIN, so it stays positive as a float */
     if ((rc = get_num(root, "rms_norm_eps", fam->rms_norm_eps, 1.2e-38, 0, 1.0, &d, path, err))) goto out;
     c->rms_norm_eps = (float)d;
-    c->norm_topk_prob = get_bool(root, "norm_topk_prob", fam->norm_topk_prob);
-    c->tie_word_embeddings = get_bool(root, "tie_word_embeddings", 0);
-    c->attention_bias = get_bool(root, "attention_bias", 0);
+    if ((rc = get_bool(root, "norm_topk_prob", fam->norm_topk_prob, &c->norm_topk_prob, path, err)) ||
+        (rc = get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings, path, err)) ||
+        (rc = get_bool(root, "attention_bias", 0, &c->attention_bias, path, err)))
+        goto out;
     if (c->attention_bias) {
         rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: attention_bias=true is not supported", path);
-        goto out;
-    }
-    if (c->num_hidden_layers > MODEL_MAX_LAYERS) {
-        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: num_hidden_layers %d is more than the %d supported", path,
-                          c->num_hidden_layers, MODEL_MAX_LAYERS);
         goto out;
     }
     if (c->family->q_lora_required && !c->q_lora_rank) {

@@ -10,7 +10,8 @@
  * moe_layer_freq, ...) are refused naming the field and the value. Both
  * RoPE spellings (top-level rope_theta + rope_scaling{type|rope_type}, and
  * transformers v5's rope_parameters{rope_type, rope_theta, ...}), q_lora_rank
- * null, torch_dtype or dtype. Anything else is refused by name. Derived RoPE
+ * null, torch_dtype or dtype. Anything else is refused by name; booleans
+ * must be true or false (null: the default). Derived RoPE
  * quantities (inverse frequencies, yarn attention factor, softmax scale) are
  * computed here, once, as model-spec.md §2.1-2.2 states them.
  * quantization_config is read by model/quant_config.h (refused by name unless
@@ -21,10 +22,22 @@
 #include "colibri.h"
 #include "model/quant_config.h"
 
-#define MODEL_MAX_ROPE_DIM 256
-/* The largest num_hidden_layers accepted (the shipped models have 27..78);
- * more is refused by name. */
-#define MODEL_MAX_LAYERS 1024
+/* Upper bounds of the integer fields, each well above every shipped model
+ * (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5: vocabularies up to 163840, hidden
+ * 7168, intermediate 18432, 27..78 layers, 128 heads, 384 routed experts, 2
+ * shared, 8 per token, contexts up to 262144, index_topk 2048, one MTP
+ * layer). A value past its bound, or a non-integer, is refused naming the
+ * field, the value and the allowed range, before anything is sized by it. */
+#define MODEL_MAX_ROPE_DIM 256          /* qk_rope_head_dim */
+#define MODEL_MAX_LAYERS 1024           /* num_hidden_layers, first_k_dense_replace */
+#define MODEL_MAX_VOCAB (1 << 24)       /* vocab_size */
+#define MODEL_MAX_DIM 65536             /* hidden/intermediate sizes, LoRA ranks, head dims */
+#define MODEL_MAX_HEADS 1024            /* num_attention_heads, index_n_heads */
+#define MODEL_MAX_EXPERTS 4096          /* n_routed_experts, num_experts_per_tok, n_group */
+#define MODEL_MAX_SHARED_EXPERTS 64     /* n_shared_experts */
+#define MODEL_MAX_CONTEXT (1 << 24)     /* max_position_embeddings and yarn's original one */
+#define MODEL_MAX_INDEX_TOPK 65536      /* index_topk (top-k larger than the context selects all) */
+#define MODEL_MAX_MTP_LAYERS 16         /* num_nextn_predict_layers */
 
 /* How the router picks experts (moe.c, one function each). */
 enum model_router {

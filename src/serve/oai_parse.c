@@ -38,13 +38,14 @@ static int get_number(const cJSON *o, const char *name, double lo, double hi, do
 {
     const cJSON *v = field(o, name);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+    if (!cJSON_IsNumber(v)) {
         oai_error_set(e, 400, BAD, NULL, name, "'%s' must be a number, got %s", name, type_name(v));
         return -1;
     }
-    if (v->valuedouble < lo || v->valuedouble > hi) {
-        oai_error_set(e, 400, BAD, NULL, name, "'%s' must be between %g and %g, got %g", name, lo, hi,
-                      v->valuedouble);
+    /* a literal too large for a double (1e999) parses to inf: out of range too */
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi)) {
+        oai_error_set(e, 400, BAD, NULL, name, "'%s' is out of range: it must be between %g and %g, got %.6g", name, lo,
+                      hi, v->valuedouble);
         return -1;
     }
     *out = v->valuedouble;
@@ -55,7 +56,12 @@ static int get_int(const cJSON *o, const char *name, double lo, double hi, long 
 {
     const cJSON *v = field(o, name);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble)) {
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+        oai_error_set(e, 400, BAD, NULL, name, "'%s' is out of range: it must be between %.0f and %.0f, got %g", name,
+                      lo, hi, v->valuedouble);
+        return -1;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble)) {
         oai_error_set(e, 400, BAD, NULL, name, "'%s' must be an integer, got %s", name,
                       cJSON_IsNumber(v) ? "a fractional number" : type_name(v));
         return -1;

@@ -23,9 +23,11 @@ static int number_in(const cJSON *o, const char *name, double lo, double hi, int
 {
     const cJSON *v = opt_field(o, name);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+    if (!cJSON_IsNumber(v))
         return -!!oai_error_set(e, 400, BAD, NULL, name, "'%s' must be a number", name);
     double x = v->valuedouble;
+    if (!isfinite(x))   /* a literal beyond a double's range, such as 1e999 */
+        return -!!oai_error_set(e, 400, BAD, NULL, name, "'%s' is out of range: it must be in [%g, %g]", name, lo, hi);
     if (integral && x != floor(x)) return -!!oai_error_set(e, 400, BAD, NULL, name, "'%s' must be an integer, got %g", name, x);
     if (x < lo || x > hi)
         return -!!oai_error_set(e, 400, BAD, NULL, name, "'%s' is %g; it must be in [%g, %g]", name, x, lo, hi);

@@ -123,7 +123,7 @@ static void test_behaviour_refusals(void)
     refused("glm_moe_dsa", ",\"index_topk_pattern\":\"FSX\"", COLIBRI_EFORMAT, "index_topk_pattern", "4 letters");
     refused("deepseek_v32", ",\"index_head_dim\":4", COLIBRI_EFORMAT, "index_head_dim 4", "qk_rope_head_dim 8");
     refused("deepseek_v32", ",\"index_topk\":0", COLIBRI_EFORMAT, "'index_topk'", "1..");
-    refused("deepseek_v3", ",\"num_nextn_predict_layers\":17", COLIBRI_EFORMAT, "num_nextn_predict_layers", "16");
+    refused("deepseek_v3", ",\"num_nextn_predict_layers\":17", COLIBRI_EFORMAT, "num_nextn_predict_layers", "0..16");
     refused("deepseek_v3", ",\"partial_rotary_factor\":0.5", COLIBRI_EUNSUPPORTED, "partial_rotary_factor", "0.5");
     refused("glm_moe_dsa", ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e6,"
             "\"partial_rotary_factor\":0.5}", COLIBRI_EUNSUPPORTED, "partial_rotary_factor", "0.5");
@@ -141,14 +141,108 @@ static void test_behaviour_refusals(void)
     /* V3.2 and GLM-5 have no q_proj: q_lora_rank is mandatory */
     CHECK(parse_n("deepseek_v32", 4, "null", "", &c, &err) == COLIBRI_EFORMAT && strstr(err.msg, "q_lora_rank"), "%s",
           err.msg);
-    CHECK(parse_n("deepseek_v3", MODEL_MAX_LAYERS + 1, "24", "", &c, &err) == COLIBRI_EUNSUPPORTED &&
-              strstr(err.msg, "num_hidden_layers"), "%s", err.msg);
+    CHECK(parse_n("deepseek_v3", MODEL_MAX_LAYERS + 1, "24", "", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "num_hidden_layers") && strstr(err.msg, "0..1024"), "%s", err.msg);
     /* transformers ignores rope_interleave outside DeepseekV3 (V3.2 and GLM-5 always interleave the MLA's RoPE) */
     CHECK(parse("deepseek_v32", ",\"rope_interleave\":false", &c, &err) == 0, "%s", err.msg);
     CHECK(parse("deepseek_v3", ",\"rope_interleave\":false", &c, &err) == COLIBRI_EUNSUPPORTED, "%s", err.msg);
     /* an unknown model_type names the supported ones */
     CHECK(parse("llama", "", &c, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "glm_moe_dsa") &&
               strstr(err.msg, "deepseek_v2"), "%s", err.msg);
+}
+
+/* The small config of `type` with field `key`'s value replaced by `val`
+ * (text up to the next ',' or '}'), parsed. */
+static int parse_swapped(const char *type, const char *key, const char *val, struct model_config *c,
+                         struct colibri_err *err)
+{
+    char buf[8192], out[8192], pat[64];
+    snprintf(buf, sizeof buf, BASE, type, 4, "24", "");
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    char *at = strstr(buf, pat);
+    if (!at) return -1000;
+    at += strlen(pat);
+    char *end = at + strcspn(at, ",}");
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - buf), buf, val, end);
+    memset(err, 0, sizeof *err);
+    return model_config_parse(out, "config.json", c, err);
+}
+
+/* Every count and size is bounded by what a model can mean (config.h's
+ * MODEL_MAX_*), refused naming field, value and the allowed range before
+ * anything is sized by it; a value at the bound still parses (where the
+ * other fields allow it). */
+static void test_field_bounds(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    const struct { const char *key, *val, *range; } over[] = {
+        { "vocab_size", "16777217", "0..16777216" },
+        { "hidden_size", "65537", "0..65536" },
+        { "intermediate_size", "1e9", "0..65536" },
+        { "moe_intermediate_size", "100000", "0..65536" },
+        { "num_attention_heads", "1025", "0..1024" },
+        { "q_lora_rank", "1e9", "0..65536" },
+        { "kv_lora_rank", "65537", "0..65536" },
+        { "qk_nope_head_dim", "1e7", "0..65536" },
+        { "qk_rope_head_dim", "258", "0..256" },
+        { "v_head_dim", "70000", "0..65536" },
+        { "n_routed_experts", "1e9", "0..4096" },
+        { "n_routed_experts", "4097", "0..4096" },
+        { "n_shared_experts", "65", "0..64" },
+        { "num_experts_per_tok", "5000", "0..4096" },
+        { "n_group", "1e9", "0..4096" },
+        { "topk_group", "4097", "0..4096" },
+        { "first_k_dense_replace", "2000", "0..1024" },
+        { "max_position_embeddings", "1e9", "1..16777216" },
+    };
+    for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+        int rc = parse_swapped("deepseek_v3", over[i].key, over[i].val, &c, &err);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", over[i].key);
+        CHECK(rc == COLIBRI_EFORMAT && strstr(err.msg, quoted) && strstr(err.msg, over[i].range), "%s=%s: rc %d '%s'",
+              over[i].key, over[i].val, rc, err.msg);
+    }
+    refused("deepseek_v32", ",\"index_topk\":1000000000", COLIBRI_EFORMAT, "'index_topk' is 1e+09", "1..65536");
+    refused("deepseek_v32", ",\"index_topk\":65537", COLIBRI_EFORMAT, "'index_topk'", "1..65536");
+    refused("deepseek_v32", ",\"index_n_heads\":1025", COLIBRI_EFORMAT, "'index_n_heads'", "1..1024");
+    refused("deepseek_v32", ",\"index_head_dim\":65537", COLIBRI_EFORMAT, "'index_head_dim'", "1..65536");
+    refused("glm_moe_dsa", ",\"index_topk_freq\":1e9", COLIBRI_EFORMAT, "'index_topk_freq'", "0..1024");
+    refused("deepseek_v3", ",\"num_key_value_heads\":1e9", COLIBRI_EFORMAT, "'num_key_value_heads'", "0..1024");
+    refused("deepseek_v3", ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4,"
+            "\"original_max_position_embeddings\":1e9}", COLIBRI_EFORMAT, "'original_max_position_embeddings'",
+            "1..16777216");
+    /* at the bound: accepted */
+    CHECK(parse("deepseek_v32", ",\"index_topk\":65536", &c, &err) == 0 && c.index_topk == 65536, "%s", err.msg);
+    CHECK(parse_swapped("deepseek_v3", "n_routed_experts", "4096", &c, &err) == 0 && c.n_routed_experts == 4096, "%s",
+          err.msg);
+    CHECK(parse_swapped("deepseek_v3", "max_position_embeddings", "16777216", &c, &err) == 0, "%s", err.msg);
+    /* experts >= num_experts_per_tok */
+    CHECK(parse_swapped("deepseek_v3", "num_experts_per_tok", "9", &c, &err) == COLIBRI_EFORMAT &&
+              strstr(err.msg, "num_experts_per_tok (9) <= n_routed_experts (8)"), "%s", err.msg);
+}
+
+/* Booleans are JSON true or false (null: the default); a string or number
+ * is refused by name instead of silently taking the default. */
+static void test_strict_booleans(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    const char *keys[] = { "norm_topk_prob", "tie_word_embeddings", "attention_bias", "mlp_bias", "rope_interleave" };
+    const char *vals[] = { "\"yes\"", "1", "0", "\"false\"", "[]" };
+    for (int k = 0; k < 5; k++)
+        for (int v = 0; v < 5; v++) {
+            char extra[128], quoted[64];
+            snprintf(extra, sizeof extra, ",\"%s\":%s", keys[k], vals[v]);
+            snprintf(quoted, sizeof quoted, "'%s'", keys[k]);
+            refused("deepseek_v3", extra, COLIBRI_EFORMAT, quoted, "must be true or false");
+        }
+    /* V2 rejects norm_topk_prob=true; a non-boolean there is refused as such too */
+    refused("deepseek_v2", ",\"norm_topk_prob\":\"yes\"", COLIBRI_EFORMAT, "'norm_topk_prob'", "true or false");
+    CHECK(parse("deepseek_v3", ",\"norm_topk_prob\":false", &c, &err) == 0 && c.norm_topk_prob == 0, "%s", err.msg);
+    CHECK(parse("deepseek_v3", ",\"norm_topk_prob\":null", &c, &err) == 0 && c.norm_topk_prob == 1, "%s", err.msg);
+    CHECK(parse("deepseek_v3", ",\"tie_word_embeddings\":true", &c, &err) == 0 && c.tie_word_embeddings == 1, "%s",
+          err.msg);
 }
 
 /* GlmMoeDsaConfig(num_hidden_layers=..., ...).indexer_types, run with
@@ -244,6 +338,8 @@ int main(void)
 {
     RUN_TEST(test_family_rows);
     RUN_TEST(test_behaviour_refusals);
+    RUN_TEST(test_field_bounds);
+    RUN_TEST(test_strict_booleans);
     RUN_TEST(test_glm_indexer_patterns);
     RUN_TEST(test_family_defaults);
     RUN_TEST(test_fingerprint_groups);

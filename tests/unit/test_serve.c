@@ -77,6 +77,29 @@ static void test_parse_errors(void)
             "top_logprobs");
 }
 
+/* A number literal beyond a double's range (cJSON parses it to inf) is
+ * refused as out of range with the allowed range, not as a non-number. */
+static void test_parse_number_out_of_range(void)
+{
+    const struct { const char *body, *param, *words; } cases[] = {
+        { "{\"prompt\": [1, 2], \"temperature\": 1e999999999}", "temperature", "must be between 0 and 2" },
+        { "{\"prompt\": [1, 2], \"top_p\": -1e999}", "top_p", "must be between 0 and 1" },
+        { "{\"prompt\": [1, 2], \"presence_penalty\": 1e400}", "presence_penalty", "must be between -2 and 2" },
+        { "{\"prompt\": [1, 2], \"max_tokens\": 1e999}", "max_tokens", "out of range" },
+        { "{\"prompt\": [1, 2], \"seed\": -1e999}", "seed", "out of range" },
+        { "{\"prompt\": [1, 2], \"min_p\": 1e999}", "min_p", "out of range: it must be in [0, 1]" },
+        { "{\"prompt\": [1, 2], \"top_k\": -1e999}", "top_k", "out of range" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct oai_error e;
+        struct job *j = parse(JOB_COMPLETION, cases[i].body, &e);
+        CHECK(!j && e.status == 400 && !strcmp(e.param, cases[i].param) && strstr(e.msg, cases[i].words) &&
+                  strstr(e.msg, "out of range") && !strstr(e.msg, "got a number"),
+              "%s: status %d param '%s' (%s)", cases[i].body, e.status, e.param, e.msg);
+        job_release(j);
+    }
+}
+
 /* A body of n bytes (NULs allowed) must fail with status 400 and a message
  * holding `words`. */
 static void refused_bytes(const char *body, size_t n, const char *words)
@@ -868,6 +891,7 @@ int main(void)
         CHECK(0, "tests/tok/small: %s", err.msg);
     } else {
         RUN_TEST(test_parse_errors);
+    RUN_TEST(test_parse_number_out_of_range);
         RUN_TEST(test_parse_ok);
         RUN_TEST(test_parse_whole_body);
         RUN_TEST(test_parse_empty_prompt_no_add_bos);
