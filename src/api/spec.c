@@ -74,9 +74,13 @@ int colibri_spec_enable(colibri_session *s, struct colibri_err *err)
     if (s->dev_kv)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp: drafting is not wired to the device (--device): "
                             "decode without drafts");
+    if (m->n_mtp <= 0 && m->mtp_left_out[0])
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "drafting needs the model's MTP layer: it was left out at "
+                            "load: %s", m->mtp_left_out);
     if (m->n_mtp <= 0)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "drafting needs the model's MTP layer: this model has none%s",
-                       m->cfg.num_nextn_predict_layers ? " loaded (config.json declares it, the checkpoint lacks it)"
+                       m->cfg.num_nextn_predict_layers ? " loaded (config.json declares it, the checkpoint has no "
+                                                         "tensors for it)"
                                                        : " (num_nextn_predict_layers is 0)");
     struct session_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return base_err_set(err, COLIBRI_ENOMEM, "MTP state: out of memory");

@@ -95,6 +95,9 @@ struct model {
     struct layer_weights *layers;   /* num_hidden_layers, then n_mtp MTP decoder blocks */
     int n_mtp;                  /* MTP layers loaded (0: none in the checkpoint) */
     struct mtp_weights *mtp;    /* [n_mtp] */
+    /* Why the checkpoint's MTP layer was left out at load (the tensor at
+     * fault); empty when it loaded or the checkpoint has none. */
+    char mtp_left_out[COLIBRI_ERR_MSG_MAX];
     /* Routed experts of every MoE layer: where they run and where their
      * weights come from (resident, streamed, or over MPI ranks). */
     struct expert_store *experts;

@@ -681,9 +681,13 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
             base_log_msg("warn", "%s; the MTP layer is left out (no speculative decoding)", err->msg);
             struct model_load_opts again = m->fmt;
             again.skip_mtp = 1;
+            char why[sizeof m->mtp_left_out];
+            snprintf(why, sizeof why, "%s", err->msg);
             free(L.used);
             model_free(m);
-            return model_load(dir, &again, m, err);
+            if ((rc = model_load(dir, &again, m, err))) return rc;
+            snprintf(m->mtp_left_out, sizeof m->mtp_left_out, "%s", why);
+            return 0;
         }
     rc = refuse_unused(&L, err);
     free(L.used);
