@@ -71,6 +71,139 @@ static long b64_decode(const char *s, size_t n, char *out)
     return k;
 }
 
+/* A byte trie of the pieces, read forwards or backwards: node 0 is the
+ * empty string, a node's child by byte b is found in an open-addressing
+ * table keyed by (node, b), and term[node] is the rank whose piece ends
+ * there (-1: none). One walk along a piece finds every prefix (or suffix) of
+ * it that is itself a piece, so the splits of all pieces take time linear in
+ * the file; looking each split up by hash took time square in the longest
+ * piece (a 1.28 MB piece: 43 s). Pieces are added only to the depth a proper
+ * prefix can have (the second-longest piece's length): the one piece longer
+ * than that is no other's prefix, so a single huge piece costs no nodes. */
+struct trie_slot { uint64_t key; int32_t child; };   /* child 0: empty slot */
+struct trie {
+    struct trie_slot *slot;
+    size_t cap;                 /* a power of two, at least twice the nodes */
+    int32_t n_nodes;
+    int32_t *term;              /* [nodes]: the rank ending at the node, or -1 */
+};
+
+static size_t trie_at(const struct trie *tr, uint64_t key)
+{
+    size_t j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (tr->cap - 1);
+    while (tr->slot[j].child && tr->slot[j].key != key) j = (j + 1) & (tr->cap - 1);
+    return j;
+}
+
+/* Doubles the table (at half load: probes stay short). */
+static int trie_grow(struct trie *tr)
+{
+    struct trie old = *tr;
+    tr->cap *= 2;
+    if (!(tr->slot = calloc(tr->cap, sizeof *tr->slot))) { tr->slot = old.slot; tr->cap = old.cap; return COLIBRI_ENOMEM; }
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.slot[i].child) tr->slot[trie_at(tr, old.slot[i].key)] = old.slot[i];
+    free(old.slot);
+    return 0;
+}
+
+/* The pieces of ranks 0..n-1, forwards or reversed, each to at most `depth`
+ * bytes (a longer piece gets no term); `bytes` is their total length, which
+ * bounds the nodes. 0 or COLIBRI_ENOMEM. */
+static int trie_build(struct trie *tr, const struct tok *t, int32_t n, size_t bytes, uint32_t depth, int reversed)
+{
+    tr->cap = 16;
+    while (tr->cap < 2 * ((size_t)n + 1)) tr->cap *= 2;   /* a vocabulary's pieces share most prefixes */
+    tr->slot = calloc(tr->cap, sizeof *tr->slot);
+    tr->term = malloc((bytes + 1) * sizeof *tr->term);
+    tr->n_nodes = 1;
+    if (!tr->slot || !tr->term) return COLIBRI_ENOMEM;
+    tr->term[0] = -1;
+    for (int32_t id = 0; id < n; id++) {
+        const unsigned char *s = (const unsigned char *)t->pieces + t->piece_off[id];
+        uint32_t len = t->piece_len[id], m = len < depth ? len : depth;
+        int32_t node = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            uint64_t key = (uint64_t)node << 8 | s[reversed ? len - 1 - i : i];
+            size_t j = trie_at(tr, key);
+            if (!tr->slot[j].child) {
+                if (2 * ((size_t)tr->n_nodes + 1) > tr->cap) {
+                    if (trie_grow(tr)) return COLIBRI_ENOMEM;
+                    j = trie_at(tr, key);
+                }
+                tr->slot[j] = (struct trie_slot){ key, tr->n_nodes };
+                tr->term[tr->n_nodes++] = -1;
+            }
+            node = tr->slot[j].child;
+        }
+        if (len <= depth) tr->term[node] = id;
+    }
+    return 0;
+}
+
+/* The child of node by b, or 0 when no piece goes on that way. */
+static int32_t trie_step(const struct trie *tr, int32_t node, unsigned char b)
+{
+    return tr->slot[trie_at(tr, (uint64_t)node << 8 | b)].child;
+}
+
+static void trie_free(struct trie *tr)
+{
+    free(tr->slot);
+    free(tr->term);
+    memset(tr, 0, sizeof *tr);
+}
+
+/* Walks rank c's piece backwards through the reversed trie: for each cut
+ * whose prefix (prefix[off + cut]) and suffix are both pieces, counts the
+ * split, or adds it to the merges as (a, b) -> c ranked c. */
+static int put_splits(struct tok *t, const struct trie *rev, const int32_t *prefix, int32_t c, size_t *count)
+{
+    const unsigned char *s = (const unsigned char *)t->pieces + t->piece_off[c];
+    const int32_t *pre = prefix + t->piece_off[c];
+    int32_t node = 0;
+    for (uint32_t cut = t->piece_len[c] - 1; cut >= 1; cut--) {
+        if (!(node = trie_step(rev, node, s[cut]))) break;
+        int32_t b = rev->term[node];
+        if (pre[cut] < 0 || b < 0) continue;
+        if (count) ++*count;
+        else if (tok_pairmap_put(&t->merges, pre[cut], b, c, c)) return COLIBRI_ENOMEM;
+    }
+    return 0;
+}
+
+/* The merges: every split of rank c's piece into the pieces of ranks a and
+ * b, as (a, b) -> c ranked c. prefix[off + k] holds the rank of the first k
+ * bytes of the piece at off (the forward walk); the backward walk matches
+ * them with the suffixes. `bytes`: the pieces' total length. */
+static int add_split_merges(struct tok *t, int32_t n, size_t bytes)
+{
+    uint32_t max1 = 0, max2 = 0;   /* the two longest lengths (equal when shared) */
+    for (int32_t id = 0; id < n; id++) {
+        uint32_t len = t->piece_len[id];
+        if (len > max1) { max2 = max1; max1 = len; }
+        else if (len > max2) max2 = len;
+    }
+    struct trie tr = { 0 };
+    int32_t *prefix = malloc((bytes + 1) * sizeof *prefix);
+    int rc = prefix ? trie_build(&tr, t, n, bytes, max2, 0) : COLIBRI_ENOMEM;
+    for (int32_t id = 0; !rc && id < n; id++) {
+        const unsigned char *s = (const unsigned char *)t->pieces + t->piece_off[id];
+        int32_t node = 0, *pre = prefix + t->piece_off[id];
+        for (uint32_t k = 1; k < t->piece_len[id]; k++)
+            pre[k] = node >= 0 && (node = trie_step(&tr, node, s[k - 1])) ? tr.term[node] : (node = -1);
+    }
+    trie_free(&tr);
+    if (!rc) rc = trie_build(&tr, t, n, bytes, max2, 1);
+    size_t n_merges = 0;
+    for (int32_t id = 0; !rc && id < n; id++) rc = put_splits(t, &tr, prefix, id, &n_merges);
+    if (!rc) rc = tok_pairmap_init(&t->merges, n_merges);
+    for (int32_t id = 0; !rc && id < n; id++) rc = put_splits(t, &tr, prefix, id, NULL);
+    trie_free(&tr);
+    free(prefix);
+    return rc;
+}
+
 /* The ranks file into t's ids, pieces, vocabulary and merges. */
 static int load_ranks(struct tok *t, const char *path, char *data, size_t len, struct colibri_err *err)
 {
@@ -121,18 +254,8 @@ static int load_ranks(struct tok *t, const char *path, char *data, size_t len, s
     }
     t->unk_id = -1;
     t->ignore_merges = 1;
-    size_t n_merges = 0;
-    for (int32_t id = 0; id < n_base; id++) n_merges += t->piece_len[id] - 1;
-    if (tok_pairmap_init(&t->merges, n_merges)) return base_err_set(err, COLIBRI_ENOMEM, "%s: merges", path);
-    for (int32_t id = 0; id < n_base; id++) {
-        const char *s = t->pieces + t->piece_off[id];
-        for (uint32_t cut = 1; cut < t->piece_len[id]; cut++) {
-            int32_t a = tok_strmap_get(&t->vocab, s, cut, tok_key_of, t);
-            int32_t b = a < 0 ? -1 : tok_strmap_get(&t->vocab, s + cut, t->piece_len[id] - cut, tok_key_of, t);
-            if (b >= 0 && tok_pairmap_put(&t->merges, a, b, id, id))
-                return base_err_set(err, COLIBRI_ENOMEM, "%s: merges", path);
-        }
-    }
+    if (add_split_merges(t, n_base, pos))
+        return base_err_set(err, COLIBRI_ENOMEM, "%s: merges", path);
     return 0;
 }
 
