@@ -58,10 +58,12 @@ int cmd_serve(int argc, char **argv)
           1 << 20 },
         { "timeout", 0, OPT_INT, &so.timeout_s, "seconds a client may take to send a whole request, or stay idle "
                                                 "(default 10)", 1, 3600 },
-        { "max-conns", 0, OPT_INT, &so.max_conns, "open connections in all, more are refused (default 2048, less "
-                                                  "if the descriptor limit is lower)", 1, 1 << 20 },
-        { "max-conns-per-addr", 0, OPT_INT, &so.max_conns_per_addr, "open connections from one client address, "
-                                                                    "more are refused (default 256)", 1, 1 << 20 },
+        { "max-conns", 0, OPT_INT, &so.max_conns, "open connections in all (default 2048, less if the descriptor "
+                                                  "limit is lower); an eighth is kept for new clients, and when "
+                                                  "full the connection idle longest is closed", 1, 1 << 20 },
+        { "max-conns-per-addr", 0, OPT_INT, &so.max_conns_per_addr, "open connections from one client (an IPv4 "
+                                                                    "address or an IPv6 /64), more are refused "
+                                                                    "(default 256)", 1, 1 << 20 },
         { "threads", 't', OPT_INT, &so.n_threads, "compute threads (default: OpenMP's)", 0, 4096 },
         { "ram", 0, OPT_STR, &so.ram, "most memory for weights, e.g. 12G: routed experts that do not fit are streamed "
                                       "from disk (same output)" },

@@ -690,12 +690,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     struct serve *sv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ca = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        struct sockaddr_storage peer;
+        memset(&peer, 0, sizeof peer);
+        if (ca && ca->client_addr)
+            memcpy(&peer, ca->client_addr, ca->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                                  : sizeof(struct sockaddr_in));
         /* unregistered (out of memory), it only lacks the arrival deadline */
-        *socket_context = ci ? conn_open(sv->cw, ci->connect_fd) : NULL;
+        *socket_context = ci ? conn_open(sv->cw, ci->connect_fd, (struct sockaddr *)&peer, sizeof peer) : NULL;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         conn_close(sv->cw, *socket_context);
         *socket_context = NULL;
     }
+}
+
+/* libmicrohttpd's accept policy: the client's share (http_conn.h). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct serve *sv = cls;
+    return serve_conn_admit(sv->cw, addr, addrlen) ? MHD_YES : MHD_NO;
 }
 
 /* The connection limit, lowered to what the descriptor limit allows (with
@@ -727,16 +740,22 @@ int http_start(struct serve *sv, struct colibri_err *err)
         return base_err_set(err, COLIBRI_EINVAL, "--host '%s' is neither an IPv4 nor an IPv6 address", sv->o.host);
     }
     int timeout_s = sv->o.timeout_s > 0 ? sv->o.timeout_s : SERVE_TIMEOUT_S;
-    int rc = conn_watch_new(timeout_s, LINGER_S, &sv->cw, err);
+    /* libmicrohttpd's own limit leaves room for connections shut down to
+     * make room that it has not closed yet; ours is the one that counts */
+    int want = sv->o.max_conns > 0 ? sv->o.max_conns : SERVE_MAX_CONNS, slack = want / 16 > 16 ? want / 16 : 16;
+    unsigned mhd_limit = conn_limit(want + slack);
+    struct conn_limits lim = { .limit = (int)mhd_limit > slack + 1 ? (int)mhd_limit - slack : 1,
+                               .per_key = sv->o.max_conns_per_addr > 0 ? sv->o.max_conns_per_addr
+                                                                       : SERVE_MAX_CONNS_PER_ADDR };
+    lim.reserve = lim.limit / SERVE_CONNS_RESERVED_DIV;
+    int rc = conn_watch_new(timeout_s, LINGER_S, &lim, &sv->cw, err);
     if (rc) return rc;
-    sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
+    sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, on_accept, sv, on_request, sv,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
-                                  MHD_OPTION_CONNECTION_LIMIT, conn_limit(sv->o.max_conns > 0 ? sv->o.max_conns : SERVE_MAX_CONNS),
-                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                  (unsigned)(sv->o.max_conns_per_addr > 0 ? sv->o.max_conns_per_addr : SERVE_MAX_CONNS_PER_ADDR),
+                                  MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout_s,
                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
                                   MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "serve/conn_admit.h"
 
 #define WATCH_MS 50
 #define MAX_LINGER 64           /* sockets drained at once; more are closed at once */
@@ -24,6 +25,8 @@ struct conn {
     double deadline;            /* monotonic seconds; 0 = none */
     int shut;                   /* shut down for missing its deadline */
     int linger;
+    int evicted;                /* closed to make room: no longer counted in the admission table */
+    struct admit_key key;       /* the client's key (conn_admit.h) */
     struct waiter *w;           /* the attached wait, or NULL */
 };
 
@@ -36,6 +39,7 @@ struct conn_watch {
     int quit, closing;
     double timeout_s, linger_s;
     struct conn *head;          /* every open connection */
+    struct conn_admit *adm;     /* open connections per client key */
     struct drain lg[MAX_LINGER];
     int n_lg;
     struct pollfd *pfd;         /* watcher scratch */
@@ -148,10 +152,15 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-int conn_watch_new(double timeout_s, double linger_s, struct conn_watch **out, struct colibri_err *err)
+int conn_watch_new(double timeout_s, double linger_s, const struct conn_limits *lim, struct conn_watch **out,
+                   struct colibri_err *err)
 {
     struct conn_watch *cw = calloc(1, sizeof *cw);
     if (!cw) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    if (!(cw->adm = serve_admit_new(lim->limit, lim->per_key, lim->reserve))) {
+        free(cw);
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
     pthread_mutex_init(&cw->mu, NULL);
     pthread_cond_init(&cw->cv, NULL);
     cw->timeout_s = timeout_s;
@@ -159,11 +168,38 @@ int conn_watch_new(double timeout_s, double linger_s, struct conn_watch **out, s
     if (pthread_create(&cw->thread, NULL, watch_main, cw)) {
         pthread_mutex_destroy(&cw->mu);
         pthread_cond_destroy(&cw->cv);
+        serve_admit_free(cw->adm);
         free(cw);
         return base_err_set(err, COLIBRI_EIO, "cannot start the connection watcher thread");
     }
     *out = cw;
     return 0;
+}
+
+/* Shuts down the connection idle longest (waiting for a request: between
+ * requests, or one not yet received in full), which libmicrohttpd then
+ * closes; it stops counting at once. 1 when there was one; cw->mu held. */
+static int evict_idle(struct conn_watch *cw)
+{
+    struct conn *victim = NULL;
+    for (struct conn *c = cw->head; c; c = c->next)
+        if (c->deadline > 0 && !c->shut && !c->evicted && !c->w && (!victim || c->deadline < victim->deadline))
+            victim = c;
+    if (!victim) return 0;
+    shutdown(victim->fd, SHUT_RDWR);
+    victim->shut = victim->evicted = 1;
+    serve_admit_remove(cw->adm, &victim->key);
+    return 1;
+}
+
+int serve_conn_admit(struct conn_watch *cw, const struct sockaddr *sa, socklen_t len)
+{
+    struct admit_key k = serve_admit_key(sa, len);
+    pthread_mutex_lock(&cw->mu);
+    enum admit_verdict v = serve_admit_ask(cw->adm, &k);
+    if (v == ADMIT_TABLE_FULL && evict_idle(cw)) v = serve_admit_ask(cw->adm, &k);
+    pthread_mutex_unlock(&cw->mu);
+    return v == ADMIT_YES;
 }
 
 void conn_watch_free(struct conn_watch *cw)
@@ -183,18 +219,29 @@ void conn_watch_free(struct conn_watch *cw)
     }
     free(cw->pfd);
     free(cw->pw);
+    serve_admit_free(cw->adm);
     pthread_mutex_destroy(&cw->mu);
     pthread_cond_destroy(&cw->cv);
     free(cw);
 }
 
-struct conn *conn_open(struct conn_watch *cw, int fd)
+struct conn *conn_open(struct conn_watch *cw, int fd, const struct sockaddr *sa, socklen_t len)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->fd = fd;
+    c->key = serve_admit_key(sa, len);
     pthread_mutex_lock(&cw->mu);
+    if (serve_admit_add(cw->adm, &c->key)) {
+        pthread_mutex_unlock(&cw->mu);
+        free(c);
+        return NULL;
+    }
     c->deadline = now_s() + cw->timeout_s;
+    if (serve_admit_over(cw->adm, &c->key)) {
+        shutdown(fd, SHUT_RDWR);    /* admitted on another thread at the same moment: one too many */
+        c->shut = 1;
+    }
     c->next = cw->head;
     if (cw->head) cw->head->prev = c;
     cw->head = c;
@@ -210,6 +257,7 @@ void conn_close(struct conn_watch *cw, struct conn *c)
     else cw->head = c->next;
     if (c->next) c->next->prev = c->prev;
     if (c->w) c->w->conn = NULL;
+    if (!c->evicted) serve_admit_remove(cw->adm, &c->key);
     if (c->linger && !c->shut && cw->n_lg < MAX_LINGER && !cw->quit) {
         /* a second descriptor keeps the socket open after the daemon closes
          * its own; the FIN tells the client the response is complete */

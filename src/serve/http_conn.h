@@ -5,7 +5,10 @@
  *
  * The HTTP daemon runs a few event-loop threads; a request that waits for its
  * job suspends its connection (libmicrohttpd's suspend/resume) instead of
- * blocking one of them. The job's on_change hook resumes it. One watcher
+ * blocking one of them. The job's on_change hook resumes it. Connections
+ * are admitted by client (conn_admit.h: per address or IPv6 /64, with a
+ * share of the table kept for clients not yet seen); when the table is full
+ * the connection idle longest is shut down to make room. One watcher
  * thread, every WATCH_MS:
  *   - shuts down connections whose current request is not fully received by
  *     its deadline (a client that trickles its headers or body one byte at a
@@ -20,6 +23,8 @@
  * All functions are thread-safe. */
 #ifndef COLIBRI_SERVE_HTTP_CONN_H
 #define COLIBRI_SERVE_HTTP_CONN_H
+
+#include <sys/socket.h>
 
 #include "colibri.h"
 #include "serve/job.h"
@@ -39,15 +44,27 @@ struct waiter {
     int suspended;
 };
 
+/* Connections admitted (serve/conn_admit.h): `limit` open in all, per_key
+ * from one client (IPv4 address or IPv6 /64), `reserve` of the limit kept
+ * for clients holding none. */
+struct conn_limits { int limit, per_key, reserve; };
+
 /* Starts the watcher thread. timeout_s bounds how long one request may take
  * to arrive; linger_s how long a refused upload is drained after its 413. */
-int  conn_watch_new(double timeout_s, double linger_s, struct conn_watch **out, struct colibri_err *err);
+int  conn_watch_new(double timeout_s, double linger_s, const struct conn_limits *lim, struct conn_watch **out,
+                    struct colibri_err *err);
 /* Stops the watcher and closes lingering sockets. Every conn must be closed. */
 void conn_watch_free(struct conn_watch *cw);
 
-/* A new connection on fd; its first request is due within the timeout.
- * NULL when out of memory (the caller closes the connection). */
-struct conn *conn_open(struct conn_watch *cw, int fd);
+/* 1 when a connection from peer sa may be accepted (the accept policy):
+ * its client is under its own limit and the table has room for it, made
+ * if need be by shutting down the connection idle longest (no request in
+ * progress); 0 to refuse it. */
+int  serve_conn_admit(struct conn_watch *cw, const struct sockaddr *sa, socklen_t len);
+/* A new connection on fd from peer sa, counted for its client; its first
+ * request is due within the timeout. NULL when out of memory (the caller
+ * closes the connection). */
+struct conn *conn_open(struct conn_watch *cw, int fd, const struct sockaddr *sa, socklen_t len);
 /* The connection is closing (fd still open). Keeps fd's socket open a while
  * when conn_linger() was called, then frees c. */
 void conn_close(struct conn_watch *cw, struct conn *c);

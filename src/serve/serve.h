@@ -31,11 +31,14 @@
 
 /* Connection defaults. Idle connections cost no thread, so the limits are
  * about descriptors and memory (about 130 KiB at most per connection): one
- * address may hold an eighth of them, enough for a 64-client benchmark or a
- * reverse proxy's pool, not enough to shut others out. */
+ * client (an IPv4 address or an IPv6 /64) may hold an eighth of them, enough
+ * for a 64-client benchmark or a reverse proxy's pool, not enough to shut
+ * others out; an eighth of the table is kept for clients holding none, and
+ * when it is full the connection idle longest makes room (serve/conn_admit.h). */
 #define SERVE_TIMEOUT_S 10
 #define SERVE_MAX_CONNS 2048
 #define SERVE_MAX_CONNS_PER_ADDR 256
+#define SERVE_CONNS_RESERVED_DIV 8
 
 struct serve_opts {
     const char *model_dir;      /* config.json + safetensors + tokenizer.json */
@@ -53,7 +56,7 @@ struct serve_opts {
     size_t max_body;            /* request body bytes before 413 */
     int timeout_s;              /* seconds for a request to arrive, or idle; 0 = SERVE_TIMEOUT_S */
     int max_conns;              /* open connections in all; 0 = SERVE_MAX_CONNS (less if the fd limit is lower) */
-    int max_conns_per_addr;     /* open connections from one client address; 0 = SERVE_MAX_CONNS_PER_ADDR */
+    int max_conns_per_addr;     /* open connections from one client (IPv4 address, IPv6 /64); 0 = SERVE_MAX_CONNS_PER_ADDR */
     const char *api_key;        /* NULL or "" = no auth */
     const char *alias;          /* the model id clients send; NULL = the model directory's last component */
     const char *cors;           /* NULL = no CORS; "*" or comma-separated origins (serve/cors.h) */
