@@ -26,6 +26,9 @@
 #include <netdb.h>
 #include <errno.h>
 #include <microhttpd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -43,6 +46,7 @@
 
 #define HTTP_THREADS 4
 #define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
+#define TRIM_AFTER_BODY (256 * 1024)    /* a body this large is followed by a heap trim (trim_heap) */
 
 enum route {
     R_NONE = 0, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_PROPS, R_SLOTS, R_TOKENIZE, R_DETOKENIZE,
@@ -657,11 +661,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 /* Called once the response is fully sent (or the connection failed). */
+/* Gives the heap's free pages back to the system. The request's transient
+ * memory (the body, its cJSON tree, the rendered template, the token
+ * buffers) is freed into the malloc arena of the HTTP thread that parsed
+ * it, and glibc keeps a thread arena's free pages: a few 1.7 MB chat bodies
+ * kept 100+ MB each (tools/rss_probe.py, bench/rss-results.md). */
+static void trim_heap(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode why)
 {
     struct serve *sv = cls;
     struct req *rq = *ctx;
     if (!rq) return;
+    int large = rq->body.cap >= TRIM_AFTER_BODY;
     waiter_detach(&rq->w);
     if (rq->job) {
         serve_job_cancel(rq->job);    /* no-op when finished; frees the slots when not */
@@ -680,6 +697,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     base_sb_free(&rq->body);
     free(rq);
     *ctx = NULL;
+    if (large) trim_heap();
 }
 
 /* ------------------------------------------------------------ daemon */
