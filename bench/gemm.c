@@ -60,9 +60,9 @@ static int cmp_d(const void *a, const void *b)
  * 64-byte vectors: one sequential scalar stream (the probe until
  * gemm-results-3) ran at 7-9 GB/s on an Ice Lake-SP guest whose bf16 matvec
  * streams 12-13, so it bounded nothing there; 1, 4 and 8 vector streams read
- * about 11, 15 and 16 GB/s. The library's quant_read_pass (dev/peak.h)
- * is the same probe; this copy keeps the bench building against older
- * libraries (bench/gemm.sh). */
+ * about 11, 15 and 16 GB/s. This is one variant of the library's read
+ * probe (dev/readprobe.h, which keeps the fastest of several); the copy
+ * keeps the bench building against older libraries (bench/gemm.sh). */
 #define PROBE_STREAMS 8
 typedef uint64_t probe_vec __attribute__((vector_size(64)));
 

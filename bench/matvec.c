@@ -1,6 +1,6 @@
 /* bench/matvec.c - weight-format kernel throughput, as ratios measured in one
- * run: a read-bandwidth probe (sum over a 1 GiB buffer with every OpenMP
- * thread), then per format the matvec (decode) rate in GB/s of weight bytes
+ * run: the read-bandwidth probe (dev/readprobe.h: its variants with every
+ * OpenMP thread, the best kept), then per format the matvec (decode) rate in GB/s of weight bytes
  * (data + scales) as a fraction of the probe, and the matmul (prefill) rate
  * in GFLOP/s for batches of 16 and 64, and the one-thread matvec rate on a
  * slice that stays in cache (the kernel's compute ceiling per core). Prints a markdown report on
@@ -27,6 +27,7 @@
 #include "cli/opts.h"
 #include "quant/kernels.h"
 #include "dev/peak.h"
+#include "dev/readprobe.h"
 #include "quant/qtensor.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -82,16 +83,6 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One pass of the read probe (dev/peak.h) over buf (n words); returns
- * seconds. */
-static double probe_pass(const uint64_t *buf, size_t n)
-{
-    static volatile unsigned long long sink;
-    double t0 = base_now_sec();
-    sink += quant_read_pass(buf, n * sizeof *buf);
-    return base_now_sec() - t0;
-}
-
 int main(int argc, char **argv)
 {
     int mib_arg = 512;
@@ -131,17 +122,19 @@ int main(int argc, char **argv)
     /* The probe buffer stays allocated: each format's matvec timings are
      * interleaved with probe passes, so background load that comes and goes
      * hits both alike, and the ratio uses the medians of the two. */
-    size_t pbytes = (size_t)1 << 30, pn = pbytes / 8;
-    uint64_t *pbuf = base_xalloc(pbytes);
+    struct read_probe rp;
+    if (read_probe_measure(0, 0, &rp)) { fprintf(stderr, "out of memory\n"); return 1; }
+    const struct read_probe_variant *best = &rp.v[rp.best];
+    char how[96];
+    read_probe_variant_name(best, how, sizeof how);
+    printf("## Read-bandwidth probe\n\n");
+    read_probe_print(&rp, stdout);
+    printf("\nThe best variant (%s, **%.1f GB/s**) is the bound; each format below is compared with passes "
+           "of it interleaved with its own matvecs.\n\n", how, best->gbs);
+    size_t pbytes = rp.bytes;
+    uint64_t sink = 0;
+    void *pbuf = read_probe_buffer(pbytes, best->huge);
     if (!pbuf) { fprintf(stderr, "out of memory\n"); return 1; }
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < pn; i++) pbuf[i] = i;
-    double pt[16];
-    for (int i = 0; i < 5; i++) pt[i] = probe_pass(pbuf, pn);
-    qsort(pt, 5, sizeof pt[0], cmp_d);
-    printf("## Read-bandwidth probe\n\nsum of a 1 GiB buffer, %d threads, median of 5 at start: "
-           "**%.1f GB/s** (best %.1f); each format below is compared with probe passes "
-           "interleaved with its own matvecs.\n\n", threads, pbytes / pt[2] / 1e9, pbytes / pt[0] / 1e9);
     printf("## matvec (decode): y = W x, cols = 7168, ~%zu MiB of weights per matrix\n\n", mib);
     printf("| format | rows | weight bytes | ms / matvec (median) | GB/s | probe GB/s (same time) | of probe |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|\n");
@@ -173,7 +166,7 @@ int main(int argc, char **argv)
         int it = 0;
         quant_matvec(&W, x, y, &qs, NULL);                                  /* warm-up */
         for (; it < 16; it++) {
-            tp[it] = probe_pass(pbuf, pn);
+            tp[it] = read_probe_pass(best, pbuf, pbytes, &sink);
             double t0 = base_now_sec();
             quant_matvec(&W, x, y, &qs, NULL);
             t[it] = base_now_sec() - t0;
@@ -228,7 +221,8 @@ int main(int argc, char **argv)
     loadavg(la, sizeof la);
     printf("\n/proc/loadavg at end: %s\n", la);
     free(x);
-    free(pbuf);
+    read_probe_buffer_free(pbuf, pbytes);
+    if (sink == 1) printf("\n");   /* keeps the probe's sums, and so its reads */
     quant_scratch_free(&qs);
     return 0;
 }

@@ -88,11 +88,14 @@ int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *ta
  * lacks are reported as not available. */
 int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err);
 
-/* Read bandwidth in GB/s with every OpenMP thread: the best of three passes
- * of the read probe (several vector streams per thread) over a 1 GiB
- * buffer, the bound of a decode that reads its weights from memory. 0 when
- * the buffer cannot be allocated. */
-double colibri_bench_read_bandwidth(void);
+/* Read bandwidth in GB/s with every OpenMP thread, the bound of a decode
+ * that reads its weights from memory: the fastest of the read probe's
+ * variants (1-16 streams per thread, with and without software prefetch,
+ * 4 KiB and huge pages; best of three passes each over 512 MiB). The
+ * winning variant is named in how[how_n] and, with `table`, every variant
+ * is written there as a markdown table (either may be NULL). 0 when the
+ * buffers cannot be allocated. */
+double colibri_bench_read_bandwidth(FILE *table, char *how, size_t how_n);
 
 /* ---------------------------------------------------------- verification */
 

@@ -1,13 +1,11 @@
 /* api/peak_api.c - colibri_bench_peak and colibri_bench_read_bandwidth
  * (include/colibri_dev.h): the compute-peak probe of dev/peak.h as a
- * table, and its read probe as one figure. */
-#include <stdint.h>
-#include <stdlib.h>
-#include <time.h>
+ * table, and the read probe of dev/readprobe.h as its best figure. */
 
 #include "colibri.h"
 #include "colibri_dev.h"
 #include "dev/peak.h"
+#include "dev/readprobe.h"
 
 int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err)
 {
@@ -18,24 +16,11 @@ int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err)
     return 0;
 }
 
-double colibri_bench_read_bandwidth(void)
+double colibri_bench_read_bandwidth(FILE *table, char *how, size_t how_n)
 {
-    const size_t bytes = (size_t)1 << 30, n = bytes / sizeof(uint64_t);
-    uint64_t *buf = aligned_alloc(64, bytes);
-    if (!buf) return 0;
-    #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) buf[i] = i;
-    double best = 0;
-    volatile unsigned long long sink = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        sink += quant_read_pass(buf, bytes);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (dt > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
-    }
-    (void)sink;     /* written so the passes' sums are not optimized away */
-    free(buf);
-    return best;
+    struct read_probe p;
+    if (read_probe_measure(0, 0, &p)) return 0;
+    if (how && how_n) read_probe_variant_name(&p.v[p.best], how, how_n);
+    if (table) read_probe_print(&p, table);
+    return p.v[p.best].gbs;
 }

@@ -122,26 +122,3 @@ void quant_peak_print(const struct quant_peak *p, FILE *f)
         fprintf(f, "| %s | %.1f | %.1f | %d |\n", KINDS[k].name, p->one[k], p->all[k], KINDS[k].ops);
     }
 }
-
-typedef uint64_t read_vec __attribute__((vector_size(64)));
-
-unsigned long long quant_read_pass(const void *buf, size_t bytes)
-{
-    const read_vec *b = buf;
-    const size_t nv = bytes / sizeof(read_vec);
-    uint64_t sum = 0;
-    assert((uintptr_t)buf % sizeof(read_vec) == 0);
-    #pragma omp parallel reduction(+ : sum)
-    {
-        const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-        const size_t per = nv / nt, v0 = per * id, mine = id == nt - 1 ? nv - v0 : per;
-        const size_t len = mine / QUANT_READ_STREAMS;
-        read_vec acc[QUANT_READ_STREAMS] = { { 0 } };
-        for (size_t i = 0; i < len; i++)
-            for (int s = 0; s < QUANT_READ_STREAMS; s++) acc[s] += b[v0 + s * len + i];
-        for (size_t i = v0 + len * QUANT_READ_STREAMS; i < v0 + mine; i++) acc[0] += b[i];
-        for (int s = 0; s < QUANT_READ_STREAMS; s++)
-            for (int k = 0; k < 8; k++) sum += acc[s][k];
-    }
-    return sum;
-}

@@ -53,18 +53,6 @@ void quant_peak_measure(int threads, double seconds, struct quant_peak *out);
 /* Writes a markdown table of *p to f. */
 void quant_peak_print(const struct quant_peak *p, FILE *f);
 
-/* The read-bandwidth probe, the decode bound every "% of the read bound"
- * divides by: one pass summing buf (`bytes`, 64-byte aligned) with every
- * OpenMP thread, each reading its share as QUANT_READ_STREAMS streams side
- * by side in 64-byte vectors. One sequential stream is held by its add
- * chain, not by memory: 7-9 GB/s on an Ice Lake-SP guest whose bf16 matvec
- * streamed 12-13, and 12.6-13.7 on a Sapphire Rapids guest whose matvecs
- * streamed 15-16 (1, 4 and 8 vector streams: about 11, 15 and 16 GB/s).
- * Returns the sum, for the caller to keep so the reads stay; the caller
- * times the pass. */
-#define QUANT_READ_STREAMS 8
-unsigned long long quant_read_pass(const void *buf, size_t bytes);
-
 /* The per-ISA loop: runs `iters` iterations of one kind's loop on the calling
  * thread and returns the instructions executed (0 if the kind is not built
  * for this ISA). Defined in peak_avx512.c; exposed for peak.c only. */
