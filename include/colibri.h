@@ -163,11 +163,14 @@ void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *i
  * of those prefetched how many an acquire used, acquires that waited for a
  * read already in flight and the time acquires spent waiting; routed experts
  * of layers that had a next-layer prediction and how many of them it named
- * (its recall). Safe to call while other threads run forwards (the counts
+ * (its recall); layer steps that computed a next-layer prediction, and of
+ * those how many withheld its reads because the layer's recent predictions
+ * named too few of the experts its routing then used. Safe to call while other threads run forwards (the counts
  * are atomic). */
 struct colibri_expert_stats {
     uint64_t acquires, misses, prefetch_hints, bytes_read;
     uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
+    uint64_t predict_steps, predict_withheld;
 };
 void colibri_model_expert_stats(const colibri_model *m, struct colibri_expert_stats *out);
 

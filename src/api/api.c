@@ -351,7 +351,7 @@ void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_s
     expert_store_get_stats(cm->m.experts, &s);
     *out = (struct colibri_expert_stats){ s.acquires, s.misses, s.prefetch_hints, s.bytes_read, s.reads,
                                           s.prefetch_reads, s.prefetch_used, s.waits, s.io_wait_ns, s.predicted,
-                                          s.predicted_hits };
+                                          s.predicted_hits, s.predict_steps, s.predict_withheld };
 }
 
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)

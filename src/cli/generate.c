@@ -43,8 +43,14 @@ void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const
             acq > 0 ? 100.0 * miss / acq : 0.0, reads / 1048576.0,
             tokens ? reads / 1048576.0 / (double)tokens : 0.0, seconds > 0 ? 100.0 * wait / seconds : 0.0, pre,
             pre > 0 ? 100.0 * (double)(b->prefetch_used - a->prefetch_used) / pre : 0.0);
+    double n_read = (double)(b->reads - a->reads), unused = pre - (double)(b->prefetch_used - a->prefetch_used);
+    if (n_read > 0) fprintf(f, " (unused: %.1f%% of the experts read)", 100.0 * unused / n_read);
     if (pred > 0)
         fprintf(f, "; next-layer prediction recall %.1f%%", 100.0 * (double)(b->predicted_hits - a->predicted_hits) / pred);
+    double steps = (double)(b->predict_steps - a->predict_steps);
+    if (steps > 0)
+        fprintf(f, ", its reads withheld on %.1f%% of layer steps (precision below the gate)",
+                100.0 * (double)(b->predict_withheld - a->predict_withheld) / steps);
     fprintf(f, "\n");
 }
 

@@ -19,7 +19,7 @@ typedef uint64_t probe_vec __attribute__((vector_size(64)));
  * prefetching `pf` bytes ahead of each stream. At most 8 accumulators, so
  * 16 streams share them in pairs (the adds are not what limits a read). */
 #define READ_STREAMS_FN(S)                                                                     \
-    static probe_vec read_streams_##S(const probe_vec *b, size_t len, size_t pf)               \
+    static uint64_t read_streams_##S(const probe_vec *b, size_t len, size_t pf)               \
     {                                                                                          \
         enum { NACC = S < 8 ? S : 8 };                                                         \
         probe_vec acc[NACC];                                                                   \
@@ -35,8 +35,10 @@ typedef uint64_t probe_vec __attribute__((vector_size(64)));
             for (size_t i = 0; i < len; i++)                                                   \
                 for (int s = 0; s < S; s++) acc[s % NACC] += b[s * len + i];                   \
         }                                                                                      \
-        for (int s = 1; s < NACC; s++) acc[0] += acc[s];                                       \
-        return acc[0];                                                                         \
+        uint64_t sum = 0;                                                                      \
+        for (int s = 0; s < NACC; s++)                                                         \
+            for (int k = 0; k < 8; k++) sum += acc[s][k];                                      \
+        return sum;                                                                            \
     }
 
 READ_STREAMS_FN(1)
@@ -50,7 +52,7 @@ static const int PREFETCH[] = { 0, 1024, 4096 };
 _Static_assert(2 * (sizeof STREAMS / sizeof *STREAMS) * (sizeof PREFETCH / sizeof *PREFETCH) <= READ_PROBE_MAX,
                "every variant has a slot in struct read_probe");
 
-static probe_vec read_streams(int streams, const probe_vec *b, size_t len, size_t pf)
+static uint64_t read_streams(int streams, const probe_vec *b, size_t len, size_t pf)
 {
     switch (streams) {
     case 1: return read_streams_1(b, len, pf);
@@ -72,9 +74,9 @@ double read_probe_pass(const struct read_probe_variant *v, const void *buffer, s
         const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         const size_t per = nv / nt, v0 = per * id, mine = id == nt - 1 ? nv - v0 : per;
         const size_t len = mine / (size_t)v->streams;
-        probe_vec acc = read_streams(v->streams, buf + v0, len, (size_t)v->prefetch);
-        for (size_t i = v0 + len * (size_t)v->streams; i < v0 + mine; i++) acc += buf[i];
-        for (int k = 0; k < 8; k++) sum += acc[k];
+        sum += read_streams(v->streams, buf + v0, len, (size_t)v->prefetch);
+        for (size_t i = v0 + len * (size_t)v->streams; i < v0 + mine; i++)
+            for (int k = 0; k < 8; k++) sum += buf[i][k];
     }
     double dt = base_now_sec() - t0;
     *sink += sum;

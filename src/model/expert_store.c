@@ -73,6 +73,15 @@ void expert_store_get_stats(const struct expert_store *store, struct expert_stor
     out->io_wait_ns = atomic_load(&s->io_wait_ns);
     out->predicted = atomic_load(&s->predicted);
     out->predicted_hits = atomic_load(&s->predicted_hits);
+    out->predict_steps = atomic_load(&s->predict_steps);
+    out->predict_withheld = atomic_load(&s->predict_withheld);
+}
+
+void model_expert_note_predict_step(struct expert_store *store, int withheld)
+{
+    struct expert_store *s = expert_store_local(store);
+    atomic_fetch_add_explicit(&s->predict_steps, 1, memory_order_relaxed);
+    if (withheld) atomic_fetch_add_explicit(&s->predict_withheld, 1, memory_order_relaxed);
 }
 
 void model_expert_note_prediction(struct expert_store *store, int routed, int predicted)

@@ -95,6 +95,8 @@ struct expert_store_stats {
     uint64_t io_wait_ns;        /* time acquires spent waiting for reads */
     uint64_t predicted;         /* routed experts of layers that had a prediction */
     uint64_t predicted_hits;    /* of those, named by the prediction */
+    uint64_t predict_steps;     /* layer steps that computed a next-layer prediction */
+    uint64_t predict_withheld;  /* of those, whose reads were withheld (model/moe.h: the precision gate) */
 };
 
 struct expert_store_ops {
@@ -138,6 +140,7 @@ struct expert_store {
     int n_experts;
     _Atomic uint64_t acquires, prefetch_hints, misses, bytes_read;
     _Atomic uint64_t reads, prefetch_reads, prefetch_used, waits, io_wait_ns, predicted, predicted_hits;
+    _Atomic uint64_t predict_steps, predict_withheld;
     /* When set, told every prefetch (predicted 0) and predict (1) call before
      * the store acts on it: a recorder of routing (colibri trace). Set and
      * cleared only while no forward runs. */
@@ -182,10 +185,12 @@ static inline int expert_store_predicts(const struct expert_store *s)
 {
     return s->ops->predict != NULL || s->route_hook != NULL;
 }
-static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n)
+/* A prediction goes to the route hook always, and to the store's reads only
+ * with `read` (model/moe.h's precision gate decides). */
+static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n, int read)
 {
     if (s->route_hook) s->route_hook(s->route_user, layer, experts, n, 1);
-    if (s->ops->predict) s->ops->predict(s, layer, experts, n);
+    if (read && s->ops->predict) s->ops->predict(s, layer, experts, n);
 }
 
 /* The store holding this process's experts: s, or its `local` store. */
@@ -194,6 +199,9 @@ static inline struct expert_store *expert_store_local(const struct expert_store 
     return s->ops->local ? s->ops->local(s) : (struct expert_store *)s;
 }
 
+/* Counts a layer step that computed a prediction, and whether its reads
+ * were withheld. */
+void model_expert_note_predict_step(struct expert_store *s, int withheld);
 /* Counts a layer's routed experts and how many of them its prediction named. */
 void model_expert_note_prediction(struct expert_store *s, int routed, int predicted);
 

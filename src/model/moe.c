@@ -152,11 +152,15 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
     struct expert_batch eb = { li, n, K, hid, x, b->moe_idx, b->moe_wts, b->moe_list, n_used,
                                b->moe_in, b->moe_res, b->mlp_g, b->mlp_u, b->moe_tok, b->moe_tw, &b->qs };
     if ((rc = expert_store_start(m->experts, &eb, err))) return rc;
-    if (b->moe_pred_layer == li) {
+    int slot = li & 1;
+    if (b->moe_pred_layer[slot] == li) {
+        const unsigned char *pred = b->moe_pred + (size_t)slot * E;
         int hit = 0;
-        for (int j = 0; j < n_used; j++) hit += b->moe_pred[b->moe_list[j]];
+        for (int j = 0; j < n_used; j++) hit += pred[b->moe_list[j]];
         model_expert_note_prediction(m->experts, n_used, hit);
-        b->moe_pred_layer = -1;
+        if (b->moe_pred_n[slot] > 0)
+            b->moe_pred_prec[li] += ((float)hit / (float)b->moe_pred_n[slot] - b->moe_pred_prec[li]) * 0.125f;
+        b->moe_pred_layer[slot] = -1;
     }
 
     int shared = 0;
@@ -173,22 +177,27 @@ int model_moe_predict(const struct model *m, int li, const float *resid, int n, 
 {
     const struct model_config *c = &m->cfg;
     const struct layer_weights *lw = &m->layers[li];
-    b->moe_pred_layer = -1;
+    int slot = li & 1;
+    b->moe_pred_layer[slot] = -1;
     if (!lw->is_moe || !expert_store_predicts(m->experts) || n > MOE_PREDICT_ROWS) return 0;
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    unsigned char *pred = b->moe_pred + (size_t)slot * E;
     model_rmsnorm(b->moe_in, resid, lw->mlp_norm, n, c->hidden_size, c->rms_norm_eps);
     int rc = model_linear(&lw->moe.router, b->moe_in, n, b->moe_logits, &b->qs, err);
     if (rc) return rc;
-    memset(b->moe_pred, 0, (size_t)E);
+    memset(pred, 0, (size_t)E);
     for (int t = 0; t < n; t++) {
         moe_route(c, b->moe_logits + (int64_t)t * E, lw->moe.score_bias, b->moe_idx, b->moe_wts);
-        for (int k = 0; k < K; k++) b->moe_pred[b->moe_idx[k]] = 1;
+        for (int k = 0; k < K; k++) pred[b->moe_idx[k]] = 1;
     }
     int n_pred = 0;
     for (int e = 0; e < E; e++)
-        if (b->moe_pred[e]) b->moe_list[n_pred++] = e;
-    expert_store_predict(m->experts, li, b->moe_list, n_pred);
-    b->moe_pred_layer = li;
+        if (pred[e]) b->moe_list[n_pred++] = e;
+    int read = b->moe_pred_prec[li] >= MOE_PREDICT_MIN_PRECISION;
+    expert_store_predict(m->experts, li, b->moe_list, n_pred, read);
+    model_expert_note_predict_step(m->experts, !read);
+    b->moe_pred_layer[slot] = li;
+    b->moe_pred_n[slot] = n_pred;
     return 0;
 }
 

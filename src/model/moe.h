@@ -42,8 +42,20 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
  * n > MOE_PREDICT_ROWS (a long prefill routes to most experts anyway). Uses
  * moe_in, moe_logits, moe_idx and moe_wts of b as scratch; moe_forward of
  * layer li counts the prediction's recall. Changes no output. 0, or the
- * router product's error. */
+ * router product's error.
+ *
+ * The precision gate: a speculative read that routing does not use costs a
+ * needed read's disk time, so a layer whose predictions have lately named
+ * mostly experts it did not use stops reading them. The prediction is
+ * still computed and scored every step (b->moe_pred_prec[li], a running
+ * mean of the share of predicted experts the routing used, weight 1/8 per
+ * step, starting at 1), so the layer's reads resume once it predicts well
+ * again; they are withheld while that mean is below
+ * MOE_PREDICT_MIN_PRECISION. On routing no better than chance the gate
+ * closes within a few tokens; on DeepSeek-style routing the residual
+ * names most of the next layer's experts and it stays open. */
 #define MOE_PREDICT_ROWS 16
+#define MOE_PREDICT_MIN_PRECISION 0.6f
 int model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
                       struct colibri_err *err);
 

@@ -44,8 +44,13 @@ struct run_bufs {
     float *moe_in, *moe_res;    /* [cap][hidden] */
     unsigned char *moe_used;    /* [E] */
     int *moe_list;              /* [E] */
-    unsigned char *moe_pred;    /* [E]: experts predicted for layer moe_pred_layer */
-    int moe_pred_layer;         /* -1: no prediction pending */
+    /* next-layer predictions pending, slot li % 2 for layer li: layer li's
+     * prediction is made during layer li - 1, before layer li + 1's is made
+     * during layer li and before layer li's routing scores it */
+    unsigned char *moe_pred;    /* [2][E]: experts predicted for layer moe_pred_layer[slot] */
+    int moe_pred_layer[2];      /* -1: no prediction pending */
+    int moe_pred_n[2];          /* experts in that prediction */
+    float *moe_pred_prec;       /* [num_hidden_layers]: each layer's prediction precision (model/moe.h) */
     /* expanded prefill, grown on demand */
     float *exp_kv;   size_t exp_kv_cap;     /* [T][H * (dn + dv)] */
     float *exp_lat;  size_t exp_lat_cap;    /* [T][r] */

@@ -12,7 +12,7 @@ p="It is a truth universally acknowledged"
 for r in 17.7M 18.3M 21M 40M; do
     "$COLIBRI" run -p "$p" -n 48 --temp 0 --ram $r > "$t" 2>"$t.err"
     cmp "$t" "$t.ref"
-    grep -Eq '^experts: streamed, [0-9]+ acquisitions: [0-9.]+% found in the cache, [0-9.]+% waited for a read in flight, [0-9.]+% missed; [0-9.]+ MiB read from disk \([0-9.]+ MiB per token\), I/O wait [0-9.]+% of the time; prefetch [0-9]+ reads, [0-9.]+% used; next-layer prediction recall [0-9.]+%$' "$t.err"
+    grep -Eq '^experts: streamed, [0-9]+ acquisitions: [0-9.]+% found in the cache, [0-9.]+% waited for a read in flight, [0-9.]+% missed; [0-9.]+ MiB read from disk \([0-9.]+ MiB per token\), I/O wait [0-9.]+% of the time; prefetch [0-9]+ reads, [0-9.]+% used \(unused: [0-9.]+% of the experts read\); next-layer prediction recall [0-9.]+%, its reads withheld on [0-9.]+% of layer steps \(precision below the gate\)$' "$t.err"
 done
 "$COLIBRI" run -p "$p" -n 48 --seed 3 > "$t.ref" 2>/dev/null
 "$COLIBRI" run -p "$p" -n 48 --seed 3 --ram 19M > "$t" 2>/dev/null

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "model/expert_store_stream.h"
 #include "model/forward.h"
+#include "model/moe.h"
 
 #define TINY "models/colibri-tiny"
 #define FIXTURE "tests/oracle/deepseek_v3_tiny"
@@ -284,6 +285,144 @@ done:
     model_free(&m);
 }
 
+/* ---- the prediction's precision gate (model/moe.h) ---- */
+
+/* A reference of the gate kept from what the store is told: the route hook
+ * sees every prediction (read or withheld) and every layer's routing; the
+ * store's predict op sees only the predictions that read. */
+struct gate_ref {
+    struct expert_store base;
+    struct expert_store *in;
+    unsigned char pred[8][64];      /* [layer][expert]: the pending prediction */
+    int n_pred[8], pending[8];
+    float prec[8];                  /* the gate's running precision, computed here */
+    long reads, withheld, wrong;    /* predictions read, withheld; reads the reference disagrees with */
+    int expect_read[8];
+};
+
+static void gate_hook(void *user, int layer, const int *experts, int n, int predicted)
+{
+    struct gate_ref *g = user;
+    if (predicted) {
+        memset(g->pred[layer], 0, sizeof g->pred[layer]);
+        for (int i = 0; i < n; i++) g->pred[layer][experts[i]] = 1;
+        g->n_pred[layer] = n;
+        g->pending[layer] = 1;
+        g->expect_read[layer] = g->prec[layer] >= MOE_PREDICT_MIN_PRECISION;
+        if (!g->expect_read[layer]) g->withheld++;
+        return;
+    }
+    if (!g->pending[layer]) return;
+    int hit = 0;
+    for (int i = 0; i < n; i++) hit += g->pred[layer][experts[i]];
+    g->prec[layer] += ((float)hit / (float)g->n_pred[layer] - g->prec[layer]) * 0.125f;
+    g->pending[layer] = 0;
+}
+
+static void gate_predict(struct expert_store *s, int layer, const int *experts, int n)
+{
+    struct gate_ref *g = (struct gate_ref *)s;
+    g->reads++;
+    if (!g->expect_read[layer]) g->wrong++;
+}
+
+static int gate_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err)
+{
+    return model_expert_local_start(s, b, err);
+}
+
+static int gate_acquire(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
+                        struct colibri_err *err)
+{
+    return expert_store_acquire(((struct gate_ref *)s)->in, layer, expert, out, err);
+}
+
+static void gate_release(struct expert_store *s, int layer, int expert)
+{
+    expert_store_release(((struct gate_ref *)s)->in, layer, expert);
+}
+
+static void gate_prefetch(struct expert_store *s, int layer, const int *experts, int n) {}
+
+static const struct expert_store_ops GATE_OPS = {
+    .name = "gate-reference",
+    .start = gate_start,
+    .finish = model_expert_local_finish,
+    .free = count_free,
+    .acquire = gate_acquire,
+    .release = gate_release,
+    .prefetch = gate_prefetch,
+    .predict = gate_predict,
+    .expert_bytes = count_expert_bytes,
+    .resident_bytes = count_resident_bytes,
+};
+
+/* On colibri-tiny (5 MoE layers, 16 experts, top-2): every prediction is
+ * read exactly while the reference's running precision is at or above the
+ * gate, the session's precisions equal the reference's, a layer forced
+ * below the gate withholds its next prediction, and the logits are the
+ * resident store's bit for bit throughout. */
+static void test_prediction_gate(void)
+{
+    struct model m;
+    if (load(TINY, &m)) return;
+    const struct model_config *c = &m.cfg;
+    int V = c->vocab_size, L = c->num_hidden_layers;
+    CHECK(L <= 8 && c->n_routed_experts <= 64, "fixture sizes");
+    enum { STEPS = 24 };
+    float *want = malloc((size_t)V * sizeof *want), *got = malloc((size_t)V * sizeof *got);
+    struct gate_ref *g = calloc(1, sizeof *g);
+    struct colibri_err err = { 0 };
+    struct compute_ctx cc = base_compute_ctx_make(0);
+    struct expert_store *resident = m.experts;
+    struct fwd_state ref, st;
+    int rc = fwd_state_init(&ref, &m, PROMPT + STEPS, 0, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
+    if (rc) goto done;
+    if ((rc = fwd_state_init(&st, &m, PROMPT + STEPS, 0, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err))) {
+        fwd_state_free(&ref);
+        goto done;
+    }
+    wrap(&g->base, &GATE_OPS, m.experts);
+    g->in = m.experts;
+    g->base.route_hook = gate_hook;
+    g->base.route_user = g;
+    for (int l = 0; l < 8; l++) g->prec[l] = 1.0f;
+    int32_t t[PROMPT + STEPS];
+    for (int i = 0; i < PROMPT + STEPS; i++) t[i] = (int32_t)((i * 7919 + 13) % V);
+    int same = 1;
+    for (int p = 0; p <= STEPS && !rc; p++) {
+        int n = p ? 1 : PROMPT, pos = p ? PROMPT + p - 1 : 0;
+        const int32_t *tok = p ? t + PROMPT + p - 1 : t;
+        enum fwd_mode mode = p ? FWD_ABSORBED : FWD_EXPANDED;
+        if (p == STEPS / 2) {       /* every layer below the gate: the next predictions are withheld */
+            for (int l = 0; l < L; l++) st.bufs.moe_pred_prec[l] = g->prec[l] = 0.0f;
+        }
+        m.experts = resident;
+        struct fwd_out o = { .logits = want };
+        rc = model_forward(&m, &ref, tok, n, pos, mode, &o, &err);
+        m.experts = &g->base;
+        o.logits = got;
+        if (!rc) rc = model_forward(&m, &st, tok, n, pos, mode, &o, &err);
+        same &= !rc && !memcmp(want, got, (size_t)V * sizeof *want);
+    }
+    CHECK(same, "the gated store's logits differ from the resident store's");
+    CHECK(g->wrong == 0, "%ld predictions read while the reference's precision was below the gate", g->wrong);
+    CHECK(g->reads > 0 && g->withheld >= L - c->first_k_dense_replace - 1,
+          "%ld predictions read, %ld withheld", g->reads, g->withheld);
+    for (int l = 0; l < L; l++)
+        CHECK(fabsf(st.bufs.moe_pred_prec[l] - g->prec[l]) < 1e-6f, "layer %d: precision %g, reference %g", l,
+              st.bufs.moe_pred_prec[l], g->prec[l]);
+    fwd_state_free(&st);
+    fwd_state_free(&ref);
+done:
+    CHECK(rc == 0, "%s", err.msg);
+    m.experts = resident;
+    free(g);
+    free(want);
+    free(got);
+    model_free(&m);
+}
+
 static void test_stores_plug_in(void)
 {
     seam_on(FIXTURE);
@@ -315,5 +454,6 @@ int main(void)
 {
     RUN_TEST(test_batch_helpers);
     RUN_TEST(test_stores_plug_in);
+    RUN_TEST(test_prediction_gate);
     return CHECK_SUMMARY();
 }
