@@ -122,18 +122,18 @@ int main(int argc, char **argv)
     /* The probe buffer stays allocated: each format's matvec timings are
      * interleaved with probe passes, so background load that comes and goes
      * hits both alike, and the ratio uses the medians of the two. */
-    struct read_probe rp;
-    if (read_probe_measure(0, 0, &rp)) { fprintf(stderr, "out of memory\n"); return 1; }
-    const struct read_probe_variant *best = &rp.v[rp.best];
+    struct quant_read_probe rp;
+    if (quant_read_probe_measure(0, 0, &rp)) { fprintf(stderr, "out of memory\n"); return 1; }
+    const struct quant_read_probe_variant *bound = &rp.v[rp.best];
     char how[96];
-    read_probe_variant_name(best, how, sizeof how);
+    quant_read_probe_variant_name(bound, how, sizeof how);
     printf("## Read-bandwidth probe\n\n");
-    read_probe_print(&rp, stdout);
+    quant_read_probe_print(&rp, stdout);
     printf("\nThe best variant (%s, **%.1f GB/s**) is the bound; each format below is compared with passes "
-           "of it interleaved with its own matvecs.\n\n", how, best->gbs);
+           "of it interleaved with its own matvecs.\n\n", how, bound->gbs);
     size_t pbytes = rp.bytes;
     uint64_t sink = 0;
-    void *pbuf = read_probe_buffer(pbytes, best->huge);
+    void *pbuf = quant_read_probe_buffer(pbytes, bound->huge);
     if (!pbuf) { fprintf(stderr, "out of memory\n"); return 1; }
     printf("## matvec (decode): y = W x, cols = 7168, ~%zu MiB of weights per matrix\n\n", mib);
     printf("| format | rows | weight bytes | ms / matvec (median) | GB/s | probe GB/s (same time) | of probe |\n");
@@ -166,7 +166,7 @@ int main(int argc, char **argv)
         int it = 0;
         quant_matvec(&W, x, y, &qs, NULL);                                  /* warm-up */
         for (; it < 16; it++) {
-            tp[it] = read_probe_pass(best, pbuf, pbytes, &sink);
+            tp[it] = quant_read_probe_pass(bound, pbuf, pbytes, &sink);
             double t0 = base_now_sec();
             quant_matvec(&W, x, y, &qs, NULL);
             t[it] = base_now_sec() - t0;
@@ -221,7 +221,7 @@ int main(int argc, char **argv)
     loadavg(la, sizeof la);
     printf("\n/proc/loadavg at end: %s\n", la);
     free(x);
-    read_probe_buffer_free(pbuf, pbytes);
+    quant_read_probe_buffer_free(pbuf, pbytes);
     if (sink == 1) printf("\n");   /* keeps the probe's sums, and so its reads */
     quant_scratch_free(&qs);
     return 0;

@@ -18,9 +18,9 @@ int colibri_bench_peak(int threads, FILE *table, struct colibri_err *err)
 
 double colibri_bench_read_bandwidth(FILE *table, char *how, size_t how_n)
 {
-    struct read_probe p;
-    if (read_probe_measure(0, 0, &p)) return 0;
-    if (how && how_n) read_probe_variant_name(&p.v[p.best], how, how_n);
-    if (table) read_probe_print(&p, table);
+    struct quant_read_probe p;
+    if (quant_read_probe_measure(0, 0, &p)) return 0;
+    if (how && how_n) quant_read_probe_variant_name(&p.v[p.best], how, how_n);
+    if (table) quant_read_probe_print(&p, table);
     return p.v[p.best].gbs;
 }

@@ -49,8 +49,8 @@ READ_STREAMS_FN(16)
 
 static const int STREAMS[] = { 1, 2, 4, 8, 16 };
 static const int PREFETCH[] = { 0, 1024, 4096 };
-_Static_assert(2 * (sizeof STREAMS / sizeof *STREAMS) * (sizeof PREFETCH / sizeof *PREFETCH) <= READ_PROBE_MAX,
-               "every variant has a slot in struct read_probe");
+_Static_assert(2 * (sizeof STREAMS / sizeof *STREAMS) * (sizeof PREFETCH / sizeof *PREFETCH) <= QUANT_READ_PROBE_MAX,
+               "every variant has a slot in struct quant_read_probe");
 
 static uint64_t read_streams(int streams, const probe_vec *b, size_t len, size_t pf)
 {
@@ -63,7 +63,7 @@ static uint64_t read_streams(int streams, const probe_vec *b, size_t len, size_t
     }
 }
 
-double read_probe_pass(const struct read_probe_variant *v, const void *buffer, size_t bytes, uint64_t *sink)
+double quant_read_probe_pass(const struct quant_read_probe_variant *v, const void *buffer, size_t bytes, uint64_t *sink)
 {
     const probe_vec *buf = buffer;
     const size_t nv = bytes / sizeof(probe_vec);
@@ -83,7 +83,7 @@ double read_probe_pass(const struct read_probe_variant *v, const void *buffer, s
     return dt;
 }
 
-void *read_probe_buffer(size_t bytes, int huge)
+void *quant_read_probe_buffer(size_t bytes, int huge)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -97,21 +97,21 @@ void *read_probe_buffer(size_t bytes, int huge)
     return p;
 }
 
-void read_probe_buffer_free(void *buf, size_t bytes)
+void quant_read_probe_buffer_free(void *buf, size_t bytes)
 {
     if (buf) munmap(buf, bytes);
 }
 
-int read_probe_measure(size_t bytes, int passes, struct read_probe *out)
+int quant_read_probe_measure(size_t bytes, int passes, struct quant_read_probe *out)
 {
     memset(out, 0, sizeof *out);
     if (bytes == 0) bytes = (size_t)1 << 30;
     if (passes <= 0) passes = 3;
     const size_t half = bytes / 2 / sizeof(probe_vec) * sizeof(probe_vec);
-    void *buf[2] = { read_probe_buffer(half, 0), read_probe_buffer(half, 1) };
+    void *buf[2] = { quant_read_probe_buffer(half, 0), quant_read_probe_buffer(half, 1) };
     if (!buf[0] || !buf[1]) {
         for (int h = 0; h < 2; h++)
-            if (buf[h]) read_probe_buffer_free(buf[h], half);
+            if (buf[h]) quant_read_probe_buffer_free(buf[h], half);
         return COLIBRI_ENOMEM;
     }
     out->threads = omp_get_max_threads();
@@ -119,23 +119,23 @@ int read_probe_measure(size_t bytes, int passes, struct read_probe *out)
     for (int h = 0; h < 2; h++)
         for (size_t s = 0; s < sizeof STREAMS / sizeof *STREAMS; s++)
             for (size_t p = 0; p < sizeof PREFETCH / sizeof *PREFETCH; p++)
-                out->v[out->n++] = (struct read_probe_variant){ STREAMS[s], PREFETCH[p], h, 0 };
+                out->v[out->n++] = (struct quant_read_probe_variant){ STREAMS[s], PREFETCH[p], h, 0 };
     uint64_t sink = 0;
     for (int pass = 0; pass < passes; pass++)
         for (int i = 0; i < out->n; i++) {
-            struct read_probe_variant *v = &out->v[i];
-            double dt = read_probe_pass(v, buf[v->huge], half, &sink);
+            struct quant_read_probe_variant *v = &out->v[i];
+            double dt = quant_read_probe_pass(v, buf[v->huge], half, &sink);
             if (dt > 0 && (double)half / dt / 1e9 > v->gbs) v->gbs = (double)half / dt / 1e9;
         }
     for (int i = 0; i < out->n; i++)
         if (out->v[i].gbs > out->v[out->best].gbs) out->best = i;
-    for (int h = 0; h < 2; h++) read_probe_buffer_free(buf[h], half);
+    for (int h = 0; h < 2; h++) quant_read_probe_buffer_free(buf[h], half);
     volatile uint64_t keep = sink;   /* so the passes' sums, and their reads, are not optimized away */
     (void)keep;
     return 0;
 }
 
-void read_probe_variant_name(const struct read_probe_variant *v, char *buf, size_t n)
+void quant_read_probe_variant_name(const struct quant_read_probe_variant *v, char *buf, size_t n)
 {
     char pf[32] = "no prefetch";
     if (v->prefetch) snprintf(pf, sizeof pf, "prefetch %d B", v->prefetch);
@@ -143,13 +143,13 @@ void read_probe_variant_name(const struct read_probe_variant *v, char *buf, size
              v->huge ? "huge pages" : "4 KiB pages");
 }
 
-void read_probe_print(const struct read_probe *p, FILE *f)
+void quant_read_probe_print(const struct quant_read_probe *p, FILE *f)
 {
     fprintf(f, "| read variant (%d thread%s, %.0f MiB per pass) | GB/s |\n|---|---:|\n", p->threads,
             p->threads == 1 ? "" : "s", p->bytes / 1048576.0);
     for (int i = 0; i < p->n; i++) {
         char name[96];
-        read_probe_variant_name(&p->v[i], name, sizeof name);
+        quant_read_probe_variant_name(&p->v[i], name, sizeof name);
         fprintf(f, "| %s%s | %.1f |\n", name, i == p->best ? " (best: the bound)" : "", p->v[i].gbs);
     }
 }

@@ -28,42 +28,42 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define READ_PROBE_MAX 30
+#define QUANT_READ_PROBE_MAX 30
 
-struct read_probe_variant {
+struct quant_read_probe_variant {
     int streams;        /* sequential streams per thread */
     int prefetch;       /* software prefetch distance ahead of each stream, bytes (0: none) */
     int huge;           /* 1: buffer advised for transparent huge pages */
     double gbs;         /* best pass, GB/s (1e9 bytes) */
 };
 
-struct read_probe {
+struct quant_read_probe {
     int threads;
     size_t bytes;                                  /* read per pass */
     int n;
-    struct read_probe_variant v[READ_PROBE_MAX];
+    struct quant_read_probe_variant v[QUANT_READ_PROBE_MAX];
     int best;                                      /* index of the fastest */
 };
 
 /* Times every variant (`passes` passes each, <= 0: 3) over `bytes` (<= 0:
  * 1 GiB) with the current OpenMP thread count. */
-int read_probe_measure(size_t bytes, int passes, struct read_probe *out);
+int quant_read_probe_measure(size_t bytes, int passes, struct quant_read_probe *out);
 
 /* A buffer of `bytes` (a multiple of 64) on 4 KiB pages or advised for huge
  * pages, written by the OpenMP threads that will read it (NULL: out of
- * memory); freed by read_probe_buffer_free. */
-void *read_probe_buffer(size_t bytes, int huge);
-void read_probe_buffer_free(void *buf, size_t bytes);
+ * memory); freed by quant_read_probe_buffer_free. */
+void *quant_read_probe_buffer(size_t bytes, int huge);
+void quant_read_probe_buffer_free(void *buf, size_t bytes);
 
-/* One pass of variant v over buf (from read_probe_buffer) with every OpenMP
+/* One pass of variant v over buf (from quant_read_probe_buffer) with every OpenMP
  * thread: its wall seconds. The sum of what it read is added to *sink for
  * the caller to keep, so the reads are not optimized away. */
-double read_probe_pass(const struct read_probe_variant *v, const void *buf, size_t bytes, uint64_t *sink);
+double quant_read_probe_pass(const struct quant_read_probe_variant *v, const void *buf, size_t bytes, uint64_t *sink);
 
 /* "4 streams, prefetch 1024 B, huge pages" */
-void read_probe_variant_name(const struct read_probe_variant *v, char *buf, size_t n);
+void quant_read_probe_variant_name(const struct quant_read_probe_variant *v, char *buf, size_t n);
 
 /* A markdown table of every variant, the best marked. */
-void read_probe_print(const struct read_probe *p, FILE *f);
+void quant_read_probe_print(const struct quant_read_probe *p, FILE *f);
 
 #endif

@@ -18,20 +18,20 @@ static void test_every_variant_reads_every_word(void)
         for (size_t vi = 0; vi < sizeof vectors / sizeof *vectors; vi++) {
             const size_t bytes = vectors[vi] * 64, n = bytes / 8;
             for (int huge = 0; huge < 2; huge++) {
-                void *buf = read_probe_buffer(bytes, huge);
-                CHECK(buf != NULL, "read_probe_buffer(%zu)", bytes);
+                void *buf = quant_read_probe_buffer(bytes, huge);
+                CHECK(buf != NULL, "quant_read_probe_buffer(%zu)", bytes);
                 if (!buf) return;
                 for (size_t s = 0; s < sizeof streams / sizeof *streams; s++)
                     for (size_t p = 0; p < sizeof prefetch / sizeof *prefetch; p++) {
-                        struct read_probe_variant v = { streams[s], prefetch[p], huge, 0 };
+                        struct quant_read_probe_variant v = { streams[s], prefetch[p], huge, 0 };
                         uint64_t sum = 0;
-                        double dt = read_probe_pass(&v, buf, bytes, &sum);
+                        double dt = quant_read_probe_pass(&v, buf, bytes, &sum);
                         CHECK(sum == (uint64_t)n * (n - 1) / 2 && dt >= 0,
                               "%d threads, %zu bytes, %d streams, prefetch %d: sum %llu, want %llu", threads,
                               bytes, v.streams, v.prefetch, (unsigned long long)sum,
                               (unsigned long long)n * (n - 1) / 2);
                     }
-                read_probe_buffer_free(buf, bytes);
+                quant_read_probe_buffer_free(buf, bytes);
             }
         }
     }
@@ -39,9 +39,9 @@ static void test_every_variant_reads_every_word(void)
 
 static void test_measure_names_a_best(void)
 {
-    struct read_probe p;
+    struct quant_read_probe p;
     omp_set_num_threads(1);
-    CHECK(read_probe_measure((size_t)8 << 20, 1, &p) == 0, "read_probe_measure");
+    CHECK(quant_read_probe_measure((size_t)8 << 20, 1, &p) == 0, "quant_read_probe_measure");
     CHECK(p.n == 30 && p.best >= 0 && p.best < p.n, "n %d best %d", p.n, p.best);
     for (int i = 0; i < p.n; i++) CHECK(p.v[i].gbs > 0 && p.v[i].gbs <= p.v[p.best].gbs, "variant %d", i);
 }
