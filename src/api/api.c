@@ -361,7 +361,8 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     info->family = c->model_type;
     info->n_layers = c->num_hidden_layers;
     info->n_dense_layers = c->first_k_dense_replace;
-    info->n_moe_layers = c->num_hidden_layers - c->first_k_dense_replace;
+    for (int l = c->first_k_dense_replace; l < c->num_hidden_layers; l++) info->n_dense_layers += c->mlp_dense[l];
+    info->n_moe_layers = c->num_hidden_layers - info->n_dense_layers;
     info->hidden = c->hidden_size;
     info->vocab = c->vocab_size;
     info->n_heads = c->num_attention_heads;

@@ -110,13 +110,19 @@ static void derive_rope(struct model_config *c)
     if (strcmp(c->rope_type, "yarn") != 0) return;
 
     double factor = c->rope_factor;
-    if (c->rope_mscale != 0 && c->rope_mscale_all_dim != 0)
+    if (c->rope_attention_factor_cfg > 0)
+        c->rope_attention_factor = (float)c->rope_attention_factor_cfg;
+    else if (c->rope_mscale != 0 && c->rope_mscale_all_dim != 0)
         c->rope_attention_factor = (float)(yarn_mscale(factor, c->rope_mscale) / yarn_mscale(factor, c->rope_mscale_all_dim));
     else
         c->rope_attention_factor = (float)yarn_mscale(factor, 1.0);
 
-    double low = floor(yarn_correction_dim(c->rope_beta_fast, dim, c->rope_theta, c->rope_original_max_pos));
-    double high = ceil(yarn_correction_dim(c->rope_beta_slow, dim, c->rope_theta, c->rope_original_max_pos));
+    double low = yarn_correction_dim(c->rope_beta_fast, dim, c->rope_theta, c->rope_original_max_pos);
+    double high = yarn_correction_dim(c->rope_beta_slow, dim, c->rope_theta, c->rope_original_max_pos);
+    if (!c->rope_no_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
     if (low < 0) low = 0;
     if (high > dim - 1) high = dim - 1;
     if (low == high) high += 0.001;
@@ -132,6 +138,27 @@ static void derive_rope(struct model_config *c)
         double m = yarn_mscale(factor, c->rope_mscale_all_dim);
         c->softmax_scale = (float)(c->softmax_scale * m * m);
     }
+}
+
+/* Every key of rope_scaling / rope_parameters is one colibri reads, or one
+ * transformers ignores for these families (max_position_embeddings, which
+ * Mistral4Config writes there); any other is refused by name, so a RoPE
+ * variant is never silently run as another. */
+static int check_rope_keys(const cJSON *r, const struct model_config *c, const char *path, struct colibri_err *err)
+{
+    static const char *const known[] = { "rope_type", "type", "rope_theta", "factor",
+                                         "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale",
+                                         "mscale_all_dim", "truncate", "attention_factor", "partial_rotary_factor",
+                                         "max_position_embeddings" };
+    if (!r) return 0;
+    for (const cJSON *k = r->child; k; k = k->next) {
+        int ok = c->family->reads_llama4_scale && !strcmp(k->string, "llama_4_scaling_beta");
+        for (size_t i = 0; i < sizeof known / sizeof known[0] && !ok; i++) ok = !strcmp(k->string, known[i]);
+        if (!ok)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: RoPE parameter '%s' is not supported for %s", path,
+                                k->string, c->model_type);
+    }
+    return 0;
 }
 
 static int parse_rope(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
@@ -162,12 +189,28 @@ static int parse_rope(const cJSON *root, struct model_config *c, const char *pat
         if ((rc = get_num(r, "beta_slow", 1.0, 0, 1, 1e6, &c->rope_beta_slow, path, err))) return rc;
         if ((rc = get_num(r, "mscale", 0.0, 0, 0, 1e3, &c->rope_mscale, path, err))) return rc;
         if ((rc = get_num(r, "mscale_all_dim", 0.0, 0, 0, 1e3, &c->rope_mscale_all_dim, path, err))) return rc;
+        int truncate;
+        if ((rc = get_bool(r, "truncate", 1, &truncate, path, err))) return rc;
+        c->rope_no_truncate = !truncate;
+        if ((rc = get_num(r, "attention_factor", 0.0, 0, 1, 1e3, &c->rope_attention_factor_cfg, path, err)))
+            return rc;
     }
-    int interleave;
-    if ((rc = get_bool(root, "rope_interleave", 1, &interleave, path, err))) return rc;
-    if (c->family->reads_rope_interleave && !interleave)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED,
-                       "%s: rope_interleave=false (half-split RoPE in the main attention) is not supported", path);
+    if ((rc = check_rope_keys(r, c, path, err))) return rc;
+    /* transformers' V3.2 and GLM-5 attention ignore the field (interleaved) */
+    int interleave = 1;
+    if (c->family->reads_rope_interleave && (rc = get_bool(root, "rope_interleave", 1, &interleave, path, err)))
+        return rc;
+    c->rope_half_split = !interleave;
+    if (c->family->reads_llama4_scale) {
+        double beta;
+        const cJSON *b = r ? cJSON_GetObjectItemCaseSensitive(r, "llama_4_scaling_beta") : NULL;
+        if (!cJSON_IsNumber(b) || !c->rope_original_max_pos)
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: %s needs rope_parameters.llama_4_scaling_beta and "
+                                "original_max_position_embeddings (the query scale reads both)", path, c->model_type);
+        if ((rc = get_num(r, "llama_4_scaling_beta", 0, 0, 0, 1e3, &beta, path, err))) return rc;
+        c->llama4_beta = (float)beta;
+        c->llama4_max_pos = c->rope_original_max_pos;
+    }
     return 0;
 }
 
@@ -209,6 +252,27 @@ static const struct model_family FAMILIES[] = {
       .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 0, .norm_topk_prob = 0,
                     .max_position_embeddings = 2048, .routed_scaling_factor = 1.0, .rms_norm_eps = 1e-6 },
       .fingerprint = MODEL_FP_ROUTER, .names = { .router_bias = NULL } },
+    /* Kimi K2.5 / K2.6: the text model of a multimodal wrapper */
+    { .model_type = "kimi_k25", .hf_class = "Kimi_K25ForConditionalGeneration",
+      .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC, .scoring_func = "sigmoid", .topk_method_default = "noaux_tc",
+      .reads_rope_interleave = 1, .has_mtp = 1, .latent_norm_eps = 1e-6f, .defaults = V3_DEFAULTS(4096),
+      .text_config = 1, .tensor_prefix = "language_model.", .skip_prefixes = { "vision_tower.", "mm_projector." },
+      .names = { .router_bias = V3_ROUTER_BIAS } },
+    /* Mistral Small 4: V3 attention, Llama 4's query scale, a softmax router */
+    { .model_type = "mistral4", .hf_class = "Mistral4ForCausalLM", .router_kind = MODEL_ROUTER_SOFTMAX_TOP2_GROUPS,
+      .scoring_func = "softmax", .topk_method_default = NULL, .reads_rope_interleave = 1,
+      .reads_llama4_scale = 1, .rope_fraction_of_qk_head = 1, .latent_norm_eps = 1e-6f,
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 0, .norm_topk_prob = 1,
+                    .max_position_embeddings = 1048576, .routed_scaling_factor = 1.0, .rms_norm_eps = 1e-6 },
+      .fingerprint = MODEL_FP_ROUTER, .names = { .router_bias = NULL } },
+    /* GLM-4.7-Flash: V3 attention, GLM-4.5's MoE, dense layers anywhere */
+    { .model_type = "glm4_moe_lite", .hf_class = "Glm4MoeLiteForCausalLM",
+      .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC, .scoring_func = "sigmoid", .topk_method_default = "noaux_tc",
+      .reads_rope_interleave = 1, .reads_mlp_layer_types = 1, .mlp_layer_types_anywhere = 1, .has_mtp = 1,
+      .latent_norm_eps = 1e-6f,
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 1, .norm_topk_prob = 1,
+                    .max_position_embeddings = 202752, .routed_scaling_factor = 1.8, .rms_norm_eps = 1e-5 },
+      .names = { .router_bias = V3_ROUTER_BIAS } },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -254,7 +318,9 @@ static int parse_behaviour(const cJSON *root, struct model_config *c, const char
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: scoring_func '%s' is not supported for %s (%s)", path, v,
                             f->model_type, f->scoring_func);
     if ((rc = get_str(root, "topk_method", f->topk_method_default, &v, path, err))) return rc;
-    if (f->router_kind >= 0) {
+    if (f->router_kind >= 0 && !f->topk_method_default) {
+        c->router_kind = f->router_kind;    /* the family's router reads no topk_method (transformers deletes it) */
+    } else if (f->router_kind >= 0) {
         if (strcmp(v, f->topk_method_default))
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: topk_method '%s' is not supported for %s (%s)", path,
                                 v, f->model_type, f->topk_method_default);
@@ -276,20 +342,27 @@ static int parse_behaviour(const cJSON *root, struct model_config *c, const char
     }
     int flag;
     if ((rc = get_bool(root, "norm_topk_prob", 0, &flag, path, err))) return rc;
-    if (c->router_kind != MODEL_ROUTER_SIGMOID_NOAUX_TC && flag)
+    if ((c->router_kind == MODEL_ROUTER_SOFTMAX_GREEDY || c->router_kind == MODEL_ROUTER_SOFTMAX_GROUP_LIMITED) &&
+        flag)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                             "%s: norm_topk_prob=true is not supported for %s (%s ignores it, DeepSeek's code applies "
                             "it: the two disagree)", path, f->model_type, f->hf_class);
-    /* a fraction of the RoPE dims (transformers' rope init reads it): colibri rotates all of them */
+    /* transformers' rope init rotates int(head_dim * partial_rotary_factor)
+     * dims, head_dim being qk_rope_head_dim or (Mistral 4) the whole query
+     * head: colibri rotates qk_rope_head_dim, so the product must give it */
     const char *holders[] = { NULL, "rope_parameters", "rope_scaling" };
+    int base = c->qk_rope_head_dim + (f->rope_fraction_of_qk_head ? c->qk_nope_head_dim : 0);
     for (int i = 0; i < 3; i++) {
         const cJSON *o = holders[i] ? cJSON_GetObjectItemCaseSensitive(root, holders[i]) : root;
         double prf;
-        if (!cJSON_IsObject(o)) continue;
-        if ((rc = get_num(o, "partial_rotary_factor", 1.0, 0, 1, 1.0, &prf, path, err))) return rc;
-        if (prf != 1.0)
-            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: partial_rotary_factor %g is not supported (1)", path,
-                                prf);
+        if (!cJSON_IsObject(o) || !base) continue;  /* zero dims: refused with the sizes */
+        if ((rc = get_num(o, "partial_rotary_factor", (double)c->qk_rope_head_dim / base, 0, 1, 1.0, &prf, path,
+                          err)))
+            return rc;
+        if ((int)(base * prf) != c->qk_rope_head_dim)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: partial_rotary_factor %g rotates %d dims, not "
+                                "qk_rope_head_dim %d (not supported)", path, prf, (int)(base * prf),
+                                c->qk_rope_head_dim);
     }
     if ((rc = get_bool(root, "mlp_bias", 0, &flag, path, err))) return rc;
     if (flag)
@@ -322,21 +395,32 @@ static int get_layer_list(const cJSON *root, const char *key, int n_layers, cons
     return 0;
 }
 
-/* mlp_layer_types (V3.2, GLM-5): the per-layer dense/sparse pattern that
- * transformers follows instead of first_k_dense_replace; colibri runs a dense
- * prefix, so the pattern must be one. */
+/* mlp_layer_types (V3.2, GLM-5, GLM-4.7-Flash): the per-layer dense/sparse
+ * pattern that transformers follows instead of first_k_dense_replace. V3.2
+ * and GLM-5 must have a dense prefix; a family with mlp_layer_types_anywhere
+ * may put dense layers anywhere, and without the field has its config
+ * class's pattern: the first layer dense. first_k_dense_replace becomes the
+ * first MoE layer (the expert store starts there). */
 static int parse_mlp_layer_types(const cJSON *root, struct model_config *c, const char *path,
                                  struct colibri_err *err)
 {
     const cJSON *a;
     int rc = get_layer_list(root, "mlp_layer_types", c->num_hidden_layers, &a, path, err);
+    int anywhere = c->family->mlp_layer_types_anywhere;
+    if (!rc && !a && anywhere) {
+        memset(c->mlp_dense, 0, sizeof c->mlp_dense);
+        c->mlp_dense[0] = 1;
+        c->first_k_dense_replace = c->num_hidden_layers > 1 ? 1 : c->num_hidden_layers;
+    }
     if (rc || !a) return rc;
     int i = 0, n_dense = 0, seen_sparse = 0;
     for (const cJSON *e = a->child; e; e = e->next, i++) {
+        c->mlp_dense[i] = !strcmp(e->valuestring, "dense");
         if (!strcmp(e->valuestring, "sparse")) {
+            if (!seen_sparse) c->first_k_dense_replace = i;
             seen_sparse = 1;
         } else if (!strcmp(e->valuestring, "dense")) {
-            if (seen_sparse)
+            if (seen_sparse && !anywhere)
                 return base_err_set(err, COLIBRI_EUNSUPPORTED,
                                     "%s: mlp_layer_types: dense layer %d after a sparse one is not supported (dense "
                                     "layers must come first)", path, i);
@@ -346,7 +430,8 @@ static int parse_mlp_layer_types(const cJSON *root, struct model_config *c, cons
                                 "sparse)", path, i, e->valuestring);
         }
     }
-    c->first_k_dense_replace = n_dense;
+    if (!anywhere) c->first_k_dense_replace = n_dense;
+    else if (!seen_sparse) c->first_k_dense_replace = c->num_hidden_layers;
     return 0;
 }
 
@@ -438,14 +523,32 @@ static int parse_mtp(const cJSON *root, struct model_config *c, const char *path
     return get_int_in(root, key, 0, 0, 0, MODEL_MAX_MTP_LAYERS, &c->num_nextn_predict_layers, path, err);
 }
 
+/* A wrapper's text_config (Kimi K2.5): the object the model's fields are
+ * read from, whose model_type must be one transformers builds a DeepSeek-V3
+ * text model for (absent: deepseek_v3, as Kimi_K25Config). */
+static int text_config(const cJSON *top, const cJSON **out, const char *path, struct colibri_err *err)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(top, "text_config");
+    if (!cJSON_IsObject(t))
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: field 'text_config' (the language model's config) is missing",
+                            path);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(t, "model_type");
+    if (mt && !(cJSON_IsString(mt) && (!strcmp(mt->valuestring, "deepseek_v3") || !strcmp(mt->valuestring, "kimi_k2"))))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: text_config.model_type '%s' is not supported (deepseek_v3, "
+                            "kimi_k2)", path, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+    *out = t;
+    return check_keys(t, "text_config", path, err);
+}
+
 int model_config_parse(const char *json, const char *path, struct model_config *c, struct colibri_err *err)
 {
     memset(c, 0, sizeof *c);
-    cJSON *root = cJSON_Parse(json);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
+    cJSON *top = cJSON_Parse(json);
+    if (!top || !cJSON_IsObject(top)) {
+        cJSON_Delete(top);
         return base_err_set(err, COLIBRI_EFORMAT, "%s: not a JSON object", path);
     }
+    const cJSON *root = top;
     int rc = 0;
     if ((rc = check_keys(root, "the top level", path, err)) ||
         (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), "rope_scaling", path, err)) ||
@@ -465,6 +568,11 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
     c->latent_norm_eps = c->family->latent_norm_eps;
+    if (c->family->text_config &&
+        ((rc = text_config(top, &root, path, err)) ||
+         (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), "rope_scaling", path, err)) ||
+         (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters"), "rope_parameters", path, err))))
+        goto out;
 
     const struct model_family_defaults *fam = &c->family->defaults;
     /* required fields have no default; lo is 0 where zero has a meaning
@@ -510,7 +618,8 @@ int model_config_parse(const char *json, const char *path, struct model_config *
     if ((rc = get_num(root, "rms_norm_eps", fam->rms_norm_eps, 1.2e-38, 0, 1.0, &d, path, err))) goto out;
     c->rms_norm_eps = (float)d;
     if ((rc = get_bool(root, "norm_topk_prob", fam->norm_topk_prob, &c->norm_topk_prob, path, err)) ||
-        (rc = get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings, path, err)) ||
+        /* a wrapper's own field decides (Kimi_K25Config: true unless given) */
+        (rc = get_bool(top, "tie_word_embeddings", c->family->text_config, &c->tie_word_embeddings, path, err)) ||
         (rc = get_bool(root, "attention_bias", 0, &c->attention_bias, path, err)))
         goto out;
     if (c->attention_bias) {
@@ -548,7 +657,8 @@ int model_config_parse(const char *json, const char *path, struct model_config *
             goto out;
         }
         /* top-2-sum group scores need two experts per group, max scores one */
-        int min_per = c->router_kind == MODEL_ROUTER_SIGMOID_NOAUX_TC ? 2 : 1;
+        int min_per = c->router_kind == MODEL_ROUTER_SIGMOID_NOAUX_TC ||
+                      c->router_kind == MODEL_ROUTER_SOFTMAX_TOP2_GROUPS ? 2 : 1;
         if (c->router_kind == MODEL_ROUTER_SOFTMAX_GREEDY) {
             /* no groups: transformers' greedy top-k ignores n_group and topk_group */
         } else if (!c->n_group || c->n_routed_experts % c->n_group || c->n_routed_experts / c->n_group < min_per ||
@@ -561,13 +671,14 @@ int model_config_parse(const char *json, const char *path, struct model_config *
             goto out;
         }
     }
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(top, "quantization_config");
+    if (!qc) qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
     if ((rc = check_keys(qc, "quantization_config", path, err)) ||
         (rc = model_quant_config_parse(qc, path, &c->quant, err)))
         goto out;
     derive_rope(c);
 out:
-    cJSON_Delete(root);
+    cJSON_Delete(top);
     return rc;
 }
 
@@ -599,6 +710,20 @@ int model_config_fingerprint_text(const struct model_config *c, char *out, size_
                "indexer_full=", c->dsa_kind, c->index_n_heads, c->index_head_dim, c->index_topk,
                c->indexer_rope_interleaved);
         for (int i = 0; i < c->num_hidden_layers && i < MODEL_MAX_LAYERS; i++) APPEND("%d", c->indexer_full[i]);
+        APPEND(";");
+    }
+    /* what only newer families or fields change, hashed only when it
+     * differs from what every earlier model had, so their fingerprints stay */
+    if (c->rope_half_split) APPEND("rope_interleave=0;");
+    if (c->rope_no_truncate) APPEND("rope_truncate=0;");
+    if (c->rope_attention_factor_cfg > 0) APPEND("rope_attention_factor=%.9g;", c->rope_attention_factor_cfg);
+    if (c->llama4_beta != 0) APPEND("llama4_beta=%.9g;llama4_max_pos=%d;", (double)c->llama4_beta, c->llama4_max_pos);
+    int later_dense = 0;
+    for (int i = c->first_k_dense_replace; i < c->num_hidden_layers && i < MODEL_MAX_LAYERS; i++)
+        later_dense |= c->mlp_dense[i];
+    if (later_dense) {
+        APPEND("mlp_dense=");
+        for (int i = 0; i < c->num_hidden_layers && i < MODEL_MAX_LAYERS; i++) APPEND("%d", c->mlp_dense[i]);
         APPEND(";");
     }
 #undef APPEND

@@ -44,6 +44,7 @@ enum model_router {
     MODEL_ROUTER_SIGMOID_NOAUX_TC = 0,      /* V3: sigmoid, correction bias, top-2-sum groups */
     MODEL_ROUTER_SOFTMAX_GREEDY = 1,        /* V2 topk_method greedy: softmax, top-k */
     MODEL_ROUTER_SOFTMAX_GROUP_LIMITED = 2, /* V2 group_limited_greedy: softmax, max-score groups */
+    MODEL_ROUTER_SOFTMAX_TOP2_GROUPS = 3,   /* Mistral 4: softmax, top-2-sum groups, optional normalization */
     MODEL_ROUTER_COUNT
 };
 
@@ -90,6 +91,21 @@ struct model_family {
     int indexer_rope_interleaved;       /* DSA: RoPE pairs of the indexer (1 interleaved, 0 half-split) */
     int q_lora_required;                /* q_lora_rank null is refused */
     int has_mtp;                        /* reads num_nextn_predict_layers (0: the family has no MTP module) */
+    /* mlp_layer_types may put dense layers anywhere (default: the first
+     * layer dense, as Glm4MoeLiteConfig); first_k_dense_replace is ignored */
+    int mlp_layer_types_anywhere;
+    /* reads rope_parameters.llama_4_scaling_beta: the query times
+     * 1 + beta * log(1 + floor(pos / original_max_position_embeddings)) */
+    int reads_llama4_scale;
+    /* partial_rotary_factor is a fraction of qk_nope + qk_rope (the config's
+     * head_dim), not of qk_rope_head_dim; it must give qk_rope_head_dim */
+    int rope_fraction_of_qk_head;
+    /* the model's config is the text_config object (its model_type one of
+     * deepseek_v3, kimi_k2), and its tensors are under tensor_prefix; those
+     * under skip_prefixes (a vision tower) are recognised and not loaded */
+    int text_config;
+    const char *tensor_prefix;
+    const char *skip_prefixes[4];
     float latent_norm_eps;              /* q_a_layernorm/kv_a_layernorm eps: the modeling file's constant */
     unsigned fingerprint;               /* MODEL_FP_* groups */
     struct model_family_defaults defaults;
@@ -107,6 +123,10 @@ struct model_config {
     int kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     int n_routed_experts, n_shared_experts, num_experts_per_tok;
     int n_group, topk_group, first_k_dense_replace;
+    /* Layers before first_k_dense_replace (the first MoE layer) are dense;
+     * so is a later layer li with mlp_dense[li] (a family with
+     * mlp_layer_types_anywhere: a dense layer between MoE ones). */
+    unsigned char mlp_dense[MODEL_MAX_LAYERS];
     float routed_scaling_factor;
     int norm_topk_prob;
     float rms_norm_eps;
@@ -137,6 +157,12 @@ struct model_config {
     double rope_factor;
     int rope_original_max_pos;
     double rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim;
+    int rope_no_truncate;       /* yarn 'truncate: false': the correction range is not rounded outwards */
+    double rope_attention_factor_cfg;   /* yarn 'attention_factor' as given; 0: derived from the mscales */
+    int rope_half_split;        /* rope_interleave false: RoPE pairs (x[i], x[i + dr/2]) (rotate_half), not
+                                 * (x[2i], x[2i+1]) */
+    float llama4_beta;          /* 0: no position-dependent query scale */
+    int llama4_max_pos;         /* its original_max_position_embeddings */
     float inv_freq[MODEL_MAX_ROPE_DIM / 2];
     float rope_attention_factor;    /* multiplies cos and sin */
     float softmax_scale;            /* dqk^-0.5, times mscale^2 under yarn */

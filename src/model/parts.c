@@ -14,7 +14,8 @@ void model_layer_parts(const struct model_config *c, int li, struct layer_parts 
     out->residual = &model_residual_plain;
     out->mixer = main_layer && c->dsa_kind != MODEL_DSA_NONE ? &model_mixer_mla_dsa : &model_mixer_mla;
     /* MTP layers are MoE layers in every family that has them */
-    out->ffn = !main_layer || li >= c->first_k_dense_replace ? &model_ffn_moe : &model_ffn_mlp;
+    int dense = main_layer && (li < c->first_k_dense_replace || c->mlp_dense[li]);
+    out->ffn = dense ? &model_ffn_mlp : &model_ffn_moe;
 }
 
 static void add_rows(float *x, const float *y, int n, int hid)

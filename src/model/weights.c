@@ -22,11 +22,23 @@ struct loader {
     unsigned char *used;        /* [st->n_tensors]: 1 once a table entry consumed the tensor */
 };
 
-/* st_find, marking what it finds as consumed (every lookup that finds a
- * tensor loads it, or fails the load). */
+/* st_find of a name as the parts spell it ("model.layers.0...",
+ * "lm_head.weight"), under the family's tensor_prefix when it has one (a
+ * wrapper's language model: "language_model.model.layers.0..."). */
+static const struct st_tensor *loader_lookup(const struct loader *L, const char *name)
+{
+    const char *pre = L->m->cfg.family ? L->m->cfg.family->tensor_prefix : NULL;
+    if (!pre) return st_find(L->st, name);
+    char full[600];
+    snprintf(full, sizeof full, "%s%s", pre, name);
+    return st_find(L->st, full);
+}
+
+/* loader_lookup, marking what it finds as consumed (every lookup that finds
+ * a tensor loads it, or fails the load). */
 static const struct st_tensor *loader_find(struct loader *L, const char *name)
 {
-    const struct st_tensor *t = st_find(L->st, name);
+    const struct st_tensor *t = loader_lookup(L, name);
     if (t && L->used) L->used[t - L->st->tensors] = 1;
     return t;
 }
@@ -226,7 +238,8 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
     if (q->kind == MODEL_QUANT_CT_INT4 && len > 7 && !strcmp(name + len - 7, ".weight") &&
         strcmp(name, "model.embed_tokens.weight") && !(len >= 16 && !strcmp(name + len - 16, ".mlp.gate.weight"))) {
         char module[512];
-        snprintf(module, sizeof module, "%.*s", (int)(len - 7), name);
+        const char *pre = L->m->cfg.family->tensor_prefix;
+        snprintf(module, sizeof module, "%s%.*s", pre ? pre : "", (int)(len - 7), name);
         int ig = model_quant_ignored(q, module, err);
         if (ig < 0) return ig;
         if (!ig) {
@@ -358,7 +371,7 @@ static int io_routed_experts(void *ctx, const char *prefix, int li, struct colib
     snprintf(name, sizeof name, "%s.experts.0.gate_proj.weight", prefix);
     /* per-expert tensors (compressed-tensors names them .weight_packed) */
     snprintf(packed, sizeof packed, "%s.experts.0.gate_proj.weight_packed", prefix);
-    if (!loader_find(L, name) && !st_find(L->st, packed)) return load_fused_experts(L, prefix, li, err);
+    if (!loader_find(L, name) && !loader_lookup(L, packed)) return load_fused_experts(L, prefix, li, err);
     for (int e = 0; e < c->n_routed_experts; e++) {
         snprintf(name, sizeof name, "%s.experts.%d", prefix, e);
         int rc = load_mlp(L, name, c->moe_intermediate_size, ROLE_EXPERT, expert_store_resident_slot(L->m->experts, li, e),
@@ -472,6 +485,13 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
         automatic = 1;
     }
     if (ram >= b.resident || m->cfg.num_hidden_layers <= m->cfg.first_k_dense_replace) return 0;
+    for (int l = m->cfg.first_k_dense_replace; l < m->cfg.num_hidden_layers; l++)
+        if (m->cfg.mlp_dense[l]) {
+            if (automatic) return 0;
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "--ram: streaming the experts of a model with a dense "
+                                "layer (%d) after its first MoE layer (%d) is not supported", l,
+                                m->cfg.first_k_dense_replace);
+        }
     int64_t largest = 0;
     for (int l = m->experts->first_moe_layer; l < m->experts->n_layers; l++)
         for (int e = 0; e < m->experts->n_experts; e++) {
@@ -499,12 +519,20 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     return 0;
 }
 
+/* The name without the family's tensor_prefix, or NULL when it lacks it. */
+static const char *unprefixed(const struct model_config *c, const char *name)
+{
+    const char *pre = c->family ? c->family->tensor_prefix : NULL;
+    if (!pre) return name;
+    return strncmp(name, pre, strlen(pre)) ? NULL : name + strlen(pre);
+}
+
 /* The layer index of "model.layers.N.<rest>", or -1. */
 static int tensor_layer(const char *name)
 {
     const char *pre = "model.layers.";
     size_t n = strlen(pre);
-    if (strncmp(name, pre, n) || name[n] < '0' || name[n] > '9') return -1;
+    if (!name || strncmp(name, pre, n) || name[n] < '0' || name[n] > '9') return -1;
     long li = 0;
     const char *q = name + n;
     for (; *q >= '0' && *q <= '9' && li < 1000000; q++) li = li * 10 + (*q - '0');
@@ -533,15 +561,29 @@ static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
  * nothing reads means the config does not describe the checkpoint (a
  * mislabelled model_type would otherwise load with, say, its indexer
  * ignored). The MTP layers (num_hidden_layers .. + num_nextn_predict_layers
- * - 1) are accepted and named once in the log, as they are not loaded. */
+ * - 1) are accepted and named once in the log, as they are not loaded; so
+ * are the tensors under the family's skip_prefixes (a wrapper's vision
+ * tower) and zero-element tensors, which transformers saves for a part a
+ * config sizes to nothing (shared experts with n_shared_experts 0). */
 static int refuse_unused(const struct loader *L, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
-    int n_mtp = 0;
+    int n_mtp = 0, n_skip = 0, n_empty = 0;
     for (int i = 0; i < L->st->n_tensors; i++) {
         const struct st_tensor *t = &L->st->tensors[i];
         if (L->used[i] || is_scale_of_used(L, t)) continue;
-        int li = tensor_layer(t->name);
+        if (t->numel == 0) {
+            n_empty++;
+            continue;
+        }
+        int skip = 0;
+        for (int k = 0; k < 4 && c->family && c->family->skip_prefixes[k] && !skip; k++)
+            skip = !strncmp(t->name, c->family->skip_prefixes[k], strlen(c->family->skip_prefixes[k]));
+        if (skip) {
+            n_skip++;
+            continue;
+        }
+        int li = tensor_layer(unprefixed(c, t->name));
         if (li >= c->num_hidden_layers && li < c->num_hidden_layers + c->num_nextn_predict_layers) {
             n_mtp++;
             continue;
@@ -553,6 +595,10 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
     if (n_mtp)
         base_log_msg("info", "layers %d..%d (%d tensors): MTP layer, not loaded", c->num_hidden_layers,
                      c->num_hidden_layers + c->num_nextn_predict_layers - 1, n_mtp);
+    if (n_skip)
+        base_log_msg("info", "%d tensors of parts colibri does not run (%s...: image inputs are refused), not loaded",
+                     n_skip, c->family->skip_prefixes[0]);
+    if (n_empty) base_log_msg("info", "%d zero-element tensors (parts this config sizes to nothing)", n_empty);
     return 0;
 }
 
@@ -567,7 +613,8 @@ static int mtp_layers_present(const struct model *m)
     int n = 0;
     for (; n < c->num_nextn_predict_layers; n++) {
         char p[64];
-        int len = snprintf(p, sizeof p, "model.layers.%d.", c->num_hidden_layers + n), found = 0;
+        int len = snprintf(p, sizeof p, "%smodel.layers.%d.", c->family->tensor_prefix ? c->family->tensor_prefix : "",
+                           c->num_hidden_layers + n), found = 0;
         for (int i = 0; i < m->st.n_tensors && !found; i++) found = !strncmp(m->st.tensors[i].name, p, (size_t)len);
         if (!found) break;
     }
