@@ -159,6 +159,9 @@ int model_dev_new(const struct model *m, const struct backend_ops *ops, struct m
     if (c->first_k_dense_replace < c->num_hidden_layers && strcmp(m->experts->ops->name, "resident"))
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: the routed experts are %s (the device needs "
                             "them all resident: raise --ram)", ops->name, m->experts->ops->name);
+    if (c->rope_half_split || c->llama4_beta != 0)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: %s is not wired to the device yet", ops->name,
+                            c->rope_half_split ? "half-split RoPE (rope_interleave false)" : "the Llama 4 query scale");
     if (c->qk_rope_head_dim < 2)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "--device %s: qk_rope_head_dim %d", ops->name,
                             c->qk_rope_head_dim);

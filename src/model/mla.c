@@ -308,9 +308,12 @@ static int mla_run(const struct part_run *pr, const float *h, int n, float *out,
              * 2-thread prefill, on one thread) */
             float cs[MODEL_MAX_ROPE_DIM / 2], sn[MODEL_MAX_ROPE_DIM / 2];
             model_rope_angles(dr, pos, c, cs, sn);
-            model_rope_rotate(rope, dr, cs, sn);
+            model_rope_rotate_cfg(c, rope, dr, cs, sn);
             rc = kv_cache_write(st->kv, kl, pos, lat, rope, err);
-            for (int hh = 0; hh < H; hh++) model_rope_rotate(qg + (int64_t)s * H * dqk + hh * dqk + dn, dr, cs, sn);
+            float *qs = qg + (int64_t)s * H * dqk, scale = model_rope_query_scale(c, pos);
+            for (int hh = 0; hh < H; hh++) model_rope_rotate_cfg(c, qs + hh * dqk + dn, dr, cs, sn);
+            if (scale != 1.0f)
+                for (int i = 0; i < H * dqk; i++) qs[i] *= scale;
         }
         if (rc) break;
         if (pr->mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))

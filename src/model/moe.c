@@ -65,9 +65,9 @@ static void softmax_scores(const float *logits, int E, float *s)
 }
 
 /* The K largest of s[] among the experts with keep[e] set (keep NULL: all);
- * weights are the scores times routed_scaling_factor, not normalized
- * (DeepseekV2TopkRouter). */
-static void top_k_scaled(const struct model_config *c, const float *s, const unsigned char *keep, int *idx,
+ * weights are the scores times scale, not normalized (DeepseekV2TopkRouter:
+ * scale is routed_scaling_factor). */
+static void top_k_scaled(const struct model_config *c, const float *s, const unsigned char *keep, float scale, int *idx,
                          float *wts)
 {
     int E = c->n_routed_experts, K = c->num_experts_per_tok;
@@ -79,7 +79,7 @@ static void top_k_scaled(const struct model_config *c, const float *s, const uns
             if (!taken[e] && (!keep || keep[e]) && (best < 0 || s[e] > s[best])) best = e;
         taken[best] = 1;
         idx[k] = best;
-        wts[k] = s[best] * c->routed_scaling_factor;
+        wts[k] = s[best] * scale;
     }
 }
 
@@ -90,7 +90,7 @@ static void route_softmax_greedy(const struct model_config *c, const float *logi
     (void)bias;
     float s[c->n_routed_experts];
     softmax_scores(logits, c->n_routed_experts, s);
-    top_k_scaled(c, s, NULL, idx, wts);
+    top_k_scaled(c, s, NULL, c->routed_scaling_factor, idx, wts);
 }
 
 /* DeepseekV2TopkRouter, topk_method "group_limited_greedy": softmax; a
@@ -117,7 +117,43 @@ static void route_softmax_group_limited(const struct model_config *c, const floa
         gkeep[best] = 1;
     }
     for (int e = 0; e < E; e++) keep[e] = gkeep[e / per];
-    top_k_scaled(c, s, keep, idx, wts);
+    top_k_scaled(c, s, keep, c->routed_scaling_factor, idx, wts);
+}
+
+/* Mistral4TopkRouter: softmax; a group's score is the sum of its two best
+ * experts'; top-k within the topk_group best groups; weights are the
+ * scores, normalized when norm_topk_prob, times routed_scaling_factor. */
+static void route_softmax_top2_groups(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                                      float *wts)
+{
+    (void)bias;
+    int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
+    float s[E], gscore[G];
+    unsigned char gkeep[G], keep[E];
+    softmax_scores(logits, E, s);
+    for (int g = 0; g < G; g++) {
+        float m1 = -INFINITY, m2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (s[e] > m1) { m2 = m1; m1 = s[e]; }
+            else if (s[e] > m2) m2 = s[e];
+        }
+        gscore[g] = m1 + m2;
+        gkeep[g] = 0;
+    }
+    for (int k = 0; k < c->topk_group; k++) {
+        int best = -1;
+        for (int g = 0; g < G; g++)
+            if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+        gkeep[best] = 1;
+    }
+    for (int e = 0; e < E; e++) keep[e] = gkeep[e / per];
+    float sum = 0.0f;
+    top_k_scaled(c, s, keep, 1.0f, idx, wts);
+    for (int k = 0; k < K; k++) sum += wts[k];
+    for (int k = 0; k < K; k++) {
+        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
+        wts[k] *= c->routed_scaling_factor;
+    }
 }
 
 typedef void (*moe_router_fn)(const struct model_config *c, const float *logits, const float *bias, int *idx,
@@ -126,6 +162,7 @@ static const moe_router_fn ROUTERS[MODEL_ROUTER_COUNT] = {
     [MODEL_ROUTER_SIGMOID_NOAUX_TC] = route_sigmoid_noaux_tc,
     [MODEL_ROUTER_SOFTMAX_GREEDY] = route_softmax_greedy,
     [MODEL_ROUTER_SOFTMAX_GROUP_LIMITED] = route_softmax_group_limited,
+    [MODEL_ROUTER_SOFTMAX_TOP2_GROUPS] = route_softmax_top2_groups,
 };
 
 void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)

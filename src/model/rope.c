@@ -26,3 +26,24 @@ void model_rope_apply(float *x, int dr, int pos, const struct model_config *c)
     model_rope_angles(dr, pos, c, cs, sn);
     model_rope_rotate(x, dr, cs, sn);
 }
+
+void model_rope_rotate_cfg(const struct model_config *c, float *x, int dr, const float *cs, const float *sn)
+{
+    if (!c->rope_half_split) {
+        model_rope_rotate(x, dr, cs, sn);
+        return;
+    }
+    int h = dr / 2;
+    for (int i = 0; i < h; i++) {
+        float x0 = x[i], x1 = x[i + h];
+        x[i] = x0 * cs[i] - x1 * sn[i];
+        x[i + h] = x1 * cs[i] + x0 * sn[i];
+    }
+}
+
+float model_rope_query_scale(const struct model_config *c, int pos)
+{
+    if (c->llama4_beta == 0) return 1.0f;
+    float q = floorf((float)pos / (float)c->llama4_max_pos);
+    return 1.0f + c->llama4_beta * logf(1.0f + q);
+}
