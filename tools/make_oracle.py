@@ -27,6 +27,9 @@
 #                     config.json model_type "kimi_k2"
 #   deepseek_v3_fp8   hidden 256 etc. (partial 128x128 blocks), block-fp8
 #                     weights; references are HF run on the dequantised weights
+#   (builders in other files: oracle_v2.py, oracle_mtp.py, oracle_dsa.py, and
+#   oracle_family.py: mistral4_tiny, glm4_moe_lite_tiny, kimi_k25_tiny,
+#   yarn_notrunc_tiny, yarn_attnfactor_tiny, v3_noshared_tiny)
 #
 # Robustness: weights are re-drawn non-degenerately (Linear ~ N(0,1)/sqrt(fan_in),
 # embeddings N(0,1), RMSNorm weights U[0.5,1.5], e_score_correction_bias
@@ -114,6 +117,13 @@ FIXTURES = {
     "deepseek_v32_tiny": dict(builder="oracle_dsa"),     # DeepSeek-V3.2 / GLM-5 DSA, tools/oracle_dsa.py
     "deepseek_v32_dense_tiny": dict(builder="oracle_dsa"),
     "glm5_tiny": dict(builder="oracle_dsa"),
+    # the 2026 family members and the yarn / shared-expert fields, tools/oracle_family.py
+    "mistral4_tiny": dict(builder="oracle_family"),
+    "glm4_moe_lite_tiny": dict(builder="oracle_family"),
+    "kimi_k25_tiny": dict(builder="oracle_family"),
+    "yarn_notrunc_tiny": dict(builder="oracle_family"),
+    "yarn_attnfactor_tiny": dict(builder="oracle_family"),
+    "v3_noshared_tiny": dict(builder="oracle_family"),
 }
 
 
