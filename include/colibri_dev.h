@@ -111,7 +111,12 @@ struct colibri_oracle_result {
     int gen_agree, gen_total;   /* greedy tokens reproduced (matching prefix) */
     double max_dlogit;          /* prefill vs HF, all sequences */
     double decode_dlogit;       /* absorbed decode vs expanded prefill */
-    int pass;                   /* tf and gen complete, both deltas <= 1e-4 */
+    /* a fixture with the MTP layer's draft logits (mtp_logits.<i>): their
+     * rows checked, and the largest |difference| of the whole-sequence
+     * (expanded) and the row-by-row (absorbed) drafts against HF's */
+    int mtp_rows;
+    double mtp_dlogit;
+    int pass;                   /* tf and gen complete, every delta <= 1e-4 */
     /* XXH64 chained over every logits row colibri computed, in order (prefill
      * rows, then decode rows, then the generation's): equal digests mean
      * bit-identical logits (to compare runs that must agree exactly). */
@@ -119,6 +124,15 @@ struct colibri_oracle_result {
 };
 /* mopts (may be NULL) loads the fixture with other weight formats; kv_tier and
  * kv_rope (may be NULL) run it on a quantized KV cache. */
+/* The MTP layer's draft logits over a sequence as an oracle fixture stores
+ * them: row t (0..S-2) drafts the token at t+2 from the main model's final
+ * hidden state at t and token t+1; out[(S-1) * vocab]. All rows in one
+ * expanded forward, or (row_by_row) one absorbed forward per row, on an f32
+ * cache whatever the sessions use. EINVAL
+ * when the model has no MTP layer. */
+int colibri_mtp_draft_logits(colibri_model *cm, const int32_t *tok, int S, int row_by_row, float *out,
+                             struct colibri_err *err);
+
 int colibri_oracle_check(const char *fixture_dir, const struct colibri_model_opts *mopts,
                          const char *kv_tier, const char *kv_rope,
                          struct colibri_oracle_result *res, struct colibri_err *err);

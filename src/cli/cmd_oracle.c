@@ -52,6 +52,7 @@ int cmd_oracle(int argc, char **argv)
         }
         printf("%s tf=%d/%d gen=%d/%d max_dlogit=%.3g decode_dlogit=%.3g", r.name, r.tf_agree, r.tf_total,
                r.gen_agree, r.gen_total, r.max_dlogit, r.decode_dlogit);
+        if (r.mtp_rows) printf(" mtp_rows=%d mtp_dlogit=%.3g", r.mtp_rows, r.mtp_dlogit);
         if (digest) printf(" digest=%016llx", (unsigned long long)r.logits_digest);
         printf("%s\n", r.pass || no_gate ? "" : "  FAIL");
         fflush(stdout);

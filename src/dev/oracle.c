@@ -81,6 +81,35 @@ out:
     return rc;
 }
 
+/* The MTP layer's draft logits against mtp_logits.<i> [S - 1, V], when the
+ * fixture has them (tools/oracle_mtp.py): whole sequence and row by row. */
+static int check_mtp(colibri_model *cm, const struct st_set *st, int i, const int32_t *tok, int S,
+                     struct colibri_oracle_result *res, struct colibri_err *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "mtp_logits.%d", i);
+    const struct st_tensor *t = st_find(st, name);
+    if (!t) return 0;
+    int V = colibri_model_vocab(cm), rc = 0;
+    if (t->dtype != ST_F32 || t->numel != (int64_t)(S - 1) * V)
+        return base_err_set(err, COLIBRI_EFORMAT, "reference.safetensors: tensor '%s' is not F32 [%d, %d]", name,
+                            S - 1, V);
+    float *got = malloc((size_t)(S - 1) * V * sizeof *got), *ref = malloc(t->nbytes);
+    if (!got || !ref) rc = base_err_set(err, COLIBRI_ENOMEM, "MTP check: out of memory");
+    else memcpy(ref, t->data, t->nbytes);
+    for (int mode = 0; mode < 2 && !rc; mode++) {
+        if ((rc = colibri_mtp_draft_logits(cm, tok, S, mode, got, err))) break;
+        for (int64_t k = 0; k < (int64_t)(S - 1) * V; k++) {
+            double d = fabs((double)got[k] - (double)ref[k]);
+            if (!(d <= res->mtp_dlogit)) res->mtp_dlogit = d;
+        }
+    }
+    if (!rc) res->mtp_rows += S - 1;
+    free(got);
+    free(ref);
+    return rc;
+}
+
 static int check_generation(colibri_model *cm, const struct colibri_session_opts *base, const int32_t *prompt, int np, const int32_t *want, int ng,
                             struct colibri_oracle_result *res, struct colibri_err *err)
 {
@@ -165,6 +194,7 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
         float *reflog = malloc(lt->nbytes);
         memcpy(reflog, lt->data, lt->nbytes);
         rc = check_sequence(cm, &sopts, tok, S, cJSON_GetObjectItemCaseSensitive(sq, "top2_margin"), reflog, tol, res, err);
+        if (!rc) rc = check_mtp(cm, &st, i, tok, S, res, err);
         free(reflog);
         free(tok);
         if (rc) goto out;
@@ -181,7 +211,8 @@ int colibri_oracle_check(const char *dir, const struct colibri_model_opts *mopts
     free(prompt);
     free(want);
     res->pass = !rc && res->tf_agree == res->tf_total && res->gen_agree == res->gen_total &&
-                res->max_dlogit <= ORACLE_MAX_DLOGIT && res->decode_dlogit <= ORACLE_MAX_DLOGIT;
+                res->max_dlogit <= ORACLE_MAX_DLOGIT && res->decode_dlogit <= ORACLE_MAX_DLOGIT &&
+                res->mtp_dlogit <= ORACLE_MAX_DLOGIT;
 out:
     st_close(&st);
     colibri_model_free(cm);
