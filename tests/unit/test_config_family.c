@@ -4,6 +4,7 @@
  * from the transformers 5.18 modeling/configuration files, not from the code
  * under test (GLM-5 indexer patterns: GlmMoeDsaConfig's own output for the
  * same fields). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -143,9 +144,10 @@ static void test_behaviour_refusals(void)
           err.msg);
     CHECK(parse_n("deepseek_v3", MODEL_MAX_LAYERS + 1, "24", "", &c, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "num_hidden_layers") && strstr(err.msg, "0..1024"), "%s", err.msg);
-    /* transformers ignores rope_interleave outside DeepseekV3 (V3.2 and GLM-5 always interleave the MLA's RoPE) */
-    CHECK(parse("deepseek_v32", ",\"rope_interleave\":false", &c, &err) == 0, "%s", err.msg);
-    CHECK(parse("deepseek_v3", ",\"rope_interleave\":false", &c, &err) == COLIBRI_EUNSUPPORTED, "%s", err.msg);
+    /* transformers ignores rope_interleave outside DeepseekV3 and its kin (V3.2 and GLM-5 always interleave the
+     * MLA's RoPE); DeepseekV3Attention takes apply_rotary_pos_emb (rotate_half) when it is false */
+    CHECK(parse("deepseek_v32", ",\"rope_interleave\":false", &c, &err) == 0 && !c.rope_half_split, "%s", err.msg);
+    CHECK(parse("deepseek_v3", ",\"rope_interleave\":false", &c, &err) == 0 && c.rope_half_split, "%s", err.msg);
     /* an unknown model_type names the supported ones */
     CHECK(parse("llama", "", &c, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "glm_moe_dsa") &&
               strstr(err.msg, "deepseek_v2"), "%s", err.msg);
@@ -295,8 +297,10 @@ static void test_family_defaults(void)
         { "deepseek_v32", 8, 4, 3, 1, 163840, 2.5f, 1e-6f },
         { "glm_moe_dsa", 1, 1, 3, 1, 202752, 2.5f, 1e-5f },
         { "deepseek_v2", 1, 1, 0, 0, 2048, 1.0f, 1e-6f },
+        /* Glm4MoeLiteConfig: mlp_layer_types defaults to one dense layer, then sparse */
+        { "glm4_moe_lite", 1, 1, 1, 1, 202752, 1.8f, 1e-5f },
     };
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         char buf[2048];
         struct model_config c;
         struct colibri_err err = { 0 };
@@ -334,6 +338,87 @@ static void test_fingerprint_groups(void)
     CHECK(n == 15 && strlen(t) == 15, "truncated to %d", n);
 }
 
+/* The 2026 rows (Mistral4Config, Glm4MoeLiteConfig, Kimi_K25Config of
+ * transformers 5.18) and the yarn fields older configs leave out. */
+static void test_2026_rows(void)
+{
+    struct model_config c;
+    struct colibri_err err;
+    const char *m4 = ",\"rope_parameters\":{\"type\":\"yarn\",\"rope_theta\":10000.0,\"factor\":4.0,"
+                     "\"original_max_position_embeddings\":16,\"max_position_embeddings\":256,"
+                     "\"llama_4_scaling_beta\":0.1,\"partial_rotary_factor\":0.5},\"rope_interleave\":false,"
+                     "\"topk_method\":\"whatever\"";
+    /* head_dim = 8 + 8: Mistral4Config's partial_rotary_factor 0.5 rotates qk_rope_head_dim; topk_method is
+     * deleted by Mistral4TopkRouter */
+    CHECK(parse("mistral4", m4, &c, &err) == 0, "%s", err.msg);
+    CHECK(c.router_kind == MODEL_ROUTER_SOFTMAX_TOP2_GROUPS && c.rope_half_split && c.llama4_beta == 0.1f &&
+              c.llama4_max_pos == 16, "mistral4: router %d half %d beta %g max %d", c.router_kind, c.rope_half_split,
+          (double)c.llama4_beta, c.llama4_max_pos);
+    refused("mistral4", ",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+            "\"original_max_position_embeddings\":16}", COLIBRI_EFORMAT, "llama_4_scaling_beta", "mistral4");
+    /* the scale is not read where transformers ignores it */
+    refused("deepseek_v3", ",\"rope_parameters\":{\"rope_type\":\"default\",\"llama_4_scaling_beta\":0.1}",
+            COLIBRI_EUNSUPPORTED, "RoPE parameter 'llama_4_scaling_beta'", "deepseek_v3");
+    refused("deepseek_v3", ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,\"low_freq_factor\":1.0}",
+            COLIBRI_EUNSUPPORTED, "'low_freq_factor'", "not supported");
+
+    /* Glm4MoeLiteDecoderLayer: mlp_layer_types alone decides, dense anywhere */
+    CHECK(parse("glm4_moe_lite", ",\"mlp_layer_types\":[\"dense\",\"sparse\",\"dense\",\"sparse\"]", &c,
+                &err) == 0, "%s", err.msg);
+    CHECK(c.first_k_dense_replace == 1 && c.mlp_dense[0] && !c.mlp_dense[1] && c.mlp_dense[2] && !c.mlp_dense[3],
+          "glm4_moe_lite pattern: first MoE %d", c.first_k_dense_replace);
+    char t[4096];
+    model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(strstr(t, ";mlp_dense=1010;") != NULL, "glm4_moe_lite fingerprint: %s", t);
+    refused("glm4_moe_lite", ",\"mlp_layer_types\":[\"dense\",\"sparse\",\"moe\",\"sparse\"]",
+            COLIBRI_EUNSUPPORTED, "mlp_layer_types[2]", "'moe'");
+
+    /* Kimi_K25Config: the text model is text_config (kimi_k2 or deepseek_v3), tie_word_embeddings its own */
+    const char *k25 = "{\"model_type\":\"kimi_k25\",%s\"text_config\":{\"model_type\":\"%s\",\"vocab_size\":64,"
+                      "\"hidden_size\":32,\"intermediate_size\":64,\"moe_intermediate_size\":16,"
+                      "\"num_hidden_layers\":2,\"num_attention_heads\":2,\"q_lora_rank\":24,\"kv_lora_rank\":16,"
+                      "\"qk_nope_head_dim\":8,\"qk_rope_head_dim\":8,\"v_head_dim\":8,\"n_routed_experts\":8,"
+                      "\"num_experts_per_tok\":2,\"n_group\":1,\"topk_group\":1,\"tie_word_embeddings\":false},"
+                      "\"vision_config\":{\"hidden_size\":16}}";
+    char buf[4096];
+    snprintf(buf, sizeof buf, k25, "", "kimi_k2");
+    CHECK(model_config_parse(buf, "config.json", &c, &err) == 0, "%s", err.msg);
+    CHECK(c.hidden_size == 32 && c.n_routed_experts == 8 && c.tie_word_embeddings == 1 && c.family &&
+              !strcmp(c.family->tensor_prefix, "language_model."), "kimi_k25: hidden %d tie %d", c.hidden_size,
+          c.tie_word_embeddings);
+    snprintf(buf, sizeof buf, k25, "\"tie_word_embeddings\":false,", "deepseek_v3");
+    CHECK(model_config_parse(buf, "config.json", &c, &err) == 0 && !c.tie_word_embeddings, "%s", err.msg);
+    snprintf(buf, sizeof buf, k25, "", "qwen3");
+    CHECK(model_config_parse(buf, "config.json", &c, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "qwen3") &&
+              strstr(err.msg, "text_config.model_type"), "%s", err.msg);
+
+    /* yarn's truncate and attention_factor (_compute_yarn_parameters) */
+    const char *y = ",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                    "\"original_max_position_embeddings\":4096%s}";
+    char e1[512];
+    snprintf(e1, sizeof e1, y, "");
+    CHECK(parse("deepseek_v3", e1, &c, &err) == 0, "%s", err.msg);
+    float rounded = c.inv_freq[2], factor = c.rope_attention_factor;
+    model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(!strstr(t, "rope_truncate") && !strstr(t, "rope_attention_factor="), "default yarn fingerprint: %s", t);
+    snprintf(e1, sizeof e1, y, ",\"truncate\":false");
+    CHECK(parse("deepseek_v3", e1, &c, &err) == 0, "%s", err.msg);
+    /* dim 8, base 10000: the correction range is 1.31..2.81 (rounded 1..3); frequency 2's ramp is
+     * (2 - 1.3088) / (2.8135 - 1.3088) = 0.4594 instead of 0.5 */
+    double ext = pow(10000.0, -4.0 / 8), lo = 8 * log(4096 / (32 * 2 * M_PI)) / (2 * log(10000.0)),
+           hi = 8 * log(4096 / (1 * 2 * M_PI)) / (2 * log(10000.0)), ramp = (2 - lo) / (hi - lo);
+    double want = ext / 4 * ramp + ext * (1 - ramp);
+    CHECK(fabs(c.inv_freq[2] - want) < 1e-6 * want && fabs(rounded - (ext / 4 * 0.5 + ext * 0.5)) < 1e-6 * want,
+          "truncate false: inv_freq[2] %.8g want %.8g (rounded %.8g)", (double)c.inv_freq[2], want, (double)rounded);
+    model_config_fingerprint_text(&c, t, sizeof t);
+    CHECK(strstr(t, ";rope_truncate=0;") != NULL, "fingerprint: %s", t);
+    snprintf(e1, sizeof e1, y, ",\"attention_factor\":1.3");
+    CHECK(parse("deepseek_v3", e1, &c, &err) == 0 && c.rope_attention_factor == 1.3f && factor != 1.3f, "%s %g",
+          err.msg, (double)c.rope_attention_factor);
+    snprintf(e1, sizeof e1, y, ",\"truncate\":0");
+    refused("deepseek_v3", e1, COLIBRI_EFORMAT, "'truncate'", "true or false");
+}
+
 int main(void)
 {
     RUN_TEST(test_family_rows);
@@ -343,5 +428,6 @@ int main(void)
     RUN_TEST(test_glm_indexer_patterns);
     RUN_TEST(test_family_defaults);
     RUN_TEST(test_fingerprint_groups);
+    RUN_TEST(test_2026_rows);
     return CHECK_SUMMARY();
 }
