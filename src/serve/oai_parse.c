@@ -273,6 +273,13 @@ static int message_content(const cJSON *msg, int i, const char **out, char **own
     for (const cJSON *part = c->child; part; part = part->next, k++) {
         const cJSON *type = cJSON_IsObject(part) ? field(part, "type") : NULL;
         const cJSON *text = cJSON_IsObject(part) ? field(part, "text") : NULL;
+        if (cJSON_IsString(type) && (strstr(type->valuestring, "image") || strstr(type->valuestring, "video"))) {
+            base_sb_free(&b);
+            return -oai_error_set(e, 400, BAD, NULL, "messages",
+                                  "'messages[%d].content[%d]' is an image or video part (type '%s'): image and video "
+                                  "inputs are not supported (colibri runs the language model only)", i, k,
+                                  type->valuestring);
+        }
         if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "text") || !text || !cJSON_IsString(text)) {
             base_sb_free(&b);
             return -oai_error_set(e, 400, BAD, NULL, "messages",

@@ -73,6 +73,16 @@ static void test_parse_errors(void)
     refused(JOB_CHAT, "{\"messages\": []}", 400, "messages");
     refused(JOB_CHAT, "{\"messages\": \"hi\"}", 400, "messages");
     refused(JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", 400, "messages");
+    {
+        /* an image part is refused naming it (a Kimi K2.5 runs as its language model only) */
+        struct oai_error e;
+        struct job *j = parse(JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
+                              "\"text\": \"what is this\"}, {\"type\": \"image_url\", \"image_url\": {\"url\": "
+                              "\"data:,\"}}]}]}", &e);
+        CHECK(!j && e.status == 400 && strstr(e.msg, "content[1]") && strstr(e.msg, "'image_url'") &&
+                  strstr(e.msg, "image and video inputs are not supported"), "%d %s", e.status, e.msg);
+        job_release(j);
+    }
     refused(JOB_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", 400,
             "top_logprobs");
 }
