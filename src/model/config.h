@@ -3,14 +3,16 @@
  *
  * Accepts the model_types of the family table (struct model_family, one row
  * per model_type: deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa,
- * deepseek_v2); what differs between them is a column of that table, never
+ * deepseek_v2, kimi_k25, mistral4, glm4_moe_lite); what differs between
+ * them is a column of that table, never
  * a string compare elsewhere; a routing or norm field left out takes the
  * family's transformers default. Config values that select behaviour colibri
  * does not implement (scoring_func, topk_method, hidden_act, mlp_bias,
  * moe_layer_freq, ...) are refused naming the field and the value. Both
  * RoPE spellings (top-level rope_theta + rope_scaling{type|rope_type}, and
  * transformers v5's rope_parameters{rope_type, rope_theta, ...}), q_lora_rank
- * null, torch_dtype or dtype. Anything else is refused by name; booleans
+ * null, torch_dtype or dtype; a RoPE parameter colibri does not read is
+ * refused by name. Anything else is refused by name; booleans
  * must be true or false (null: the default). Derived RoPE
  * quantities (inverse frequencies, yarn attention factor, softmax scale) are
  * computed here, once, as model-spec.md §2.1-2.2 states them.
