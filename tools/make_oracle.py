@@ -28,7 +28,7 @@
 #   deepseek_v3_fp8   hidden 256 etc. (partial 128x128 blocks), block-fp8
 #                     weights; references are HF run on the dequantised weights
 #   (builders in other files: oracle_v2.py, oracle_mtp.py, oracle_dsa.py, and
-#   oracle_family.py: mistral4_tiny, glm4_moe_lite_tiny, kimi_k25_tiny,
+#   oracle_family.py: mistral4_tiny, mistral4_ilv_tiny, glm4_moe_lite_tiny, kimi_k25_tiny,
 #   yarn_notrunc_tiny, yarn_attnfactor_tiny, v3_noshared_tiny)
 #
 # Robustness: weights are re-drawn non-degenerately (Linear ~ N(0,1)/sqrt(fan_in),
@@ -119,6 +119,7 @@ FIXTURES = {
     "glm5_tiny": dict(builder="oracle_dsa"),
     # the 2026 family members and the yarn / shared-expert fields, tools/oracle_family.py
     "mistral4_tiny": dict(builder="oracle_family"),
+    "mistral4_ilv_tiny": dict(builder="oracle_family"),
     "glm4_moe_lite_tiny": dict(builder="oracle_family"),
     "kimi_k25_tiny": dict(builder="oracle_family"),
     "yarn_notrunc_tiny": dict(builder="oracle_family"),

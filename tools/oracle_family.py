@@ -15,6 +15,8 @@
 #                        topk_group 1), norm_topk_prob, fused expert tensors
 #                        (transformers saves mistral4's experts as
 #                        mlp.experts.gate_up_proj / down_proj).
+#   mistral4_ilv_tiny    Mistral4ForCausalLM, the other choices: interleaved RoPE,
+#                        one group, norm_topk_prob false, per-expert tensors.
 #   glm4_moe_lite_tiny   Glm4MoeLiteForCausalLM: mlp_layer_types dense, sparse,
 #                        dense, sparse (a dense layer between MoE layers),
 #                        sigmoid router with correction bias, rms_norm_eps 1e-5.
@@ -72,6 +74,16 @@ FIXTURES = {
                                                    "max_position_embeddings": 256, "beta_fast": 32.0,
                                                    "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
                                                    "llama_4_scaling_beta": 0.1})),
+    "mistral4_ilv_tiny": dict(seed=7700, cls="Mistral4ForCausalLM", cfg="Mistral4Config", router="softmax_top2",
+                              per_expert=True,
+                              kw=dict(TINY, first_k_dense_replace=0, n_group=1, topk_group=1,
+                                      routed_scaling_factor=1.0, norm_topk_prob=False, rms_norm_eps=1e-6,
+                                      rope_interleave=True,
+                                      rope_parameters={"type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                       "original_max_position_embeddings": 32,
+                                                       "max_position_embeddings": 256, "beta_fast": 32.0,
+                                                       "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                                       "llama_4_scaling_beta": 0.2})),
     "glm4_moe_lite_tiny": dict(seed=7200, cls="Glm4MoeLiteForCausalLM", cfg="Glm4MoeLiteConfig", router="sigmoid",
                                kw=dict(TINY, num_hidden_layers=4, mlp_layer_types=["dense", "sparse", "dense", "sparse"],
                                        routed_scaling_factor=1.8, norm_topk_prob=True, rms_norm_eps=1e-5,
@@ -227,7 +239,33 @@ def rename_kimi(mo, stpath):
     mo.save_file(out, stpath, metadata={"format": "pt"})
 
 
+def split_experts(mo, stpath, inter):
+    """Fused experts -> per-expert tensors (mlp.experts.E.{gate,up,down}_proj.weight): gate rows first."""
+    sd = mo.read_safetensors(stpath)
+    out = {}
+    for k, t in sd.items():
+        if k.endswith("mlp.experts.gate_up_proj"):
+            pre = k[:-len("gate_up_proj")]
+            for e in range(t.shape[0]):
+                out[f"{pre}{e}.gate_proj.weight"] = t[e, :inter].contiguous()
+                out[f"{pre}{e}.up_proj.weight"] = t[e, inter:].contiguous()
+        elif k.endswith("mlp.experts.down_proj"):
+            pre = k[:-len("down_proj")]
+            for e in range(t.shape[0]):
+                out[f"{pre}{e}.down_proj.weight"] = t[e].contiguous()
+        else:
+            out[k] = t.contiguous()
+    mo.save_file(out, stpath, metadata={"format": "pt"})
+
+
 NOTES = {
+    "mistral4_ilv_tiny": "Mistral Small 4 style (Mistral4ForCausalLM) with the other choices: rope_interleave true, "
+                         "llama_4_scaling_beta 0.2 over original_max_position_embeddings 32, one expert group "
+                         "(plain softmax top-2 of 8), norm_topk_prob false, routed_scaling_factor 1, every layer MoE "
+                         "(first_k_dense_replace 0); the experts written per expert "
+                         "(mlp.experts.E.{gate,up,down}_proj.weight, split from the fused tensors transformers "
+                         "saved and reloaded to identical logits; transformers has no per-expert conversion for "
+                         "mistral4, so these files are colibri's test of that layout).",
     "mistral4_tiny": "Mistral Small 4 style (Mistral4ForCausalLM): rope_interleave false (half-split RoPE, "
                      "rotate_half), llama_4_scaling_beta 0.1 with original_max_position_embeddings 16 (the query "
                      "times 1 + 0.1 log(1 + floor(pos / 16))), yarn factor 4, softmax router with top-2-sum groups "
@@ -307,6 +345,16 @@ def make_fixture(name, spec, outroot, mo):
             f.write("\n")
     if name == "mistral4_tiny":
         assert "model.layers.1.mlp.experts.gate_up_proj" in wsd, "mistral4 experts not fused"
+    if spec.get("per_expert"):
+        # reload check first (transformers reads mistral4's fused tensors only), then the per-expert names
+        m2 = load_model(mo, spec, outdir)
+        with torch.no_grad():
+            for i, s in enumerate(seqs):
+                assert torch.equal(m2(torch.tensor([s]), use_cache=False).logits[0], res["logits"][i])
+        del m2
+        split_experts(mo, stpath, spec["kw"]["moe_intermediate_size"])
+        wsd = mo.read_safetensors(stpath)
+        assert not any("gate_up_proj" in k for k in wsd) and "model.layers.0.mlp.experts.7.down_proj.weight" in wsd
     if name == "v3_noshared_tiny":
         z = [k for k, t in wsd.items() if t.numel() == 0]
         assert z and all("shared_experts" in k for k in z), z
@@ -319,9 +367,9 @@ def make_fixture(name, spec, outroot, mo):
         assert rp.get("attention_factor") == 1.3, rp
 
     # the files on disk reproduce the logits bit-exactly
-    m2 = load_model(mo, spec, outdir)
+    m2 = load_model(mo, spec, outdir) if not spec.get("per_expert") else None
     with torch.no_grad():
-        for i, s in enumerate(seqs):
+        for i, s in enumerate(seqs if m2 is not None else []):
             l2 = m2(torch.tensor([s]), use_cache=False).logits[0]
             assert torch.equal(l2, res["logits"][i]), f"{name}: reload mismatch on seq {i}"
     del m2
