@@ -217,6 +217,8 @@ def init_weights(model, seed):
     assert tied == bool(model.config.tie_word_embeddings), "tie state mismatch"
     with torch.no_grad():
         for name, mod in model.named_modules():
+            if any(p.numel() == 0 for p in mod.parameters(recurse=False)):
+                continue    # a part sized to nothing (n_shared_experts 0)
             if isinstance(mod, torch.nn.Embedding):
                 mod.weight.copy_(torch.randn(mod.weight.shape))
             elif isinstance(mod, torch.nn.Linear):
@@ -272,10 +274,11 @@ class RouterProbe:
             gidx = gs.topk(kg, dim=-1)[1]
             gmask = torch.zeros_like(gs).scatter_(1, gidx, 1)
             emask = gmask.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E).bool()
-            mb = b.masked_fill(~emask, float("-inf"))
-            srt = mb.sort(dim=-1, descending=True)[0]
-            gap = srt[:, k - 1] - srt[:, k]
-            best = min(best, gap.min().item())
+            if k < E:   # top-k of every expert has no boundary
+                mb = b.masked_fill(~emask, float("-inf"))
+                srt = mb.sort(dim=-1, descending=True)[0]
+                gap = srt[:, k - 1] - srt[:, k]
+                best = min(best, gap.min().item())
         return best
 
 
@@ -368,9 +371,10 @@ def evaluate(model, seqs):
     finally:
         probe.remove()
     tf_arg = tf.argmax(-1).tolist()
-    # self-check: generate() == argmax of a teacher-forced full forward
-    assert tf_arg[PROMPT_LEN - 1:-1] == gen, ("generate != teacher-forced argmax", gen, tf_arg)
-    gen_margin = top2(tf[PROMPT_LEN - 1:-1]).min().item()
+    # self-check: generate() == argmax of a teacher-forced full forward; where
+    # they differ the two paths' roundings met a near-tie: a margin of 0 makes
+    # the caller retry with the next seed
+    gen_margin = top2(tf[PROMPT_LEN - 1:-1]).min().item() if tf_arg[PROMPT_LEN - 1:-1] == gen else 0.0
     return dict(logits=logits, hidden=hidden, gen=gen, prompt=prompt,
                 router_margin=router_margin, gen_margin=gen_margin, tf_logits=tf)
 

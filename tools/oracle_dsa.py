@@ -99,6 +99,8 @@ def _init_weights(model, seed, arch):
     torch.manual_seed(seed)
     with torch.no_grad():
         for name, mod in model.named_modules():
+            if any(p.numel() == 0 for p in mod.parameters(recurse=False)):
+                continue    # a part sized to nothing (n_shared_experts 0)
             if isinstance(mod, torch.nn.Embedding):
                 mod.weight.copy_(torch.randn(mod.weight.shape))
             elif isinstance(mod, torch.nn.Linear):
@@ -234,7 +236,7 @@ def _dense_control_diff(mo, spec, outroot):
 def make_fixture(name, _entry, outroot, mo):
     """make_oracle's builder hook: mo is the make_oracle module (helpers, constants)."""
     import torch
-    spec = FIXTURES[name]
+    spec = FIXTURES.get(name, _entry)   # or one make_oracle.py defines itself (seed, arch, dims, rope)
     d = spec["dims"]
     _, M, _, _, _, _ = _classes(spec["arch"])
     cfg = _config(spec)

@@ -100,6 +100,8 @@ def init_weights(mo, model, seed):
     torch.manual_seed(seed)
     with torch.no_grad():
         for name, mod in model.named_modules():
+            if any(p.numel() == 0 for p in mod.parameters(recurse=False)):
+                continue    # a part sized to nothing (n_shared_experts 0)
             if isinstance(mod, torch.nn.Embedding):
                 mod.weight.copy_(torch.randn(mod.weight.shape))
             elif isinstance(mod, torch.nn.Linear):
@@ -151,8 +153,9 @@ class RouterProbe:
                 s = s.masked_fill(~emask, float("-inf"))
             else:
                 assert mod.topk_method == "greedy", mod.topk_method
-            srt = s.sort(dim=-1, descending=True)[0]
-            best = min(best, (srt[:, k - 1] - srt[:, k]).min().item())
+            if k < E:   # top-k of every expert has no boundary
+                srt = s.sort(dim=-1, descending=True)[0]
+                best = min(best, (srt[:, k - 1] - srt[:, k]).min().item())
         return best
 
 
@@ -175,8 +178,8 @@ def evaluate(mo, model, seqs):
     finally:
         probe.remove()
     tf_arg = tf.argmax(-1).tolist()
-    assert tf_arg[mo.PROMPT_LEN - 1:-1] == gen, ("generate != teacher-forced argmax", gen, tf_arg)
-    gen_margin = mo.top2(tf[mo.PROMPT_LEN - 1:-1]).min().item()
+    # generate() != teacher-forced argmax is a near-tie: margin 0, so the caller retries
+    gen_margin = mo.top2(tf[mo.PROMPT_LEN - 1:-1]).min().item() if tf_arg[mo.PROMPT_LEN - 1:-1] == gen else 0.0
     return dict(logits=logits, hidden=hidden, gen=gen, prompt=prompt,
                 router_margin=router_margin, gen_margin=gen_margin)
 
@@ -201,7 +204,7 @@ def write_official_config(path):
 def make_fixture(name, spec, outroot, mo):
     """Writes outroot/name; mo is the make_oracle module (its imports done)."""
     torch = mo.torch
-    spec = SPECS[name]
+    spec = SPECS.get(name, spec)    # a fixture make_oracle.py defines itself (seed, dims, official)
     d = spec["dims"]
     cfg = build_config(mo, d)
     L = d["num_hidden_layers"]
@@ -232,7 +235,7 @@ def make_fixture(name, spec, outroot, mo):
         os.remove(p)
     cpath = os.path.join(outdir, "config.json")
     stpath = os.path.join(outdir, "model.safetensors")
-    if spec["official"]:
+    if spec.get("official"):
         write_official_config(cpath)
     else:
         mo.patch_config(cpath)
@@ -278,7 +281,7 @@ def make_fixture(name, spec, outroot, mo):
                                  "to the official spelling (rope_theta + rope_scaling{type:yarn}, torch_dtype, "
                                  "scoring_func softmax, moe_layer_freq 1, aux_loss_alpha, seq_aux); HF loads it "
                                  "to identical logits.",
-    }[name]
+    }.get(name, spec.get("notes", name))
     notes += (" float32, eager attention, eager experts, 1 thread, CPU. Sequence logits from a single "
               "full-sequence forward without cache. Generation: greedy, %d new tokens from the first %d "
               "tokens of sequence 0 (via generate() with KV cache; equals teacher-forced argmax). "

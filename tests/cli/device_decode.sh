@@ -17,7 +17,7 @@ fix=""
 for d in tests/oracle/*/; do
     d=${d%/}
     case $(basename "$d") in
-        deepseek_v32*|glm5*) ;;   # DSA: refused below
+        deepseek_v32*|glm5*|mistral4*) ;;   # DSA, half-split RoPE, Llama 4's query scale: refused below
         deepseek_v3_tiny|deepseek_v3_fp8|deepseek_v2_lite_tiny) fix="$fix $d" ;;
         *) [ "$full" = 1 ] && fix="$fix $d" ;;
     esac
@@ -28,6 +28,8 @@ echo "$out"
 
 err=$("$COLIBRI" oracle --device "$DEVICE" tests/oracle/glm5_tiny 2>&1) && { echo "DSA model accepted"; exit 1; }
 echo "$err" | grep -q "Sparse Attention models are not wired to the device" || { echo "$err"; exit 1; }
+err=$("$COLIBRI" oracle --device "$DEVICE" tests/oracle/mistral4_tiny 2>&1) && { echo "half-split RoPE accepted"; exit 1; }
+echo "$err" | grep -q "half-split RoPE (rope_interleave false) is not wired to the device" || { echo "$err"; exit 1; }
 err=$("$COLIBRI" oracle --device tpu tests/oracle/deepseek_v3_tiny 2>&1) && { echo "device tpu accepted"; exit 1; }
 echo "$err" | grep -q "unknown device 'tpu'" || { echo "$err"; exit 1; }
 if [ "$DEVICE" = host ]; then
