@@ -587,6 +587,9 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
     int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers, n_mtp = c.num_nextn_predict_layers;
+    if (c.family->tensor_prefix)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "synth: %s's tensor names (under '%s') are not written",
+                            c.family->model_type, c.family->tensor_prefix);
     if (n_mtp && c.dsa_kind != MODEL_DSA_NONE)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "synth: an MTP layer for a DSA model (%s) is not written",
                        c.family->model_type);
@@ -633,7 +636,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
             add_synth(items, &n, N("eh_proj.weight"), hid, 2 * hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("shared_head.norm.weight"), hid, 0, 0, GEN_NORM, seed);
         }
-        if (l < c.first_k_dense_replace && l < L) {
+        if (l < L && (l < c.first_k_dense_replace || c.mlp_dense[l])) {
             add_synth(items, &n, N("mlp.gate_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("mlp.up_proj.weight"), c.intermediate_size, hid, df, GEN_LINEAR, seed);
             add_synth(items, &n, N("mlp.down_proj.weight"), hid, c.intermediate_size, df, GEN_LINEAR, seed);
