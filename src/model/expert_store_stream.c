@@ -489,6 +489,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         const struct qtensor *m[3] = { &w->gate, &w->up, &w->down };
         struct stream_expert *x = &s->ex[i];
         s->where[i] = -1;
+        if (!w->gate.rows) continue;    /* a dense layer after the first MoE layer: no experts, never acquired */
         for (int j = 0; j < 3 && !rc; j++) {
             if (m[j]->owned) {
                 rc = base_err_set(err, COLIBRI_EUNSUPPORTED,

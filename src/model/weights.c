@@ -485,13 +485,6 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
         automatic = 1;
     }
     if (ram >= b.resident || m->cfg.num_hidden_layers <= m->cfg.first_k_dense_replace) return 0;
-    for (int l = m->cfg.first_k_dense_replace; l < m->cfg.num_hidden_layers; l++)
-        if (m->cfg.mlp_dense[l]) {
-            if (automatic) return 0;
-            return base_err_set(err, COLIBRI_EUNSUPPORTED, "--ram: streaming the experts of a model with a dense "
-                                "layer (%d) after its first MoE layer (%d) is not supported", l,
-                                m->cfg.first_k_dense_replace);
-        }
     int64_t largest = 0;
     for (int l = m->experts->first_moe_layer; l < m->experts->n_layers; l++)
         for (int e = 0; e < m->experts->n_experts; e++) {

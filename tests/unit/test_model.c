@@ -65,7 +65,8 @@ static void test_config_refusals(void)
     struct model_config c;
     struct colibri_err err;
     CHECK(parse("llama", "", &c, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "'llama'"), "%s", err.msg);
-    CHECK(parse("deepseek_v3", ",\"rope_interleave\":false", &c, &err) == COLIBRI_EUNSUPPORTED &&
+    /* rope_interleave false is implemented (half-split RoPE); a value other than a boolean is refused */
+    CHECK(parse("deepseek_v3", ",\"rope_interleave\":\"no\"", &c, &err) == COLIBRI_EFORMAT &&
               strstr(err.msg, "rope_interleave"), "%s", err.msg);
     CHECK(parse("deepseek_v3", ",\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":2}", &c, &err) ==
               COLIBRI_EUNSUPPORTED && strstr(err.msg, "dynamic"), "%s", err.msg);
