@@ -273,6 +273,15 @@ static const struct model_family FAMILIES[] = {
       .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 1, .norm_topk_prob = 1,
                     .max_position_embeddings = 202752, .routed_scaling_factor = 1.8, .rms_norm_eps = 1e-5 },
       .names = { .router_bias = V3_ROUTER_BIAS } },
+    /* official names first, then transformers' save_pretrained spelling */
+    { .model_type = "deepseek_v4", .hf_class = "DeepseekV4ForCausalLM", .router_kind = MODEL_ROUTER_SQRTSOFTPLUS,
+      .scoring_func = "sqrtsoftplus", .latent_norm_eps = 1e-6f, .has_mtp = 1,
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 0, .norm_topk_prob = 1,
+                    .max_position_embeddings = 1048576, .routed_scaling_factor = 1.5, .rms_norm_eps = 1e-6 },
+      .fingerprint = MODEL_FP_V4,
+      .names = { .embed = "embed.weight|model.embed_tokens.weight", .final_norm = "norm.weight|model.norm.weight",
+                 .lm_head = "head.weight|lm_head.weight" },
+      .parse = model_config_parse_v4 },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -573,6 +582,17 @@ int model_config_parse(const char *json, const char *path, struct model_config *
          (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), "rope_scaling", path, err)) ||
          (rc = check_keys(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters"), "rope_parameters", path, err))))
         goto out;
+    c->hc_mult = 1;
+    if (c->family->parse) {
+        rc = c->family->parse(root, c, path, err);
+        if (!rc) {
+            const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+            if ((rc = check_keys(qc, "quantization_config", path, err)) ||
+                (rc = model_quant_config_parse(qc, path, &c->quant, err)))
+                goto out;
+        }
+        goto out;
+    }
 
     const struct model_family_defaults *fam = &c->family->defaults;
     /* required fields have no default; lo is 0 where zero has a meaning
@@ -705,6 +725,17 @@ int model_config_fingerprint_text(const struct model_config *c, char *out, size_
 #define APPEND(...) \
     (k += (k >= 0 && (size_t)k < n) ? snprintf(out + k, n - (size_t)k, __VA_ARGS__) : 0)
     if (groups & MODEL_FP_ROUTER) APPEND("router_kind=%d;", c->router_kind);
+    if (groups & MODEL_FP_V4) {
+        APPEND("head_dim=%d;sliding_window=%d;o_groups=%d;o_lora_rank=%d;hc_mult=%d;hc_sinkhorn_iters=%d;hc_eps=%.9g;"
+               "swiglu_limit=%.9g;index_n_heads=%d;index_head_dim=%d;index_topk=%d;theta=%.9g,%.9g;yarn=%d,%.9g,%.9g,"
+               "%.9g,%.9g,%.9g;layers=", c->head_dim, c->sliding_window, c->o_groups, c->o_lora_rank, c->hc_mult,
+               c->hc_sinkhorn_iters, (double)c->hc_eps, (double)c->swiglu_limit, c->index_n_heads, c->index_head_dim,
+               c->index_topk, c->v4_theta[0], c->v4_theta[1], c->v4_yarn, c->v4_yarn_factor, c->v4_yarn_orig,
+               c->v4_yarn_beta_fast, c->v4_yarn_beta_slow, c->v4_yarn_attn_factor);
+        for (int i = 0; i < c->num_hidden_layers && i < MODEL_MAX_LAYERS; i++)
+            APPEND("%d%s,", c->compress_ratio[i], c->hash_layer[i] ? "h" : "");
+        APPEND(";");
+    }
     if (groups & MODEL_FP_DSA) {
         APPEND("dsa_kind=%d;index_n_heads=%d;index_head_dim=%d;index_topk=%d;indexer_rope_interleaved=%d;"
                "indexer_full=", c->dsa_kind, c->index_n_heads, c->index_head_dim, c->index_topk,
@@ -728,6 +759,34 @@ int model_config_fingerprint_text(const struct model_config *c, char *out, size_
     }
 #undef APPEND
     return k < 0 ? 0 : (size_t)k < n ? k : (int)n - 1;
+}
+
+int model_cfg_int(const cJSON *o, const char *key, int required, int dflt, double lo, double hi, int *out,
+                  const char *path, struct colibri_err *err)
+{
+    return get_int_in(o, key, required, dflt, lo, hi, out, path, err);
+}
+
+int model_cfg_num(const cJSON *o, const char *key, double dflt, double lo, int lo_open, double hi, double *out,
+                  const char *path, struct colibri_err *err)
+{
+    return get_num(o, key, dflt, lo, lo_open, hi, out, path, err);
+}
+
+int model_cfg_bool(const cJSON *o, const char *key, int dflt, int *out, const char *path, struct colibri_err *err)
+{
+    return get_bool(o, key, dflt, out, path, err);
+}
+
+int model_cfg_str(const cJSON *o, const char *key, const char *dflt, const char **out, const char *path,
+                  struct colibri_err *err)
+{
+    return get_str(o, key, dflt, out, path, err);
+}
+
+int model_cfg_check_keys(const cJSON *o, const char *what, const char *path, struct colibri_err *err)
+{
+    return check_keys(o, what, path, err);
 }
 
 int model_config_load(const char *dir, struct model_config *cfg, struct colibri_err *err)

@@ -47,6 +47,7 @@ enum model_router {
     MODEL_ROUTER_SOFTMAX_GREEDY = 1,        /* V2 topk_method greedy: softmax, top-k */
     MODEL_ROUTER_SOFTMAX_GROUP_LIMITED = 2, /* V2 group_limited_greedy: softmax, max-score groups */
     MODEL_ROUTER_SOFTMAX_TOP2_GROUPS = 3,   /* Mistral 4: softmax, top-2-sum groups, optional normalization */
+    MODEL_ROUTER_SQRTSOFTPLUS = 4,          /* V4: sqrt(softplus), correction bias, top-k (model/router_v4.h) */
     MODEL_ROUTER_COUNT
 };
 
@@ -58,17 +59,37 @@ enum model_dsa {
     MODEL_DSA_COUNT
 };
 
+/* How a layer carries its residual (model/parts.h residual schemes). */
+enum model_residual {
+    MODEL_RESIDUAL_PLAIN = 0,   /* one stream: x += block(norm x) */
+    MODEL_RESIDUAL_HYPER = 1,   /* V4: hc_mult streams mixed by hyper-connections (model/hyper.h) */
+};
+
+/* A V4 layer's attention (config layer_types). */
+enum model_v4_layer { MODEL_V4_SLIDING = 0, MODEL_V4_CSA = 1, MODEL_V4_HCA = 2 };
+
+/* Which token mixer a layer has. */
+enum model_attn {
+    MODEL_ATTN_MLA = 0,         /* multi-head latent attention (with DSA when dsa_kind says) */
+    MODEL_ATTN_V4 = 1,          /* V4: one shared KV head, window, compressed entries (model/mixer_v4.h) */
+};
+
 /* Groups of config fields beyond the base set that the model fingerprint
  * (docs/FORMATS.md) hashes for a family; a family without them hashes the
  * base text alone, so the fingerprints of existing models do not change. */
 enum model_fp_fields {
     MODEL_FP_ROUTER = 1 << 0,   /* router_kind */
     MODEL_FP_DSA = 1 << 1,      /* dsa_kind, index_n_heads/head_dim/topk, indexer RoPE, indexer_full */
+    MODEL_FP_V4 = 1 << 2,       /* the V4 fields (head_dim, window, streams, compress ratios, hash layers, ropes) */
 };
 
 /* Checkpoint tensor names, relative to "model.layers.N.", that differ by
  * family or exist only in some; NULL: the family has no such tensor. */
 struct model_tensor_names {
+    /* Whole names of the model-level tensors, each a '|'-separated list of
+     * spellings tried in order (NULL: model.embed_tokens.weight,
+     * model.norm.weight, lm_head.weight). */
+    const char *embed, *final_norm, *lm_head;
     const char *router_bias;            /* mlp.gate.e_score_correction_bias */
     const char *indexer_wq_b, *indexer_wk, *indexer_k_norm_weight, *indexer_k_norm_bias, *indexer_weights_proj;
 };
@@ -79,6 +100,9 @@ struct model_family_defaults {
     int n_group, topk_group, first_k_dense_replace, norm_topk_prob, max_position_embeddings;
     double routed_scaling_factor, rms_norm_eps;
 };
+
+struct model_config;
+struct cJSON;
 
 /* One row of the family table: everything that differs by model_type. */
 struct model_family {
@@ -112,6 +136,9 @@ struct model_family {
     unsigned fingerprint;               /* MODEL_FP_* groups */
     struct model_family_defaults defaults;
     struct model_tensor_names names;
+    /* A family whose config has another field set (DeepSeek-V4): parses it
+     * all, after model_type (NULL: the V3-family fields). */
+    int (*parse)(const struct cJSON *root, struct model_config *c, const char *path, struct colibri_err *err);
 };
 
 /* The row for model_type, or NULL. */
@@ -169,6 +196,25 @@ struct model_config {
     float rope_attention_factor;    /* multiplies cos and sin */
     float softmax_scale;            /* dqk^-0.5, times mscale^2 under yarn */
 
+    /* Layer parts beyond MLA + plain residual (model/parts.h) */
+    int residual_kind;          /* enum model_residual */
+    int attn_kind;              /* enum model_attn */
+    int hc_mult;                /* residual streams per row: 1, or V4's hc_mult */
+
+    /* DeepSeek-V4 (attn_kind MODEL_ATTN_V4; model/config_v4.c) */
+    int hc_sinkhorn_iters;
+    float hc_eps;
+    int head_dim;               /* the one KV head's width (also each query head's) */
+    int sliding_window, o_groups, o_lora_rank;
+    float swiglu_limit;         /* routed experts' SwiGLU clip (0: none) */
+    int compress_ratio[MODEL_MAX_LAYERS];       /* 0 sliding only, else tokens per compressed entry */
+    unsigned char hash_layer[MODEL_MAX_LAYERS]; /* 1: experts from tid2eid[token] */
+    unsigned char v4_layer_type[MODEL_MAX_LAYERS];  /* enum model_v4_layer */
+    double v4_theta[2], v4_yarn_factor, v4_yarn_orig, v4_yarn_beta_fast, v4_yarn_beta_slow, v4_yarn_attn_factor;
+    int v4_yarn;                /* 1: the compress rope is yarn (the main one never is) */
+    float v4_inv_freq[2][MODEL_MAX_ROPE_DIM / 2];   /* [0] main rope, [1] compress rope */
+    float v4_rope_scale[2];
+
     /* quantization_config (model/quant_config.h) */
     struct model_quant_config quant;
 };
@@ -181,6 +227,23 @@ int model_config_parse(const char *json, const char *path, struct model_config *
  * (docs/FORMATS.md, "Model fingerprint"): the base fields, then the groups
  * the family's row names. Returns the length written (truncated to n - 1). */
 int model_config_fingerprint_text(const struct model_config *c, char *out, size_t n);
+
+/* The JSON readers model_config_parse checks fields with, for a family's
+ * own parser (struct model_family.parse): each refuses a bad value naming
+ * path and key, absent (or null) gives dflt. */
+int model_cfg_int(const struct cJSON *o, const char *key, int required, int dflt, double lo, double hi, int *out,
+                  const char *path, struct colibri_err *err);
+int model_cfg_num(const struct cJSON *o, const char *key, double dflt, double lo, int lo_open, double hi, double *out,
+                  const char *path, struct colibri_err *err);
+int model_cfg_bool(const struct cJSON *o, const char *key, int dflt, int *out, const char *path,
+                   struct colibri_err *err);
+int model_cfg_str(const struct cJSON *o, const char *key, const char *dflt, const char **out, const char *path,
+                  struct colibri_err *err);
+int model_cfg_check_keys(const struct cJSON *o, const char *what, const char *path, struct colibri_err *err);
+
+/* DeepSeek-V4's parser (model/config_v4.c). */
+int model_config_parse_v4(const struct cJSON *root, struct model_config *c, const char *path,
+                          struct colibri_err *err);
 
 /* Reads and parses DIR/config.json. */
 int model_config_load(const char *dir, struct model_config *cfg, struct colibri_err *err);

@@ -36,6 +36,23 @@ int fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx,
     return rc;
 }
 
+/* The token mixers' own per-session states (parts.h state_new). */
+static int mixer_states_new(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err)
+{
+    int L = m->cfg.num_hidden_layers;
+    for (int l = 0; l < L; l++) {
+        const struct token_mixer *tm = m->layers[l].parts.mixer;
+        if (!tm->state_new) continue;
+        if (!st->mixer_state && !(st->mixer_state = calloc((size_t)L, sizeof *st->mixer_state)))
+            return base_err_set(err, COLIBRI_ENOMEM, "mixer state table");
+        size_t bytes = 0;
+        int rc = tm->state_new(m, l, n_ctx, &st->mixer_state[l], &bytes, err);
+        if (rc) return rc;
+        st->mixer_state_bytes += bytes;
+    }
+    return 0;
+}
+
 int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch,
                           const struct kv_layer_spec *layers, int int8_mode, const struct compute_ctx *cc,
                           struct colibri_err *err)
@@ -45,6 +62,7 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
     if (n_ctx <= 0) return base_err_set(err, COLIBRI_EINVAL, "context size %d must be positive", n_ctx);
     st->n_ctx = n_ctx;
     st->cc = *cc;
+    st->model = m;
     if (max_batch <= 0) max_batch = FWD_DEFAULT_BATCH;
     if (max_batch > FWD_MAX_BATCH) max_batch = FWD_MAX_BATCH;
     if (max_batch > n_ctx) max_batch = n_ctx;
@@ -53,12 +71,13 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
     if (!spec) return base_err_set(err, COLIBRI_ENOMEM, "kv layer table");
     memcpy(spec, layers, (size_t)c->num_hidden_layers * sizeof *spec);
     int rc = model_cache_layout(m, KV_TIER_F32, spec, err);
-    if (!rc)
+    if (!rc && c->kv_lora_rank > 0)
         rc = kv_cache_new_layers(spec, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                                  err);
     free(spec);
+    if (!rc) rc = mixer_states_new(st, m, n_ctx, err);
     if (!rc) rc = kv_scratch_new(cc->n_threads, &st->scratch, err);
-    if (!rc) {
+    if (!rc && st->kv) {
         kv_scratch_set_int8(st->scratch, int8_mode);
         rc = kv_scratch_reserve(st->scratch, st->kv, c->num_attention_heads, err);
     }
@@ -73,6 +92,9 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
 
 void fwd_state_free(struct fwd_state *st)
 {
+    for (int l = 0; st->mixer_state && l < st->model->cfg.num_hidden_layers; l++)
+        if (st->mixer_state[l]) st->model->layers[l].parts.mixer->state_free(st->mixer_state[l]);
+    free(st->mixer_state);
     kv_cache_free(st->kv);
     kv_scratch_free(st->scratch);
     run_bufs_free(&st->bufs);
@@ -82,7 +104,7 @@ void fwd_state_free(struct fwd_state *st)
 int64_t fwd_state_bytes(const struct fwd_state *st)
 {
     return (int64_t)(st->kv ? kv_cache_token_bytes(st->kv) * (size_t)st->kv->capacity : 0) +
-           (int64_t)kv_scratch_bytes(st->scratch) + (int64_t)st->bufs.bytes +
+           (int64_t)kv_scratch_bytes(st->scratch) + (int64_t)st->bufs.bytes + (int64_t)st->mixer_state_bytes +
            (int64_t)st->bufs.qs.cap;
 }
 
@@ -131,12 +153,17 @@ static int forward_slice(const struct model *m, const struct fwd_group *sub, con
                          float *hidden, int all_logits, int all_hidden, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
-    int hid = c->hidden_size, rc = 0;
+    int hid = c->hidden_size, rc = 0, ns = c->hc_mult > 1 ? c->hc_mult : 1;
     float *x = b->x, *h = b->h, *y = b->y;
-    for (int s = 0; s < n; s++) quant_dequant_rows(&m->embed, tokens[s], 1, x + (int64_t)s * hid);
+    /* each token's embedding in every residual stream */
+    for (int s = 0; s < n; s++)
+        for (int k = 0; k < ns; k++) quant_dequant_rows(&m->embed, tokens[s], 1, x + ((int64_t)s * ns + k) * hid);
+    b->tok = tokens;
 
     for (int li = 0; li < c->num_hidden_layers && !rc; li++) rc = model_layer_forward(m, sub, n_sub, li, x, n, mode, b, err);
     if (rc || (!logits && !hidden)) return rc;
+    const struct residual_scheme *rs = m->layers[0].parts.residual;
+    if (rs->head && (rc = rs->head(m, x, n, x, err))) return rc;
     if (hidden && all_hidden) {
         memcpy(hidden, x, (size_t)n * hid * sizeof *hidden);
         hidden = NULL;

@@ -25,8 +25,9 @@
 #define FWD_MAX_BATCH 4096
 
 struct fwd_state {
+    const struct model *model;  /* the model the state was made for */
     int n_ctx;
-    struct kv_cache *kv;        /* n_layers x n_ctx rows */
+    struct kv_cache *kv;        /* n_layers x n_ctx rows; NULL for a model without latent rows (kv_lora_rank 0) */
     struct kv_scratch *scratch; /* for kv_attend */
     struct run_bufs bufs;       /* activations, allocated once */
     struct compute_ctx cc;
@@ -39,6 +40,11 @@ struct fwd_state {
      * own state, num_hidden_layers for a state that caches only the MTP
      * layers (model/mtp.h). */
     int kv_layer0;
+    /* Per-layer state of token mixers that keep their own (parts.h
+     * state_new), [num_hidden_layers]; NULL when no layer has any. Such a
+     * state only moves forward: the session cannot be truncated or copied. */
+    void **mixer_state;
+    size_t mixer_state_bytes;
 };
 
 /* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the

@@ -35,6 +35,8 @@ struct model_loader {
      * expert, or transformers v5's fused `prefix.experts.gate_up_proj` /
      * `down_proj`) into the model's resident expert store. */
     int (*routed_experts)(void *ctx, const char *prefix, int li, struct colibri_err *err);
+    /* An integer table [rows, cols] (I64 or I32 in the file) widened to a new int64 array. */
+    int (*i64)(void *ctx, const char *name, int64_t rows, int64_t cols, int64_t **out, struct colibri_err *err);
 };
 
 static inline struct model *model_loader_model(const struct model_loader *L) { return L->m; }
@@ -58,6 +60,12 @@ static inline int model_loader_routed_experts(const struct model_loader *L, cons
                                               struct colibri_err *err)
 {
     return L->routed_experts(L->ctx, prefix, li, err);
+}
+
+static inline int model_loader_i64(const struct model_loader *L, const char *name, int64_t rows, int64_t cols,
+                                   int64_t **out, struct colibri_err *err)
+{
+    return L->i64(L->ctx, name, rows, cols, out, err);
 }
 
 #endif

@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "model/parts.h"
 #include "model/runstate.h"
+#include "model/v4_swiglu.h"
 #include "quant/format.h"
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -22,6 +23,10 @@ int model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float 
     /* elementwise, so the threads change no bit; one thread's expf over a
      * prompt's intermediates was most of what a 2-thread prefill left serial */
     const int64_t ne = (int64_t)n * inter;
+    if (w->clip > 0) {
+        model_v4_swiglu_clip(g, u, (int)ne, w->clip, g);
+        return model_linear(&w->down, g, n, out, s, err);
+    }
     BASE_PAR_FOR(!omp_in_parallel() && ne >= MODEL_PAR_MIN_ELEMS, for (int64_t i = 0; i < ne; i++) g[i] = silu(g[i]) * u[i];);
     return model_linear(&w->down, g, n, out, s, err);
 }

@@ -1,4 +1,5 @@
 /* model/mlp.h - the SwiGLU MLP (DeepseekV3MLP): down(silu(gate(x)) * up(x)),
+ * optionally clipped (mlp_weights.clip),
  * used by the dense layers, the shared experts and every routed expert. */
 #ifndef COLIBRI_MODEL_MLP_H
 #define COLIBRI_MODEL_MLP_H
@@ -9,6 +10,9 @@
 
 struct mlp_weights {
     struct qtensor gate, up, down;     /* [I, hid], [I, hid], [hid, I] */
+    /* > 0: gate clipped from above and up on both sides at this value
+     * before the product (DeepSeek-V4's swiglu_limit, model/v4_swiglu.h) */
+    float clip;
 };
 
 /* out[n][hid] = mlp(x[n][hid]). g and u are scratch of n * I floats each

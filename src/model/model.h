@@ -47,9 +47,17 @@ struct moe_weights {
     /* routed experts: only through model.experts (model/expert_store.h) */
 };
 
+struct v4_attn_weights;
+
 struct layer_weights {
     struct layer_parts parts;   /* chosen by model_layer_parts (model/parts.h) */
     float *attn_norm, *mlp_norm;
+    /* hyper-connection residual (model/hyper.h): [0] around the token mixer,
+     * [1] around the channel mixer; fn f32 [(2+n)*n][n*hidden] */
+    struct qtensor hc_fn[2];
+    float *hc_base[2], *hc_scale[2];
+    struct v4_attn_weights *v4;     /* a V4 token mixer's weights (model/mixer_v4.h), else NULL */
+    int64_t *tid2eid;               /* a hash-routed MoE layer's [vocab][K] table, else NULL */
     struct attn_weights attn;
     int is_moe;                 /* parts.ffn->routed */
     struct mlp_weights dense;
@@ -91,7 +99,10 @@ struct model {
     struct qtensor embed;       /* [vocab, hidden] */
     float *final_norm;          /* [hidden] */
     struct qtensor lm_head;
-    int lm_head_tied;           /* lm_head is embed (not freed twice) */
+    int lm_head_tied;
+    /* the hyper head before the final norm (several residual streams) */
+    struct qtensor hc_head_fn;  /* f32 [n][n * hidden] */
+    float *hc_head_base, *hc_head_scale;           /* lm_head is embed (not freed twice) */
     struct layer_weights *layers;   /* num_hidden_layers, then n_mtp MTP decoder blocks */
     int n_mtp;                  /* MTP layers loaded (0: none in the checkpoint) */
     struct mtp_weights *mtp;    /* [n_mtp] */

@@ -163,6 +163,7 @@ static const moe_router_fn ROUTERS[MODEL_ROUTER_COUNT] = {
     [MODEL_ROUTER_SOFTMAX_GREEDY] = route_softmax_greedy,
     [MODEL_ROUTER_SOFTMAX_GROUP_LIMITED] = route_softmax_group_limited,
     [MODEL_ROUTER_SOFTMAX_TOP2_GROUPS] = route_softmax_top2_groups,
+    [MODEL_ROUTER_SQRTSOFTPLUS] = model_moe_route_sqrtsoftplus,
 };
 
 void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts)
@@ -175,11 +176,19 @@ int moe_forward(const struct model *m, int li, const float *x, int n, float *out
 {
     const struct model_config *c = &m->cfg;
     const struct moe_weights *w = &m->layers[li].moe;
-    int E = c->n_routed_experts, K = c->num_experts_per_tok, hid = c->hidden_size, rc = 0;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, rc = 0;
     if ((rc = model_linear(&w->router, x, n, b->moe_logits, &b->qs, err))) return rc;
     for (int t = 0; t < n; t++)
         moe_route(c, b->moe_logits + (int64_t)t * E, w->score_bias, b->moe_idx + t * K, b->moe_wts + t * K);
+    return model_moe_run(m, li, x, n, out, b, err);
+}
 
+int model_moe_run(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+                  struct colibri_err *err)
+{
+    const struct model_config *c = &m->cfg;
+    const struct moe_weights *w = &m->layers[li].moe;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, hid = c->hidden_size, rc = 0;
     /* which experts this batch needs, in ascending order: the batch the store runs */
     memset(b->moe_used, 0, (size_t)E * sizeof *b->moe_used);
     for (int i = 0; i < n * K; i++) b->moe_used[b->moe_idx[i]] = 1;

@@ -35,6 +35,15 @@ void moe_route(const struct model_config *c, const float *logits, const float *b
 int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
                 struct colibri_err *err);
 
+/* moe_forward after routing: runs the experts b->moe_idx / b->moe_wts name
+ * for each row (K per row) and the shared experts into out. */
+int model_moe_run(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+                  struct colibri_err *err);
+
+/* The V4 top-k router (model/moe_v4.c) in moe_route's form. */
+void model_moe_route_sqrtsoftplus(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                                  float *wts);
+
 /* Next-layer prefetch: layer li's router (after its mlp_norm) applied to
  * resid[n][hid], the residual stream before layer li - 1's MoE block, names
  * the experts layer li will likely route to; the store may start reading

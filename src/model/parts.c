@@ -11,11 +11,13 @@
 void model_layer_parts(const struct model_config *c, int li, struct layer_parts *out)
 {
     int main_layer = li < c->num_hidden_layers;
-    out->residual = &model_residual_plain;
-    out->mixer = main_layer && c->dsa_kind != MODEL_DSA_NONE ? &model_mixer_mla_dsa : &model_mixer_mla;
+    out->residual = c->residual_kind == MODEL_RESIDUAL_HYPER ? &model_residual_hyper : &model_residual_plain;
+    out->mixer = c->attn_kind == MODEL_ATTN_V4                          ? &model_mixer_v4
+                 : main_layer && c->dsa_kind != MODEL_DSA_NONE ? &model_mixer_mla_dsa
+                                                               : &model_mixer_mla;
     /* MTP layers are MoE layers in every family that has them */
     int dense = main_layer && (li < c->first_k_dense_replace || c->mlp_dense[li]);
-    out->ffn = dense ? &model_ffn_mlp : &model_ffn_moe;
+    out->ffn = c->router_kind == MODEL_ROUTER_SQRTSOFTPLUS ? &model_ffn_moe_v4 : dense ? &model_ffn_mlp : &model_ffn_moe;
 }
 
 static void add_rows(float *x, const float *y, int n, int hid)
@@ -57,4 +59,4 @@ static int plain_load(const struct model_loader *L, int li, struct layer_weights
     return model_loader_vec(L, name, hid, &lw->mlp_norm, err);
 }
 
-const struct residual_scheme model_residual_plain = { "plain", plain_load, plain_forward };
+const struct residual_scheme model_residual_plain = { "plain", plain_load, plain_forward, NULL, NULL };

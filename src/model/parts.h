@@ -4,7 +4,8 @@
  *                     residual stream (plain: x += mixer(norm x), then
  *                     x += ffn(norm x))
  *   token mixer       mixes positions and owns the layer's cache entry
- *                     (MLA; MLA with DSA selection)
+ *                     (MLA; MLA with DSA selection; V4's window + compressed
+ *                     attention, whose per-session state is its own)
  *   channel mixer     mixes channels row by row (dense SwiGLU MLP; MoE, its
  *                     router one of enum model_router)
  *
@@ -63,6 +64,12 @@ struct token_mixer {
      * NULL: nothing beyond the base row. */
     int (*cache_parts)(const struct model_config *c, int li, enum kv_tier index_tier, struct kv_layer_spec *spec,
                        struct colibri_err *err);
+    /* Optional per-session state the mixer keeps instead of (or besides)
+     * cache rows: made for a context of n_ctx positions (*bytes: what it
+     * holds), freed by state_free. Such state only moves forward: a session
+     * with it cannot be truncated or copied. NULL: none. */
+    int (*state_new)(const struct model *m, int li, int n_ctx, void **state, size_t *bytes, struct colibri_err *err);
+    void (*state_free)(void *state);
 };
 
 struct channel_mixer {
@@ -84,6 +91,12 @@ struct residual_scheme {
     /* x[n][hidden] in place through the layer's parts. */
     int (*forward)(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
                    struct colibri_err *err);
+    /* With several streams (config hc_mult > 1 rows of x per token): the
+     * model-level weights that collapse them before the final norm, and
+     * the collapse x [n][streams * hidden] -> out [n][hidden] (out may be x).
+     * NULL for one stream. */
+    part_load_fn head_load;     /* called with li = -1 */
+    int (*head)(const struct model *m, float *x, int n, float *out, struct colibri_err *err);
 };
 
 struct layer_parts {
@@ -92,8 +105,12 @@ struct layer_parts {
     const struct channel_mixer *ffn;
 };
 
-/* The parts (model/parts.c, model/mla.c, model/moe.c, model/mlp.c). */
+/* The parts (model/parts.c, model/mla.c, model/moe.c, model/mlp.c,
+ * model/residual_hyper.c, model/mixer_v4.c, model/moe_v4.c). */
 extern const struct residual_scheme model_residual_plain;
+extern const struct residual_scheme model_residual_hyper;   /* V4 hyper-connections, hc_mult streams */
+extern const struct token_mixer model_mixer_v4;             /* V4 window + CSA / HCA attention */
+extern const struct channel_mixer model_ffn_moe_v4;         /* V4 MoE: sqrtsoftplus or hash routing */
 extern const struct token_mixer model_mixer_mla;      /* MLA, every cached position */
 extern const struct token_mixer model_mixer_mla_dsa;  /* MLA over the DSA indexer's selection */
 extern const struct channel_mixer model_ffn_mlp;

@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "model/indexer.h"
+#include "model/mixer_v4.h"
 
 static void *take(struct run_bufs *b, size_t n, size_t size, int *ok)
 {
@@ -29,7 +30,12 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     int ok = 1;
     b->cap = cap;
     b->n_threads = cc->n_threads;
-    b->x = take(b, n * hid, sizeof(float), &ok);
+    int ns = c->hc_mult > 1 ? c->hc_mult : 1;
+    b->x = take(b, n * ns * hid, sizeof(float), &ok);
+    if (c->residual_kind == MODEL_RESIDUAL_HYPER) {
+        b->hc_post = take(b, n * ns, sizeof(float), &ok);
+        b->hc_comb = take(b, n * ns * ns, sizeof(float), &ok);
+    }
     b->h = take(b, n * hid, sizeof(float), &ok);
     b->y = take(b, n * hid, sizeof(float), &ok);
     b->q = take(b, n * H * (dn + dr), sizeof(float), &ok);
@@ -56,6 +62,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     b->moe_pred_prec = take(b, (size_t)c->num_hidden_layers, sizeof(float), &ok);
     for (int l = 0; ok && l < c->num_hidden_layers; l++) b->moe_pred_prec[l] = 1.0f;
     if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
+    if (ok && model_v4_bufs_new(c, cap, &b->v4, &b->bytes)) ok = 0;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
@@ -68,10 +75,11 @@ void run_bufs_free(struct run_bufs *b)
 {
     void *all[] = { b->x, b->h, b->y, b->q, b->q_a, b->kv_a, b->attn, b->abs_q, b->abs_qpe, b->abs_lat,
                     b->kvb_row, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
-                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->moe_pred_prec, b->exp_kv, b->exp_lat,
-                    b->exp_rows, b->exp_p, b->exp_kvb };
+                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->moe_pred_prec, b->exp_kv,
+                    b->exp_lat, b->exp_rows, b->exp_p, b->exp_kvb, b->hc_post, b->hc_comb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     model_indexer_bufs_free(b->dsa);
+    model_v4_bufs_free(b->v4);
     quant_scratch_free(&b->qs);
     memset(b, 0, sizeof *b);
 }

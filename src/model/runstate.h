@@ -22,11 +22,16 @@
 #include "quant/qtensor.h"
 
 struct indexer_bufs;
+struct v4_bufs;
 
 struct run_bufs {
     int cap;                    /* rows a forward may carry */
     int n_threads;              /* per-thread parts are sized for this many */
-    float *x, *h, *y;           /* [cap][hidden]: residual, normed input, block output */
+    float *x;                   /* [cap][hc_mult][hidden]: the residual streams */
+    float *h, *y;               /* [cap][hidden]: normed input, block output */
+    const int32_t *tok;         /* the token ids of the rows being forwarded (hash routing) */
+    float *hc_post, *hc_comb;   /* [cap][hc_mult], [cap][hc_mult^2]: hyper-connection mixes (else NULL) */
+    struct v4_bufs *v4;         /* a V4 token mixer's activations (NULL without one) */
     float *q;                   /* [cap][H * (dn + dr)] */
     float *q_a;                 /* [cap][q_lora_rank] */
     float *kv_a;                /* [cap][r + dr]: latent and k_pe as projected */

@@ -10,6 +10,7 @@
 #include "base/util.h"
 #include "model/expert_store_stream.h"
 #include "model/loader.h"
+#include "model/mixer_v4.h"
 #include "model/model.h"
 #include "model/shipped.h"
 #include "quant/fp8.h"
@@ -362,6 +363,29 @@ static int io_mlp(void *ctx, const char *prefix, int inter, enum model_weight_ro
     return load_mlp(ctx, prefix, inter, role, mlp, err);
 }
 
+static int io_i64(void *ctx, const char *name, int64_t rows, int64_t cols, int64_t **out, struct colibri_err *err)
+{
+    struct loader *L = ctx;
+    const struct st_tensor *t;
+    int rc = find_shaped(L, name, rows, cols, &t, err);
+    if (rc) return rc;
+    if (t->dtype != ST_I64 && t->dtype != ST_I32)
+        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s, not I64 or I32", L->dir, name,
+                            st_dtype_name(t->dtype));
+    int64_t n = rows * (cols ? cols : 1), *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", name);
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == ST_I64) memcpy(&v[i], (const char *)t->data + i * 8, 8);
+        else {
+            int32_t x;
+            memcpy(&x, (const char *)t->data + i * 4, 4);
+            v[i] = x;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
 static int io_routed_experts(void *ctx, const char *prefix, int li, struct colibri_err *err)
 {
     struct loader *L = ctx;
@@ -389,7 +413,7 @@ static int load_layer(struct loader *L, int li, struct colibri_err *err)
     model_layer_parts(&L->m->cfg, li, &lw->parts);
     lw->is_moe = lw->parts.ffn->routed;
     const struct layer_parts *p = &lw->parts;
-    const struct model_loader io = { L->m, L, io_has, io_mat, io_vec, io_mlp, io_routed_experts };
+    const struct model_loader io = { L->m, L, io_has, io_mat, io_vec, io_mlp, io_routed_experts, io_i64 };
     int rc = p->residual->load(&io, li, lw, err);
     if (!rc) rc = p->mixer->load(&io, li, lw, err);
     if (!rc) rc = p->ffn->load(&io, li, lw, err);
@@ -518,6 +542,23 @@ static const char *unprefixed(const struct model_config *c, const char *name)
     const char *pre = c->family ? c->family->tensor_prefix : NULL;
     if (!pre) return name;
     return strncmp(name, pre, strlen(pre)) ? NULL : name + strlen(pre);
+}
+
+/* The first of the '|'-separated spellings in alts that the checkpoint has
+ * (else the first, for the message that it is missing), into out. */
+static void spelled(struct loader *L, const char *alts, char *out, size_t n)
+{
+    const char *p = alts;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(out, n, "%.*s", (int)len, p);
+        if (st_find(L->st, out)) return;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    const char *bar = strchr(alts, '|');
+    snprintf(out, n, "%.*s", (int)(bar ? (size_t)(bar - alts) : strlen(alts)), alts);
 }
 
 /* The layer index of "model.layers.N.<rest>", or -1. */
@@ -686,11 +727,16 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         m->n_params += m->st.tensors[i].numel;
         m->bytes_by_dtype[m->st.tensors[i].dtype] += (int64_t)m->st.tensors[i].nbytes;
     }
-    if ((rc = load_mat(&L, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->embed, err)))
+    const struct model_tensor_names *nm = &c->family->names;
+    char embed_name[256], norm_name[256], head_name[256];
+    spelled(&L, nm->embed ? nm->embed : "model.embed_tokens.weight", embed_name, sizeof embed_name);
+    spelled(&L, nm->final_norm ? nm->final_norm : "model.norm.weight", norm_name, sizeof norm_name);
+    spelled(&L, nm->lm_head ? nm->lm_head : "lm_head.weight", head_name, sizeof head_name);
+    if ((rc = load_mat(&L, embed_name, c->vocab_size, c->hidden_size, ROLE_EMBED, &m->embed, err)))
         goto fail;
-    if ((rc = load(&L, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
-    if (!c->tie_word_embeddings || loader_find(&L, "lm_head.weight")) {
-        if ((rc = load_mat(&L, "lm_head.weight", c->vocab_size, c->hidden_size, ROLE_EMBED, &m->lm_head, err)))
+    if ((rc = load(&L, norm_name, c->hidden_size, 0, &m->final_norm, err))) goto fail;
+    if (!c->tie_word_embeddings || loader_find(&L, head_name)) {
+        if ((rc = load_mat(&L, head_name, c->vocab_size, c->hidden_size, ROLE_EMBED, &m->lm_head, err)))
             goto fail;
     } else {
         m->lm_head = m->embed;
@@ -714,6 +760,11 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
         if (c->num_hidden_layers >= 8) base_progress_update(&pr, (uint64_t)li + 1);
     }
     if (c->num_hidden_layers >= 8) base_progress_end(&pr);
+    const struct residual_scheme *rs = m->layers[0].parts.residual;
+    if (rs->head_load) {
+        const struct model_loader io = { m, &L, io_has, io_mat, io_vec, io_mlp, io_routed_experts, io_i64 };
+        if ((rc = rs->head_load(&io, -1, NULL, err))) goto fail;
+    }
     for (int i = 0; i < n_mtp; i++)
         if ((rc = load_mtp(&L, i, err))) {
             /* the MTP layer only drafts: a checkpoint whose MTP layer is
@@ -766,6 +817,13 @@ void model_free(struct model *m)
             quant_qtensor_free(&lw->moe.router);
             free(lw->moe.score_bias);
             free_mlp(&lw->moe.shared);
+            for (int k = 0; k < 2; k++) {
+                quant_qtensor_free(&lw->hc_fn[k]);
+                free(lw->hc_base[k]);
+                free(lw->hc_scale[k]);
+            }
+            model_v4_attn_weights_free(lw->v4, m->cfg.o_groups);
+            free(lw->tid2eid);
         }
         free(m->layers);
     }
@@ -778,6 +836,9 @@ void model_free(struct model *m)
     free(m->mtp);
     expert_store_free(m->experts);
     if (!m->lm_head_tied) quant_qtensor_free(&m->lm_head);
+    quant_qtensor_free(&m->hc_head_fn);
+    free(m->hc_head_base);
+    free(m->hc_head_scale);
     quant_qtensor_free(&m->embed);
     free(m->final_norm);
     st_close(&m->st);
