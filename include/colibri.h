@@ -139,7 +139,11 @@ struct colibri_model_info {
     int64_t n_params;           /* every tensor's element count, summed */
     int64_t bytes_by_dtype[16]; /* indexed by safetensors dtype, see names */
     const char *dtype_names[16];
-    int64_t kv_bytes_per_token; /* latent + rope (+ DSA index key), f32, all layers */
+    int64_t kv_bytes_per_token; /* latent + rope (+ DSA index key), f32, all layers; DeepSeek-V4:
+                                   its compressed entries (and index keys) per token, f32 */
+    int64_t kv_session_bytes;   /* cache bytes a session holds whatever its length (V4: the window
+                                   rings, f32); 0 for MLA */
+    char attention[192];        /* the attention in words */
     int64_t weight_bytes;       /* every weight as loaded (data + scales) */
     int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
                                    shared MLPs, top-k average routed experts, routers, lm_head,

@@ -60,8 +60,8 @@ GEN_NEW_TOKENS = 12
 PROMPT_LEN = 8
 MAX_ATTEMPTS = 40
 
-BASE = dict(vocab_size=96, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4, num_attention_heads=4,
-            head_dim=32, q_lora_rank=24, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+BASE = dict(vocab_size=96, hidden_size=48, moe_intermediate_size=16, num_hidden_layers=4, num_attention_heads=4,
+            head_dim=32, q_lora_rank=16, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
             routed_scaling_factor=1.5, o_groups=2, o_lora_rank=16, index_n_heads=4, index_head_dim=16, index_topk=2,
             sliding_window=8, hc_mult=2, hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=1.0,
             rms_norm_eps=1e-6, max_position_embeddings=4096, partial_rotary_factor=0.25,
@@ -80,7 +80,7 @@ FIXTURES = {
         rope_parameters=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16, beta_fast=8.0,
                              beta_slow=1.0))),
     "deepseek_v4_official": dict(seed=7200, seq_lens=(300,), official=True, dims=dict(
-        num_hidden_layers=3, sliding_window=128, index_topk=4, vocab_size=64, hidden_size=48,
+        num_hidden_layers=3, sliding_window=128, index_topk=8, index_n_heads=8, vocab_size=64, hidden_size=48,
         layer_types=None, mlp_layer_types=None, compress_rates=None,
         official=dict(compress_ratios=[0, 4, 128], num_hash_layers=1, qk_rope_head_dim=8,
                       rope_scaling=dict(type="yarn", factor=8.0, original_max_position_embeddings=64,

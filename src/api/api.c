@@ -162,6 +162,12 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     if (!rc && !(cm = calloc(1, sizeof *cm))) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     if (!rc) rc = model_load(dir, &lo, &cm->m, err);
     if (!rc && opts && opts->bf16_act) rc = mark_bf16_act(cm, err);
+    /* the V4 parts run on the host only, experts in this process */
+    if (!rc && cm->m.cfg.attn_kind == MODEL_ATTN_V4 && (mpi || (opts && opts->device))) {
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: DeepSeek-V4's layers are not wired to %s yet", dir,
+                          mpi ? "routed experts over MPI (--mpi)" : "the device (--device)");
+        model_free(&cm->m);
+    }
     if (mpi) {
         /* every rank reports its load, failed or not, so that none waits for another */
         struct colibri_err le = rc && err ? *err : (struct colibri_err){ 0 };
@@ -380,6 +386,23 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     }
     info->kv_bytes_per_token = (int64_t)c->num_hidden_layers *
                                (c->kv_lora_rank + c->qk_rope_head_dim + (c->dsa_kind ? c->index_head_dim : 0)) * 4;
+    snprintf(info->attention, sizeof info->attention, "MLA, kv_lora_rank %d + rope %d, q_lora_rank %s",
+             c->kv_lora_rank, c->qk_rope_head_dim, c->q_lora_rank ? "set" : "none (q_proj)");
+    if (c->attn_kind == MODEL_ATTN_V4) {
+        int n[3] = { 0 }, rate[3] = { 0 };
+        double per = 0;
+        for (int l = 0; l < c->num_hidden_layers; l++) {
+            int t = c->v4_layer_type[l], r = c->compress_ratio[l];
+            n[t]++;
+            rate[t] = r;
+            if (t != MODEL_V4_SLIDING) per += 4.0 * (c->head_dim + (t == MODEL_V4_CSA ? c->index_head_dim : 0)) / r;
+        }
+        info->kv_bytes_per_token = (int64_t)(per + 0.5);
+        info->kv_session_bytes = (int64_t)c->num_hidden_layers * 2 * c->sliding_window * c->head_dim * 4;
+        snprintf(info->attention, sizeof info->attention, "DeepSeek-V4, one %d-dim KV head, window %d; %d sliding, "
+                 "%d CSA (ratio %d, top-%d), %d HCA (ratio %d) layers; %d residual streams", c->head_dim,
+                 c->sliding_window, n[0], n[1], rate[1], c->index_topk, n[2], rate[2], c->hc_mult);
+    }
     struct model_bytes b;
     model_bytes(&cm->m, &b);
     info->weight_bytes = b.dense + b.experts_total;
@@ -486,7 +509,10 @@ int colibri_session_common_prefix(const colibri_session *s, const int32_t *token
     return i;
 }
 
-int64_t colibri_session_kv_token_bytes(const colibri_session *s) { return (int64_t)kv_cache_token_bytes(s->st.kv); }
+int64_t colibri_session_kv_token_bytes(const colibri_session *s)
+{
+    return s->st.kv ? (int64_t)kv_cache_token_bytes(s->st.kv) : 0;
+}
 
 int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes(&s->st) + colibri_spec_bytes(s->spec); }
 
@@ -494,6 +520,10 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {
     if (n < 0 || n > s->pos)
         return base_err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
+    if (n != s->pos && s->st.mixer_state)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "cannot truncate to %d tokens: this model's attention state "
+                            "(DeepSeek-V4's window and compressors) does not rewind; prefix reuse is not implemented "
+                            "for it", n);
     s->pos = n;
     model_dev_kv_forget(s->dev_kv, n);
     return 0;
@@ -505,6 +535,9 @@ int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src
     if (n < 0 || n > src->pos || n >= dst->st.n_ctx)
         return base_err_set(err, COLIBRI_EINVAL, "cannot copy %d positions: the source holds %d, the target takes %d",
                             n, src->pos, dst->st.n_ctx - 1);
+    if (src->st.mixer_state || !src->st.kv || !dst->st.kv)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: this model's attention state "
+                            "(DeepSeek-V4's window and compressors) cannot be copied yet");
     const struct kv_cache *a = src->st.kv;
     struct kv_cache *b = dst->st.kv;
     if (dst->model != src->model || a->n_layers != b->n_layers)

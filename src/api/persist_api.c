@@ -46,6 +46,9 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     if (s->pos != 0)
         return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
                        path, s->pos);
+    if (s->st.mixer_state || !s->st.kv)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: this model's attention state (DeepSeek-V4's "
+                            "window and compressors) is not persisted yet", path);
     const struct model *m = &s->model->m;
     char weights[KV_FILE_WEIGHTS_MAX];
     weights_label(m, weights, sizeof weights);

@@ -49,8 +49,7 @@ int cmd_info(int argc, char **argv)
     printf("layers:       %d (%d dense, %d MoE)\n", in.n_layers, in.n_dense_layers, in.n_moe_layers);
     printf("hidden:       %d, heads %d, vocab %d, context %d\n", in.hidden, in.n_heads, in.vocab,
            in.max_position_embeddings);
-    printf("attention:    MLA, kv_lora_rank %d + rope %d, q_lora_rank %s\n", in.kv_lora_rank, in.qk_rope_head_dim,
-           in.q_lora_rank ? "set" : "none (q_proj)");
+    printf("attention:    %s\n", in.attention);
     if (in.q_lora_rank) printf("              q_lora_rank %d\n", in.q_lora_rank);
     printf("experts:      %d routed (top-%d) + %d shared\n", in.n_routed_experts, in.n_experts_per_tok,
            in.n_shared_experts);
@@ -75,11 +74,15 @@ int cmd_info(int argc, char **argv)
     if (in.expert_cache_bytes != in.expert_bytes) printf(", a cache for %.1f MiB on disk", in.expert_bytes / 1048576.0);
     printf("), f32 copies %.1f%s\n", in.copy_bytes / 1048576.0,
            in.copy_bytes ? " (kv_b for the decode, --kv-b-f32)" : "");
-    printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
+    if (in.kv_session_bytes)
+        printf("kv cache:     %lld bytes per token (compressed entries, f32, all layers) + %s per session (window "
+               "rings)\n", (long long)in.kv_bytes_per_token, human(h1, in.kv_session_bytes));
+    else
+        printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     int ctx = n_ctx ? n_ctx : in.max_position_embeddings;
-    int64_t kv = in.kv_bytes_per_token * ctx * n_slots;
-    printf("at --ctx %d x %d slot%s: KV %s (f32; --kv fp8 about a quarter), with the weights %s\n", ctx, n_slots,
-           n_slots == 1 ? "" : "s", human(h1, kv), human(h2, kv + in.resident_bytes));
+    int64_t kv = (in.kv_bytes_per_token * ctx + in.kv_session_bytes) * n_slots;
+    printf("at --ctx %d x %d slot%s: KV %s (f32%s), with the weights %s\n", ctx, n_slots,
+           n_slots == 1 ? "" : "s", human(h1, kv), in.kv_session_bytes ? "" : "; --kv fp8 about a quarter", human(h2, kv + in.resident_bytes));
     colibri_model_free(m);
     return 0;
 }

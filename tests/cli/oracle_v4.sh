@@ -1,0 +1,37 @@
+#!/bin/sh
+# DeepSeek-V4 (tests/oracle_v4, tools/oracle_v4.py): every fixture exact
+# against transformers under colibri oracle's gate (decode = prefill
+# included), and what is not implemented for V4 refused by name.
+set -e
+out=$("$COLIBRI" oracle tests/oracle_v4/*)
+echo "$out"
+n=$(ls -d tests/oracle_v4/*/ | wc -l)
+[ "$(echo "$out" | grep -c ' tf=')" -eq "$n" ]
+
+fix=tests/oracle_v4/deepseek_v4_tiny
+refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
+    what=$1 pat=$2
+    shift 2
+    if err=$("$@" 2>&1); then echo "FAIL: $what accepted"; exit 1; fi
+    echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
+}
+refused "--kv int8r" "kept in f32 only" "$COLIBRI" oracle --kv int8r "$fix"
+refused "--ram" "streaming DeepSeek-V4" "$COLIBRI" oracle --ram 1M "$fix"
+refused "--device" "not wired to the device" "$COLIBRI" oracle --device host "$fix"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+edit() {   # edit DIR PYTHON-EXPR-ON-c: a copy of the fixture with config.json changed
+    mkdir -p "$1"
+    cp "$fix"/* "$1"/
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $2; json.dump(c, open(sys.argv[1],'w'))" "$1/config.json"
+}
+edit "$tmp/unknown" "c['some_new_field']=1"
+refused "an unknown field" "some_new_field" "$COLIBRI" oracle "$tmp/unknown"
+edit "$tmp/quant" "c['quantization_config']={'quant_method':'fp8'}"
+refused "quantization_config" "quantization_config" "$COLIBRI" oracle "$tmp/quant"
+edit "$tmp/score" "c['scoring_func']='sigmoid'"
+refused "scoring_func sigmoid" "scoring_func" "$COLIBRI" oracle "$tmp/score"
+edit "$tmp/types" "c['layer_types'][1]='full_attention'"
+refused "an unknown layer type" "layer_types\[1\]" "$COLIBRI" oracle "$tmp/types"
+echo "refusals ok"
