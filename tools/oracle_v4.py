@@ -20,7 +20,9 @@
 #                         official tensor names (embed.weight, layers.N.attn.*,
 #                         layers.N.ffn.experts.E.w1, hc_head_fn, ...); window
 #                         128 and T = 300 > 256, so both HCA entries and many
-#                         CSA entries are in play
+#                         CSA entries are in play; config.hf.json is the same
+#                         config in transformers' spelling (tests/cli/oracle_v4.sh
+#                         runs the fixture with it too)
 #
 # The shared expert's SwiGLU: transformers clips it (DeepseekV4MLP), DeepSeek's
 # code does not; colibri follows DeepSeek. Every fixture scales the shared
@@ -245,6 +247,8 @@ def write_model(model, cfg, spec, d, outdir):
         with safe_open(st, "pt") as f:
             sd = {rename_official(k): f.get_tensor(k) for k in f.keys()}
         save_file(sd, st, metadata={"format": "pt"})
+        # transformers' spelling of the same config, for the test that both parse alike
+        shutil.copy(os.path.join(outdir, "config.json"), os.path.join(outdir, "config.hf.json"))
         with open(os.path.join(outdir, "config.json"), "w") as f:
             json.dump(dict(sorted(official_config_json(d, cfg).items())), f, indent=2)
 

@@ -3,8 +3,9 @@
  *
  * Accepts the model_types of the family table (struct model_family, one row
  * per model_type: deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa,
- * deepseek_v2, kimi_k25, mistral4, glm4_moe_lite); what differs between
- * them is a column of that table, never
+ * deepseek_v2, kimi_k25, mistral4, glm4_moe_lite, deepseek_v4 — the last
+ * with its own parser, config_v4.c); what differs between them is a column
+ * of that table, never
  * a string compare elsewhere; a routing or norm field left out takes the
  * family's transformers default. Config values that select behaviour colibri
  * does not implement (scoring_func, topk_method, hidden_act, mlp_bias,

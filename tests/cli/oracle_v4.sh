@@ -35,3 +35,11 @@ refused "scoring_func sigmoid" "scoring_func" "$COLIBRI" oracle "$tmp/score"
 edit "$tmp/types" "c['layer_types'][1]='full_attention'"
 refused "an unknown layer type" "layer_types\[1\]" "$COLIBRI" oracle "$tmp/types"
 echo "refusals ok"
+
+# the official fixture with its config in transformers' spelling: the same model
+off=tests/oracle_v4/deepseek_v4_official
+mkdir -p "$tmp/hf"
+cp "$off"/* "$tmp/hf/"
+cp "$off/config.hf.json" "$tmp/hf/config.json"
+"$COLIBRI" oracle "$tmp/hf" | grep ' tf=300/300 gen=12/12 '
+
