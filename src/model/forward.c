@@ -101,6 +101,12 @@ void fwd_state_free(struct fwd_state *st)
     memset(st, 0, sizeof *st);
 }
 
+void fwd_state_reset_mixers(struct fwd_state *st)
+{
+    for (int l = 0; st->mixer_state && l < st->model->cfg.num_hidden_layers; l++)
+        if (st->mixer_state[l]) st->model->layers[l].parts.mixer->state_reset(st->mixer_state[l]);
+}
+
 int64_t fwd_state_bytes(const struct fwd_state *st)
 {
     return (int64_t)(st->kv ? kv_cache_token_bytes(st->kv) * (size_t)st->kv->capacity : 0) +

@@ -379,4 +379,13 @@ static int v4_cache_parts(const struct model_config *c, int li, enum kv_tier ind
     return 0;
 }
 
-const struct token_mixer model_mixer_v4 = { "v4", v4_load, v4_forward, v4_cache_parts, state_new, state_free };
+static void state_reset(void *p)
+{
+    struct v4_state *s = p;
+    s->pos = 0;
+    s->cs.n_buf = s->cs.n_entries = 0;
+    s->ics.n_buf = s->ics.n_entries = 0;
+}
+
+const struct token_mixer model_mixer_v4 = { "v4", v4_load, v4_forward, v4_cache_parts, state_new, state_free,
+                                            state_reset };

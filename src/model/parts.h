@@ -67,9 +67,11 @@ struct token_mixer {
     /* Optional per-session state the mixer keeps instead of (or besides)
      * cache rows: made for a context of n_ctx positions (*bytes: what it
      * holds), freed by state_free. Such state only moves forward: a session
-     * with it cannot be truncated or copied. NULL: none. */
+     * with it can be reset to position 0, not truncated elsewhere or copied.
+     * NULL: none. */
     int (*state_new)(const struct model *m, int li, int n_ctx, void **state, size_t *bytes, struct colibri_err *err);
     void (*state_free)(void *state);
+    void (*state_reset)(void *state);   /* back to an empty session (position 0) */
 };
 
 struct channel_mixer {
