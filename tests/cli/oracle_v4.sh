@@ -3,7 +3,7 @@
 # against transformers under colibri oracle's gate (decode = prefill
 # included), and what is not implemented for V4 refused by name.
 set -e
-out=$("$COLIBRI" oracle tests/oracle_v4/*)
+out=$("$COLIBRI" oracle tests/oracle_v4/*/)
 echo "$out"
 n=$(ls -d tests/oracle_v4/*/ | wc -l)
 [ "$(echo "$out" | grep -c ' tf=')" -eq "$n" ]
