@@ -280,7 +280,7 @@ static const struct model_family FAMILIES[] = {
                     .max_position_embeddings = 1048576, .routed_scaling_factor = 1.5, .rms_norm_eps = 1e-6 },
       .fingerprint = MODEL_FP_V4,
       .names = { .embed = "embed.weight|model.embed_tokens.weight", .final_norm = "norm.weight|model.norm.weight",
-                 .lm_head = "head.weight|lm_head.weight" },
+                 .lm_head = "head.weight|lm_head.weight", .mtp_unloaded = "mtp." },
       .parse = model_config_parse_v4 },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))

@@ -91,6 +91,9 @@ struct model_tensor_names {
      * spellings tried in order (NULL: model.embed_tokens.weight,
      * model.norm.weight, lm_head.weight). */
     const char *embed, *final_norm, *lm_head;
+    /* Prefix of a multi-token-prediction module colibri does not load (NULL:
+     * none); its tensors are accepted and named once in the log. */
+    const char *mtp_unloaded;
     const char *router_bias;            /* mlp.gate.e_score_correction_bias */
     const char *indexer_wq_b, *indexer_wk, *indexer_k_norm_weight, *indexer_k_norm_bias, *indexer_weights_proj;
 };

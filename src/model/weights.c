@@ -602,12 +602,17 @@ static int is_scale_of_used(const struct loader *L, const struct st_tensor *t)
 static int refuse_unused(const struct loader *L, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
-    int n_mtp = 0, n_skip = 0, n_empty = 0;
+    int n_mtp = 0, n_skip = 0, n_empty = 0, n_unloaded = 0;
+    const char *unloaded = c->family->names.mtp_unloaded;
     for (int i = 0; i < L->st->n_tensors; i++) {
         const struct st_tensor *t = &L->st->tensors[i];
         if (L->used[i] || is_scale_of_used(L, t)) continue;
         if (t->numel == 0) {
             n_empty++;
+            continue;
+        }
+        if (unloaded && !strncmp(t->name, unloaded, strlen(unloaded))) {
+            n_unloaded++;
             continue;
         }
         int skip = 0;
@@ -626,6 +631,12 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
                             "%s: tensor '%s' is not used by model_type %s with this config (is the model_type or "
                             "num_hidden_layers / num_nextn_predict_layers wrong?)", L->dir, t->name, c->model_type);
     }
+    if (n_unloaded)
+        snprintf(L->m->mtp_left_out, sizeof L->m->mtp_left_out, "drafting with %s's MTP module (%s*) is not "
+                 "implemented", c->model_type, unloaded);
+    if (n_unloaded)
+        base_log_msg("info", "%s* (%d tensors): the MTP module, not loaded (drafting with it is not implemented for "
+                     "%s)", unloaded, n_unloaded, c->model_type);
     if (n_mtp)
         base_log_msg("info", "layers %d..%d (%d tensors): MTP layer, not loaded", c->num_hidden_layers,
                      c->num_hidden_layers + c->num_nextn_predict_layers - 1, n_mtp);
