@@ -524,7 +524,7 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "cannot truncate to %d tokens: this model's attention state "
                             "(DeepSeek-V4's window and compressors) does not rewind (only to 0); prefix reuse is not "
                             "implemented for it", n);
-    if (n != s->pos && s->st.mixer_state) fwd_state_reset_mixers(&s->st);
+    if (n != s->pos && s->st.mixer_state) model_fwd_state_reset_mixers(&s->st);
     s->pos = n;
     model_dev_kv_forget(s->dev_kv, n);
     return 0;

@@ -101,7 +101,7 @@ void fwd_state_free(struct fwd_state *st)
     memset(st, 0, sizeof *st);
 }
 
-void fwd_state_reset_mixers(struct fwd_state *st)
+void model_fwd_state_reset_mixers(struct fwd_state *st)
 {
     for (int l = 0; st->mixer_state && l < st->model->cfg.num_hidden_layers; l++)
         if (st->mixer_state[l]) st->model->layers[l].parts.mixer->state_reset(st->mixer_state[l]);

@@ -71,7 +71,7 @@ int  fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx
 void fwd_state_free(struct fwd_state *st);
 /* Empties the token mixers' own states (fwd_state.mixer_state): the state
  * then takes position 0 next. */
-void fwd_state_reset_mixers(struct fwd_state *st);
+void model_fwd_state_reset_mixers(struct fwd_state *st);
 /* Bytes the state holds: cache (at full capacity), scratch, run buffers. */
 int64_t fwd_state_bytes(const struct fwd_state *st);
 
