@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "base/par.h"
+#include "model/fwd_ops.h"
 #include "model/linear.h"
 
 int model_expert_batch_rows(const struct expert_batch *b, int e, int *tok, float *tw)
@@ -44,17 +45,23 @@ int model_expert_local_start(struct expert_store *s, const struct expert_batch *
 int model_expert_local_finish(struct expert_store *s, const struct expert_batch *b, float *out,
                               struct colibri_err *err)
 {
+    const struct fwd_exec *ex = b->ex ? b->ex : &model_fwd_cpu;
     int hid = b->hid, rc = 0;
     for (int j = 0; j < b->n_used && !rc; j++) {
         int e = b->list[j], cnt = model_expert_batch_rows(b, e, b->tok, b->tw);
-        for (int i = 0; i < cnt; i++)
-            memcpy(b->in + (int64_t)i * hid, b->x + (int64_t)b->tok[i] * hid, (size_t)hid * sizeof *b->x);
+        /* an expert every row routes to reads the rows where they are
+         * (rows ascend, so they are tok[i] = i); others get theirs gathered */
+        const float *in = b->x;
+        if (cnt < b->n) {
+            for (int i = 0; i < cnt; i++)
+                memcpy(b->in + (int64_t)i * hid, b->x + (int64_t)b->tok[i] * hid, (size_t)hid * sizeof *b->x);
+            in = b->in;
+        }
         const struct mlp_weights *ew;
         if ((rc = expert_store_acquire(s, b->layer, e, &ew, err))) break;
-        rc = model_mlp_forward(ew, b->in, cnt, b->res, b->g, b->u, b->qs, err);
+        rc = model_mlp_run(ex, ew, in, cnt, b->res, b->g, b->u, b->qs, err);
         expert_store_release(s, b->layer, e);
-        if (rc) break;
-        model_expert_batch_add(out, b->tok, b->tw, b->res, cnt, hid);
+        if (!rc) rc = ex->ops->expert_add(ex, out, b->tok, b->tw, b->res, cnt, hid, err);
     }
     return rc;
 }

@@ -55,6 +55,8 @@
 #include "colibri.h"
 #include "model/mlp.h"
 
+struct fwd_exec;
+
 struct expert_store;
 
 /* One MoE layer's routed batch. list holds the n_used experts any row
@@ -73,6 +75,9 @@ struct expert_batch {
     int *tok;
     float *tw;
     struct quant_scratch *qs;
+    /* runs the experts' products and adds (model/fwd_ops.h; NULL: the CPU):
+     * x, in, res, g, u are its buffers */
+    const struct fwd_exec *ex;
 };
 
 /* The rows of a batch routed to expert e, in row order: tok[i] the row,

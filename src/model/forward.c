@@ -7,8 +7,6 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "model/linear.h"
-#include "model/norm.h"
 
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                    enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err)
@@ -131,12 +129,18 @@ static int check_group(const struct model *m, const struct fwd_group *g, const i
     return 0;
 }
 
+static int layer_run(const struct fwd_exec *ex, const struct model *m, const struct fwd_group *sub, int n_sub, int li,
+                     float *x, int n, enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err)
+{
+    const struct layer_parts *p = &m->layers[li].parts;
+    struct part_run pr = { m, sub, n_sub, li, mode, b, ex };
+    return p->residual->forward(&pr, p, x, n, err);
+}
+
 int model_layer_forward(const struct model *m, const struct fwd_group *sub, int n_sub, int li, float *x, int n,
                         enum fwd_mode mode, struct run_bufs *b, struct colibri_err *err)
 {
-    const struct layer_parts *p = &m->layers[li].parts;
-    struct part_run pr = { m, sub, n_sub, li, mode, b };
-    return p->residual->forward(&pr, p, x, n, err);
+    return layer_run(&model_fwd_cpu, m, sub, n_sub, li, x, n, mode, b, err);
 }
 
 int model_cache_layout(const struct model *m, enum kv_tier index_tier, struct kv_layer_spec *layers,
@@ -154,19 +158,21 @@ int model_cache_layout(const struct model *m, enum kv_tier index_tier, struct kv
  * rows [0, n) of tokens. Emitted rows (all, or the sub-groups flagged in
  * emit) get their logits and hidden state written contiguously at out;
  * with all_hidden every row's hidden state is written. */
-static int forward_slice(const struct model *m, const struct fwd_group *sub, const int *emit, int n_sub,
-                         const int32_t *tokens, int n, enum fwd_mode mode, struct run_bufs *b, float *logits,
-                         float *hidden, int all_logits, int all_hidden, struct colibri_err *err)
+static int forward_slice(const struct fwd_exec *ex, const struct model *m, const struct fwd_group *sub,
+                         const int *emit, int n_sub, const int32_t *tokens, int n, enum fwd_mode mode,
+                         struct run_bufs *b, float *logits, float *hidden, int all_logits, int all_hidden,
+                         struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     int hid = c->hidden_size, rc = 0, ns = c->hc_mult > 1 ? c->hc_mult : 1;
     float *x = b->x, *h = b->h, *y = b->y;
     /* each token's embedding in every residual stream */
-    for (int s = 0; s < n; s++)
-        for (int k = 0; k < ns; k++) quant_dequant_rows(&m->embed, tokens[s], 1, x + ((int64_t)s * ns + k) * hid);
+    for (int s = 0; s < n && !rc; s++)
+        for (int k = 0; k < ns && !rc; k++)
+            rc = ex->ops->embed(ex, &m->embed, tokens[s], x + ((int64_t)s * ns + k) * hid, err);
     b->tok = tokens;
 
-    for (int li = 0; li < c->num_hidden_layers && !rc; li++) rc = model_layer_forward(m, sub, n_sub, li, x, n, mode, b, err);
+    for (int li = 0; li < c->num_hidden_layers && !rc; li++) rc = layer_run(ex, m, sub, n_sub, li, x, n, mode, b, err);
     if (rc || (!logits && !hidden)) return rc;
     const struct residual_scheme *rs = m->layers[0].parts.residual;
     if (rs->head && (rc = rs->head(m, x, n, x, err))) return rc;
@@ -176,19 +182,25 @@ static int forward_slice(const struct model *m, const struct fwd_group *sub, con
     }
     int k = n;
     const float *rows = x;
-    if (!all_logits) {   /* the emitted rows, gathered in order */
+    if (!all_logits) {   /* the emitted rows in order: gathered into y unless they are x's first rows */
+        int in_place = 1;
         k = 0;
         for (int g = 0; g < n_sub; g++)
-            if (emit[g])
-                memcpy(y + (int64_t)k++ * hid, x + (int64_t)(sub[g].row0 + sub[g].n - 1) * hid,
-                       (size_t)hid * sizeof *y);
-        rows = y;
+            if (emit[g]) in_place &= sub[g].row0 + sub[g].n - 1 == k++;
+        if (!in_place) {
+            k = 0;
+            for (int g = 0; g < n_sub; g++)
+                if (emit[g])
+                    memcpy(y + (int64_t)k++ * hid, x + (int64_t)(sub[g].row0 + sub[g].n - 1) * hid,
+                           (size_t)hid * sizeof *y);
+            rows = y;
+        }
     }
     if (!k) return 0;
     if (hidden) memcpy(hidden, rows, (size_t)k * hid * sizeof *hidden);
     if (logits) {
-        model_rmsnorm(h, rows, m->final_norm, k, hid, c->rms_norm_eps);
-        return model_linear(&m->lm_head, h, k, logits, &b->qs, err);
+        if ((rc = ex->ops->rmsnorm(ex, h, rows, m->final_norm, k, hid, c->rms_norm_eps, err))) return rc;
+        return ex->ops->linear_host(ex, &m->lm_head, h, k, logits, &b->qs, err);
     }
     return 0;
 }
@@ -209,6 +221,12 @@ int model_forward_groups(const struct model *m, const struct fwd_group *grp, int
     struct run_bufs *b = &grp[0].st->bufs;
     int all = out && out->all_logits, all_hidden = out && out->all_hidden;
     float *logits = out ? out->logits : NULL, *hidden = out ? out->hidden : NULL;
+    /* a session's one-row decode on its device; everything else on the CPU */
+    const struct fwd_exec *ex = &model_fwd_cpu;
+    if (out && out->on_device && grp[0].st->dev && n_grp == 1 && n == 1 && mode == FWD_ABSORBED && !hidden) {
+        ex = grp[0].st->dev;
+        b = grp[0].st->dev_bufs;
+    }
     /* slices of at most b->cap rows; a group longer than that is split, and
      * only the part holding its last row emits that row */
     int g = 0, done = 0, emitted = 0;   /* group g has `done` rows forwarded */
@@ -229,7 +247,7 @@ int model_forward_groups(const struct model *m, const struct fwd_group *grp, int
         }
         int64_t at = all ? row_start : emitted;
         int64_t hat = all_hidden ? row_start : at;
-        rc = forward_slice(m, sub, emit, n_sub, tokens + row_start, rows, mode, b,
+        rc = forward_slice(ex, m, sub, emit, n_sub, tokens + row_start, rows, mode, b,
                            logits ? logits + at * V : NULL, hidden ? hidden + hat * hid : NULL, all, all_hidden, err);
         emitted += n_emit;
     }

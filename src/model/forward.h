@@ -15,6 +15,7 @@
 #include "base/compute.h"
 #include "kv/attend.h"
 #include "kv/cache.h"
+#include "model/fwd_ops.h"
 #include "model/model.h"
 #include "model/parts.h"
 #include "model/runstate.h"
@@ -45,6 +46,10 @@ struct fwd_state {
      * state only moves forward: the session cannot be truncated or copied. */
     void **mixer_state;
     size_t mixer_state_bytes;
+    /* A device executor for this state's one-row decodes and the buffers
+     * it runs on (model/fwd_device.h sets both); NULL: the CPU only. */
+    const struct fwd_exec *dev;
+    struct run_bufs *dev_bufs;
 };
 
 /* tier / rope: kv/codec.h ids (KV_TIER_F32 and KV_ROPE_DEFAULT for the
@@ -84,6 +89,9 @@ struct fwd_out {
     float *hidden;
     int all_logits;
     int all_hidden;             /* hidden for every row, whichever rows emit logits */
+    /* 1: a forward of one row in the absorbed form, logits only, runs on
+     * its state's device executor when the state has one (st->dev) */
+    int on_device;
 };
 
 /* Rows [row0, row0 + n) of a batch, fed to state st at positions pos0... */

@@ -45,13 +45,6 @@ static void softmax_inplace(float *x, int n)
 #define MLA_KEY_AHEAD 4
 #endif
 
-/* A group's DSA selection: row s attends pos[s * stride + j], j < n[s]. */
-struct mla_sel {
-    const int32_t *pos;
-    const int *n;
-    int stride;
-};
-
 /* A task's probability rows are T + 16 floats apart: at T a multiple of
  * 1024 the rows of a block fell 4 KiB apart, on one L1 set. */
 static int64_t exp_p_stride(int T) { return (int64_t)T + 16; }
@@ -234,9 +227,9 @@ static void absorb_query(const struct attn_weights *w, const float *qn, int h, i
 /* Absorbed MLA (DeepSeek inference/model.py, attn_impl="absorb") through the
  * attention door: the absorbed queries of all heads go in, Σ p c per head
  * comes out, W_UV is applied per head. One token at a time. */
-static int attend_absorbed(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
-                           int li, const float *q, int S, int pos0, const struct mla_sel *sel, float *o,
-                           struct run_bufs *b, struct colibri_err *err)
+int model_mla_attend_absorbed(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
+                              int li, const float *q, int S, int pos0, const struct mla_sel *sel, float *o,
+                              struct run_bufs *b, struct colibri_err *err)
 {
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, dkv = dn + dv, rc = 0, nt = b->n_threads;
@@ -263,6 +256,27 @@ static int attend_absorbed(const struct model_config *c, const struct attn_weigh
     return rc;
 }
 
+int model_mla_cache_row(const struct model_config *c, const float *kv_a_norm, struct fwd_state *st, int kl, int pos,
+                        float *kv_a, float *q, struct colibri_err *err)
+{
+    int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, r = c->kv_lora_rank;
+    int dqk = dn + dr;
+    float *lat = kv_a, *rope = lat + r;
+    model_rmsnorm(lat, lat, kv_a_norm, 1, r, c->latent_norm_eps);
+    /* one position's angles serve its key and every head's query (their
+     * double cos and sin, once per vector, were 5% of a 2-thread prefill,
+     * on one thread) */
+    float cs[MODEL_MAX_ROPE_DIM / 2], sn[MODEL_MAX_ROPE_DIM / 2];
+    model_rope_angles(dr, pos, c, cs, sn);
+    model_rope_rotate_cfg(c, rope, dr, cs, sn);
+    int rc = kv_cache_write(st->kv, kl, pos, lat, rope, err);
+    float scale = model_rope_query_scale(c, pos);
+    for (int hh = 0; hh < H; hh++) model_rope_rotate_cfg(c, q + hh * dqk + dn, dr, cs, sn);
+    if (scale != 1.0f)
+        for (int i = 0; i < H * dqk; i++) q[i] *= scale;
+    return rc;
+}
+
 /* Layer li's MLA over the rows of pr's groups; with_indexer: the DSA
  * indexer picks each row's positions (its projections run for all rows at
  * once, its selection per group). */
@@ -276,15 +290,17 @@ static int mla_run(const struct part_run *pr, const float *h, int n, float *out,
     struct run_bufs *b = pr->b;
     int H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     int r = c->kv_lora_rank, dqk = dn + dr, rc = 0;
+    const struct fwd_exec *ex = pr->ex;
     float *q = b->q, *a = b->kv_a, *o = b->attn;
     if (c->q_lora_rank) {
-        if ((rc = model_linear(&w->q_a, h, n, b->q_a, &b->qs, err))) return rc;
-        model_rmsnorm(b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, c->latent_norm_eps);
-        if ((rc = model_linear(&w->q_b, b->q_a, n, q, &b->qs, err))) return rc;
-    } else if ((rc = model_linear(&w->q, h, n, q, &b->qs, err))) {
+        if ((rc = ex->ops->linear(ex, &w->q_a, h, n, b->q_a, &b->qs, err)) ||
+            (rc = ex->ops->rmsnorm(ex, b->q_a, b->q_a, w->q_a_norm, n, c->q_lora_rank, c->latent_norm_eps, err)) ||
+            (rc = ex->ops->linear(ex, &w->q_b, b->q_a, n, q, &b->qs, err)))
+            return rc;
+    } else if ((rc = ex->ops->linear(ex, &w->q, h, n, q, &b->qs, err))) {
         return rc;
     }
-    if ((rc = model_linear(&w->kv_a, h, n, a, &b->qs, err))) return rc;
+    if ((rc = ex->ops->linear(ex, &w->kv_a, h, n, a, &b->qs, err))) return rc;
     struct indexer_bufs *ib = with_indexer ? b->dsa : NULL;
     if (with_indexer && !ib) return base_err_set(err, COLIBRI_EINVAL, "layer %d: DSA attention without indexer buffers", li);
     if (ib && (rc = model_indexer_project(&w->indexer, h, b->q_a, n, ib, &b->qs, err))) return rc;
@@ -299,29 +315,16 @@ static int mla_run(const struct part_run *pr, const float *h, int n, float *out,
             sel = (struct mla_sel){ ib->sel + (int64_t)row0 * ib->k_max, ib->n_sel + row0, ib->k_max };
             selp = &sel;
         }
-        for (int s = 0; s < S && !rc; s++) {
-            int pos = pos0 + s;
-            float *lat = a + (int64_t)(row0 + s) * (r + dr), *rope = lat + r;
-            model_rmsnorm(lat, lat, w->kv_a_norm, 1, r, c->latent_norm_eps);
-            /* one position's angles serve its key and every head's query
-             * (their double cos and sin, once per vector, were 5% of a
-             * 2-thread prefill, on one thread) */
-            float cs[MODEL_MAX_ROPE_DIM / 2], sn[MODEL_MAX_ROPE_DIM / 2];
-            model_rope_angles(dr, pos, c, cs, sn);
-            model_rope_rotate_cfg(c, rope, dr, cs, sn);
-            rc = kv_cache_write(st->kv, kl, pos, lat, rope, err);
-            float *qs = qg + (int64_t)s * H * dqk, scale = model_rope_query_scale(c, pos);
-            for (int hh = 0; hh < H; hh++) model_rope_rotate_cfg(c, qs + hh * dqk + dn, dr, cs, sn);
-            if (scale != 1.0f)
-                for (int i = 0; i < H * dqk; i++) qs[i] *= scale;
-        }
+        for (int s = 0; s < S && !rc; s++)
+            rc = ex->ops->mla_row(ex, c, w->kv_a_norm, st, kl, pos0 + s, a + (int64_t)(row0 + s) * (r + dr),
+                                  qg + (int64_t)s * H * dqk, err);
         if (rc) break;
         if (pr->mode == FWD_ABSORBED || (st->absorbed_prefill && mla_prefill_absorbed(c, S, pos0)))
-            rc = attend_absorbed(c, w, st, kl, qg, S, pos0, selp, og, b, err);
+            rc = ex->ops->attend_absorbed(ex, c, w, st, kl, qg, S, pos0, selp, og, b, err);
         else
             rc = attend_expanded(c, w, st, kl, qg, S, pos0, selp, og, b, err);
     }
-    if (!rc) rc = model_linear(&w->o, o, n, out, &b->qs, err);
+    if (!rc) rc = ex->ops->linear(ex, &w->o, o, n, out, &b->qs, err);
     return rc;
 }
 

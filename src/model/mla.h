@@ -25,10 +25,19 @@
 
 #include "colibri.h"
 #include "model/forward.h"
+#include "model/fwd_ops.h"
 
 /* 1 when a prefill of S tokens after pos0 cached rows costs fewer flops in
  * the absorbed form (used when fwd_state.absorbed_prefill is set). */
 int mla_prefill_absorbed(const struct model_config *c, int S, int pos0);
+
+/* The CPU's MLA operations of model/fwd_ops.h (the CPU executor's mla_row
+ * and attend_absorbed; their contracts are there). */
+int model_mla_cache_row(const struct model_config *c, const float *kv_a_norm, struct fwd_state *st, int kl, int pos,
+                        float *kv_a, float *q, struct colibri_err *err);
+int model_mla_attend_absorbed(const struct model_config *c, const struct attn_weights *w, struct fwd_state *st,
+                              int li, const float *q, int S, int pos0, const struct mla_sel *sel, float *o,
+                              struct run_bufs *b, struct colibri_err *err);
 
 /* The token mixers model_mixer_mla and model_mixer_mla_dsa (model/parts.h)
  * are this layer: out[n][hid] = MLA(in[n][hid]) for layer pr->li, each

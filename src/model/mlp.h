@@ -15,11 +15,16 @@ struct mlp_weights {
     float clip;
 };
 
-/* out[n][hid] = mlp(x[n][hid]). g and u are scratch of n * I floats each
- * (I = gate.rows), s the products' working memory (model_linear). 0, or
- * model_linear's error. */
+struct fwd_exec;
+
+/* out[n][hid] = mlp(x[n][hid]) on the CPU. g and u are scratch of n * I
+ * floats each (I = gate.rows), s the products' working memory
+ * (model_linear). 0, or model_linear's error. */
 int model_mlp_forward(const struct mlp_weights *w, const float *x, int n, float *out, float *g, float *u,
                       struct quant_scratch *s, struct colibri_err *err);
+/* The same through executor ex (model/fwd_ops.h): x, out, g, u are its buffers. */
+int model_mlp_run(const struct fwd_exec *ex, const struct mlp_weights *w, const float *x, int n, float *out, float *g,
+                  float *u, struct quant_scratch *s, struct colibri_err *err);
 
 /* Bytes of the three matrices as held in memory (data + scales). */
 int64_t model_mlp_bytes(const struct mlp_weights *w);

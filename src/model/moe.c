@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/fwd_ops.h"
 #include "model/linear.h"
 #include "model/loader.h"
 #include "model/norm.h"
@@ -171,19 +172,20 @@ void moe_route(const struct model_config *c, const float *logits, const float *b
     ROUTERS[c->router_kind](c, logits, bias, idx, wts);
 }
 
-int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
-                struct colibri_err *err)
+int moe_forward(const struct fwd_exec *ex, const struct model *m, int li, const float *x, int n, float *out,
+                struct run_bufs *b, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     const struct moe_weights *w = &m->layers[li].moe;
     int E = c->n_routed_experts, K = c->num_experts_per_tok, rc = 0;
-    if ((rc = model_linear(&w->router, x, n, b->moe_logits, &b->qs, err))) return rc;
+    /* the logits come to the host: routing runs here */
+    if ((rc = ex->ops->linear_host(ex, &w->router, x, n, b->moe_logits, &b->qs, err))) return rc;
     for (int t = 0; t < n; t++)
         moe_route(c, b->moe_logits + (int64_t)t * E, w->score_bias, b->moe_idx + t * K, b->moe_wts + t * K);
-    return model_moe_run(m, li, x, n, out, b, err);
+    return model_moe_run(ex, m, li, x, n, out, b, err);
 }
 
-int model_moe_run(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+int model_moe_run(const struct fwd_exec *ex, const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
                   struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
@@ -196,7 +198,7 @@ int model_moe_run(const struct model *m, int li, const float *x, int n, float *o
     for (int e = 0; e < E; e++)
         if (b->moe_used[e]) b->moe_list[n_used++] = e;
     struct expert_batch eb = { li, n, K, hid, x, b->moe_idx, b->moe_wts, b->moe_list, n_used,
-                               b->moe_in, b->moe_res, b->mlp_g, b->mlp_u, b->moe_tok, b->moe_tw, &b->qs };
+                               b->moe_in, b->moe_res, b->mlp_g, b->mlp_u, b->moe_tok, b->moe_tw, &b->qs, ex };
     if ((rc = expert_store_start(m->experts, &eb, err))) return rc;
     int slot = li & 1;
     if (b->moe_pred_layer[slot] == li) {
@@ -210,8 +212,8 @@ int model_moe_run(const struct model *m, int li, const float *x, int n, float *o
     }
 
     int shared = 0;
-    if (c->n_shared_experts) shared = model_mlp_forward(&w->shared, x, n, out, b->mlp_g, b->mlp_u, &b->qs, err);
-    else memset(out, 0, (size_t)n * hid * sizeof *out);
+    if (c->n_shared_experts) shared = model_mlp_run(ex, &w->shared, x, n, out, b->mlp_g, b->mlp_u, &b->qs, err);
+    else shared = ex->ops->zero(ex, out, (int64_t)n * hid, err);
     /* finish runs even then: a store may hold a lock or messages in flight until it does */
     struct colibri_err later = { 0 };
     rc = expert_store_finish(m->experts, &eb, out, shared ? &later : err);
@@ -249,7 +251,7 @@ int model_moe_predict(const struct model *m, int li, const float *resid, int n, 
 
 static int moe_ffn_forward(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err)
 {
-    return moe_forward(pr->m, pr->li, in, n, out, pr->b, err);
+    return moe_forward(pr->ex, pr->m, pr->li, in, n, out, pr->b, err);
 }
 
 /* Router (mlp.gate), its correction bias when the family names one (zeros

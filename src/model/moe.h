@@ -30,14 +30,17 @@
 void moe_route(const struct model_config *c, const float *logits, const float *bias, int *idx, float *wts);
 
 /* out[n][hid] = MoE(x[n][hid]) for layer li (an MoE layer); n <= b->cap.
- * 0, or the expert store's error (nothing else can fail). The store's
- * scratch is b's (moe_in, moe_res, mlp_g, mlp_u, moe_tok, moe_tw). */
-int moe_forward(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
-                struct colibri_err *err);
+ * Its products run through ex (model/fwd_ops.h), b being ex's buffers; the
+ * router's logits come to the host (b->moe_logits is host memory) and the
+ * routing runs there. 0, or an operation's or the expert store's error. The
+ * store's scratch is b's (moe_in, moe_res, mlp_g, mlp_u, moe_tok, moe_tw). */
+struct fwd_exec;
+int moe_forward(const struct fwd_exec *ex, const struct model *m, int li, const float *x, int n, float *out,
+                struct run_bufs *b, struct colibri_err *err);
 
 /* moe_forward after routing: runs the experts b->moe_idx / b->moe_wts name
  * for each row (K per row) and the shared experts into out. */
-int model_moe_run(const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
+int model_moe_run(const struct fwd_exec *ex, const struct model *m, int li, const float *x, int n, float *out, struct run_bufs *b,
                   struct colibri_err *err);
 
 /* The V4 top-k router (model/moe_v4.c) in moe_route's form. */

@@ -57,7 +57,7 @@ static int v4_moe_forward(const struct part_run *pr, const float *in, int n, flo
         }
         if (rc) return rc;
     }
-    return model_moe_run(m, pr->li, in, n, out, b, err);
+    return model_moe_run(pr->ex, m, pr->li, in, n, out, b, err);
 }
 
 static int load_expert(const struct model_loader *L, const char *pre, int inter, enum model_weight_role role,

@@ -6,7 +6,6 @@
 #include "model/forward.h"
 #include "model/loader.h"
 #include "model/model.h"
-#include "model/norm.h"
 
 void model_layer_parts(const struct model_config *c, int li, struct layer_parts *out)
 {
@@ -20,11 +19,6 @@ void model_layer_parts(const struct model_config *c, int li, struct layer_parts 
     out->ffn = c->router_kind == MODEL_ROUTER_SQRTSOFTPLUS ? &model_ffn_moe_v4 : dense ? &model_ffn_mlp : &model_ffn_moe;
 }
 
-static void add_rows(float *x, const float *y, int n, int hid)
-{
-    for (int64_t i = 0; i < (int64_t)n * hid; i++) x[i] += y[i];
-}
-
 /* x += mixer(norm x); x += ffn(norm x), as DeepseekV3DecoderLayer. */
 static int plain_forward(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
                          struct colibri_err *err)
@@ -32,21 +26,24 @@ static int plain_forward(const struct part_run *pr, const struct layer_parts *p,
     const struct model *m = pr->m;
     const struct model_config *c = &m->cfg;
     const struct layer_weights *lw = &m->layers[pr->li];
+    const struct fwd_exec *ex = pr->ex;
     struct run_bufs *b = pr->b;
     int hid = c->hidden_size, rc;
-    model_rmsnorm(b->h, x, lw->attn_norm, n, hid, c->rms_norm_eps);
-    if ((rc = p->mixer->forward(pr, b->h, n, b->y, err))) return rc;
-    add_rows(x, b->y, n, hid);
-    /* the next layer's channel mixer may start reading its experts now */
+    int64_t nx = (int64_t)n * hid;
+    if ((rc = ex->ops->rmsnorm(ex, b->h, x, lw->attn_norm, n, hid, c->rms_norm_eps, err)) ||
+        (rc = p->mixer->forward(pr, b->h, n, b->y, err)) || (rc = ex->ops->add(ex, x, b->y, nx, err)))
+        return rc;
+    /* the next layer's channel mixer may start reading its experts now (a
+     * store that reads from disk: never one behind a device executor) */
     int next = pr->li + 1;
     if (next < c->num_hidden_layers) {
         const struct channel_mixer *nf = m->layers[next].parts.ffn;
         if (nf->predict && (rc = nf->predict(m, next, x, n, b, err))) return rc;
     }
-    model_rmsnorm(b->h, x, lw->mlp_norm, n, hid, c->rms_norm_eps);
-    if ((rc = p->ffn->forward(pr, b->h, n, b->y, err))) return rc;
-    add_rows(x, b->y, n, hid);
-    return 0;
+    if ((rc = ex->ops->rmsnorm(ex, b->h, x, lw->mlp_norm, n, hid, c->rms_norm_eps, err)) ||
+        (rc = p->ffn->forward(pr, b->h, n, b->y, err)))
+        return rc;
+    return ex->ops->add(ex, x, b->y, nx, err);
 }
 
 static int plain_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)

@@ -22,6 +22,8 @@
  *  - reads its weights from the layer (struct layer_weights, model/model.h),
  *    which its `load` filled at model_load from the checkpoint's names, and
  *    writes what it caches to each group's state (the token mixer only);
+ *  - runs its products, norms, adds and cache writes through pr->ex
+ *    (model/fwd_ops.h: the CPU, or a device), so a part is written once;
  *  - takes scratch from pr->b (allocated once per session) and returns 0 or
  *    a negative COLIBRI_E* with a message. */
 #ifndef COLIBRI_MODEL_PARTS_H
@@ -37,6 +39,7 @@ struct run_bufs;
 struct layer_parts;
 struct layer_weights;
 struct model_loader;
+struct fwd_exec;
 
 /* A part's weights of layer li, loaded into its members of lw (model/loader.h). */
 typedef int (*part_load_fn)(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err);
@@ -44,7 +47,8 @@ typedef int (*part_load_fn)(const struct model_loader *L, int li, struct layer_w
 /* Which MLA form a forward asks for (model/forward.h). */
 enum fwd_mode { FWD_EXPANDED = 0, FWD_ABSORBED = 1 };
 
-/* What a part sees of one forward through layer li. */
+/* What a part sees of one forward through layer li: ex runs its operations
+ * (model/fwd_ops.h) on b, that executor's buffers. */
 struct part_run {
     const struct model *m;
     const struct fwd_group *grp;
@@ -52,6 +56,7 @@ struct part_run {
     int li;
     enum fwd_mode mode;
     struct run_bufs *b;
+    const struct fwd_exec *ex;
 };
 
 struct token_mixer {
