@@ -12,8 +12,8 @@
 # glue with $(CC)) into $(BUILD)/cuda, with `make test-cuda` and the GPU
 # benchmark, and (cuda-forward) $(BUILD)/cuda/colibri for --device cuda; the
 # CPU objects and ./colibri are the CPU build's, shared with it. Without it
-# nothing under src/cuda is compiled and the build is the CPU one, object for
-# object.
+# only src/cuda's plain C files (CUDA_HOST_SRC: the replay test device) are
+# compiled, into libcolibri.a, and the build is the CPU one, object for object.
 
 CC       ?= cc
 V        ?= 0
@@ -63,8 +63,12 @@ ifeq ($(MPI),1)
 else
   MPI_EXCLUDE := $(wildcard src/mpi/*_mpi.c)
 endif
-# src/cuda's host glue goes into its own archive (CUDA=1 below), never into libcolibri.a
-LIB_SRC_ALL := $(filter-out src/cli/% src/cuda/% $(LIB_EXCLUDE) $(MPI_EXCLUDE),$(wildcard src/*/*.c))
+# src/cuda's C files that need no CUDA runtime (the replay device, the KV rows
+# on a device, the drivers by name) are in every build; the CUDA backend's
+# host glue goes into its own archive (CUDA=1 below), never into libcolibri.a
+CUDA_HOST_SRC := src/cuda/replay_dev.c src/cuda/cu_kv.c src/cuda/devices.c
+LIB_SRC_ALL := $(filter-out src/cli/% $(filter-out $(CUDA_HOST_SRC),$(wildcard src/cuda/*.c)) $(LIB_EXCLUDE) \
+                 $(MPI_EXCLUDE),$(wildcard src/*/*.c))
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC_ALL))
 else ifeq ($(ARCH),aarch64)
@@ -250,16 +254,16 @@ ifeq ($(CUDA),1)
   CUDA_LDLIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
   CUDA_BUILD  := $(BUILD)/cuda
   CUDA_CU_OBJ := $(patsubst %.cu,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.cu))
-  CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(wildcard src/cuda/*.c))
+  CUDA_C_OBJ  := $(patsubst %.c,$(CUDA_BUILD)/%.o,$(filter-out $(CUDA_HOST_SRC),$(wildcard src/cuda/*.c)))
   CUDA_LIB    := $(CUDA_BUILD)/libcolibri_cuda.a
   CORE_SRC    := $(filter-out src/kv/persist%,\
                    $(filter src/base/% src/quant/% src/kv/%,$(LIB_SRC))) src/model/norm.c src/model/rope.c \
-                   src/model/backend_kv.c
+                   src/cuda/cu_kv.c
   CORE_LIB    := $(CUDA_BUILD)/libcolibri_core.a
   CUDA_TEST   := $(CUDA_BUILD)/tests/test_cuda
   CUDA_BENCH  := $(CUDA_BUILD)/bench/cuda_bench
   # colibri and the device decode test with the backend linked in whole, so
-  # that --device cuda finds backend_cuda_ops (model/forward_dev.c)
+  # that --device cuda finds backend_cuda_ops (cuda/devices.c)
   CUDA_CLI    := $(CUDA_BUILD)/colibri
   CUDA_FWD_TEST := $(CUDA_BUILD)/tests/test_forward_dev
   CUDA_WHOLE  := -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive

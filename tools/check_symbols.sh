@@ -9,12 +9,12 @@
 # unprefixed (delete its line: the list only shrinks).
 lib=${1:-${BUILD:-build}/libcolibri.a}
 allow=${2:-$(dirname "$0")/symbols_allow.txt}
-# One prefix per module: api colibri_, base base_, io io_ (files) and st_
+# One prefix per module: api colibri_, base base_, cuda cuda_, io io_ (files) and st_
 # (safetensors), kv kv_, model model_, mpi mpi_, quant quant_, sample sample_,
 # serve serve_, tok tok_.
 # (make CUDA=1's own archive, never in libcolibri.a, exports backend_, the
 # seam of model/backend.h, and cu_, src/cuda's kernel launchers.)
-PREFIXES="colibri_ base_ io_ kv_ model_ mpi_ quant_ sample_ serve_ st_ tok_"
+PREFIXES="colibri_ base_ cuda_ io_ kv_ model_ mpi_ quant_ sample_ serve_ st_ tok_"
 
 [ -f "$lib" ] || { echo "check_symbols: no library at $lib (build it first)"; exit 1; }
 [ -f "$allow" ] || { echo "check_symbols: no allowlist at $allow"; exit 1; }

@@ -10,6 +10,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "colibri_dev.h"
+#include "cuda/devices.h"
 #include "kv/codec.h"
 #include "kv/layout.h"
 #include "model/convert.h"
@@ -177,7 +178,7 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     }
     if (!rc && opts && opts->device) {
         const struct backend_ops *ops;
-        rc = model_dev_ops(opts->device, &ops, err);
+        rc = cuda_device_ops(opts->device, &ops, err);
         if (!rc) rc = model_dev_new(&cm->m, ops, &cm->dev, err);
         if (rc) model_free(&cm->m);
     }
@@ -469,7 +470,7 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     colibri_spec_free(s->spec);
-    if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv);
+    if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv, &s->st);
     fwd_state_free(&s->st);
     free(s->tokens);
     free(s);
@@ -489,9 +490,9 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
 
 int colibri_session_decode(colibri_session *s, int32_t token, float *logits, struct colibri_err *err)
 {
-    struct fwd_out out = { .logits = logits };
-    int rc = s->dev_kv ? model_dev_decode(s->model->dev, s->dev_kv, &s->st, token, s->pos, logits, err)
-                       : model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
+    /* on the session's device when its model has one (model/fwd_device.h) */
+    struct fwd_out out = { .logits = logits, .on_device = 1 };
+    int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
     if (!rc) s->tokens[s->pos++] = token;
     return rc;
 }
@@ -550,5 +551,6 @@ int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src
         memcpy(kv_cache_row(b, l, 0), kv_cache_row(a, l, 0), (size_t)n * a->layer[l].row_bytes);
     memcpy(dst->tokens, src->tokens, (size_t)n * sizeof *dst->tokens);
     dst->pos = n;
+    model_dev_kv_forget(dst->dev_kv, 0);   /* its device copy holds the old rows */
     return 0;
 }

@@ -5,7 +5,7 @@
 
 #include "colibri.h"
 #include "model/forward.h"
-#include "model/forward_dev.h"
+#include "model/fwd_device.h"
 #include "model/model.h"
 
 struct colibri_model {

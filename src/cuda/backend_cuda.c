@@ -10,7 +10,7 @@
 #include "cuda/cu_desc.h"
 #include "cuda/cu_launch.h"
 #include "model/backend.h"
-#include "model/backend_kv.h"
+#include "cuda/cu_kv.h"
 
 struct backend_dev {
     int ordinal, n_sm, max_smem;
@@ -239,22 +239,22 @@ int backend_axpy(struct backend_dev *d, float *dy, const float *dx, float alpha,
     return rc ? cuda_fail(err, rc, "axpy launch") : 0;
 }
 
-/* The KV layer's rows in device memory: model/backend_kv.c through this device's table. */
+/* The KV layer's rows in device memory: cuda/cu_kv.c through this device's table. */
 int backend_kv_upload(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
                       struct colibri_err *err)
 {
-    return model_backend_kv_upload(&backend_cuda_ops, d, c, layer, T, out, err);
+    return cuda_kv_upload(&backend_cuda_ops, d, c, layer, T, out, err);
 }
 
 void backend_kv_free(struct backend_dev *d, struct backend_kv *kv)
 {
-    model_backend_kv_free(&backend_cuda_ops, d, kv);
+    cuda_kv_free(&backend_cuda_ops, d, kv);
 }
 
 int backend_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0, int n,
                      struct colibri_err *err)
 {
-    return model_backend_kv_write(&backend_cuda_ops, d, kv, c, layer, t0, n, err);
+    return cuda_kv_write(&backend_cuda_ops, d, kv, c, layer, t0, n, err);
 }
 
 /* Ranges of positions per head group: about 8 blocks per SM in all, none

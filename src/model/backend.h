@@ -21,13 +21,16 @@
  *    device does not implement (named), COLIBRI_ENOMEM naming the bytes,
  *    COLIBRI_EIO with the driver's message for a device failure.
  *  - A device handle is not thread-safe; use one per thread.
- *  - Two devices implement it, each as a table of these functions (struct
- *    backend_ops, below): "cuda" (the free functions declared here, and
- *    backend_cuda_ops; only in `make CUDA=1`'s binaries) and "host"
- *    (model/backend_host.c, always built: buffers are host memory and each
- *    operation is the CPU replay of its CUDA kernel, cuda/cu_replay.h, so
- *    the decode's wiring through this seam, model/forward_dev.h, is tested
- *    without a GPU).
+ *  - This is the driver interface: the forward never calls it directly; its
+ *    device executor (model/fwd_device.h) maps the forward's operations
+ *    (model/fwd_ops.h) onto a struct backend_ops.
+ *  - Two drivers implement it, both in cuda/, each as a table of these
+ *    functions (struct backend_ops, below): "cuda" (the free functions
+ *    declared here, and backend_cuda_ops; only in `make CUDA=1`'s binaries)
+ *    and "host" (cuda/replay_dev.c, always built: buffers are host memory
+ *    and each operation is the CPU replay of its CUDA kernel,
+ *    cuda/cu_replay.h, so the executor is tested without a GPU);
+ *    cuda/devices.h finds one by name.
  */
 #ifndef COLIBRI_MODEL_BACKEND_H
 #define COLIBRI_MODEL_BACKEND_H
@@ -110,7 +113,7 @@ int backend_attend(struct backend_dev *d, const struct backend_kv *kv, int T, in
                    const float *dq_rope, float scale, float *dout, struct colibri_err *err);
 
 /* A device as a table of the functions above (same contracts), so that one
- * build can hold two: model/forward_dev.c runs the decode through it. */
+ * build can hold two: model/fwd_device.c runs the forward's ops on it. */
 struct backend_ops {
     const char *name;           /* "host", "cuda" */
     int (*open)(int ordinal, struct backend_dev **out, struct colibri_err *err);
@@ -144,10 +147,8 @@ struct backend_ops {
                   const float *dq_rope, float scale, float *dout, struct colibri_err *err);
 };
 
-/* The host device (model/backend_host.c). */
-extern const struct backend_ops model_backend_host_ops;
 /* The CUDA device (cuda/backend_cuda.c): defined only in the binaries of
- * `make CUDA=1` that link the backend (model/forward_dev.c looks for it). */
+ * `make CUDA=1` that link the backend (cuda/devices.c looks for it). */
 extern const struct backend_ops backend_cuda_ops;
 
 #endif

@@ -1,9 +1,9 @@
-/* model/backend_kv.c - see backend_kv.h. */
+/* cuda/cu_kv.c - see cu_kv.h. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "base/err.h"
-#include "model/backend_kv.h"
+#include "cuda/cu_kv.h"
 
 /* The codec's rotation signs copied to the device (NULL when unrotated). */
 static int copy_signs(const struct backend_ops *ops, struct backend_dev *d, const struct kv_codec *c, float **out,
@@ -16,7 +16,7 @@ static int copy_signs(const struct backend_ops *ops, struct backend_dev *d, cons
     return ops->upload(d, *out, c->rot.sign, bytes, err);
 }
 
-int model_backend_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer,
+int cuda_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer,
                             int T, struct backend_kv **out, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity)
@@ -35,7 +35,7 @@ int model_backend_kv_upload(const struct backend_ops *ops, struct backend_dev *d
     if (!rc && !(kv->rows = ops->alloc(d, bytes, err))) rc = COLIBRI_ENOMEM;
     if (!rc) rc = ops->upload(d, kv->rows, lay->data, bytes, err);
     if (rc) {
-        model_backend_kv_free(ops, d, kv);
+        cuda_kv_free(ops, d, kv);
         return rc;
     }
     kv->L.lat.sign = kv->sign_lat;
@@ -47,7 +47,7 @@ int model_backend_kv_upload(const struct backend_ops *ops, struct backend_dev *d
     return 0;
 }
 
-void model_backend_kv_free(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv)
+void cuda_kv_free(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv)
 {
     if (!kv) return;
     if (kv->rows) ops->free(d, kv->rows);
@@ -56,7 +56,7 @@ void model_backend_kv_free(const struct backend_ops *ops, struct backend_dev *d,
     free(kv);
 }
 
-int model_backend_kv_write(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv,
+int cuda_kv_write(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv,
                            const struct kv_cache *c, int layer, int t0, int n, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || t0 < 0 || n < 1 || t0 + n > kv->T ||

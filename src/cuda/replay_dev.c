@@ -1,10 +1,10 @@
-/* model/backend_host.c - model/backend.h's "host" device: buffers are host
- * memory and each operation is the CPU replay of its CUDA kernel
+/* cuda/replay_dev.c - a test device of model/backend.h, named "host": buffers
+ * are host memory and each operation is the CPU replay of its CUDA kernel
  * (cuda/cu_replay.h: the kernel's split of the work and order of summation),
  * on weights and KV rows copied as stored, exactly as the CUDA backend lays
  * them out (cuda/cu_desc.h). It is slow (one thread, lane by lane) and exists
- * to test the decode's wiring through the seam (model/forward_dev.h) where
- * there is no GPU. */
+ * to test the forward's device executor (model/fwd_device.h) where there is
+ * no GPU; it is built into every binary (no CUDA runtime needed). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,8 @@
 #include "cuda/cu_desc.h"
 #include "cuda/cu_replay.h"
 #include "model/backend.h"
-#include "model/backend_kv.h"
+#include "cuda/cu_kv.h"
+#include "cuda/devices.h"
 
 /* The attention splits T positions as the CUDA backend does on an H200
  * (132 SMs: attn_chunks of cuda/backend_cuda.c), so that the replay walks
@@ -176,22 +177,22 @@ static int host_axpy(struct backend_dev *d, float *dy, const float *dx, float al
     return 0;
 }
 
-/* The KV layer's rows in host memory: model/backend_kv.c through this table. */
+/* The KV layer's rows in host memory: cuda/cu_kv.c through this table. */
 static int host_kv_upload(struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out,
                           struct colibri_err *err)
 {
-    return model_backend_kv_upload(&model_backend_host_ops, d, c, layer, T, out, err);
+    return cuda_kv_upload(&cuda_replay_ops, d, c, layer, T, out, err);
 }
 
 static void host_kv_free(struct backend_dev *d, struct backend_kv *kv)
 {
-    model_backend_kv_free(&model_backend_host_ops, d, kv);
+    cuda_kv_free(&cuda_replay_ops, d, kv);
 }
 
 static int host_kv_write(struct backend_dev *d, struct backend_kv *kv, const struct kv_cache *c, int layer, int t0,
                          int n, struct colibri_err *err)
 {
-    return model_backend_kv_write(&model_backend_host_ops, d, kv, c, layer, t0, n, err);
+    return cuda_kv_write(&cuda_replay_ops, d, kv, c, layer, t0, n, err);
 }
 
 /* attn_chunks of cuda/backend_cuda.c at HOST_N_SM. */
@@ -214,7 +215,7 @@ static int host_attend(struct backend_dev *d, const struct backend_kv *kv, int T
     return 0;
 }
 
-const struct backend_ops model_backend_host_ops = {
+const struct backend_ops cuda_replay_ops = {
     .name = "host",
     .open = host_open,
     .close = host_close,
