@@ -20,19 +20,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The ids of the weight formats and KV tiers are their owners' (plain C
+ * headers that nvcc reads too). */
+#include "kv/tier_id.h"
+#include "quant/fmt_id.h"
+
 #if defined(__CUDACC__)
 #define CU_HD static inline __host__ __device__
 #else
 #define CU_HD static inline
 #endif
-
-/* Weight formats: the ids of quant/format.h (checked by a static assertion in
- * cu_desc.h, which sees both). */
-enum { CU_F32 = 0, CU_BF16 = 1, CU_F16 = 2, CU_Q8 = 3, CU_Q4 = 4, CU_Q4G32 = 5, CU_Q4G64 = 6,
-       CU_Q4G128 = 7, CU_FP8B = 8 };
-/* KV tiers: the ids of kv/codec.h. */
-enum { CU_KV_F32 = 0, CU_KV_BF16 = 1, CU_KV_FP8 = 2, CU_KV_INT8R = 3, CU_KV_Q4_0 = 4, CU_KV_TQ4 = 5,
-       CU_KV_TQ3 = 6, CU_KV_TQ2 = 7 };
 
 /* Activations one warp multiplies with each row per pass over it. */
 #define CU_NB 4
@@ -117,11 +114,11 @@ CU_HD float cu_fp8(uint32_t b)
 CU_HD float cu_w_scale(const struct cu_wmat *W, int fmt, int r, int c)
 {
     switch (fmt) {
-    case CU_Q8: case CU_Q4:
+    case QUANT_Q8: case QUANT_Q4:
         return W->scales[r];
-    case CU_Q4G32: case CU_Q4G64: case CU_Q4G128:
+    case QUANT_Q4G32: case QUANT_Q4G64: case QUANT_Q4G128:
         return W->scales[(long long)r * W->n_scale_cols + c / W->group];
-    case CU_FP8B:
+    case QUANT_FP8B:
         return W->scales[(long long)(r / 128) * W->n_scale_cols + c / 128];
     default:
         return 1.0f;
@@ -135,11 +132,11 @@ CU_HD float cu_w_elem(const struct cu_wmat *W, int fmt, int r, int c)
 {
     const uint8_t *p = W->data + (long long)r * W->row_bytes;
     switch (fmt) {
-    case CU_F32: return cu_ld_f32(p + 4LL * c);
-    case CU_BF16: return cu_bf16(cu_ld_u16(p + 2LL * c));
-    case CU_F16: return cu_f16(cu_ld_u16(p + 2LL * c));
-    case CU_Q8: return (float)(int8_t)p[c] * cu_w_scale(W, fmt, r, c);
-    case CU_FP8B: return cu_fp8(p[c]) * cu_w_scale(W, fmt, r, c);
+    case QUANT_F32: return cu_ld_f32(p + 4LL * c);
+    case QUANT_BF16: return cu_bf16(cu_ld_u16(p + 2LL * c));
+    case QUANT_F16: return cu_f16(cu_ld_u16(p + 2LL * c));
+    case QUANT_Q8: return (float)(int8_t)p[c] * cu_w_scale(W, fmt, r, c);
+    case QUANT_FP8B: return cu_fp8(p[c]) * cu_w_scale(W, fmt, r, c);
     default: {   /* int4: byte j of a 128-block holds element j (low) and j+64 (high) */
         uint32_t b = p[(c / 128) * 64 + (c % 64)];
         int q = (int)((c % 128) < 64 ? (b & 0xFu) : (b >> 4)) - 8;
@@ -170,25 +167,25 @@ CU_HD void cu_w_chunk(const struct cu_wmat *W, int fmt, int r, int k, uint32_t b
     *c_hi = 0;
     *n_hi = 0;
     switch (fmt) {
-    case CU_F32:
+    case QUANT_F32:
         *c_lo = k;
         *n_lo = 1;
         w[0] = cu_bits_f32(bits);
         return;
-    case CU_BF16: case CU_F16:
+    case QUANT_BF16: case QUANT_F16:
         *c_lo = 2 * k;
         *n_lo = 2;
-        w[0] = fmt == CU_BF16 ? cu_bf16(bits & 0xFFFFu) : cu_f16(bits & 0xFFFFu);
-        w[1] = fmt == CU_BF16 ? cu_bf16(bits >> 16) : cu_f16(bits >> 16);
+        w[0] = fmt == QUANT_BF16 ? cu_bf16(bits & 0xFFFFu) : cu_f16(bits & 0xFFFFu);
+        w[1] = fmt == QUANT_BF16 ? cu_bf16(bits >> 16) : cu_f16(bits >> 16);
         return;
-    case CU_Q8: case CU_FP8B: {
+    case QUANT_Q8: case QUANT_FP8B: {
         /* 4 columns inside one scale block (4 divides 128) */
         *c_lo = 4 * k;
         *n_lo = 4;
         float s = cu_w_scale(W, fmt, r, 4 * k);
         for (int e = 0; e < 4; e++) {
             uint32_t b = (bits >> (8 * e)) & 0xFFu;
-            w[e] = (fmt == CU_Q8 ? (float)(int8_t)(uint8_t)b : cu_fp8(b)) * s;
+            w[e] = (fmt == QUANT_Q8 ? (float)(int8_t)(uint8_t)b : cu_fp8(b)) * s;
         }
         return;
     }
@@ -278,11 +275,11 @@ CU_HD float cu_kv_elem(const struct cu_kv_part *P, const uint8_t *row, int i)
 {
     const uint8_t *p = row + P->offset;
     switch (P->tier) {
-    case CU_KV_F32: return cu_ld_f32(p + 4LL * i);
-    case CU_KV_BF16: return cu_bf16(cu_ld_u16(p + 2LL * i));
-    case CU_KV_FP8: return cu_fp8(p[i]) * cu_ld_f32(p + P->dim);
-    case CU_KV_INT8R: return (float)(int8_t)p[i] * cu_ld_f32(p + P->dim);
-    case CU_KV_Q4_0: {
+    case KV_TIER_F32: return cu_ld_f32(p + 4LL * i);
+    case KV_TIER_BF16: return cu_bf16(cu_ld_u16(p + 2LL * i));
+    case KV_TIER_FP8: return cu_fp8(p[i]) * cu_ld_f32(p + P->dim);
+    case KV_TIER_INT8R: return (float)(int8_t)p[i] * cu_ld_f32(p + P->dim);
+    case KV_TIER_Q4_0: {
         /* blocks of [fp16 d][16 bytes]: low nibble element j, high j + 16 */
         const uint8_t *blk = p + (i / 32) * 18;
         int j = i % 32;

@@ -16,11 +16,6 @@
 #include "quant/format.h"
 #include "quant/qtensor.h"
 
-_Static_assert((int)CU_F32 == (int)QUANT_F32 && (int)CU_BF16 == (int)QUANT_BF16 && (int)CU_F16 == (int)QUANT_F16 && (int)CU_Q8 == (int)QUANT_Q8 &&
-                   (int)CU_Q4 == (int)QUANT_Q4 && (int)CU_Q4G32 == (int)QUANT_Q4G32 && (int)CU_Q4G64 == (int)QUANT_Q4G64 &&
-                   (int)CU_Q4G128 == (int)QUANT_Q4G128 && (int)CU_FP8B == (int)QUANT_FP8B && QUANT_FMT_COUNT == 10,
-               "cu_common.h's format ids are quant/format.h's (mxfp4 is refused: cu_fmt_check)");
-
 /* The device kernels read every format but mxfp4 (its e8m0 scales are not
  * f32): COLIBRI_EUNSUPPORTED naming it. */
 static inline int cu_fmt_check(const struct qtensor *W, struct colibri_err *err)
@@ -30,11 +25,6 @@ static inline int cu_fmt_check(const struct qtensor *W, struct colibri_err *err)
                             "on the device ([%d, %d] matrix)", quant_fmt_name(W->fmt), W->rows, W->cols);
     return 0;
 }
-_Static_assert((int)CU_KV_F32 == (int)KV_TIER_F32 && (int)CU_KV_BF16 == (int)KV_TIER_BF16 && (int)CU_KV_FP8 == (int)KV_TIER_FP8 &&
-                   (int)CU_KV_INT8R == (int)KV_TIER_INT8R && (int)CU_KV_Q4_0 == (int)KV_TIER_Q4_0 && (int)CU_KV_TQ4 == (int)KV_TIER_TQ4 &&
-                   (int)CU_KV_TQ3 == (int)KV_TIER_TQ3 && (int)CU_KV_TQ2 == (int)KV_TIER_TQ2,
-               "cu_common.h's tier ids are kv/codec.h's");
-
 /* W's shape and format with data/scales at the given arrays (W's own, or
  * device copies of them). */
 static inline struct cu_wmat cu_wmat_of(const struct qtensor *W, const void *data, const float *scales)

@@ -96,15 +96,15 @@ extern "C" int cu_launch_matmul(const struct cu_wmat *W, const float *X, int n, 
     dim3 grid((unsigned)((W->rows + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
     cudaStream_t s = (cudaStream_t)stream;
     switch (W->fmt) {
-    case CU_F32: k_matmul<CU_F32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_BF16: k_matmul<CU_BF16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_F16: k_matmul<CU_F16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_Q8: k_matmul<CU_Q8><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_Q4: k_matmul<CU_Q4><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_Q4G32: k_matmul<CU_Q4G32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_Q4G64: k_matmul<CU_Q4G64><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_Q4G128: k_matmul<CU_Q4G128><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
-    case CU_FP8B: k_matmul<CU_FP8B><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_F32: k_matmul<QUANT_F32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_BF16: k_matmul<QUANT_BF16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_F16: k_matmul<QUANT_F16><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_Q8: k_matmul<QUANT_Q8><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_Q4: k_matmul<QUANT_Q4><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_Q4G32: k_matmul<QUANT_Q4G32><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_Q4G64: k_matmul<QUANT_Q4G64><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_Q4G128: k_matmul<QUANT_Q4G128><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
+    case QUANT_FP8B: k_matmul<QUANT_FP8B><<<grid, block, 0, s>>>(*W, X, n, Y, vec); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return (int)cudaGetLastError();
@@ -128,15 +128,15 @@ extern "C" int cu_launch_absorb_out(const struct cu_wmat *W, int H, int dn, int 
     dim3 grid((unsigned)((H * dv + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
     cudaStream_t s = (cudaStream_t)stream;
     switch (W->fmt) {
-    case CU_F32: k_absorb_out<CU_F32><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_BF16: k_absorb_out<CU_BF16><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_F16: k_absorb_out<CU_F16><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_Q8: k_absorb_out<CU_Q8><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_Q4: k_absorb_out<CU_Q4><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_Q4G32: k_absorb_out<CU_Q4G32><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_Q4G64: k_absorb_out<CU_Q4G64><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_Q4G128: k_absorb_out<CU_Q4G128><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
-    case CU_FP8B: k_absorb_out<CU_FP8B><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_F32: k_absorb_out<QUANT_F32><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_BF16: k_absorb_out<QUANT_BF16><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_F16: k_absorb_out<QUANT_F16><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_Q8: k_absorb_out<QUANT_Q8><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_Q4: k_absorb_out<QUANT_Q4><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_Q4G32: k_absorb_out<QUANT_Q4G32><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_Q4G64: k_absorb_out<QUANT_Q4G64><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_Q4G128: k_absorb_out<QUANT_Q4G128><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
+    case QUANT_FP8B: k_absorb_out<QUANT_FP8B><<<grid, block, 0, s>>>(*W, H, dn, dv, lat, out, vec); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return (int)cudaGetLastError();

@@ -50,20 +50,7 @@
 
 #include "colibri.h"
 #include "kv/rotate.h"
-
-enum kv_tier {
-    KV_TIER_F32    = 0,
-    KV_TIER_BF16   = 1,
-    KV_TIER_FP8    = 2,
-    KV_TIER_INT8R  = 3,
-    KV_TIER_Q4_0   = 4,
-    KV_TIER_TQ4    = 5,
-    KV_TIER_TQ3    = 6,
-    KV_TIER_TQ2    = 7,
-    KV_TIER_POLAR4 = 8,
-    KV_TIER_POLAR3 = 9,
-    KV_TIER_COUNT
-};
+#include "kv/tier_id.h"
 
 /* Precision of the RoPE part of a cache row (--kv-rope). int8 is the int8r
  * codec on the dr values (its own rotation). */

@@ -50,19 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum quant_fmt {
-    QUANT_F32    = 0,
-    QUANT_BF16   = 1,
-    QUANT_F16    = 2,
-    QUANT_Q8     = 3,
-    QUANT_Q4     = 4,
-    QUANT_Q4G32  = 5,
-    QUANT_Q4G64  = 6,
-    QUANT_Q4G128 = 7,
-    QUANT_FP8B   = 8,
-    QUANT_MXFP4  = 9,
-    QUANT_FMT_COUNT
-};
+#include "quant/fmt_id.h"
 
 /* int4 storage block: 128 elements in 64 bytes (see the layout above). */
 #define QUANT_INT4_BLOCK 128
