@@ -11,6 +11,9 @@
            skipped, their definition is what is checked
   getenv   no getenv() in src/ outside src/cli/: the library takes its
            settings as arguments
+  layer    no #include of a cuda/ header from src/base, io, quant, kv or
+           model: the drivers of the device seam (model/backend.h) sit
+           above the model, which reaches them only through that table
 
 Exceptions are lines of tools/lint_allow.txt, `RULE PATH [NAME]  # why`; a
 line that no longer matches anything fails too (delete it: the list only
@@ -29,6 +32,9 @@ MAX_LINES = 1000
 LENGTH_DIRS = {"src": (".c", ".h", ".cu"), "include": (".h",), "bench": (".c", ".h", ".cu"),
                "tests": (".c", ".h", ".py", ".sh"), "tools": (".c", ".py", ".sh")}
 
+# The modules below the device drivers of src/cuda (the layer rule).
+LOWER_THAN_CUDA = {"base", "io", "quant", "kv", "model"}
+INCLUDE_CUDA = re.compile(r'\s*#\s*include\s*[<"]cuda/')
 TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|->|\+\+|--|<<=|>>=|[<>=!+\-*/%&|^]=|&&|\|\||<<|>>|\S")
 # names before a parenthesis that do not make a declaration a function
 NOT_FUNCS = {"sizeof", "_Alignof", "alignof", "_Alignas", "__attribute__", "__typeof__", "typeof", "_Atomic"}
@@ -223,6 +229,11 @@ def main():
             report(("length", rel), "%s: %d lines, over the limit of %d (split it by concern)" % (rel, n, MAX_LINES))
         if not rel.startswith("src/") or not rel.endswith((".c", ".h")):
             continue
+        if rel.split("/")[1] in LOWER_THAN_CUDA:
+            for k, line in enumerate(text.split("\n"), 1):
+                if INCLUDE_CUDA.match(line):
+                    report(("layer", rel), "%s:%d: includes a cuda/ header (%s); the model reaches a device "
+                           "through model/backend.h's struct backend_ops" % (rel, k, line.strip()))
         toks = list(tokens(strip_c(text)))
         for name, line in mutable_state(toks):
             report(("state", rel, name), "%s:%d: '%s' is mutable static or file-scope state "

@@ -75,7 +75,7 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 #define OPTS_BF16_ACT_HELP "bf16 weights multiply activations rounded to bf16 on AMX-BF16 tiles or VDPBF16PS: "   \
                            "faster prefill, slightly different numbers; other formats unaffected (default off)"
 #define OPTS_BF16_ACT(flag) { "bf16-act", 0, OPT_FLAG, &(flag), OPTS_BF16_ACT_HELP }
-/* The commands whose decode may run on a compute device (model/forward_dev.h). */
+/* The commands whose decode may run on a compute device (model/fwd_device.h). */
 #define OPTS_DEVICE(mo)                                                                                          \
     { "device", 0, OPT_STR, &(mo).device, "decode on a device: host (the CUDA kernels replayed on the CPU, slow; " \
       "checks the wiring) or cuda (build/cuda/colibri of make CUDA=1); prefill stays on the CPU (default: CPU)" }

@@ -16,8 +16,8 @@ static int copy_signs(const struct backend_ops *ops, struct backend_dev *d, cons
     return ops->upload(d, *out, c->rot.sign, bytes, err);
 }
 
-int cuda_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer,
-                            int T, struct backend_kv **out, struct colibri_err *err)
+int cuda_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer, int T,
+                   struct backend_kv **out, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || T < 1 || T > c->capacity)
         return base_err_set(err, COLIBRI_EINVAL, "%s kv upload: layer %d of %d, %d rows of %d", ops->name, layer,
@@ -57,7 +57,7 @@ void cuda_kv_free(const struct backend_ops *ops, struct backend_dev *d, struct b
 }
 
 int cuda_kv_write(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv,
-                           const struct kv_cache *c, int layer, int t0, int n, struct colibri_err *err)
+                  const struct kv_cache *c, int layer, int t0, int n, struct colibri_err *err)
 {
     if (layer < 0 || layer >= c->n_layers || t0 < 0 || n < 1 || t0 + n > kv->T ||
         (long long)c->layer[layer].row_bytes != kv->L.row_bytes)

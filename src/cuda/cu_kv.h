@@ -21,9 +21,10 @@ struct backend_kv {
     float *sign_lat, *sign_pe;
 };
 
-int cuda_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer, int T, struct backend_kv **out, struct colibri_err *err);
+int cuda_kv_upload(const struct backend_ops *ops, struct backend_dev *d, const struct kv_cache *c, int layer, int T,
+                   struct backend_kv **out, struct colibri_err *err);
 void cuda_kv_free(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv);
 int cuda_kv_write(const struct backend_ops *ops, struct backend_dev *d, struct backend_kv *kv,
-                           const struct kv_cache *c, int layer, int t0, int n, struct colibri_err *err);
+                  const struct kv_cache *c, int layer, int t0, int n, struct colibri_err *err);
 
 #endif

@@ -3,7 +3,7 @@
  * the work and its order of summation (warp = row, lanes, cu_warp_tree), from
  * the shared arithmetic of cuda/cu_common.h. Two users: the CPU replay test
  * (tests/unit/test_cuda_host.c) and the host device of model/backend.h
- * (model/backend_host.c), which runs the decode's device wiring on a machine
+ * (cuda/replay_dev.c), which runs the forward's device executor on a machine
  * without a GPU.
  *
  * C only (gcc), header-only; pure except for the scratch replay_attend

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The decode through the device seam (model/forward_dev.h) on $DEVICE: "host"
+# The decode on a device executor (model/fwd_device.h) on $DEVICE: "host"
 # (default: the CUDA kernels replayed on the CPU, in make test) or "cuda"
 # (tests/cuda/forward_dev.sh, with COLIBRI=build/cuda/colibri on a GPU). Every
 # oracle fixture it runs passes colibri oracle's gates against Hugging Face

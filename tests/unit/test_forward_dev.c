@@ -1,4 +1,4 @@
-/* test_forward_dev.c - the decode through the device seam (model/forward_dev.h)
+/* test_forward_dev.c - the one forward on a device executor (model/fwd_device.h)
  * against the CPU decode, on models/colibri-tiny (trained, bf16): the same
  * prompt is prefilled on the CPU in two sessions, one of a model opened with
  * a device; each step decodes the same token in both and compares the logits
@@ -158,6 +158,47 @@ static void test_truncate_reprefill(void)
     if (g_cpu && g_dev) greedy_case(g_cpu, g_dev, NULL, 24, 1);
 }
 
+/* A prefix copied into a device session replaces rows its device copy
+ * already holds: the decode after it must read the copied rows. */
+static void test_copy_prefix(void)
+{
+    if (!g_cpu || !g_dev) return;
+    struct colibri_session_opts so = { .n_ctx = 64 };
+    struct pair p = { 0 };
+    colibri_session *srcc = NULL, *srcd = NULL;   /* copies are within a model */
+    struct colibri_err err = { 0 };
+    p.V = colibri_model_vocab(g_cpu);
+    p.lc = malloc((size_t)p.V * sizeof *p.lc);
+    p.ld = malloc((size_t)p.V * sizeof *p.ld);
+    int rc = colibri_session_new(g_cpu, &so, &p.cpu, &err);
+    if (!rc) rc = colibri_session_new(g_dev, &so, &p.dev, &err);
+    if (!rc) rc = colibri_session_new(g_cpu, &so, &srcc, &err);
+    if (!rc) rc = colibri_session_new(g_dev, &so, &srcd, &err);
+    CHECK(rc == 0, "sessions: %s", err.msg);
+    if (rc) goto out;
+    static const int32_t a[8] = { 0, 412, 77, 1093, 2048, 5, 318, 4000 }, b[8] = { 0, 9, 3000, 14, 15, 92, 653, 58 };
+    /* the device session decodes after prompt a, so its copy holds a's rows */
+    int next = prefill_both(&p, a, 8);
+    for (int i = 0; i < 4 && next >= 0; i++) next = step(&p, next);
+    /* both take prompt b's rows (a CPU prefill in each) from another session, then decode on */
+    rc = colibri_session_prefill(srcc, b, 8, NULL, 0, &err);
+    if (!rc) rc = colibri_session_prefill(srcd, b, 8, NULL, 0, &err);
+    if (!rc) rc = colibri_session_copy_prefix(p.cpu, srcc, 8, &err);
+    if (!rc) rc = colibri_session_copy_prefix(p.dev, srcd, 8, &err);
+    CHECK(rc == 0, "copy prefix: %s", err.msg);
+    p.max_d = 0;
+    for (int i = 0; !rc && i < 8 && next >= 0; i++) next = step(&p, i ? next : 61);
+    printf("  after a copied prefix: max |dlogit| %.3g, argmax agrees %d/%d\n", p.max_d, p.agree, p.steps);
+    CHECK(p.max_d <= DEV_TOL, "after a copied prefix: logits differ by %.3g (tolerance %g)", p.max_d, DEV_TOL);
+out:
+    colibri_session_free(srcc);
+    colibri_session_free(srcd);
+    colibri_session_free(p.cpu);
+    colibri_session_free(p.dev);
+    free(p.lc);
+    free(p.ld);
+}
+
 static void test_refusals(void)
 {
     struct colibri_err err = { 0 };
@@ -187,6 +228,7 @@ int main(void)
     RUN_TEST(test_kv_tiers);
     RUN_TEST(test_weight_formats);
     RUN_TEST(test_truncate_reprefill);
+    RUN_TEST(test_copy_prefix);
     RUN_TEST(test_refusals);
     colibri_model_free(g_cpu);
     colibri_model_free(g_dev);
