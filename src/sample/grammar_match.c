@@ -18,13 +18,13 @@
 
 #define MAX_STACKS 1024         /* an ambiguous grammar past this is cut off (dead) */
 #define MAX_EXPAND 100000       /* node creations per expansion */
-#define N_CACHE 16
+#define N_CACHE 64               /* masks kept per state, as bits (16 KB each for 129k ids) */
 
 struct gnode { uint32_t pos; struct gnode *up; };
 
-struct gset { struct gnode **s; uint32_t n; };
+struct gset { struct gnode **s; uint64_t *h; uint32_t n; };   /* h: each stack's hash */
 
-struct gcache { uint64_t key; uint32_t *ser; uint32_t n_ser; uint8_t *mask; int32_t count; uint64_t used; };
+struct gcache { uint64_t key; uint32_t *ser; uint32_t n_ser; uint64_t *bits; int32_t count; uint64_t used; };
 
 struct grammar_state {
     const struct grammar *g;
@@ -68,17 +68,32 @@ static int same_stack(const struct gnode *a, const struct gnode *b)
     return a == b;
 }
 
+static uint64_t stack_hash(const struct gnode *n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; n; n = n->up) h = (h ^ n->pos) * 1099511628211ull;
+    return h;
+}
+
+/* Adds stack n unless the set holds an equal one: the hashes are compared
+ * first, since a grammar of many alternatives makes sets of hundreds of
+ * stacks and each advance adds as many. */
 static int set_add(struct grammar_state *st, struct base_arena *a, struct gset *out, struct gnode *n)
 {
-    for (uint32_t i = 0; i < out->n; i++) if (same_stack(out->s[i], n)) return 1;
+    (void)st;
+    uint64_t h = stack_hash(n);
+    for (uint32_t i = 0; i < out->n; i++) if (out->h[i] == h && same_stack(out->s[i], n)) return 1;
     if (out->n >= MAX_STACKS) return 0;
     if ((out->n & (out->n - 1)) == 0) {   /* grow at powers of two */
         uint32_t cap = out->n ? out->n * 2 : 4;
         struct gnode **ns = base_arena_alloc(a, cap * sizeof *ns);
-        if (!ns) return 0;
-        if (out->n) memcpy(ns, out->s, out->n * sizeof *ns);
+        uint64_t *nh = base_arena_alloc(a, cap * sizeof *nh);
+        if (!ns || !nh) return 0;
+        if (out->n) memcpy(ns, out->s, out->n * sizeof *ns), memcpy(nh, out->h, out->n * sizeof *nh);
         out->s = ns;
+        out->h = nh;
     }
+    out->h[out->n] = h;
     out->s[out->n++] = n;
     return 1;
 }
@@ -233,7 +248,7 @@ void sample_grammar_state_free(struct grammar_state *st)
     base_arena_free(&st->cur);
     base_arena_free(&st->next);
     base_arena_free(&st->scratch);
-    for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].mask); }
+    for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].bits); }
     free(st);
 }
 
@@ -302,10 +317,7 @@ struct walker { struct grammar_state *st; struct wset *v; int32_t n, cap; uint8_
 static uint64_t set_hash(const struct gset *s)
 {
     uint64_t h = 1469598103934665603ull ^ s->n;
-    for (uint32_t i = 0; i < s->n; i++) {
-        for (const struct gnode *x = s->s[i]; x; x = x->up) h = (h ^ x->pos) * 1099511628211ull;
-        h = (h ^ 0xffffffffu) * 1099511628211ull;
-    }
+    for (uint32_t i = 0; i < s->n; i++) h = (h ^ s->h[i]) * 1099511628211ull;
     return h;
 }
 
@@ -394,8 +406,8 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
     st->clock++;
     for (int i = 0; ser && i < N_CACHE; i++) {
         struct gcache *c = &st->cache[i];
-        if (c->mask && c->key == key && c->n_ser == n_ser && !memcmp(c->ser, ser, n_ser * sizeof *ser)) {
-            memcpy(allowed, c->mask, (size_t)g->n_vocab);
+        if (c->bits && c->key == key && c->n_ser == n_ser && !memcmp(c->ser, ser, n_ser * sizeof *ser)) {
+            for (int32_t v = 0; v < g->n_vocab; v++) allowed[v] = (uint8_t)(c->bits[v >> 6] >> (v & 63) & 1);
             c->used = st->clock;
             free(ser);
             return c->count;
@@ -414,13 +426,15 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
         int lru = 0;
         for (int i = 1; i < N_CACHE; i++) if (st->cache[i].used < st->cache[lru].used) lru = i;
         struct gcache *c = &st->cache[lru];
-        if (!c->mask) c->mask = malloc((size_t)g->n_vocab);
-        if (c->mask) {
+        size_t n_words = ((size_t)g->n_vocab + 63) / 64;
+        if (!c->bits) c->bits = malloc(n_words * sizeof *c->bits);
+        if (c->bits) {
             free(c->ser);
             c->ser = ser;
             c->n_ser = n_ser;
             c->key = key;
-            memcpy(c->mask, allowed, (size_t)g->n_vocab);
+            memset(c->bits, 0, n_words * sizeof *c->bits);
+            for (int32_t v = 0; v < g->n_vocab; v++) c->bits[v >> 6] |= (uint64_t)allowed[v] << (v & 63);
             c->count = count;
             c->used = st->clock;
             ser = NULL;

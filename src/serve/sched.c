@@ -23,6 +23,11 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "serve/offload.h"
+
+/* Threads sampling the slots whose jobs have a grammar: a mask can cost more
+ * than a decode step, so those slots sample beside the step, not in it. */
+#define SCHED_SAMPLE_THREADS 2
 
 struct slot {
     colibri_session *sess;
@@ -35,6 +40,15 @@ struct slot {
     int pos_seen;               /* the session's cached tokens after the last iteration; under sched.mu */
     int waiting;                /* holds a later choice that waits for a sibling's prefill (not started) */
     struct colibri_gen_stats counted;   /* the running job's draft counts already in the metrics */
+    /* Sampling on the offload pool (the job has a grammar): while in_flight
+     * only the pool's worker touches gen, its session and sampler; the
+     * scheduler takes the step once ready is set (release/acquire). */
+    struct sched *owner;
+    int in_flight;
+    atomic_int ready;
+    int step_rc;
+    struct colibri_gen_step step;
+    struct colibri_err step_err;
 };
 
 struct sched {
@@ -56,6 +70,7 @@ struct sched {
     int closed, quit;
     pthread_t thread;
     int thread_started;
+    struct offload *pool;
 };
 
 /* ------------------------------------------------------------ text output */
@@ -186,7 +201,7 @@ static int sibling_prefilling(const struct sched *s, const struct slot *sl, cons
 {
     for (int i = 0; i < s->o.n_slots; i++) {
         const struct slot *o = &s->slots[i];
-        if (o != sl && o->job && !o->waiting && !strcmp(o->job->id, j->id) &&
+        if (o != sl && o->job && !o->waiting && !o->in_flight && !strcmp(o->job->id, j->id) &&
             colibri_gen_phase(o->gen) == COLIBRI_GEN_PHASE_PREFILL)
             return 1;
     }
@@ -204,7 +219,7 @@ static void share_prefix(struct sched *s, struct slot *sl, const struct job *j)
     int own = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
     int best = own, from = -1;
     for (int i = 0; i < s->o.n_slots; i++) {
-        if (&s->slots[i] == sl) continue;
+        if (&s->slots[i] == sl || s->slots[i].in_flight) continue;
         int lcp = colibri_session_common_prefix(s->slots[i].sess, j->prompt, j->n_prompt);
         if (lcp > best) best = lcp, from = i;
     }
@@ -238,6 +253,10 @@ static void slot_begin(struct sched *s, struct slot *sl, struct job *j)
 {
     struct colibri_err err = { 0 };
     sl->waiting = 0;
+    if (colibri_model_check(s->model, &err)) {   /* a changed checkpoint: refused, naming the file */
+        slot_fail(s, sl, 503, err.msg);
+        return;
+    }
     if (j->index > 0) share_prefix(s, sl, j);
     struct colibri_sampler_opts so = job_sampler_opts(&j->p);
     /* OpenAI's penalties count the completion's tokens only: the prompt stays out of the history */
@@ -279,16 +298,15 @@ static void slot_prefill(struct sched *s, struct slot *sl)
     else if (colibri_gen_phase(sl->gen) == COLIBRI_GEN_PHASE_DONE) slot_finish(s, sl, NULL, 0);
 }
 
-/* Samples and emits one token; the generator leaves it pending for the
- * batched decode unless the generation ends here, or, after a verify whose
- * draft it equals, stays in phase SAMPLE for the next row. Returns 1 while
- * the slot goes on sampling. */
-static int slot_sample_one(struct sched *s, struct slot *sl)
+/* Emits what one colibri_gen_sample gave (rc, st, err); the generator
+ * leaves the token pending for the batched decode unless the generation ends
+ * here, or, after a verify whose draft it equals, stays in phase SAMPLE for
+ * the next row. Returns 1 while the slot goes on sampling. */
+static int slot_emit(struct sched *s, struct slot *sl, int rc, struct colibri_gen_step st,
+                     const struct colibri_err *err)
 {
     struct job *j = sl->job;
-    struct colibri_err err = { 0 };
-    struct colibri_gen_step st;
-    if (colibri_gen_sample(sl->gen, &st, &err)) { slot_fail(s, sl, 500, err.msg); return 0; }
+    if (rc) { slot_fail(s, sl, 500, err->msg); return 0; }
     atomic_fetch_add(&s->met->generated_tokens, (uint64_t)st.n_tokens);
     double now = base_now_sec();
     if (st.n_tokens == 0) {
@@ -317,6 +335,15 @@ static int slot_sample_one(struct sched *s, struct slot *sl)
     return colibri_gen_phase(sl->gen) == COLIBRI_GEN_PHASE_SAMPLE;
 }
 
+/* Samples and emits one token (see slot_emit). */
+static int slot_sample_one(struct sched *s, struct slot *sl)
+{
+    struct colibri_err err = { 0 };
+    struct colibri_gen_step st;
+    int rc = colibri_gen_sample(sl->gen, &st, &err);
+    return slot_emit(s, sl, rc, st, &err);
+}
+
 /* Every token the slot's logits give now: one, or with drafts the kept ones
  * and the sampler's own after them, each emitted as it is drawn. */
 static void slot_sample(struct sched *s, struct slot *sl)
@@ -325,21 +352,58 @@ static void slot_sample(struct sched *s, struct slot *sl)
     if (sl->job) count_drafts(s, sl);
 }
 
+/* On a pool worker: the slot's sample, kept for the scheduler, which is
+ * woken to emit it. */
+static void offloaded_sample(void *arg)
+{
+    struct slot *sl = arg;
+    sl->step_err = (struct colibri_err){ 0 };
+    sl->step_rc = colibri_gen_sample(sl->gen, &sl->step, &sl->step_err);
+    atomic_store_explicit(&sl->ready, 1, memory_order_release);
+    pthread_mutex_lock(&sl->owner->mu);
+    pthread_cond_signal(&sl->owner->cv);
+    pthread_mutex_unlock(&sl->owner->mu);
+}
+
+/* Hands the slot's next sample to the pool; samples here if the pool's
+ * queue is full (it holds one task per slot, so it is not). */
+static void slot_offload(struct sched *s, struct slot *sl)
+{
+    atomic_store_explicit(&sl->ready, 0, memory_order_relaxed);
+    sl->in_flight = 1;
+    if (serve_offload_submit(s->pool, offloaded_sample, sl)) {
+        sl->in_flight = 0;
+        slot_sample(s, sl);
+    }
+}
+
+/* The scheduler's part of an offloaded sample once ready: emit it, and hand
+ * off the next one while a verify's rows remain. 1 if it was ready. */
+static int slot_collect(struct sched *s, struct slot *sl)
+{
+    if (!atomic_load_explicit(&sl->ready, memory_order_acquire)) return 0;
+    sl->in_flight = 0;
+    if (slot_emit(s, sl, sl->step_rc, sl->step, &sl->step_err)) slot_offload(s, sl);
+    else if (sl->job) count_drafts(s, sl);
+    return 1;
+}
+
 /* Feeds every pending token (and with drafts, each slot's drafts) in one
- * batched decode step. A slot whose decode fails is failed; the slots after
- * it keep their pending token for the next iteration. */
-static void decode_pending(struct sched *s)
+ * batched decode step; returns how many slots it fed. A slot whose decode
+ * fails is failed; the slots after it keep their pending token for the next
+ * iteration. */
+static int decode_pending(struct sched *s)
 {
     colibri_gen *gen[64];
     struct slot *who[64];
     int n = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (!sl->job || colibri_gen_pending(sl->gen, NULL) != 1) continue;
+        if (!sl->job || sl->in_flight || colibri_gen_pending(sl->gen, NULL) != 1) continue;
         gen[n] = sl->gen;
         who[n++] = sl;
     }
-    if (n == 0) return;
+    if (n == 0) return 0;
     struct colibri_err err = { 0 };
     int done = 0;
     uint64_t t0 = now_ns();
@@ -347,6 +411,21 @@ static void decode_pending(struct sched *s)
     atomic_fetch_add(&s->met->decode_ns, now_ns() - t0);
     atomic_fetch_add(&s->met->decode_calls, 1);
     if (rc && done < n) slot_fail(s, who[done], 500, err.msg);
+    return n;
+}
+
+/* 1 when an offloaded sample is ready or no slot waits for one. Called
+ * with mu held. */
+static int offload_settled(const struct sched *s)
+{
+    int waiting = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        const struct slot *sl = &s->slots[i];
+        if (!sl->in_flight) continue;
+        if (atomic_load_explicit(&sl->ready, memory_order_acquire)) return 1;
+        waiting = 1;
+    }
+    return !waiting;
 }
 
 /* ------------------------------------------------------------ the thread */
@@ -402,11 +481,15 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->mu);
 
         for (int i = 0; i < n_assign; i++) slot_assign(s, assign_sl[i], assign_j[i]);
-        int stepped = 0;
+        int stepped = 0, worked = n_assign > 0;
         for (int i = 0; i < s->o.n_slots; i++) {
             struct slot *sl = &s->slots[i];
             if (!sl->job) continue;
             stepped = 1;
+            if (sl->in_flight) {
+                worked |= slot_collect(s, sl);
+                continue;
+            }
             if (sl->waiting) {
                 if (job_cancelled(sl->job)) {
                     job_finish(sl->job, JOB_FIN_CANCELLED, 0, 0);
@@ -416,18 +499,28 @@ static void *sched_main(void *arg)
                 } else if (!sibling_prefilling(s, sl, sl->job)) {
                     slot_begin(s, sl, sl->job);
                 }
+                worked = 1;
                 continue;       /* it steps from the next iteration on */
             }
             enum colibri_gen_phase ph = colibri_gen_phase(sl->gen);
+            worked |= ph == COLIBRI_GEN_PHASE_PREFILL || ph == COLIBRI_GEN_PHASE_SAMPLE;
             if (ph == COLIBRI_GEN_PHASE_PREFILL) slot_prefill(s, sl);
+            else if (ph == COLIBRI_GEN_PHASE_SAMPLE && sl->job->p.grammar) slot_offload(s, sl);
             else if (ph == COLIBRI_GEN_PHASE_SAMPLE) slot_sample(s, sl);
         }
-        decode_pending(s);
-        if (stepped) atomic_fetch_add(&s->met->steps, 1);
+        worked |= decode_pending(s) > 0;
+        if (stepped && worked) atomic_fetch_add(&s->met->steps, 1);
         int pos[64];
         int64_t kv = 0;
-        for (int i = 0; i < s->o.n_slots; i++) kv += pos[i] = colibri_session_pos(s->slots[i].sess);
+        for (int i = 0; i < s->o.n_slots; i++) {
+            const struct slot *sl = &s->slots[i];
+            kv += pos[i] = sl->in_flight ? sl->pos_seen : colibri_session_pos(sl->sess);
+        }
         pthread_mutex_lock(&s->mu);
+        /* only offloaded samples are pending: sleep until one is ready or a job arrives */
+        if (!worked)
+            while (!s->quit && !(s->q_len > 0 && s->n_busy < s->o.n_slots) && !offload_settled(s))
+                pthread_cond_wait(&s->cv, &s->mu);
         s->kv_tokens = kv;
         for (int i = 0; i < s->o.n_slots; i++) s->slots[i].pos_seen = pos[i];
         pthread_mutex_unlock(&s->mu);
@@ -489,6 +582,9 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
         if (rc) { sched_free(s); return rc; }
         s->kv_bytes_per_token = colibri_session_kv_token_bytes(sl->sess);
     }
+    for (int i = 0; i < o->n_slots; i++) s->slots[i].owner = s;
+    int prc = serve_offload_new(SCHED_SAMPLE_THREADS, o->n_slots, &s->pool, err);
+    if (prc) { sched_free(s); return prc; }
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
         sched_free(s);
         return base_err_set(err, COLIBRI_ENOMEM, "scheduler: cannot start its thread");
@@ -594,6 +690,7 @@ void sched_free(struct sched *s)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
     }
+    serve_offload_free(s->pool);  /* idle: the thread ended with no slot busy */
     if (s->slots)
         for (int i = 0; i < s->o.n_slots; i++) {
             colibri_kv_file_close(s->slots[i].kvf);

@@ -271,6 +271,55 @@ static void test_schema_refusals(void)
     colibri_grammar_free(g);
 }
 
+/* A grammar of 200 alternatives sharing first letters (sets of hundreds of
+ * stacks, states that recur): along a seeded walk the mask must say exactly
+ * what grammar_allows says, token by token (every allowed id and every 13th
+ * other), and a mask served again from the state's cache must be the same. */
+static void test_mask_many_alternatives(void)
+{
+    char src[4096] = "root ::= x*\nx ::= [a-z]";
+    for (int i = 0; i < 199; i++) {
+        size_t n = strlen(src);
+        snprintf(src + n, sizeof src - n, " | \"%c%c\"", 'a' + i / 26, 'a' + i % 26);
+    }
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    CHECK(colibri_grammar_new(tk, src, strlen(src), &g, &err) == 0, "%s", err.msg);
+    if (!g) return;
+    struct grammar_state *st = NULL;
+    CHECK(sample_grammar_state_new(g->g, &st, &err) == 0, "%s", err.msg);
+    int32_t V = colibri_tokenizer_n_vocab(tk);
+    uint8_t *m1 = malloc((size_t)V), *m2 = malloc((size_t)V);
+    uint64_t rng = 7;
+    int bad = 0;
+    for (int step = 0; st && step < 10 && !bad; step++) {
+        int32_t k = sample_grammar_mask(st, m1), k2 = sample_grammar_mask(st, m2);
+        CHECK(k > 0 && k == k2 && !memcmp(m1, m2, (size_t)V), "step %d: cached mask differs (%d vs %d ids)", step,
+              k, k2);
+        int32_t n_allowed = 0;
+        for (int32_t i = 0; i < V && !bad; i++) {
+            n_allowed += m1[i];
+            if (!m1[i] && i % 13) continue;
+            if (sample_grammar_allows(st, i) != m1[i]) {
+                CHECK(0, "step %d: id %d mask %d, allows %d", step, i, m1[i], !m1[i]);
+                bad = 1;
+            }
+        }
+        CHECK(n_allowed == k, "step %d: mask count %d, %d set", step, k, n_allowed);
+        /* the next token: a seeded pick among the allowed, end of text excluded */
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int32_t pick = (int32_t)((rng >> 33) % (uint64_t)k), t = -1;
+        for (int32_t i = 0; i < V && t < 0; i++)
+            if (m1[i] && pick-- == 0) t = i;
+        if (t == colibri_tokenizer_eos(tk) || colibri_tokenizer_is_eog(tk, t)) continue;
+        CHECK(sample_grammar_accept(st, t) == 0, "step %d: allowed id %d refused", step, t);
+    }
+    free(m1);
+    free(m2);
+    sample_grammar_state_free(st);
+    colibri_grammar_free(g);
+}
+
 int main(void)
 {
     struct colibri_err err = { 0 };
@@ -284,6 +333,7 @@ int main(void)
     RUN_TEST(test_json_schema_instances);
     RUN_TEST(test_string_formats);
     RUN_TEST(test_schema_refusals);
+    RUN_TEST(test_mask_many_alternatives);
     colibri_tokenizer_free(tk);
     return CHECK_SUMMARY();
 }

@@ -1,0 +1,29 @@
+/* serve/offload.h - a few worker threads that run tasks the scheduler hands
+ * off, so that work whose cost one request chooses (a grammar's token mask)
+ * runs beside the shared decode step instead of inside it.
+ *
+ * Tasks run in the order given (first in, first out), so slots that hand off
+ * one step each are served in turn. A task is a function and its argument;
+ * it signals its own completion (the scheduler's condition variable). The
+ * pool never frees or inspects what it runs.
+ *
+ * Threads: offload_submit may be called from any thread; offload_free waits
+ * for the task in hand on each worker and drops the ones not started, so the
+ * caller must not free what a queued task uses before offload_free returns,
+ * and must itself wait for the tasks it needs done. */
+#ifndef COLIBRI_SERVE_OFFLOAD_H
+#define COLIBRI_SERVE_OFFLOAD_H
+
+#include "colibri.h"
+
+struct offload;
+
+typedef void (*offload_fn)(void *arg);
+
+/* n_threads workers (1..16) with room for max_tasks queued tasks. */
+int  serve_offload_new(int n_threads, int max_tasks, struct offload **out, struct colibri_err *err);
+/* Queues fn(arg); COLIBRI_ENOMEM when max_tasks are already waiting. */
+int  serve_offload_submit(struct offload *o, offload_fn fn, void *arg);
+void serve_offload_free(struct offload *o);
+
+#endif
