@@ -160,6 +160,16 @@ struct colibri_model_info {
 };
 void colibri_model_get_info(const colibri_model *m, struct colibri_model_info *info);
 
+/* Whether the checkpoint's files are still what was loaded: COLIBRI_EIO
+ * naming the file when one was truncated while mapped (a forward that read
+ * past its new end failed with the same error instead of killing the
+ * process: colibri guards the mappings with a SIGBUS handler for the
+ * process, and passes faults elsewhere to the handler that was there
+ * before), or its size or mtime changed in place; a file replaced by rename
+ * leaves the loaded one whole and is not reported. A stat per file.
+ * Thread-safe. */
+int colibri_model_check(const colibri_model *m, struct colibri_err *err);
+
 /* What the expert store did since load: expert acquisitions by the MoE
  * layers, those that had to start a read of the expert (0 when resident),
  * experts named in prefetch hints, bytes read from the checkpoint; experts

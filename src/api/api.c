@@ -361,6 +361,11 @@ void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_s
                                           s.predicted_hits, s.predict_steps, s.predict_withheld };
 }
 
+int colibri_model_check(const colibri_model *cm, struct colibri_err *err)
+{
+    return st_files_sound(&cm->m.st, err);
+}
+
 void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *info)
 {
     const struct model_config *c = &cm->m.cfg;

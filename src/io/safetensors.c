@@ -12,6 +12,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "io/file.h"
+#include "io/mapguard.h"
 
 /* The header is JSON; real checkpoints have headers of a few MB at most. */
 #define ST_MAX_HEADER (256u << 20)
@@ -154,6 +155,10 @@ static int add_file(struct st_set *s, const char *path, int *cap_tensors, struct
     s->files = files;
     int fi = s->n_files++;
     files[fi] = (struct st_file){ .path = strdup(path), .map = map, .map_size = size };
+    /* a truncation of the file while it is mapped becomes a fault this
+     * process survives (st_mapping_sound reports it), not a SIGBUS kill;
+     * with the guard table full the mapping is used unguarded */
+    (void)io_mapguard_add(map, size, path);
 
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)((const uint8_t *)map)[i] << (8 * i);
@@ -360,11 +365,36 @@ const char *st_tensor_meta(const struct st_set *s, const struct st_tensor *t, co
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+int st_files_sound(const struct st_set *s, struct colibri_err *err)
+{
+    for (int i = 0; i < s->n_files; i++) {
+        const struct st_file *f = &s->files[i];
+        char msg[COLIBRI_ERR_MSG_MAX];
+        if (io_mapguard_faulted(f->map))
+            return base_err_set(err, COLIBRI_EIO, "%s was truncated while in use (a read of its mapping failed); "
+                                "restart the server with the model whole", f->path);
+        if (io_mapguard_changed(f->map, msg, sizeof msg))
+            return base_err_set(err, COLIBRI_EIO, "%s; restart the server with the model whole", msg);
+    }
+    return 0;
+}
+
+int st_files_faulted(const struct st_set *s, struct colibri_err *err)
+{
+    if (!io_mapguard_faults()) return 0;
+    for (int i = 0; i < s->n_files; i++)
+        if (io_mapguard_faulted(s->files[i].map))
+            return base_err_set(err, COLIBRI_EIO, "%s was truncated while in use (a read of its mapping failed); "
+                                "restart the server with the model whole", s->files[i].path);
+    return 0;
+}
+
 void st_close(struct st_set *s)
 {
     const struct io_fs *io = io_fs_or_posix(s->io);
     for (int i = 0; i < s->n_tensors; i++) free(s->tensors[i].name);
     for (int i = 0; i < s->n_files; i++) {
+        io_mapguard_remove(s->files[i].map);
         if (s->files[i].map) io->unmap(io, s->files[i].map, s->files[i].map_size);
         free(s->files[i].path);
         free(s->files[i].metadata_json);

@@ -71,6 +71,15 @@ struct st_set {
 const char *st_dtype_name(enum st_dtype t);
 size_t st_dtype_size(enum st_dtype t);
 
+/* COLIBRI_EIO naming the file when a read of one of s's mappings faulted
+ * (the file was truncated while mapped; the rest of that mapping reads
+ * zeros since, io/mapguard.h): anything computed from it is wrong. One
+ * atomic load while no mapping of the process ever faulted. */
+int st_files_faulted(const struct st_set *s, struct colibri_err *err);
+/* st_files_faulted, or a file rewritten in place since it was mapped (its
+ * size or mtime changed, same inode): a stat per file. */
+int st_files_sound(const struct st_set *s, struct colibri_err *err);
+
 /* Opens a single safetensors file into *out (which must be zeroed). */
 int st_open_file(const char *path, struct st_set *out, struct colibri_err *err);
 

@@ -205,8 +205,23 @@ static int forward_slice(const struct fwd_exec *ex, const struct model *m, const
     return 0;
 }
 
+static int forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
+                          enum fwd_mode mode, const struct fwd_out *out, struct colibri_err *err);
+
+/* A checkpoint file truncated under the model faults its mapping, which then
+ * reads zeros (io/mapguard.h): a forward that touched it, or any after it,
+ * fails naming the file instead of returning what the zeros gave. */
 int model_forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
                          enum fwd_mode mode, const struct fwd_out *out, struct colibri_err *err)
+{
+    int rc = st_files_faulted(&m->st, err);
+    if (!rc) rc = forward_groups(m, grp, n_grp, tokens, mode, out, err);
+    if (!rc) rc = st_files_faulted(&m->st, err);
+    return rc;
+}
+
+static int forward_groups(const struct model *m, const struct fwd_group *grp, int n_grp, const int32_t *tokens,
+                          enum fwd_mode mode, const struct fwd_out *out, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     int n = 0, rc = 0, V = c->vocab_size, hid = c->hidden_size;

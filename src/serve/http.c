@@ -433,6 +433,12 @@ static enum MHD_Result do_health(struct serve *sv, struct MHD_Connection *c, str
 {
     if (atomic_load(&sv->stopping))
         return respond(sv, rq, c, 503, "application/json", "{\"status\":\"stopping\"}");
+    struct colibri_err err = { 0 };
+    if (colibri_model_check(sv->model, &err)) {   /* generations would fail: say so */
+        struct oai_error e;
+        oai_error_set(&e, 503, "model_changed", NULL, NULL, "%s", err.msg);
+        return respond_error(sv, rq, c, &e);
+    }
     return respond(sv, rq, c, 200, "application/json", "{\"status\":\"ok\"}");
 }
 
