@@ -42,6 +42,7 @@ for ram in "" "--ram 3M"; do
     cp "$tmp/m/model.safetensors" "$tmp/m/w" && rm "$tmp/m/model.safetensors" && mv "$tmp/m/w" "$tmp/m/model.safetensors" ||
         fail "copy the weights"
     [ -L "$tmp/m/model.safetensors" ] && fail "the weights are still a link"
+    : >"$tmp/server.log"
     "$COLIBRI" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --slots 1 $ram >"$tmp/server.log" 2>&1 &
     pid=$!
     i=0; port=""
