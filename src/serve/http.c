@@ -18,6 +18,14 @@
  * shows up during a stream) ends the response, and its free callback cancels
  * the job.
  *
+ * A generation request whose body is over PREP_INLINE_MAX is prepared (JSON
+ * parse, chat template, tokenization: seconds for a chat with thousands of
+ * tools) on PREP_THREADS worker threads (serve/offload.h) while its
+ * connection is suspended, so the event-loop threads go on reading and
+ * answering every other connection meanwhile; smaller ones, cheap to
+ * prepare, are prepared on the event-loop thread and never wait behind a
+ * large one.
+ *
  * Limits: --max-conns connections in all and --max-conns-per-addr from one
  * address (more are closed at accept); each request must arrive in full
  * within --timeout seconds of the connection being ready for it, and an idle
@@ -40,11 +48,15 @@
 #include "base/util.h"
 #include "serve/http_conn.h"
 #include "serve/info.h"
+#include "serve/offload.h"
 #include "serve/page.h"
 #include "serve/reqlog.h"
 #include "serve/serve_impl.h"
 
 #define HTTP_THREADS 4
+#define PREP_THREADS 2
+#define PREP_INLINE_MAX (32 * 1024) /* bodies up to this are prepared on the event-loop thread */
+#define PREP_QUEUE 256              /* requests waiting for a prep thread; past it, prepared inline */
 #define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
 #define TRIM_AFTER_BODY (256 * 1024)    /* a body this large is followed by a heap trim (trim_heap) */
 
@@ -70,6 +82,16 @@ struct req {
     int body_announced;         /* Content-Length > 0 or Transfer-Encoding */
     struct job *job;            /* a non-streaming generation: one reference */
     struct waiter w;
+    /* preparation on a prep thread: the connection is suspended from the
+     * handoff until prep_run resumes it; prep_job (one reference) or
+     * prep_err is its result */
+    enum { PREP_NONE = 0, PREP_RUNNING, PREP_DONE } prep;
+    struct serve *sv;
+    struct MHD_Connection *mc;
+    enum job_kind prep_kind;
+    struct job *prep_job;
+    struct oai_error prep_err;
+    double t_body;              /* when it was handed off: the job's submit time */
 };
 
 /* A streaming response's state, owned by its content reader. */
@@ -283,11 +305,48 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
     return ret;
 }
 
+/* On a prep thread: the request's job, then its connection resumed (the
+ * handler runs again and finds prep DONE). */
+static void prep_run(void *arg)
+{
+    struct req *rq = arg;
+    rq->prep_job = oai_parse(&rq->sv->om, rq->prep_kind, rq->body.s ? rq->body.s : "", rq->body.n, &rq->prep_err);
+    rq->prep = PREP_DONE;
+    MHD_resume_connection(rq->mc);
+}
+
+/* Hands a large body's preparation to the prep threads: 1 when handed off
+ * (the connection is suspended until done), 0 to prepare it here. */
+static int prep_handoff(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
+{
+    if (!sv->prep || rq->body.n <= PREP_INLINE_MAX) return 0;
+    rq->sv = sv;
+    rq->mc = c;
+    rq->prep_kind = kind;
+    rq->t_body = base_now_sec();
+    rq->prep = PREP_RUNNING;
+    MHD_suspend_connection(c);
+    if (!serve_offload_submit(sv->prep, prep_run, rq)) return 1;
+    rq->prep = PREP_NONE;
+    MHD_resume_connection(c);
+    return 0;
+}
+
 static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
 {
     struct oai_error e;
     double t_arrival = base_now_sec();
-    struct job *j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
+    struct job *j;
+    if (rq->prep == PREP_DONE) {
+        t_arrival = rq->t_body;
+        j = rq->prep_job;
+        rq->prep_job = NULL;
+        e = rq->prep_err;
+    } else if (prep_handoff(sv, c, rq, kind)) {
+        return MHD_YES;
+    } else {
+        j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
+    }
     if (!j) return respond_error(sv, rq, c, &e);
     j->t_submit = t_arrival;
     job_retain(j);
@@ -686,6 +745,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     if (!rq) return;
     int large = rq->body.cap >= TRIM_AFTER_BODY;
     waiter_detach(&rq->w);
+    job_release(rq->prep_job);     /* prepared, then refused (the server is stopping) */
     if (rq->job) {
         serve_job_cancel(rq->job);    /* no-op when finished; frees the slots when not */
         job_release(rq->job);
@@ -773,7 +833,12 @@ int http_start(struct serve *sv, struct colibri_err *err)
                                                                        : SERVE_MAX_CONNS_PER_ADDR };
     lim.reserve = lim.limit / SERVE_CONNS_RESERVED_DIV;
     int rc = conn_watch_new(timeout_s, LINGER_S, &lim, &sv->cw, err);
-    if (rc) return rc;
+    if (!rc) rc = serve_offload_new(PREP_THREADS, PREP_QUEUE, &sv->prep, err);
+    if (rc) {
+        conn_watch_free(sv->cw);
+        sv->cw = NULL;
+        return rc;
+    }
     sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, on_accept, sv, on_request, sv,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
@@ -785,6 +850,8 @@ int http_start(struct serve *sv, struct colibri_err *err)
                                   MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                   MHD_OPTION_END);
     if (!sv->daemon) {
+        serve_offload_free(sv->prep);
+        sv->prep = NULL;
         conn_watch_free(sv->cw);
         sv->cw = NULL;
         return base_err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
@@ -805,7 +872,10 @@ void http_quiesce(struct serve *sv)
 void http_stop(struct serve *sv)
 {
     if (!sv->daemon) return;
-    /* the daemon must not stop with a connection suspended */
+    /* the daemon must not stop with a connection suspended: the requests
+     * being prepared finish and resume theirs first */
+    serve_offload_free(sv->prep);
+    sv->prep = NULL;
     conn_watch_cancel_all(sv->cw);
     MHD_stop_daemon(sv->daemon);
     sv->daemon = NULL;

@@ -27,7 +27,7 @@ static void *worker(void *arg)
     pthread_mutex_lock(&o->mu);
     for (;;) {
         while (!o->quit && o->len == 0) pthread_cond_wait(&o->cv, &o->mu);
-        if (o->quit) break;
+        if (o->len == 0) break;     /* quit, and nothing left to run */
         struct task t = o->ring[o->head];
         o->head = (o->head + 1) % o->cap;
         o->len--;

@@ -7,10 +7,9 @@
  * it signals its own completion (the scheduler's condition variable). The
  * pool never frees or inspects what it runs.
  *
- * Threads: offload_submit may be called from any thread; offload_free waits
- * for the task in hand on each worker and drops the ones not started, so the
- * caller must not free what a queued task uses before offload_free returns,
- * and must itself wait for the tasks it needs done. */
+ * Threads: serve_offload_submit may be called from any thread;
+ * serve_offload_free runs every task queued before it (a connection
+ * suspended for one is resumed by it), then joins the workers. */
 #ifndef COLIBRI_SERVE_OFFLOAD_H
 #define COLIBRI_SERVE_OFFLOAD_H
 

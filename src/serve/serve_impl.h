@@ -19,6 +19,7 @@
 
 struct MHD_Daemon;
 struct conn_watch;
+struct offload;
 
 struct serve {
     struct serve_opts o;
@@ -31,6 +32,7 @@ struct serve {
     struct sched *sched;
     struct MHD_Daemon *daemon;
     struct conn_watch *cw;      /* the daemon's connections (http_conn.h) */
+    struct offload *prep;       /* prepares large generation requests off the event-loop threads (http.c) */
     int port;
     atomic_int stopping;        /* shutdown begun: no new requests */
     atomic_int inflight;        /* requests between their first call and their completion notice */
