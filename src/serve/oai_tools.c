@@ -25,6 +25,44 @@ static int bad(struct oai_error *e, const char *param, const char *msg)
     return -1;
 }
 
+struct named { const char *name; int i; };
+
+static int cmp_named(const void *pa, const void *pb)
+{
+    const struct named *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+/* Two tools of one name: the first tool that repeats an earlier name and
+ * that name's first tool, found by sorting the names (a list of thousands
+ * compared pairwise took seconds). 0, or -1 with *e filled. */
+static int check_names_unique(const cJSON *tools, int n, struct oai_error *e)
+{
+    if (n < 2) return 0;
+    struct named *v = malloc((size_t)n * sizeof *v);
+    if (!v) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory for %d tools", n); return -1; }
+    int k = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, k++)
+        v[k] = (struct named){ opt(opt(t, "function"), "name")->valuestring, k };
+    qsort(v, (size_t)n, sizeof *v, cmp_named);
+    int first = -1, second = n;
+    for (int a = 0; a + 1 < n; a++)   /* v[a] starts a run of one name when a == 0 or the name changes */
+        if ((a == 0 || strcmp(v[a - 1].name, v[a].name)) && !strcmp(v[a].name, v[a + 1].name) && v[a + 1].i < second) {
+            first = v[a].i;
+            second = v[a + 1].i;
+        }
+    int rc = 0;
+    if (first >= 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "'tools[%d]' and 'tools[%d]' are both named '%s'", first, second,
+                 opt(opt(cJSON_GetArrayItem(tools, first), "function"), "name")->valuestring);
+        rc = bad(e, "tools", msg);
+    }
+    free(v);
+    return rc;
+}
+
 static int check_tools(const cJSON *tools, struct oai_error *e)
 {
     char msg[256];
@@ -45,14 +83,8 @@ static int check_tools(const cJSON *tools, struct oai_error *e)
             snprintf(msg, sizeof msg, "'tools[%d].function.name' must be 1 to 64 of a-z, A-Z, 0-9, '_', '.', '-'", i);
             return bad(e, "tools", msg);
         }
-        int k = 0;
-        for (const cJSON *u = tools->child; u != t; u = u->next, k++)
-            if (!strcmp(cJSON_GetObjectItemCaseSensitive(opt(u, "function"), "name")->valuestring, nm)) {
-                snprintf(msg, sizeof msg, "'tools[%d]' and 'tools[%d]' are both named '%s'", k, i, nm);
-                return bad(e, "tools", msg);
-            }
     }
-    return 0;
+    return check_names_unique(tools, i, e);
 }
 
 /* tool_choice: *require when a call must be made, *only the function named

@@ -87,6 +87,25 @@ static void test_parse_errors(void)
             "top_logprobs");
 }
 
+/* Tools of one name are refused naming the first tool that repeats an
+ * earlier name and that name's first tool (b at 1 and 3, before a at 0 and 5). */
+static void test_parse_duplicate_tools(void)
+{
+    static const char *names[] = { "a", "b", "c", "b", "d", "a" };
+    char body[2048] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [";
+    for (int i = 0; i < 6; i++) {
+        size_t n = strlen(body);
+        snprintf(body + n, sizeof body - n, "%s{\"type\": \"function\", \"function\": {\"name\": \"%s\"}}",
+                 i ? ", " : "", names[i]);
+    }
+    strcat(body, "]}");
+    struct oai_error e;
+    struct job *j = parse(JOB_CHAT, body, &e);
+    CHECK(!j && e.status == 400 && !strcmp(e.param, "tools") && strstr(e.msg, "'tools[1]' and 'tools[3]' are both named 'b'"),
+          "status %d param '%s': %s", e.status, e.param, e.msg);
+    job_release(j);
+}
+
 /* A number literal beyond a double's range (cJSON parses it to inf) is
  * refused as out of range with the allowed range, not as a non-number. */
 static void test_parse_number_out_of_range(void)
@@ -901,6 +920,7 @@ int main(void)
         CHECK(0, "tests/tok/small: %s", err.msg);
     } else {
         RUN_TEST(test_parse_errors);
+    RUN_TEST(test_parse_duplicate_tools);
     RUN_TEST(test_parse_number_out_of_range);
         RUN_TEST(test_parse_ok);
         RUN_TEST(test_parse_whole_body);
