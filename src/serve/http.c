@@ -57,6 +57,7 @@
 #define PREP_THREADS 2
 #define PREP_INLINE_MAX (32 * 1024) /* bodies up to this are prepared on the event-loop thread */
 #define PREP_QUEUE 256              /* requests waiting for a prep thread; past it, prepared inline */
+#define PREP_NICE 10                /* large requests yield the CPU to the rest */
 #define LINGER_S 2.0            /* how long an unread body is drained after an early answer */
 #define TRIM_AFTER_BODY (256 * 1024)    /* a body this large is followed by a heap trim (trim_heap) */
 
@@ -833,7 +834,7 @@ int http_start(struct serve *sv, struct colibri_err *err)
                                                                        : SERVE_MAX_CONNS_PER_ADDR };
     lim.reserve = lim.limit / SERVE_CONNS_RESERVED_DIV;
     int rc = conn_watch_new(timeout_s, LINGER_S, &lim, &sv->cw, err);
-    if (!rc) rc = serve_offload_new(PREP_THREADS, PREP_QUEUE, &sv->prep, err);
+    if (!rc) rc = serve_offload_new(PREP_THREADS, PREP_QUEUE, PREP_NICE, &sv->prep, err);
     if (rc) {
         conn_watch_free(sv->cw);
         sv->cw = NULL;

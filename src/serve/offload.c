@@ -4,6 +4,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/err.h"
 
@@ -17,6 +20,7 @@ struct offload {
     struct task *ring;
     int cap, head, len;
     int quit;
+    int nice;
     pthread_t th[OFFLOAD_MAX_THREADS];
     int n_th;
 };
@@ -24,6 +28,11 @@ struct offload {
 static void *worker(void *arg)
 {
     struct offload *o = arg;
+    if (o->nice > 0) {   /* this thread only: on Linux the nice value is per thread */
+        id_t tid = (id_t)syscall(SYS_gettid);
+        int now = getpriority(PRIO_PROCESS, tid);
+        (void)setpriority(PRIO_PROCESS, tid, now + o->nice);
+    }
     pthread_mutex_lock(&o->mu);
     for (;;) {
         while (!o->quit && o->len == 0) pthread_cond_wait(&o->cv, &o->mu);
@@ -39,7 +48,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int serve_offload_new(int n_threads, int max_tasks, struct offload **out, struct colibri_err *err)
+int serve_offload_new(int n_threads, int max_tasks, int nice, struct offload **out, struct colibri_err *err)
 {
     if (n_threads < 1 || n_threads > OFFLOAD_MAX_THREADS || max_tasks < 1)
         return base_err_set(err, COLIBRI_EINVAL, "offload: %d threads (1..%d) and %d tasks (>= 1)", n_threads,
@@ -50,6 +59,7 @@ int serve_offload_new(int n_threads, int max_tasks, struct offload **out, struct
         return base_err_set(err, COLIBRI_ENOMEM, "offload: out of memory for %d tasks", max_tasks);
     }
     o->cap = max_tasks;
+    o->nice = nice;
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
     for (int i = 0; i < n_threads; i++) {

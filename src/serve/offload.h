@@ -3,7 +3,10 @@
  * runs beside the shared decode step instead of inside it.
  *
  * Tasks run in the order given (first in, first out), so slots that hand off
- * one step each are served in turn. A task is a function and its argument;
+ * one step each are served in turn. The workers may run at a lower CPU
+ * priority (a nice value of their own, Linux threads having one each), so
+ * that on a busy machine what one request chose to cost waits for the
+ * shared work, not the other way round. A task is a function and its argument;
  * it signals its own completion (the scheduler's condition variable). The
  * pool never frees or inspects what it runs.
  *
@@ -19,8 +22,10 @@ struct offload;
 
 typedef void (*offload_fn)(void *arg);
 
-/* n_threads workers (1..16) with room for max_tasks queued tasks. */
-int  serve_offload_new(int n_threads, int max_tasks, struct offload **out, struct colibri_err *err);
+/* n_threads workers (1..16) with room for max_tasks queued tasks, each
+ * raising its nice value by nice (0: as the caller's; a refusal to change
+ * it is ignored). */
+int  serve_offload_new(int n_threads, int max_tasks, int nice, struct offload **out, struct colibri_err *err);
 /* Queues fn(arg); COLIBRI_ENOMEM when max_tasks are already waiting. */
 int  serve_offload_submit(struct offload *o, offload_fn fn, void *arg);
 void serve_offload_free(struct offload *o);

@@ -28,6 +28,7 @@
 /* Threads sampling the slots whose jobs have a grammar: a mask can cost more
  * than a decode step, so those slots sample beside the step, not in it. */
 #define SCHED_SAMPLE_THREADS 2
+#define SCHED_SAMPLE_NICE 10    /* and yield the CPU to the batched step */
 
 struct slot {
     colibri_session *sess;
@@ -583,7 +584,7 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
         s->kv_bytes_per_token = colibri_session_kv_token_bytes(sl->sess);
     }
     for (int i = 0; i < o->n_slots; i++) s->slots[i].owner = s;
-    int prc = serve_offload_new(SCHED_SAMPLE_THREADS, o->n_slots, &s->pool, err);
+    int prc = serve_offload_new(SCHED_SAMPLE_THREADS, o->n_slots, SCHED_SAMPLE_NICE, &s->pool, err);
     if (prc) { sched_free(s); return prc; }
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
         sched_free(s);
