@@ -12,6 +12,16 @@ bodies (expect 413), streams it abandons after the first chunk, slow readers,
 /health and /metrics. Every 10 s it prints status counts, p50/p99 latency of
 the normal requests, generated tokens/s and the server's RSS.
 
+--hostile N adds N hostile clients beside them (issue 37): completions under a
+grammar whose every mask expands 150 x 150 stacks ("grammar_bomb"), chats
+with a list of 250 tools and tool_choice "required" ("tool_list": rendered by
+--chat-template, default DeepSeek-V3's, then 400 when the prompt is over the
+test model's 256-token context), and
+sockets from other loopback addresses (127.0.0.2..) that send their headers
+one byte a second until the server's deadline closes them ("trickle"). Their
+latencies are not counted in the normal requests' p50/p99; run once with and
+once without to compare those.
+
 Fails (exit 1) on any 5xx, any connection reset or error the client did not
 cause, an unexpected status, or RSS growth past --rss-growth-mib over the RSS
 seen after the first 10% of the run. Bounded: every socket has a timeout and
@@ -76,6 +86,8 @@ def pct(xs, p):
 
 
 class Client:
+    counted = True              # latencies go into the normal requests' p50/p99
+
     def __init__(self, host, port, key, model, stats, rng, max_body):
         self.host, self.port, self.key, self.model = host, port, key, model
         self.stats, self.rng, self.max_body = stats, rng, max_body
@@ -103,7 +115,7 @@ class Client:
             tokens = 0
             if r.status == 200 and path.startswith("/v1/") and method == "POST":
                 tokens = json.loads(text).get("usage", {}).get("completion_tokens", 0)
-            self.stats.add(kind, r.status, lat if r.status == 200 else None, tokens)
+            self.stats.add(kind, r.status, lat if r.status == 200 and self.counted else None, tokens)
             return r.status, text
         except (OSError, http.client.HTTPException) as e:
             self.stats.add(kind, type(e).__name__)
@@ -177,6 +189,50 @@ class Client:
             self.request("metrics", "GET", "/metrics")
 
 
+BOMB = ("root ::= x*\nx ::= " + " | ".join(f"r{i}" for i in range(150)) + "\n" +
+        "".join(f"r{i} ::= [a-z]\n" for i in range(150)))
+TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"does thing {i}",
+          "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}
+         for i in range(250)]
+
+
+class Hostile(Client):
+    counted = False
+
+    def one(self):
+        r = self.rng.random()
+        if r < 0.4:
+            self.request("grammar_bomb", "POST", "/v1/completions",
+                         {"model": self.model, "prompt": "Write", "max_tokens": 16, "temperature": 1.0,
+                          "seed": self.rng.randint(0, 1 << 30), "grammar": BOMB})
+        elif r < 0.7:
+            self.request("tool_list", "POST", "/v1/chat/completions",
+                         {"model": self.model, "messages": [{"role": "user", "content": "call one"}],
+                          "tools": TOOLS, "tool_choice": "required", "max_tokens": 24}, expect=(200, 400))
+        else:
+            self.trickle()
+
+    def trickle(self):
+        """A header one byte a second from 127.0.0.N until the server closes the socket."""
+        src = f"127.0.0.{self.rng.randint(2, 200)}"
+        s = socket.socket()
+        s.settimeout(30)
+        status = "closed"
+        try:
+            s.bind((src, 0))
+            s.connect((self.host, self.port))
+            for b in b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b"x" * 100:
+                s.send(bytes([b]))
+                time.sleep(1)
+            status = "not_closed"
+            self.stats.fail("trickle: the server read a whole trickled request")
+        except OSError:
+            pass
+        finally:
+            s.close()
+        self.stats.add("trickle", status)
+
+
 def start_server(args, tmp):
     model = args.model
     if not model:
@@ -187,6 +243,8 @@ def start_server(args, tmp):
     log = open(os.path.join(tmp, "server.log"), "w+")
     cmd = [args.colibri, "serve", "-m", model, "--host", "127.0.0.1", "--port", "0", "--slots", str(args.slots),
            "--queue", "1024", "--max-body", str(args.max_body // 1024), "--threads", str(args.threads)]
+    if args.chat_template:
+        cmd += ["--chat-template", args.chat_template]
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(400):
         log.seek(0)
@@ -215,8 +273,13 @@ def main():
     ap.add_argument("--max-body", type=int, default=64 * 1024, help="bytes (own server: its --max-body)")
     ap.add_argument("--rss-growth-mib", type=float, default=64)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--hostile", type=int, default=0, help="hostile clients beside --clients (see above)")
+    ap.add_argument("--chat-template", help="own server: its --chat-template (default with --hostile: "
+                    "tests/tok/chat/deepseek_v3.jinja, which renders tools)")
     args = ap.parse_args()
 
+    if args.hostile and not args.chat_template:
+        args.chat_template = os.path.join(ROOT, "tests/tok/chat/deepseek_v3.jinja")
     tmp = tempfile.mkdtemp(prefix="colibri-soak-")
     server = log = None
     if args.url:
@@ -235,7 +298,13 @@ def main():
         while not stop.is_set():
             c.one()
 
+    def hostile(i):
+        c = Hostile(host, port, args.key, model, stats, random.Random(args.seed * 1000 + 500 + i), args.max_body)
+        while not stop.is_set():
+            c.one()
+
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(args.clients)]
+    threads += [threading.Thread(target=hostile, args=(i,), daemon=True) for i in range(args.hostile)]
     for t in threads:
         t.start()
     rss_base = rss_peak = None
