@@ -1,14 +1,29 @@
 #!/bin/sh
 # Runs the libFuzzer harnesses built by `make fuzz` for a fixed time each,
 # from the repository root, starting from the committed seeds in
-# tests/fuzz/corpus/TARGET (read only: new inputs go to a scratch corpus).
-#   sh tools/fuzz.sh [SECONDS] [TARGET...]     default 15 s, every target
+# tests/fuzz/corpus/TARGET and the corpus grown by earlier runs, which is
+# kept outside the repository so fuzzing accumulates from session to
+# session: FUZZ_CORPUS/TARGET (default $XDG_CACHE_HOME/colibri/fuzz, else
+# ~/.cache/colibri/fuzz; FUZZ_KEEP=DIR is the same as FUZZ_CORPUS=DIR;
+# FUZZ_CORPUS=none grows a scratch corpus that is dropped).
+#   sh tools/fuzz.sh [--merge] [SECONDS] [TARGET...]   default 15 s, every target
 # Prints one line per target (runs, coverage, corpus size) and exits 1 when a
 # harness finds a crash; the crashing input is kept in build/fuzz/crashes/.
-# FUZZ_KEEP=DIR keeps the grown corpora under DIR/TARGET instead.
+# Each run adds a line to FUZZ_CORPUS/ledger.tsv (date, commit, target,
+# seconds, runs, coverage); the last lines printed give each target's total
+# fuzzing time there (wall-clock hours of one process; on a shared machine the
+# CPU it got is less). --merge then adds to tests/fuzz/corpus/TARGET the grown
+# inputs that reach coverage the committed seeds do not (libFuzzer -merge=1),
+# for a commit that grows the seeds.
 set -u
+merge=0
+[ "${1:-}" = "--merge" ] && { merge=1; shift; }
 secs=${1:-15}
 [ $# -gt 0 ] && shift
+keep=${FUZZ_CORPUS:-${FUZZ_KEEP:-${XDG_CACHE_HOME:-$HOME/.cache}/colibri/fuzz}}
+[ "$keep" = none ] && keep=""
+[ -n "$keep" ] && mkdir -p "$keep"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 targets=${*:-$(ls tests/fuzz/fuzz_*.c | sed 's/.*fuzz_\(.*\)\.c/\1/')}
 mkdir -p build/fuzz/crashes
 scratch=$(mktemp -d)
@@ -17,7 +32,7 @@ status=0
 for t in $targets; do
     bin=build/fuzz/fuzz_$t
     [ -x "$bin" ] || { echo "fuzz: $bin missing (make fuzz)"; status=1; continue; }
-    work=${FUZZ_KEEP:+$FUZZ_KEEP/$t}
+    work=${keep:+$keep/$t}
     work=${work:-$scratch/$t}
     mkdir -p "$work"
     log=$scratch/$t.log
@@ -35,6 +50,18 @@ for t in $targets; do
         cp "$log" "build/fuzz/crashes/$t.log"
     else
         echo "ok   fuzz_$t ${secs}s: ${runs:-?} runs, ${cov:-cov: ?}, ${ft:-ft: ?}, ${corp:-corp: ?}"
+        if [ "$merge" -eq 1 ]; then
+            n0=$(ls "tests/fuzz/corpus/$t" | wc -l)
+            "$bin" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=8192 "tests/fuzz/corpus/$t" "$work" \
+                >"$scratch/$t.merge.log" 2>&1 || echo "fuzz: merge of $t failed (see $scratch/$t.merge.log)"
+            echo "     merged: tests/fuzz/corpus/$t $n0 -> $(ls "tests/fuzz/corpus/$t" | wc -l) inputs"
+        fi
     fi
+    [ -n "$keep" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$t" "$secs" \
+        "${runs:-?}" "${cov:-?}" >>"$keep/ledger.tsv"
 done
+if [ -n "$keep" ] && [ -f "$keep/ledger.tsv" ]; then
+    awk -F '\t' '{ s[$3] += $4 } END { for (t in s) printf "     total fuzz_%s: %.2f hours (wall, one process) in %s\n", t, s[t] / 3600, FILENAME }' \
+        "$keep/ledger.tsv" | sort
+fi
 exit $status
