@@ -378,6 +378,17 @@ static void slot_offload(struct sched *s, struct slot *sl)
     }
 }
 
+/* 1 when a slot other than sl holds a job: only then can sl's sampling hold
+ * anyone back. A slot alone samples on the scheduler thread (no handoff:
+ * one client's constrained requests cost what they did); a job arriving
+ * meanwhile waits for at most that one sample. */
+static int others_busy(const struct sched *s, const struct slot *sl)
+{
+    for (int i = 0; i < s->o.n_slots; i++)
+        if (&s->slots[i] != sl && s->slots[i].job) return 1;
+    return 0;
+}
+
 /* The scheduler's part of an offloaded sample once ready: emit it, and hand
  * off the next one while a verify's rows remain. 1 if it was ready. */
 static int slot_collect(struct sched *s, struct slot *sl)
@@ -506,7 +517,7 @@ static void *sched_main(void *arg)
             enum colibri_gen_phase ph = colibri_gen_phase(sl->gen);
             worked |= ph == COLIBRI_GEN_PHASE_PREFILL || ph == COLIBRI_GEN_PHASE_SAMPLE;
             if (ph == COLIBRI_GEN_PHASE_PREFILL) slot_prefill(s, sl);
-            else if (ph == COLIBRI_GEN_PHASE_SAMPLE && sl->job->p.grammar) slot_offload(s, sl);
+            else if (ph == COLIBRI_GEN_PHASE_SAMPLE && sl->job->p.grammar && others_busy(s, sl)) slot_offload(s, sl);
             else if (ph == COLIBRI_GEN_PHASE_SAMPLE) slot_sample(s, sl);
         }
         worked |= decode_pending(s) > 0;
