@@ -10,8 +10,9 @@
  *   (title, description, default, examples, $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly) are ignored.
  * Any other keyword is refused by name with its path. Whitespace between
- * tokens is bounded (at most 10 characters), so a model cannot fill its
- * budget with blanks. */
+ * tokens is bounded as llama.cpp's JSON grammar bounds it (one space, or a
+ * newline and an indent of at most 20 blanks), so a model cannot fill its
+ * budget with blank lines. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ struct conv {
 };
 
 static const char PRELUDE[] =
-    "ws ::= [ \\t\\n]{0,10}\n"
+    "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n"
     "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
     "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
     "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"

@@ -75,6 +75,13 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const c
                     const struct colibri_chat_msg *msgs, int n, struct job_params *p, char **text, size_t *len,
                     struct oai_error *e);
 int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls, char **content);
+/* The same for a reply cut by max_tokens: the complete calls before the
+ * first one that was cut (or does not parse), and the text before the
+ * tool-call section as *content. When the reply has a section, *calls is
+ * an array (possibly empty) and *content the text before it, both the
+ * caller's, and the count is returned; without one, 0 and both NULL. The
+ * section's markup never becomes content. */
+int serve_oai_tool_calls_cut(const char *text, const char *tools_json, struct cJSON **calls, char **content);
 /* Tool-call syntaxes (oai_tool_grammar.c), one of which the model's chat
  * template writes assistant tool calls in. */
 enum oai_tool_syntax {

@@ -181,10 +181,19 @@ static cJSON *choice_json(const struct oai_model *m, const struct job *j)
             cJSON_AddStringToObject(msg, "reasoning_content", reasoning);
             body = answer;
         }
-        if (j->p.parse_tools && oai_parse_tool_calls(body, j->p.tools_json, &calls, &content) > 0) {
+        int nc = 0;
+        if (j->p.parse_tools) {
+            nc = oai_parse_tool_calls(body, j->p.tools_json, &calls, &content);
+            /* cut by max_tokens: the complete calls, never the markup as content */
+            if (nc <= 0 && j->finish == JOB_FIN_LENGTH)
+                nc = serve_oai_tool_calls_cut(body, j->p.tools_json, &calls, &content);
+        }
+        if (calls) {
             if (content && content[0]) cJSON_AddStringToObject(msg, "content", content);
             else cJSON_AddNullToObject(msg, "content");
-            cJSON_AddItemToObject(msg, "tool_calls", calls);
+            if (nc > 0) cJSON_AddItemToObject(msg, "tool_calls", calls);
+            else cJSON_Delete(calls);
+            if (nc <= 0) calls = NULL;
         } else {
             cJSON_AddStringToObject(msg, "content", body);
         }
@@ -412,11 +421,23 @@ static void stream_tools_range(struct strbuf *out, const struct oai_model *m, co
     cJSON *calls = NULL;
     char *content = NULL;
     int parses = final && oai_parse_tool_calls(cb.s, j->p.tools_json, &calls, &content) > 0;
+    int cut = -1;               /* cut by max_tokens in a tool-call section: its complete calls */
+    if (final && !parses && j->finish == JOB_FIN_LENGTH) {
+        cJSON_Delete(calls);
+        free(content);
+        int k = serve_oai_tool_calls_cut(cb.s, j->p.tools_json, &calls, &content);
+        if (calls) cut = k;
+    }
     if (j->p.tools_required) send_tool_deltas(out, m, j, &va, &vb);
     else if (parses) send_tool_deltas(out, m, j, &(struct oai_tool_view){ 0 }, &vb);   /* held until now */
+    else if (cut > 0) {
+        for (int i = cut; i < vb.n; i++) { free(vb.call[i].name); free(vb.call[i].args); free(vb.call[i].id); }
+        if (vb.n > cut) vb.n = cut;
+        send_tool_deltas(out, m, j, &(struct oai_tool_view){ 0 }, &vb);
+    }
     /* a reply whose calls do not parse is content, as in the whole response:
      * what was not sent as text goes out as text now */
-    if (final && !parses && vb.text_end < cb.n)
+    if (final && !parses && cut < 0 && vb.text_end < cb.n)
         send_delta(out, m, j, "content", cb.s + vb.text_end, cb.n - vb.text_end);
     cJSON_Delete(calls);
     free(content);

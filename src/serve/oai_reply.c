@@ -223,7 +223,10 @@ static int first_section(const char *s, size_t n, const char **at)
     return best;
 }
 
-int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls_out, char **content_out)
+/* cut: the reply was cut by max_tokens; the calls before the first one
+ * that is incomplete or does not parse are kept, and the section's text
+ * never becomes content. */
+static int parse_calls(const char *text, const char *tools_json, int cut, struct cJSON **calls_out, char **content_out)
 {
     *calls_out = NULL;
     *content_out = NULL;
@@ -253,12 +256,22 @@ int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON 
             n++;
             p = b + strlen(SYNTAX[s].end);
         }
-        if (!ok || !n) { cJSON_Delete(arr); return 0; }   /* left as content */
+        if (!cut && (!ok || !n)) { cJSON_Delete(arr); return 0; }   /* left as content */
         *content_out = trim_dup(text, sec);
         *calls_out = arr;
         return n;
     }
     return 0;
+}
+
+int oai_parse_tool_calls(const char *text, const char *tools_json, struct cJSON **calls, char **content)
+{
+    return parse_calls(text, tools_json, 0, calls, content);
+}
+
+int serve_oai_tool_calls_cut(const char *text, const char *tools_json, struct cJSON **calls, char **content)
+{
+    return parse_calls(text, tools_json, 1, calls, content);
 }
 
 /* ------------------------------------------------------------ streaming view */

@@ -142,6 +142,29 @@ static char *generate(colibri_grammar *g, uint64_t seed, int pressure, float tem
     return text;
 }
 
+/* Whitespace between JSON tokens stays within llama.cpp's bound: one space,
+ * or one newline and at most 20 blanks of indent. 1 when text keeps it. */
+static int blanks_bounded(const char *text)
+{
+    int in_str = 0, run = 0, nl = 0;
+    for (const char *p = text; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1]) p++;
+            else if (*p == '"') in_str = 0;
+            continue;
+        }
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+            run++;
+            nl += *p == '\n';
+            if (nl > 1 || *p == '\r' || run > 21 || (run > 1 && !nl)) return 0;
+            continue;
+        }
+        run = nl = 0;
+        if (*p == '"') in_str = 1;
+    }
+    return 1;
+}
+
 static void test_json_object_always_parses(void)
 {
     struct colibri_err err = { 0 };
@@ -156,6 +179,7 @@ static void test_json_object_always_parses(void)
         CHECK(j && cJSON_IsObject(j), "seed %llu (%d tokens): not a JSON object: %s", (unsigned long long)seed, steps,
               text ? text : "(null)");
         ok += j != NULL;
+        CHECK(!text || blanks_bounded(text), "seed %llu: unbounded blanks: %s", (unsigned long long)seed, text);
         cJSON_Delete(j);
         free(text);
     }
