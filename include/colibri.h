@@ -408,6 +408,11 @@ const char *colibri_tokenizer_chat_origin(const colibri_tokenizer *t);
  * there is no template at all. */
 int colibri_tokenizer_chat_check(const colibri_tokenizer *t, struct colibri_err *err);
 
+/* Whether the Jinja chat template's source names the variable `name` as a
+ * word (1) or never (0: a keyword argument of that name would have no
+ * effect); -1 when the template is not Jinja. */
+int colibri_tokenizer_chat_reads(const colibri_tokenizer *t, const char *name);
+
 /* Replaces the chat template with the Jinja text src[0..len) (e.g. the file
  * of --chat-template); origin names it in messages. Call before the
  * tokenizer is shared between threads. On failure the old one stays. */

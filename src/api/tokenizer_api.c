@@ -24,6 +24,7 @@ struct colibri_tokenizer {
     struct tok *tok;
     enum tok_chat_kind chat;
     struct tok_template *tpl;
+    char *tpl_src;              /* tpl's source text (colibri_tokenizer_chat_reads) */
     struct colibri_err tpl_err;
 };
 
@@ -39,6 +40,7 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
         char origin[512];
         snprintf(origin, sizeof origin, "%s/%s", dir, tok_chat_template_from(t->tok));
         rc = tok_template_new(src, strlen(src), origin, &t->tpl, &t->tpl_err);
+        if (!rc && !(t->tpl_src = strdup(src))) rc = base_err_set(&t->tpl_err, COLIBRI_ENOMEM, "out of memory");
         if (rc == COLIBRI_ENOMEM) {
             base_err_set(err, rc, "%s", t->tpl_err.msg);
             colibri_tokenizer_free(t);
@@ -58,8 +60,14 @@ int colibri_tokenizer_set_chat_template(colibri_tokenizer *t, const char *src, s
     struct tok_template *tt = NULL;
     int rc = tok_template_new(src, len, origin, &tt, err);
     if (rc) return rc;
+    char *copy = malloc(len + 1);
+    if (!copy) { tok_template_free(tt); return base_err_set(err, COLIBRI_ENOMEM, "set_chat_template: out of memory"); }
+    memcpy(copy, src, len);
+    copy[len] = 0;
     tok_template_free(t->tpl);
+    free(t->tpl_src);
     t->tpl = tt;
+    t->tpl_src = copy;
     t->tpl_err = (struct colibri_err){ 0 };
     t->chat = TOK_CHAT_NONE;
     return 0;
@@ -80,6 +88,7 @@ void colibri_tokenizer_free(colibri_tokenizer *t)
 {
     if (!t) return;
     tok_template_free(t->tpl);
+    free(t->tpl_src);
     tok_free(t->tok);
     free(t);
 }
@@ -113,6 +122,19 @@ int colibri_tokenizer_is_eog(const colibri_tokenizer *t, int32_t id) { return to
 int32_t colibri_tokenizer_token_id(const colibri_tokenizer *t, const char *text)
 {
     return text ? tok_token_id(t->tok, text, strlen(text)) : -1;
+}
+
+int colibri_tokenizer_chat_reads(const colibri_tokenizer *t, const char *name)
+{
+    if (!t || !t->tpl || !t->tpl_src || !name || !name[0]) return -1;
+    size_t n = strlen(name);
+    for (const char *p = t->tpl_src; (p = strstr(p, name)); p += n) {
+        char a = p > t->tpl_src ? p[-1] : ' ', b = p[n];
+        int ident_a = (a >= 'a' && a <= 'z') || (a >= 'A' && a <= 'Z') || (a >= '0' && a <= '9') || a == '_';
+        int ident_b = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b == '_';
+        if (!ident_a && !ident_b) return 1;
+    }
+    return 0;
 }
 
 const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t)

@@ -269,7 +269,8 @@ static const char *member_text(const char *body, size_t len, const char *key, si
  * ({"thinking": true}, {"enable_thinking": false}, documents). The names
  * the server sets itself are refused by name. *out: its JSON text as the
  * client sent it (so 2.0 stays a float), or NULL. */
-static int template_kwargs(const cJSON *root, const char *body, size_t body_len, char **out, struct oai_error *e)
+static int template_kwargs(const struct oai_model *m, const cJSON *root, const char *body, size_t body_len, char **out,
+                           struct oai_error *e)
 {
     const cJSON *kw = opt(root, "chat_template_kwargs");
     *out = NULL;
@@ -283,6 +284,13 @@ static int template_kwargs(const cJSON *root, const char *body, size_t body_len,
                               "'chat_template_kwargs.%s' is set by the server itself", SET[k]);
                 return -1;
             }
+    for (const cJSON *it = kw->child; it; it = it->next)
+        if (colibri_tokenizer_chat_reads(m->tok, it->string) == 0) {
+            oai_error_set(e, 400, BAD, NULL, "chat_template_kwargs",
+                          "'chat_template_kwargs.%.64s': the chat template (%s) never reads '%.64s', so it would "
+                          "have no effect", it->string, colibri_tokenizer_chat_origin(m->tok), it->string);
+            return -1;
+        }
     if (!kw->child) return 0;
     size_t n = 0;
     const char *src = body ? member_text(body, body_len, "chat_template_kwargs", &n) : NULL;
@@ -295,6 +303,89 @@ static int template_kwargs(const cJSON *root, const char *body, size_t body_len,
         oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
+    return 0;
+}
+
+/* The first bytes of s that any template writes as they are (up to a
+ * character a template might escape), at most cap: *n of them. */
+static const char *plain_prefix(const char *s, size_t cap, size_t *n)
+{
+    size_t k = 0;
+    while (s[k] && k < cap && !strchr("\"\\\n\r\t<>&'", s[k])) k++;
+    *n = k;
+    return s;
+}
+
+/* A template that leaves a tool call or a tool result of the history out of
+ * the prompt would drop it silently: each call's name and the start of each
+ * result must appear in the rendered text. 0, or -1 with *e filled. */
+static int check_rendered(const cJSON *root, const char *text, size_t len, struct oai_error *e)
+{
+    const cJSON *msgs = opt(root, "messages");
+    int i = 0;
+    for (const cJSON *m = msgs ? msgs->child : NULL; m; m = m->next, i++) {
+        const cJSON *calls = opt(m, "tool_calls"), *role = opt(m, "role"), *content = opt(m, "content");
+        int k = 0;
+        for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next, k++) {
+            const cJSON *name = opt(opt(c, "function"), "name");
+            if (!cJSON_IsString(name) || memmem(text, len, name->valuestring, strlen(name->valuestring))) continue;
+            oai_error_set(e, 400, BAD, NULL, "messages",
+                          "the chat template leaves messages[%d].tool_calls[%d] ('%.64s') out of the prompt; serve "
+                          "with --chat-template naming a template that renders tool calls", i, k, name->valuestring);
+            return -1;
+        }
+        if (!cJSON_IsString(role) || strcmp(role->valuestring, "tool") || !cJSON_IsString(content)) continue;
+        size_t n;
+        const char *s = plain_prefix(content->valuestring, 64, &n);
+        if (!n || memmem(text, len, s, n)) continue;
+        oai_error_set(e, 400, BAD, NULL, "messages",
+                      "the chat template leaves the tool result messages[%d] out of the prompt; serve with "
+                      "--chat-template naming a template that renders tool results", i);
+        return -1;
+    }
+    return 0;
+}
+
+/* reasoning_effort (OpenAI's): the template's own switch gets it, a
+ * variable reasoning_effort as it is (gpt-oss), else thinking or
+ * enable_thinking (DeepSeek-V3.1 and later, Qwen3, GLM) off for "none" and
+ * "minimal" and on otherwise; chat_template_kwargs that set the same
+ * variable win. A template without a switch refuses it by name. *kj (the
+ * kwargs text or NULL) gets the variable. 0, or -1 with *e filled. */
+static int reasoning_effort(const struct oai_model *m, const cJSON *root, char **kj, struct oai_error *e)
+{
+    const cJSON *eff = opt(root, "reasoning_effort");
+    if (!eff) return 0;
+    static const char *const LEVELS[] = { "none", "minimal", "low", "medium", "high" };
+    int level = -1;
+    for (int i = 0; i < 5; i++) if (cJSON_IsString(eff) && !strcmp(eff->valuestring, LEVELS[i])) level = i;
+    if (level < 0) return bad(e, "reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
+    static const char *const VARS[] = { "reasoning_effort", "thinking", "enable_thinking" };
+    int v = 0;
+    while (v < 3 && colibri_tokenizer_chat_reads(m->tok, VARS[v]) != 1) v++;
+    if (v == 3) {
+        oai_error_set(e, 400, BAD, NULL, "reasoning_effort", "'reasoning_effort': the chat template (%s) has no "
+                      "reasoning switch (a variable reasoning_effort, thinking or enable_thinking)",
+                      colibri_tokenizer_chat_origin(m->tok));
+        return -1;
+    }
+    const cJSON *kw = opt(root, "chat_template_kwargs");
+    if (cJSON_GetObjectItemCaseSensitive(kw, VARS[v])) return 0;
+    char add[64];
+    if (v == 0) snprintf(add, sizeof add, "\"%s\": \"%s\"", VARS[v], LEVELS[level]);
+    else snprintf(add, sizeof add, "\"%s\": %s", VARS[v], level < 2 ? "false" : "true");
+    size_t n = *kj ? strlen(*kj) : 0;
+    char *out = malloc(n + strlen(add) + 4);
+    if (!out) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); return -1; }
+    if (*kj) {      /* an object with members: the new one goes before its closing brace */
+        char *close = strrchr(*kj, '}');
+        size_t k = close ? (size_t)(close - *kj) : n;
+        sprintf(out, "%.*s, %s}", (int)k, *kj, add);
+    } else {
+        sprintf(out, "{%s}", add);
+    }
+    free(*kj);
+    *kj = out;
     return 0;
 }
 
@@ -326,7 +417,10 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const c
     if (use_tools && p->stream && p->logprobs)
         return bad(e, "logprobs", "'logprobs' with streamed tool calls is not supported by colibri");
     char *kj = NULL;
-    if (template_kwargs(root, body, body_len, &kj, e)) return -1;
+    if (template_kwargs(m, root, body, body_len, &kj, e) || reasoning_effort(m, root, &kj, e)) {
+        free(kj);
+        return -1;
+    }
     cJSON *arr = template_messages(root, msgs, n, 0, e);
     if (!arr) { free(kj); return -1; }
     char *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
@@ -366,6 +460,13 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const c
         oai_error_set(e, r == COLIBRI_ENOMEM ? 500 : 400, r == COLIBRI_ENOMEM ? "server_error" : BAD, NULL,
                       use_tools && r == COLIBRI_EUNSUPPORTED ? "tools" : "messages", "the chat template failed: %s",
                       err.msg);
+        return -1;
+    }
+    if (check_rendered(root, *text, *len, e)) {
+        free(*text);
+        *text = NULL;
+        free(p->tools_json);
+        p->tools_json = NULL;
         return -1;
     }
     p->parse_tools = use_tools;
