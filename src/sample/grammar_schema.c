@@ -6,7 +6,10 @@
  *   generated), additionalProperties (false, or alone as the schema of a
  *   map's values), items, minItems, maxItems, enum, const, anyOf, oneOf,
  *   allOf of one schema, $ref to #/$defs/... or #/definitions/..., string
- *   minLength/maxLength and format date, time, date-time, uuid; annotations
+ *   minLength/maxLength, pattern (grammar_regex.c) and format date, time,
+ *   date-time, uuid, email; integer and number minimum, maximum,
+ *   exclusiveMinimum, exclusiveMaximum (grammar_schema_num.c) and
+ *   multipleOf 1; annotations
  *   (title, description, default, examples, $schema, $id, $comment,
  *   deprecated, readOnly, writeOnly) are ignored.
  * Any other keyword is refused by name with its path. Whitespace between
@@ -23,6 +26,7 @@
 #include "base/err.h"
 #include "base/strbuf.h"
 #include "sample/grammar.h"
+#include "sample/grammar_schema_parts.h"
 
 struct conv {
     struct strbuf out;          /* the rules */
@@ -52,7 +56,8 @@ static const char PRELUDE[] =
     "time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
     "hex ::= [0-9a-fA-F]\n"
-    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n";
+    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
+    "email ::= [A-Za-z0-9._%+-]+ \"@\" [A-Za-z0-9-]+ ( \".\" [A-Za-z0-9-]+ )+\n";
 
 static int fail(struct conv *c, int code, const char *path, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(struct conv *c, int code, const char *path, const char *fmt, ...)
@@ -100,7 +105,8 @@ static const char *const IGNORED[] = { "title", "description", "default", "examp
                                        "deprecated", "readOnly", "writeOnly", NULL };
 static const char *const KNOWN[] = { "type", "properties", "required", "additionalProperties", "items", "minItems",
                                      "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
-                                     "definitions", "minLength", "maxLength", "format", NULL };
+                                     "definitions", "minLength", "maxLength", "format", "pattern", "minimum",
+                                     "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL };
 
 static int in_list(const char *const *l, const char *k)
 {
@@ -201,6 +207,39 @@ static int object_rule(struct conv *c, const cJSON *s, const char *path, struct 
     return 0;
 }
 
+/* A bound keyword: absent, or a number (-1 with the error otherwise). */
+static int get_bound(struct conv *c, const cJSON *s, const char *key, int excl, struct schema_bound *b, const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return fail(c, COLIBRI_EINVAL, path, "'%s' must be a number", key);
+    if (b->has && b->excl != excl) return fail(c, COLIBRI_EUNSUPPORTED, path, "both '%s' and its other form", key);
+    *b = (struct schema_bound){ 1, excl, v->valuedouble };
+    return 0;
+}
+
+/* integer and number, with minimum / maximum / exclusive* and multipleOf 1 */
+static int number_body(struct conv *c, const cJSON *s, const char *type, const char *path, struct strbuf *body)
+{
+    int integer = !strcmp(type, "integer");
+    struct schema_bound lo = { 0 }, hi = { 0 };
+    if (get_bound(c, s, "minimum", 0, &lo, path) || get_bound(c, s, "exclusiveMinimum", 1, &lo, path) ||
+        get_bound(c, s, "maximum", 0, &hi, path) || get_bound(c, s, "exclusiveMaximum", 1, &hi, path))
+        return -1;
+    const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+    if (mul) {
+        if (!cJSON_IsNumber(mul) || mul->valuedouble <= 0) return fail(c, COLIBRI_EINVAL, path, "'multipleOf' must be a positive number");
+        if (mul->valuedouble != 1)
+            return fail(c, COLIBRI_EUNSUPPORTED, path, "'multipleOf' %g (only 1, a whole number)", mul->valuedouble);
+        integer = 1;
+    }
+    if (!lo.has && !hi.has) { base_sb_puts(body, integer ? "integer" : "number"); return 0; }
+    char why[160];
+    if (sample_schema_number_range(body, integer, lo, hi, why, sizeof why))
+        return fail(c, COLIBRI_EUNSUPPORTED, path, "bounds of a '%s': %s", type, why);
+    return 0;
+}
+
 static int type_body(struct conv *c, const cJSON *s, const char *type, const char *path, struct strbuf *body)
 {
     if (!strcmp(type, "object")) return object_rule(c, s, path, body);
@@ -232,15 +271,28 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
         return 0;
     }
     if (!strcmp(type, "string")) {
-        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format"), *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
         long lo, hi;
         if (get_count(c, s, "minLength", 0, &lo, path) || get_count(c, s, "maxLength", -1, &hi, path)) return -1;
+        if (pat) {
+            if (!cJSON_IsString(pat)) return fail(c, COLIBRI_EINVAL, path, "'pattern' must be a string");
+            if (fmt || cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength"))
+                return fail(c, COLIBRI_EUNSUPPORTED, path, "'pattern' beside 'format', 'minLength' or 'maxLength'");
+            char why[256];
+            base_sb_puts(body, "\"\\\"\" ");
+            if (sample_regex_to_gbnf(body, pat->valuestring, why, sizeof why))
+                return fail(c, COLIBRI_EUNSUPPORTED, path, "'pattern' %.200s: %s", pat->valuestring, why);
+            base_sb_puts(body, " \"\\\"\"");
+            return 0;
+        }
         if (fmt) {
             if (!cJSON_IsString(fmt)) return fail(c, COLIBRI_EINVAL, path, "'format' must be a string");
             const char *f = fmt->valuestring;
             if (!strcmp(f, "date") || !strcmp(f, "time") || !strcmp(f, "uuid")) base_sb_appendf(body, "\"\\\"\" %s \"\\\"\"", f);
             else if (!strcmp(f, "date-time")) base_sb_puts(body, "\"\\\"\" date \"T\" time \"\\\"\"");
-            else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported string format '%s' (date, time, date-time, uuid)", f);
+            else if (!strcmp(f, "email")) base_sb_puts(body, "\"\\\"\" email \"\\\"\"");
+            else return fail(c, COLIBRI_EUNSUPPORTED, path, "unsupported string format '%s' (date, time, date-time, "
+                             "uuid, email)", f);
             return 0;
         }
         if (hi >= 0 && hi < lo) return fail(c, COLIBRI_EINVAL, path, "maxLength %ld < minLength %ld", hi, lo);
@@ -249,7 +301,8 @@ static int type_body(struct conv *c, const cJSON *s, const char *type, const cha
         base_sb_puts(body, " \"\\\"\"");
         return 0;
     }
-    if (!strcmp(type, "number") || !strcmp(type, "integer") || !strcmp(type, "boolean") || !strcmp(type, "null")) {
+    if (!strcmp(type, "number") || !strcmp(type, "integer")) return number_body(c, s, type, path, body);
+    if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
         base_sb_append(body, type, strlen(type));
         return 0;
     }

@@ -266,13 +266,19 @@ static void test_string_formats(void)
 static void test_schema_refusals(void)
 {
     static const struct { const char *schema, *needle; int code; } R[] = {
-        { "{\"type\":\"string\",\"pattern\":\"^a+$\"}", "unsupported keyword 'pattern'", COLIBRI_EUNSUPPORTED },
-        { "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\",\"minimum\":0}}}",
-          "at .properties.n: unsupported keyword 'minimum'", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"string\",\"pattern\":\"^(?=a)\"}", "lookaround", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreferences", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"string\",\"pattern\":\"^a|b$\"}", "group the alternatives", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' beside", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\",\"minimum\":0.5}}}",
+          "at .properties.n: bounds of a 'number': a bound that is not a whole number", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"integer\",\"minimum\":3,\"maximum\":2}", "no integer lies between", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"integer\",\"multipleOf\":5}", "'multipleOf' 5", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"integer\",\"not\":{}}", "unsupported keyword 'not'", COLIBRI_EUNSUPPORTED },
         { "{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"$ref\":\"#/$defs/B\"},\"B\":{\"$ref\":\"#/$defs/A\"}}}",
           "$ref loop", COLIBRI_EINVAL },
         { "{\"$ref\":\"#/$defs/Missing\"}", "points at nothing", COLIBRI_EINVAL },
-        { "{\"type\":\"string\",\"format\":\"email\"}", "unsupported string format 'email'", COLIBRI_EUNSUPPORTED },
+        { "{\"type\":\"string\",\"format\":\"hostname\"}", "unsupported string format 'hostname'", COLIBRI_EUNSUPPORTED },
         { "{\"type\":\"tuple\"}", "unsupported type 'tuple'", COLIBRI_EUNSUPPORTED },
         { "{\"type\":\"object\",\"required\":[\"x\"]}", "not in 'properties'", COLIBRI_EUNSUPPORTED },
         { "[1,2", "not valid JSON", COLIBRI_EINVAL },
@@ -341,6 +347,102 @@ static void test_mask_many_alternatives(void)
     free(m1);
     free(m2);
     sample_grammar_state_free(st);
+}
+
+/* Whether grammar g accepts exactly text (its tokens one by one, then the end). */
+static int accepts(colibri_grammar *g, const char *text)
+{
+    struct colibri_err err = { 0 };
+    struct grammar_state *st = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (sample_grammar_state_new(g->g, &st, &err) ||
+        colibri_tokenizer_encode(tk, text, strlen(text), COLIBRI_ENCODE_NO_PARSE_SPECIAL, &ids, &n, NULL, &err)) {
+        CHECK(0, "%s", err.msg);
+        sample_grammar_state_free(st);
+        return -1;
+    }
+    int ok = 1;
+    for (size_t i = 0; ok && i < n; i++) ok = sample_grammar_allows(st, ids[i]) && !sample_grammar_accept(st, ids[i]);
+    ok = ok && sample_grammar_allows(st, colibri_tokenizer_eos(tk));
+    free(ids);
+    sample_grammar_state_free(st);
+    return ok;
+}
+
+static colibri_grammar *schema_grammar(const char *schema)
+{
+    struct colibri_err err = { 0 };
+    colibri_grammar *g = NULL;
+    CHECK(colibri_grammar_from_json_schema(tk, schema, &g, &err) == 0, "%s: %s", schema, err.msg);
+    return g;
+}
+
+/* minimum / maximum / exclusive*: every integer near the bounds is accepted
+ * exactly when it lies in the range, as the definition says; numbers with
+ * fractions at and around the bounds too. */
+static void test_number_ranges(void)
+{
+    static const struct { const char *schema; int integer; double lo, hi; int lo_x, hi_x, has_lo, has_hi; } R[] = {
+        { "{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}", 1, 0, 150, 0, 0, 1, 1 },
+        { "{\"type\":\"integer\",\"exclusiveMinimum\":0}", 1, 0, 0, 1, 0, 1, 0 },
+        { "{\"type\":\"integer\",\"minimum\":-20,\"exclusiveMaximum\":7}", 1, -20, 7, 0, 1, 1, 1 },
+        { "{\"type\":\"integer\",\"maximum\":-3}", 1, 0, -3, 0, 0, 0, 1 },
+        { "{\"type\":\"integer\",\"minimum\":95,\"maximum\":1005}", 1, 95, 1005, 0, 0, 1, 1 },
+        { "{\"type\":\"number\",\"minimum\":0,\"maximum\":150}", 0, 0, 150, 0, 0, 1, 1 },
+        { "{\"type\":\"number\",\"exclusiveMinimum\":0}", 0, 0, 0, 1, 0, 1, 0 },
+        { "{\"type\":\"number\",\"minimum\":-5,\"exclusiveMaximum\":5}", 0, -5, 5, 0, 1, 1, 1 },
+        { "{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":-1}", 0, -2, -1, 1, 0, 1, 1 },
+    };
+    static const char *const FRAC[] = { "", ".0", ".5", ".25", ".000", ".001", ".999" };
+    for (size_t r = 0; r < sizeof R / sizeof *R; r++) {
+        colibri_grammar *g = schema_grammar(R[r].schema);
+        if (!g) continue;
+        int bad = 0;
+        for (int v = -160; v <= 1100 && bad < 3; v += (v > -30 && v < 160) || (v > 80 && v < 1020) ? 1 : 7)
+            for (size_t f = 0; f < (R[r].integer ? 1 : sizeof FRAC / sizeof *FRAC) && bad < 3; f++) {
+                char text[48];
+                snprintf(text, sizeof text, "%s%d%s", v < 0 ? "-" : "", v < 0 ? -v : v, FRAC[f]);
+                double x = strtod(text, NULL);
+                int in = (!R[r].has_lo || (R[r].lo_x ? x > R[r].lo : x >= R[r].lo)) &&
+                         (!R[r].has_hi || (R[r].hi_x ? x < R[r].hi : x <= R[r].hi));
+                int got = accepts(g, text);
+                if (got != in) bad++;
+                CHECK(got == in, "%s: %s %s", R[r].schema, text, in ? "refused" : "accepted");
+            }
+        colibri_grammar_free(g);
+    }
+}
+
+/* pattern: strings matched by the definition of each regular expression
+ * (checked by hand), written as JSON text. */
+static void test_patterns(void)
+{
+    static const struct { const char *pattern, *json; int match; } P[] = {
+        { "^[A-Z][a-z]+$", "\"Paris\"", 1 }, { "^[A-Z][a-z]+$", "\"paris\"", 0 }, { "^[A-Z][a-z]+$", "\"P\"", 0 },
+        { "^\\d{3}-\\d{4}$", "\"555-1234\"", 1 }, { "^\\d{3}-\\d{4}$", "\"55-1234\"", 0 },
+        { "b.d", "\"xxabcdxx\"", 1 }, { "b.d", "\"xxabdxx\"", 0 }, { "^ab", "\"abzz\"", 1 }, { "^ab", "\"zab\"", 0 },
+        { "^(foo|bar)+$", "\"foobarfoo\"", 1 }, { "^(?:foo|bar)+$", "\"fob\"", 0 },
+        { "^[^0-9]*$", "\"no digits\"", 1 }, { "^[^0-9]*$", "\"a1\"", 0 },
+        { "^\"q\"\\\\$", "\"\\\"q\\\"\\\\\"", 1 },
+        { "^a\\sb$", "\"a\\tb\"", 1 }, { "^a\\sb$", "\"a-b\"", 0 },
+        { "^[\\w.-]+@x\\.org$", "\"jo.e-1@x.org\"", 1 }, { "^[\\w.-]+@x\\.org$", "\"jo e@x.org\"", 0 },
+        { "^\\u00e9{2,3}$", "\"\u00e9\u00e9\"", 1 }, { "^\\u00e9{2,3}$", "\"\u00e9\"", 0 },
+        { "^colou?r$", "\"color\"", 1 }, { "^colou?r$", "\"colouur\"", 0 },
+    };
+    for (size_t i = 0; i < sizeof P / sizeof *P; i++) {
+        cJSON *pat = cJSON_CreateString(P[i].pattern);
+        char *pj = cJSON_PrintUnformatted(pat);
+        char schema[256];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":%s}", pj);
+        colibri_grammar *g = schema_grammar(schema);
+        if (g) CHECK(accepts(g, P[i].json) == P[i].match, "pattern %s on %s: want %d", P[i].pattern, P[i].json, P[i].match);
+        colibri_grammar_free(g);
+        free(pj);
+        cJSON_Delete(pat);
+    }
+    colibri_grammar *g = schema_grammar("{\"type\":\"string\",\"format\":\"email\"}");
+    if (g) CHECK(accepts(g, "\"a.b+c@mail.example.org\"") == 1 && accepts(g, "\"a@b\"") == 0, "email");
     colibri_grammar_free(g);
 }
 
@@ -358,6 +460,8 @@ int main(void)
     RUN_TEST(test_string_formats);
     RUN_TEST(test_schema_refusals);
     RUN_TEST(test_mask_many_alternatives);
+    RUN_TEST(test_number_ranges);
+    RUN_TEST(test_patterns);
     colibri_tokenizer_free(tk);
     return CHECK_SUMMARY();
 }
