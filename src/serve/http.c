@@ -46,6 +46,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "serve/api_conv.h"
 #include "serve/http_conn.h"
 #include "serve/info.h"
 #include "serve/offload.h"
@@ -63,7 +64,7 @@
 
 enum route {
     R_NONE = 0, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_PROPS, R_SLOTS, R_TOKENIZE, R_DETOKENIZE,
-    R_COMPLETIONS, R_CHAT, R_COUNT
+    R_COMPLETIONS, R_CHAT, R_MESSAGES, R_RESPONSES, R_EMBEDDINGS, R_COUNT
 };
 
 /* Per-request state, from the first call of the access handler to the
@@ -93,6 +94,7 @@ struct req {
     struct job *prep_job;
     struct oai_error prep_err;
     double t_body;              /* when it was handed off: the job's submit time */
+    enum serve_api api;         /* the wire format of the answer (api_conv.h) */
 };
 
 /* A streaming response's state, owned by its content reader. */
@@ -107,7 +109,13 @@ struct stream {
      * (code points) and whether its finish chunk went out */
     int *c_next, *c_ended;
     size_t *c_chars;
+    /* another API's stream: the chat chunks go to raw, its events to out */
+    struct serve_api_stream *conv;
+    struct strbuf raw;
 };
+
+/* Where a stream's chat chunks go. */
+static struct strbuf *chunks(struct stream *st) { return st->conv ? &st->raw : &st->out; }
 
 /* ------------------------------------------------------------ responses */
 
@@ -166,7 +174,7 @@ static enum MHD_Result respond_json(struct serve *sv, struct req *rq, struct MHD
 static enum MHD_Result respond_error(struct serve *sv, struct req *rq, struct MHD_Connection *c,
                                      const struct oai_error *e)
 {
-    return respond_json(sv, rq, c, e->status, oai_error_json(e));
+    return respond_json(sv, rq, c, e->status, serve_api_error(rq->api, e));
 }
 
 /* ------------------------------------------------------------ jobs */
@@ -197,24 +205,24 @@ static void stream_group(struct stream *st)
         pthread_mutex_lock(&g->mu);
         job_error(g, &e);
         pthread_mutex_unlock(&g->mu);
-        oai_stream_error(&st->out, &e);
+        oai_stream_error(chunks(st), &e);
         st->done = 1;
         return;
     }
     for (int i = 0; i < g->n_choices; i++) {
         struct job *c = g->choice[i];
         pthread_mutex_lock(&c->mu);
-        oai_stream_events(&st->out, m, c, st->c_next[i], c->n_ev, &st->c_chars[i]);
+        oai_stream_events(chunks(st), m, c, st->c_next[i], c->n_ev, &st->c_chars[i]);
         st->c_next[i] = c->n_ev;
         if (c->finish != JOB_RUNNING && !st->c_ended[i]) {
-            serve_oai_stream_finish(&st->out, m, c);
+            serve_oai_stream_finish(chunks(st), m, c);
             st->c_ended[i] = 1;
         }
         pthread_mutex_unlock(&c->mu);
     }
     if (fin != JOB_RUNNING) {       /* every choice ended (their chunks are out) */
         pthread_mutex_lock(&g->mu);
-        oai_stream_end(&st->out, m, g);
+        oai_stream_end(chunks(st), m, g);
         pthread_mutex_unlock(&g->mu);
         st->done = 1;
     }
@@ -226,18 +234,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct job *j = st->job;
     const struct oai_model *m = &st->sv->om;
     for (;;) {
-        if (st->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->conv && st->raw.n) serve_api_stream_feed(st->conv, &st->raw, &st->out);
+        if (st->out.failed || st->raw.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (st->out.n > 0) {
             size_t k = st->out.n < max ? st->out.n : max;
             memcpy(buf, st->out.s, k);
             base_sb_consume(&st->out, k);
             return (ssize_t)k;
         }
-        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->done && !st->raw.n) return MHD_CONTENT_READER_END_OF_STREAM;
         if (!st->started) {
             st->started = 1;
-            if (!j->n_choices) oai_stream_start(&st->out, m, j);
-            for (int i = 0; i < j->n_choices; i++) oai_stream_start(&st->out, m, j->choice[i]);
+            if (!j->n_choices) oai_stream_start(chunks(st), m, j);
+            for (int i = 0; i < j->n_choices; i++) oai_stream_start(chunks(st), m, j->choice[i]);
             continue;
         }
         if (!waiter_wait(&st->w, st->next_ev)) return 0;    /* suspended until j changes */
@@ -254,14 +263,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             pthread_mutex_unlock(&j->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        oai_stream_events(&st->out, m, j, st->next_ev, j->n_ev, &st->chars);
+        oai_stream_events(chunks(st), m, j, st->next_ev, j->n_ev, &st->chars);
         st->next_ev = j->n_ev;
         if (j->finish != JOB_RUNNING) {
-            if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) oai_stream_end(&st->out, m, j);
+            if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) oai_stream_end(chunks(st), m, j);
             else {
                 struct oai_error e;
                 job_error(j, &e);
-                oai_stream_error(&st->out, &e);
+                oai_stream_error(chunks(st), &e);
             }
             st->done = 1;
         }
@@ -276,6 +285,8 @@ static void stream_free(void *cls)
     serve_job_cancel(st->job);        /* no-op when finished; frees the slots when not */
     job_release(st->job);
     base_sb_free(&st->out);
+    base_sb_free(&st->raw);
+    serve_api_stream_free(st->conv);
     free(st->c_next);
     free(st->c_ended);
     free(st->c_chars);
@@ -294,6 +305,11 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
     if (j->finish == JOB_FIN_STOP || j->finish == JOB_FIN_LENGTH) {
         char *s = oai_response(&sv->om, j);
         pthread_mutex_unlock(&j->mu);
+        if (s && rq->api) {
+            char *t = serve_api_response(rq->api, s);
+            free(s);
+            s = t;
+        }
         ret = respond_json(sv, rq, c, 200, s);
     } else if (j->finish == JOB_RUNNING) {
         pthread_mutex_unlock(&j->mu);
@@ -333,7 +349,8 @@ static int prep_handoff(struct serve *sv, struct MHD_Connection *c, struct req *
     return 0;
 }
 
-static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
+static enum MHD_Result do_generate_body(struct serve *sv, struct MHD_Connection *c, struct req *rq,
+                                        enum job_kind kind, const char *body, size_t body_len)
 {
     struct oai_error e;
     double t_arrival = base_now_sec();
@@ -343,10 +360,10 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
         j = rq->prep_job;
         rq->prep_job = NULL;
         e = rq->prep_err;
-    } else if (prep_handoff(sv, c, rq, kind)) {
-        return MHD_YES;
+    } else if (body == rq->body.s && prep_handoff(sv, c, rq, kind)) {
+        return MHD_YES;     /* only the request's own body goes to a prep thread: it outlives the handoff */
     } else {
-        j = oai_parse(&sv->om, kind, rq->body.s ? rq->body.s : "", rq->body.n, &e);
+        j = oai_parse(&sv->om, kind, body, body_len, &e);
     }
     if (!j) return respond_error(sv, rq, c, &e);
     j->t_submit = t_arrival;
@@ -378,6 +395,10 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
         }
         st->sv = sv;
         st->job = j;
+        if (rq->api && !(st->conv = serve_api_stream_new(rq->api, sv->om.id, j->n_prompt))) {
+            stream_free(st);
+            return MHD_NO;
+        }
         if (j->n_choices) {
             st->c_next = calloc((size_t)j->n_choices, sizeof *st->c_next);
             st->c_ended = calloc((size_t)j->n_choices, sizeof *st->c_ended);
@@ -404,6 +425,45 @@ static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, s
     waiter_attach(sv->cw, &rq->w, c, rq->conn, j);
     if (!waiter_wait(&rq->w, INT32_MAX)) return MHD_YES;   /* suspended: called again when j changes */
     return finish_generate(sv, c, rq);
+}
+
+static enum MHD_Result do_generate(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum job_kind kind)
+{
+    return do_generate_body(sv, c, rq, kind, rq->body.s ? rq->body.s : "", rq->body.n);
+}
+
+/* /v1/messages and /v1/responses: the body translated to a chat request,
+ * the answer back to the API's format (api_conv.h). */
+static enum MHD_Result do_api(struct serve *sv, struct MHD_Connection *c, struct req *rq, enum serve_api api)
+{
+    struct oai_error e;
+    int stream = 0;
+    rq->api = api;
+    char *chat = serve_api_request(api, rq->body.s ? rq->body.s : "", rq->body.n, &stream, &e);
+    if (!chat) return respond_error(sv, rq, c, &e);
+    enum MHD_Result r = do_generate_body(sv, c, rq, JOB_CHAT, chat, strlen(chat));
+    free(chat);
+    return r;
+}
+
+static enum MHD_Result do_messages(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    return do_api(sv, c, rq, SERVE_API_ANTHROPIC);
+}
+
+static enum MHD_Result do_responses(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    return do_api(sv, c, rq, SERVE_API_RESPONSES);
+}
+
+/* /v1/embeddings: a 501 that says why, rather than a bare 404. */
+static enum MHD_Result do_embeddings(struct serve *sv, struct MHD_Connection *c, struct req *rq)
+{
+    struct oai_error e;
+    oai_error_set(&e, 501, "invalid_request_error", "unsupported_endpoint", NULL,
+                  "/v1/embeddings is not supported by colibri: it serves generative (causal LM) models, which have "
+                  "no embedding head; use a dedicated embedding model server");
+    return respond_error(sv, rq, c, &e);
 }
 
 static enum MHD_Result do_metrics(struct serve *sv, struct MHD_Connection *c, struct req *rq)
@@ -523,6 +583,9 @@ static const struct route_def ROUTES[R_COUNT] = {
     [R_DETOKENIZE] = { "/detokenize", "POST", 0, METRICS_EP_DETOKENIZE, 1, do_detokenize },
     [R_COMPLETIONS] = { "/v1/completions", "POST", 0, METRICS_EP_COMPLETIONS, 1, do_completions },
     [R_CHAT] = { "/v1/chat/completions", "POST", 0, METRICS_EP_CHAT, 1, do_chat },
+    [R_MESSAGES] = { "/v1/messages", "POST", 0, METRICS_EP_OTHER, 1, do_messages },
+    [R_RESPONSES] = { "/v1/responses", "POST", 0, METRICS_EP_OTHER, 1, do_responses },
+    [R_EMBEDDINGS] = { "/v1/embeddings", "POST", 0, METRICS_EP_OTHER, 1, do_embeddings },
 };
 
 /* ------------------------------------------------------------ dispatch */
@@ -540,6 +603,8 @@ static int authorized(const struct serve *sv, struct MHD_Connection *c)
 {
     if (!sv->o.api_key || !sv->o.api_key[0]) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");   /* Anthropic's clients */
+    if (x && key_equal(x, sv->o.api_key)) return 1;
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     h += 7;
     while (*h == ' ') h++;
@@ -614,6 +679,8 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
     snprintf(rq->method, sizeof rq->method, "%s", method);
     rq->t_arrival = base_now_sec();
     rq->route = find_route(url, method, &path_route);
+    rq->api = rq->route == R_MESSAGES ? SERVE_API_ANTHROPIC : rq->route == R_RESPONSES ? SERVE_API_RESPONSES
+                                                                                      : SERVE_API_OPENAI;
     atomic_fetch_add(&sv->met.requests[ROUTES[rq->route ? rq->route : path_route].ep], 1);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     rq->conn = ci ? ci->socket_context : NULL;
@@ -661,7 +728,7 @@ static enum MHD_Result first_call(struct serve *sv, struct MHD_Connection *c, st
 static void refuse_upload(struct serve *sv, struct MHD_Connection *c, struct req *rq, const struct oai_error *e)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    char *json = oai_error_json(e);
+    char *json = serve_api_error(rq->api, e);
     if (!ci || !json) {
         free(json);
         return;
