@@ -65,5 +65,6 @@ void serve_api_stream_free(struct serve_api_stream *s)
 {
     if (!s) return;
     cJSON_Delete(s->acc);
+    base_sb_free(&s->cur);
     free(s);
 }

@@ -45,6 +45,9 @@ struct serve_api_stream {
     int tool_index;             /* the chat tool_calls index of an open tool block */
     char finish[32];            /* the chat finish_reason */
     struct cJSON *acc;          /* Responses: the response object being built */
+    struct strbuf cur;          /* Responses: the open item's text (or arguments) so far */
+    int seq;                    /* Responses: the next event's sequence_number */
+    char item_id[48];           /* Responses: the open item's id */
 };
 struct cJSON;
 struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *model, int n_prompt);
