@@ -57,7 +57,7 @@ static const char PRELUDE[] =
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
     "hex ::= [0-9a-fA-F]\n"
     "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
-    "email ::= [A-Za-z0-9._%+-]+ \"@\" [A-Za-z0-9-]+ ( \".\" [A-Za-z0-9-]+ )+\n";
+    "email ::= [A-Za-z0-9._%+-]{1,64} \"@\" [A-Za-z0-9-]{1,63} ( \".\" [A-Za-z0-9-]{1,63} ){1,4}\n";
 
 static int fail(struct conv *c, int code, const char *path, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(struct conv *c, int code, const char *path, const char *fmt, ...)

@@ -5,17 +5,19 @@
 # tests/serve/test_ops.py (alias, CORS, HEAD, tokenize, props, slots, the
 # request log, histograms), tests/serve/test_choices.py (n > 1) and
 # tests/serve/test_tool_syntaxes.py (two more servers, with GLM's and
-# Qwen3-Coder's templates) against them, then checks that SIGTERM drains an
+# Qwen3-Coder's templates) against them, tests/serve/test_agents.py (tool calls,
+# JSON Schema, /v1/messages, /v1/responses) against one more on the bundled
+# colibri-tiny, then checks that SIGTERM drains an
 # in-flight stream and exits 0. Bounded in time; kills what it started on
 # every exit path.
 set -u
 COLIBRI=${COLIBRI:-build/colibri}
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d)
-pid_a=""; pid_b=""; pid_c=""; pid_d=""; pid_e=""; pid_f=""; pid_g=""
+pid_a=""; pid_b=""; pid_c=""; pid_d=""; pid_e=""; pid_f=""; pid_g=""; pid_h=""
 
 cleanup() {
-    for p in $pid_a $pid_b $pid_c $pid_d $pid_e $pid_f $pid_g; do kill -9 "$p" 2>/dev/null; done
+    for p in $pid_a $pid_b $pid_c $pid_d $pid_e $pid_f $pid_g $pid_h; do kill -9 "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -92,6 +94,15 @@ export SERVE_URL_GLM="http://127.0.0.1:$port_f" SERVE_URL_QWEN_CODER="http://127
 timeout 120 "$PY" tests/serve/test_tool_syntaxes.py || fail "tests/serve/test_tool_syntaxes.py failed"
 stop f
 stop g
+
+# the bundled model with its own template: what agents hit first (tests/serve/test_agents.py)
+keyarg="--api-key test-key"
+model_dir=models/colibri-tiny
+start h --slots 2
+model_dir=""
+export SERVE_URL_TINY="http://127.0.0.1:$port_h"
+timeout 240 "$PY" tests/serve/test_agents.py || fail "tests/serve/test_agents.py failed"
+stop h
 
 # SIGTERM during a stream: the stream completes ([DONE]) and the server exits 0.
 # This server takes its key from the environment.
