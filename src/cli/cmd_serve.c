@@ -21,7 +21,8 @@ int cmd_serve(int argc, char **argv)
                              .max_queue = 64, .drain_s = 30, .timeout_s = SERVE_TIMEOUT_S,
                              .max_conns = SERVE_MAX_CONNS, .max_conns_per_addr = SERVE_MAX_CONNS_PER_ADDR };
     const char *kv = NULL, *kv_dir = NULL, *api_key_file = NULL;
-    int max_body_kib = 4096, drain = 30;
+    int max_body_kib = 4096, drain = 30, n_predict = 0, seed = -1;
+    float temp = -1;
     struct cli_mpi cm = CLI_MPI_INIT;
     const struct opt opts[] = {
         { "model", 'm', OPT_STR, &so.model_dir, "model directory (config.json, safetensors, tokenizer.json); "
@@ -74,6 +75,12 @@ int cmd_serve(int argc, char **argv)
                                        "them (default 30)", 0, 86400 },
         OPTS_MPI(cm),
         OPTS_MTP(so.mtp, so.n_draft),
+        { "temp", 0, OPT_FLOAT, &temp, "default temperature of requests that give none (default 1, as OpenAI's)",
+          0, 2 },
+        { "n-predict", 'n', OPT_INT, &n_predict, "default max_tokens of requests that give none (default: the rest "
+                                                 "of the context)", 0, 1 << 24 },
+        { "seed", 0, OPT_INT, &seed, "default seed of requests that give none (default -1: a new one per request)",
+          -1, 2147483647 },
         { "step-delay-ms", 0, OPT_INT, &so.step_delay_ms, "sleep after each scheduler step (testing aid; default 0)",
           0, 10000 },
     };
@@ -94,6 +101,8 @@ int cmd_serve(int argc, char **argv)
     if (rc) return rc > 0 ? 0 : 2;
     so.kv_tier = kv ? kv : opts_env_kv_tier();
     so.kv_dir = kv_dir;
+    so.defaults = (struct oai_defaults){ .has_temp = temp >= 0, .temp = temp, .has_max_tokens = n_predict > 0,
+                                         .max_tokens = n_predict, .has_seed = seed >= 0, .seed = seed };
     char key_buf[4096];
     if (api_key_file) {
         if (so.api_key) {

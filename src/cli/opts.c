@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "colibri.h"
 
@@ -52,6 +54,59 @@ static const struct { const char *alias, *name; } ALIASES[] = {
     { "--n-predict", "gen" },  { "--max-tokens", "n-predict" }, { "--threads-batch", "threads" },
     { "--repeat_penalty", "repeat-penalty" },
 };
+
+/* llama-server habits a pasted command line brings: switches for what
+ * colibri always does (accepted with a one-line note, their value too where
+ * llama.cpp takes one), and ones with no counterpart (refused, naming what
+ * to use instead). Return: 1 handled (*skip: how many values it took), -1
+ * refused, 0 not one of them. */
+static int habit(const char *a, size_t len, const char *next, int *skip)
+{
+    static const struct { const char *name; int value; int refuse; const char *note; } H[] = {
+        { "--jinja", 0, 0, "colibri always runs the model's own Jinja chat template" },
+        { "-fa", 2, 0, "colibri's attention is always fused (there is no flash-attention switch)" },
+        { "--flash-attn", 2, 0, "colibri's attention is always fused (there is no flash-attention switch)" },
+        { "-cb", 0, 0, "colibri batches requests continuously, always" },
+        { "--cont-batching", 0, 0, "colibri batches requests continuously, always" },
+        { "--metrics", 0, 0, "colibri serve always answers /metrics" },
+        { "--no-mmap", 0, 0, "colibri maps the weights read-only and pages them in as needed; bound their memory "
+                             "with --ram" },
+        { "-ngl", 1, 1, "colibri offloads no count of layers: decode runs on a device with --device cuda (a CUDA "
+                        "build, make CUDA=1), else on the CPU" },
+        { "--n-gpu-layers", 1, 1, "colibri offloads no count of layers: decode runs on a device with --device cuda "
+                                  "(a CUDA build, make CUDA=1), else on the CPU" },
+        { "--gpu-layers", 1, 1, "colibri offloads no count of layers: decode runs on a device with --device cuda (a "
+                                "CUDA build, make CUDA=1), else on the CPU" },
+    };
+    for (size_t i = 0; i < sizeof H / sizeof *H; i++) {
+        if (strlen(H[i].name) != len || strncmp(a, H[i].name, len)) continue;
+        if (H[i].refuse) {
+            fprintf(stderr, "colibri: option '%s' is not taken: %s\n", H[i].name, H[i].note);
+            return -1;
+        }
+        /* value 2: llama.cpp's newer on|off|auto, taken when it is there */
+        *skip = H[i].value == 1 || (H[i].value == 2 && next && (!strcmp(next, "on") || !strcmp(next, "off") ||
+                                                                  !strcmp(next, "auto")));
+        fprintf(stderr, "colibri: note: %s ignored: %s\n", H[i].name, H[i].note);
+        return 1;
+    }
+    if (len == 7 && !strncmp(a, "--mlock", 7)) {
+        /* lock every page, the model's mapping included, as it is touched */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur != RLIM_INFINITY) {
+            fprintf(stderr, "colibri: --mlock: the locked-memory limit is %llu KiB (ulimit -l); raise it to "
+                            "unlimited to lock the weights in RAM\n", (unsigned long long)rl.rlim_cur / 1024);
+            return -1;
+        }
+        if (mlockall(MCL_CURRENT | MCL_FUTURE)) {
+            fprintf(stderr, "colibri: --mlock: mlockall failed: %s\n", strerror(errno));
+            return -1;
+        }
+        *skip = 0;
+        return 1;
+    }
+    return 0;
+}
 
 /* Options colibri once took, with what to do instead, so an old script
  * gets an error it can act on. */
@@ -121,6 +176,12 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, char **pos, 
             const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
             size_t len = eq ? (size_t)(eq - a) : strlen(a);
             const struct opt *o = find(spec, a, len);
+            int skip = 0, h = o ? 0 : habit(a, len, eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL, &skip);
+            if (h < 0) return -1;
+            if (h > 0) {
+                if (!eq) i += skip;
+                continue;
+            }
             if (!o) {
                 const char *why = retired(a, len);
                 if (why) fprintf(stderr, "colibri: option '%.*s' is no longer taken: %s\n", (int)len, a, why);

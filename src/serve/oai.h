@@ -16,6 +16,15 @@
 #include "serve/job.h"
 #include "base/strbuf.h"
 
+/* The server's defaults for fields a request leaves out (llama-server's
+ * --temp, -n and --seed): has_* says whether the command line set each. */
+struct oai_defaults {
+    int has_temp, has_max_tokens, has_seed;
+    float temp;
+    int max_tokens;
+    long long seed;
+};
+
 /* What the parser needs to know about the served model. */
 struct oai_model {
     const char *id;             /* the model name clients must send (or omit) */
@@ -26,6 +35,7 @@ struct oai_model {
     long created;
     int reasoning_deepseek;     /* split <think>...</think> off into reasoning_content (--reasoning-format) */
     int n_slots, max_queue;     /* the scheduler's: a request's n choices take n slots (and queue places) */
+    struct oai_defaults dflt;   /* the server's defaults for fields a request leaves out */
 };
 
 /* An error response: HTTP status and the OpenAI error object's fields. */

@@ -144,7 +144,7 @@ static int parse_common(const struct oai_model *m, const cJSON *root, struct job
         return -oai_error_set(e, 400, BAD, NULL, "best_of", "'best_of' must be 1 (got %lld)", best_of);
 
     double x;
-    p->temperature = 1.0f;
+    p->temperature = m->dflt.has_temp ? m->dflt.temp : 1.0f;
     p->top_p = 1.0f;
     int r;
     if ((r = get_number(root, "temperature", 0, 2, &x, e)) < 0) return -1;
@@ -157,7 +157,8 @@ static int parse_common(const struct oai_model *m, const cJSON *root, struct job
     if (r) p->frequency_penalty = (float)x;
     long long seed;
     if ((r = get_int(root, "seed", -9.2e18, 9.2e18, &seed, e)) < 0) return -1;
-    p->seed = r ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)j;
+    p->seed = r ? (uint64_t)seed : m->dflt.has_seed ? (uint64_t)m->dflt.seed
+                                                    : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)j;
     if (oai_parse_sampling(m, root, p, e) || oai_parse_format(m, root, p, e)) return -1;
     if (get_bool(root, "stream", &p->stream, e) < 0) return -1;
     const cJSON *so = field(root, "stream_options");
@@ -377,7 +378,8 @@ static int parse_body(const struct oai_model *m, const cJSON *root, const char *
         return -oai_error_set(e, 400, BAD, "context_length_exceeded", pname,
                               "This model's maximum context length is %d tokens, but the prompt has %d tokens "
                               "(at least one more is needed to generate)", m->n_ctx, j->n_prompt);
-    if (!r) max_tokens = m->n_ctx - j->n_prompt;
+    if (!r && m->dflt.has_max_tokens && m->dflt.max_tokens < m->n_ctx - j->n_prompt) max_tokens = m->dflt.max_tokens;
+    else if (!r) max_tokens = m->n_ctx - j->n_prompt;
     if (j->n_prompt + max_tokens > m->n_ctx)
         return -oai_error_set(e, 400, BAD, "context_length_exceeded", mt_name,
                               "This model's maximum context length is %d tokens; the request asks for %d prompt "

@@ -58,7 +58,10 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
         size_t len;
         char *src = base_read_file_all(opts->chat_template, &len);
         if (!src) {
-            rc = base_err_set(err, COLIBRI_EIO, "--chat-template %s: cannot read it", opts->chat_template);
+            rc = base_err_set(err, COLIBRI_EIO, "--chat-template %s: cannot read it (colibri takes a Jinja template "
+                              "file here, not a built-in name like llama.cpp's chatml: a model without a template of "
+                              "its own gets the built-in its tokens name, deepseek_v3, kimi_k2 or glm)",
+                              opts->chat_template);
             goto fail;
         }
         rc = colibri_tokenizer_set_chat_template(sv->tok, src, len, opts->chat_template, err);
@@ -85,7 +88,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     sv->om = (struct oai_model){ .reasoning_deepseek = reasoning, .id = sv->model_id, .tok = sv->tok,
                                  .n_vocab = info.vocab, .n_ctx = n_ctx, .n_ctx_model = info.max_position_embeddings,
                                  .created = (long)time(NULL), .n_slots = opts->n_slots,
-                                 .max_queue = opts->max_queue };
+                                 .max_queue = opts->max_queue, .dflt = opts->defaults };
     int n_draft = 0, draft_auto = 0;
     if (opts->mtp && strcmp(opts->mtp, "off")) {
         int on = !strcmp(opts->mtp, "on");

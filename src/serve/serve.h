@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "colibri.h"
+#include "serve/oai.h"
 
 /* Connection defaults. Idle connections cost no thread, so the limits are
  * about descriptors and memory (about 130 KiB at most per connection): one
@@ -69,6 +70,7 @@ struct serve_opts {
     int step_delay_ms;          /* sleep per scheduler iteration (tests, demos) */
     const char *mtp;            /* speculative decoding with the model's MTP layer: NULL/"off", "on" or "auto" */
     int n_draft;                /* drafts per step with mtp on|auto (0: 2) */
+    struct oai_defaults defaults; /* a request's sampling defaults (--temp, -n, --seed) */
     double drain_s;             /* shutdown: wait this long for in-flight work */
 };
 

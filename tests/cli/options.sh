@@ -38,6 +38,19 @@ for a in "-c -5" "--ctx-size=-5"; do
     if "$COLIBRI" serve $a 2>"$t.e"; then exit 1; fi
     grep -q -- "--ctx: -5 is out of range" "$t.e"
 done
+# llama-server habits: meaningless switches pass with a note naming them, -ngl is refused naming --device
+"$COLIBRI" run -p "It is a truth" -n 6 --temp 0 --jinja -fa on -cb > "$t.h" 2>"$t.e"
+cmp "$t.a" "$t.h"
+grep -q "note: --jinja ignored" "$t.e" && grep -q "note: -fa ignored" "$t.e" && grep -q "note: -cb ignored" "$t.e"
+for a in "-ngl 99" "--n-gpu-layers=99"; do
+    # shellcheck disable=SC2086
+    if "$COLIBRI" run -p hi $a 2>"$t.e"; then exit 1; fi
+    grep -q -- "--device cuda" "$t.e"
+done
+if "$COLIBRI" serve --chat-template chatml --port 0 2>"$t.e"; then exit 1; fi
+grep -q "not a built-in name like llama.cpp's chatml" "$t.e"
+if "$COLIBRI" serve --temp 3 2>"$t.e"; then exit 1; fi
+grep -q -- "--temp: 3 is out of range" "$t.e"
 # colibri info reads only the headers: well under the model's size in memory, and quick
 python3 - "$COLIBRI" <<'PY'
 import os, subprocess, sys, time

@@ -98,7 +98,7 @@ stop g
 # the bundled model with its own template: what agents hit first (tests/serve/test_agents.py)
 keyarg="--api-key test-key"
 model_dir=models/colibri-tiny
-start h --slots 2
+start h --slots 2 -n 5 --seed 7 --jinja
 model_dir=""
 export SERVE_URL_TINY="http://127.0.0.1:$port_h"
 timeout 240 "$PY" tests/serve/test_agents.py || fail "tests/serve/test_agents.py failed"

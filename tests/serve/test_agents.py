@@ -5,7 +5,7 @@ in plain HTTP/JSON: tool calls that hold at default settings, the tool round tri
 JSON Schema keywords, thinking switches, /v1/messages (Anthropic), /v1/responses
 (OpenAI Responses) and /v1/embeddings.
 
-Environment: SERVE_URL_TINY (the server), SERVE_KEY (its API key).
+Environment: SERVE_URL_TINY (the server, started with -n 5 --seed 7), SERVE_KEY (its API key).
 The model is a toy: the tests check shapes, grammars and wire formats, never the
 text. Prints one line per test and "N passed, N failed"; exits 1 on any failure.
 """
@@ -306,6 +306,16 @@ def test_responses_stream_events():
     args = "".join(d["delta"] for n, d in evs if n == "response.function_call_arguments.delta")
     item = evs[-1][1]["response"]["output"][0]
     check(item["type"] == "function_call" and item["arguments"] == args and json.loads(args)["city"], f"{item} {args!r}")
+
+
+def test_serve_defaults_from_the_command_line():
+    # the server runs with -n 5 --seed 7: a request that gives neither gets them
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story"}], "temperature": 1}
+    a, b = post("/v1/chat/completions", body)[1], post("/v1/chat/completions", body)[1]
+    check(a["usage"]["completion_tokens"] <= 5 and a["choices"][0]["finish_reason"] == "length", f"{a}")
+    check(a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"], f"seed: {a} {b}")
+    c = post("/v1/chat/completions", dict(body, max_tokens=9, seed=8))[1]
+    check(c["usage"]["completion_tokens"] == 9, f"the request's own max_tokens: {c}")
 
 
 def test_embeddings_refused_by_name():
