@@ -173,12 +173,14 @@ test-full:
 lint:
 	@python3 tools/lint.py
 
-# langchain-openai against the server on colibri-tiny (tests/clients): not part of
+# langchain-openai, and the anthropic and openai clients on /v1/messages and /v1/responses,
+# against the server on colibri-tiny (tests/clients): not part of
 # `test`, as it needs the packages of tests/clients/requirements.txt (installed by
 # .ci/run into build/venv-clients; PYTHON names the interpreter that has them).
 CLIENTS_PYTHON ?= $(BUILD)/venv-clients/bin/python3
 test-clients: $(BUILD)/colibri
 	@COLIBRI=$(BUILD)/colibri PYTHON=$(CLIENTS_PYTHON) sh tests/clients/langchain.sh
+	@COLIBRI=$(BUILD)/colibri PYTHON=$(CLIENTS_PYTHON) sh tests/clients/agents.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
 bench: $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar $(BUILD)/bench/mtp_window $(BUILD)/bench/dequant
