@@ -15,7 +15,9 @@ mouse clicks), waits for the streamed reply, and checks that the reply in the
 page is the server's greedy reply to the same conversation, that the stats
 line shows tokens/s and cached tokens, that the Stop button cancels a
 running reply (the server's slot goes idle), and that the screenshot of the
-reply shows ink on paper. Without a browser it prints "skipped: ..." and
+reply shows ink on paper, that a reasoning reply (a canned stream) shows its
+reasoning in a fold and its tool calls, and that the chat keeps its width at
+390 px (a phone) as at 1280. Without a browser it prints "skipped: ..." and
 exits 77, which tests/run.sh counts as skipped, never as passed.
 """
 import base64
@@ -286,6 +288,45 @@ def main():
         check(not any(s["is_processing"] for s in api("/slots")), "the slot still runs after Stop")
         n = b.js("document.querySelectorAll('.msg.assistant .text')[1].textContent.length")
         print(f"ok   Stop cancelled the reply after {n} characters; the slot is idle", flush=True)
+        passed += 1
+        # a reasoning reply with a tool call (a canned stream, as a DeepSeek-R1 or V3.1 server sends it):
+        # the reasoning in a fold, open while it streams and folded once the answer starts, the call shown
+        canned = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+                  {"choices": [{"index": 0, "delta": {"reasoning_content": "Think "}}]},
+                  {"choices": [{"index": 0, "delta": {"reasoning_content": "twice."}}]},
+                  {"choices": [{"index": 0, "delta": {"content": "Done."}}]},
+                  {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "type": "function",
+                                                                      "function": {"name": "f", "arguments": ""}}]}}]},
+                  {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"a\": 1}"}}]},
+                                "finish_reason": "tool_calls"}]}]
+        sse = "".join("data: " + json.dumps(c) + "\n\n" for c in canned) + "data: [DONE]\n\n"
+        b.js("window.realFetch = window.fetch; window.fetch = async () => new Response(" + json.dumps(sse) +
+             ", {status: 200, headers: {'Content-Type': 'text/event-stream'}})")
+        b.type_into("#input", "Think")
+        b.click("#send")
+        b.wait_js("document.querySelectorAll('.msg.assistant').length == 3 && "
+                  "document.querySelectorAll('.msg.assistant')[2].dataset.state")
+        last = "document.querySelectorAll('.msg.assistant')[2]"
+        got = b.js("(() => { const m = " + last + "; const d = m.querySelector('details.reasoning');"
+                   " return [d && d.querySelector('.thought').textContent, d && d.open,"
+                   " m.querySelector('.text').textContent, m.querySelector('.calls').textContent]; })()")
+        check(got == ["Think twice.", False, "Done.", "\u2192 f({\"a\": 1})"], f"reasoning reply shown as {got}")
+        b.js("window.fetch = window.realFetch")
+        print(f"ok   reasoning in a fold, the tool call shown: {got}", flush=True)
+        passed += 1
+
+        # usable at phone width: the chat keeps the width, the settings go above it
+        widths = {}
+        for w in (1280, 390):
+            b.call("Emulation.setDeviceMetricsOverride", {"width": w, "height": 800, "deviceScaleFactor": 1,
+                                                          "mobile": w < 700})
+            widths[w] = b.js("[document.getElementById('chat').getBoundingClientRect().width,"
+                             " document.querySelector('aside').getBoundingClientRect().width,"
+                             " document.documentElement.scrollWidth]")
+        check(widths[1280][0] > 900 and widths[1280][1] >= 250, f"1280 px: chat and settings side by side: {widths}")
+        check(widths[390][0] >= 380 and widths[390][2] <= 390, f"390 px: chat {widths[390][0]} px wide, page "
+                                                                f"{widths[390][2]} px: {widths}")
+        print(f"ok   layout at 1280 and 390 px: {widths}", flush=True)
         passed += 1
     except Exception as e:  # noqa: BLE001 - reported below
         failed.append(repr(e))
