@@ -186,6 +186,8 @@ static int u8_feed(struct u8 *u, unsigned char b, int *done)
     u->hi = u->lo | ((1u << (6 * u->need)) - 1);
     if (u->lo < u->min) u->lo = u->min;
     if (u->hi > 0x10ffff) u->hi = 0x10ffff;
+    /* a prefix that can only end in a surrogate (ED A0..BF) starts no character */
+    if (u->lo >= 0xd800 && u->hi <= 0xdfff) return 0;
     return u->lo <= u->hi;
 }
 

@@ -83,6 +83,32 @@ static void test_allows(void)
     CHECK(sample_grammar_accept(st, c3) == 0 && !sample_grammar_allows(st, eos) && sample_grammar_allows(st, a9), "then its second");
     sample_grammar_accept(st, a9);
     CHECK(sample_grammar_allows(st, eos) && sample_grammar_done(st), "complete: only the end");
+    /* ED A0..BF would begin a surrogate, which UTF-8 never encodes: after ED, 9F may come, B0 may not
+     * (a negated class holds U+D800..DFFF as numbers, yet no text can reach them) */
+    {
+        int32_t ed = -1, b0 = -1, x9f = -1;
+        for (int32_t i = 0; i < colibri_tokenizer_n_vocab(tk); i++) {
+            char *t = NULL;
+            size_t len = 0;
+            if (colibri_tokenizer_decode(tk, &i, 1, 0, &t, &len, &err) == 0 && len == 1) {
+                if ((unsigned char)t[0] == 0xed) ed = i;
+                if ((unsigned char)t[0] == 0xb0) b0 = i;
+                if ((unsigned char)t[0] == 0x9f) x9f = i;
+            }
+            free(t);
+        }
+        colibri_grammar *gn = NULL;
+        const char *neg = "root ::= [^a]+";
+        struct grammar_state *sn = NULL;
+        CHECK(ed >= 0 && b0 >= 0 && x9f >= 0 && colibri_grammar_new(tk, neg, strlen(neg), &gn, &err) == 0 &&
+              sample_grammar_state_new(gn->g, &sn, &err) == 0, "setup: %s", err.msg);
+        if (sn) {
+            CHECK(sample_grammar_allows(sn, ed) && sample_grammar_accept(sn, ed) == 0, "ED starts U+D000..D7FF");
+            CHECK(sample_grammar_allows(sn, x9f) && !sample_grammar_allows(sn, b0), "ED B0 is a surrogate's start");
+        }
+        sample_grammar_state_free(sn);
+        colibri_grammar_free(gn);
+    }
     uint8_t *mask = malloc((size_t)colibri_tokenizer_n_vocab(tk));
     int32_t k = sample_grammar_mask(st, mask);
     CHECK(k >= 1 && mask[eos], "mask at the end holds EOS (%d ids)", k);
