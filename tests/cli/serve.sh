@@ -91,7 +91,7 @@ start f --slots 2 --chat-template tests/tok/chat/glm_4_6.jinja
 start g --slots 2 --chat-template tests/tok/chat/qwen3_coder.jinja
 model_dir=""
 export SERVE_URL_GLM="http://127.0.0.1:$port_f" SERVE_URL_QWEN_CODER="http://127.0.0.1:$port_g"
-timeout 120 "$PY" tests/serve/test_tool_syntaxes.py || fail "tests/serve/test_tool_syntaxes.py failed"
+timeout 240 "$PY" tests/serve/test_tool_syntaxes.py || fail "tests/serve/test_tool_syntaxes.py failed"
 stop f
 stop g
 
