@@ -1,14 +1,20 @@
 /* quant/kernels_neon.c - NEON kernels for aarch64 (baseline ARMv8-A: no
  * dotprod, no bf16 extension needed). Built only on aarch64. No aarch64
- * hardware was at hand: test_quant passed on these kernels cross-compiled
- * (aarch64-linux-gnu-gcc 12) and run under qemu-user, which checks results,
- * not speed; their speed is unmeasured.
+ * hardware was at hand: test_quant and test_quant_mxfp4 pass on these
+ * kernels cross-compiled (aarch64-linux-gnu-gcc 12) and run under qemu-user
+ * (tools/cross_neon.sh), which checks results, not speed; their speed is
+ * unmeasured.
  *
  * Float formats widen to f32 and use FMA (fp8b through f16: sign-extend,
  * shift left 7, clear bit 14, x 2^8 folded into the block scale). q8 / q4*
  * multiply signed weights by the int8 activations (blocks of 32) with
  * widening multiplies (vmull_s8) and pairwise accumulation into int32: no
  * offset is needed. Column tails that do not fill a vector are scalar.
+ * mxfp4 looks each nibble up as twice its e2m1 value (TBL), an integer in
+ * [-12, 12], and multiplies it by the int8 activations the same way, exactly;
+ * each 32-column block's int32 lane sums take one rescale by the activation
+ * scale times 2^(e-128). Its rows are whole 16-byte blocks and the
+ * activations are zero past cols, so it has no tail.
  */
 #include <arm_neon.h>
 #include <assert.h>
@@ -17,6 +23,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/kernels.h"
+#include "quant/mxfp4.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -227,6 +234,47 @@ INT_KERNEL(q4g32, 1, 32)
 INT_KERNEL(q4g64, 1, 64)
 INT_KERNEL(q4g128, 1, 128)
 
+/* ------------------------------------------------------------------ mxfp4 */
+
+INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                          int j0, int NJ, float *Y)
+{
+    const int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const int8x16_t lut = vld1q_s8(quant_e2m1_twice);
+    const int8_t *q[QUANT_NB];
+    const float *xs[QUANT_NB];
+    for (int j = 0; j < NJ; j++) {
+        q[j] = a->q + (size_t)(j0 + j) * a->cols_pad;
+        xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
+    }
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = row_ptr(W, r), *e = W->scales_e8m0 + (size_t)r * nb;
+        float32x4_t acc[QUANT_NB];
+        for (int j = 0; j < NJ; j++) acc[j] = vdupq_n_f32(0.0f);
+        for (int b = 0; b < nb; b++) {
+            uint8x16_t v = vld1q_u8(p + (size_t)b * (QUANT_MX_BLOCK / 2));
+            uint8x16_t lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
+            /* elements in column order: low, high nibble of each byte */
+            int8x16_t w0 = vqtbl1q_s8(lut, vzip1q_u8(lo, hi)), w1 = vqtbl1q_s8(lut, vzip2q_u8(lo, hi));
+            float h = quant_e8m0_half(e[b]);
+            for (int j = 0; j < NJ; j++) {
+                const int8_t *xq = q[j] + (size_t)b * QUANT_MX_BLOCK;
+                int32x4_t d = dot16(dot16(vdupq_n_s32(0), w0, vld1q_s8(xq)), w1, vld1q_s8(xq + 16));
+                acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(d), h * xs[j][b]);
+            }
+        }
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = vaddvq_f32(acc[j]);
+    }
+}
+
+static void rows_mxfp4(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
+{
+#define C(NJ) rows_mxfp4_nj(W, r0, r1, a, j0, NJ, Y)
+    NJ_SWITCH(C)
+#undef C
+}
+
 const struct quant_isa_table quant_isa_neon = {
     .k = {
         [QUANT_F32] = { rows_f32, 0 },
@@ -238,6 +286,7 @@ const struct quant_isa_table quant_isa_neon = {
         [QUANT_Q4G64] = { rows_q4g64, 1 },
         [QUANT_Q4G128] = { rows_q4g128, 1 },
         [QUANT_FP8B] = { rows_fp8b, 0 },
+        [QUANT_MXFP4] = { rows_mxfp4, 1 },
     },
     .act_prep = NULL,
 };

@@ -32,7 +32,8 @@
  * an integer in [-12, 12] multiplied by the activation codes exactly in
  * int16 pairs and int32 lanes (8 per 32-column block), each lane sum scaled
  * once by the activation scale times 2^(e-128) and accumulated in 8 f32
- * lanes, then reduced: the same bound without the offset term. Every other
+ * lanes, then reduced: the same bound without the offset term. NEON does the
+ * same with 4 int32 and 4 f32 lanes (another f32 order, so other bits). Every other
  * format and level stays in f32
  * and is held within 1e-5 * sum_j |w_j x_j|. fp8b at the SIMD levels decodes
  * exactly (through f16, or bf16 byte tables with VBMI) except the NaN codes
