@@ -10,7 +10,10 @@
  * read puts the ranges at aligned places in one slot and wraps the matrices
  * as qtensors of the same format and shape as the resident store would hold,
  * at the same address alignment modulo a page as in the mapping, so a
- * streamed expert computes exactly what a resident one does.
+ * streamed expert computes exactly what a resident one does. A matrix the
+ * loader rebuilt from another encoding has its stored arrays read instead,
+ * and is rebuilt after them in the same slot by the reader thread that
+ * completed the read (model/expert_store_stream.h).
  *
  * Reads run on expert_io's reader threads, many at once. A slot is EMPTY,
  * LOADING (a read in flight; the expert is already findable) or READY. An
@@ -68,8 +71,10 @@ struct stream_range {
 
 struct stream_expert {
     struct qtensor shape[3];            /* fmt, rows, cols (no data) */
-    struct stream_extent data[3], scales[3];
+    struct stream_extent data[3], scales[3];    /* what is read: stored arrays */
     size_t data_at[3], scales_at[3];    /* offsets in the slot */
+    struct expert_stream_rebuild rb[3]; /* fn NULL: the matrix is used as read */
+    size_t out_at[3], out_scales_at[3]; /* rebuilt matrices' offsets in the slot */
     struct stream_range range[6];
     int n_ranges;
     size_t bytes;                       /* slot bytes it needs */
@@ -125,9 +130,18 @@ static void slot_done(struct expert_io_req *q, void *user)
     struct qtensor *w[3] = { &sl->w.gate, &sl->w.up, &sl->w.down };
     for (int i = 0; i < 3 && !rc; i++) {
         const struct qtensor *sh = &x->shape[i];
-        rc = quant_qtensor_wrap_raw(sh->fmt, sh->rows, sh->cols, sl->buf + x->data_at[i], x->data[i].bytes,
-                                    x->scales[i].bytes ? sl->buf + x->scales_at[i] : NULL, x->scales[i].bytes,
-                                    w[i], &err);
+        if (x->rb[i].fn) {
+            const void *src[2] = { sl->buf + x->data_at[i], x->scales[i].bytes ? sl->buf + x->scales_at[i] : NULL };
+            x->rb[i].fn(src, x->rb[i].arg, sh->rows, sh->cols, sl->buf + x->out_at[i], sl->buf + x->out_scales_at[i]);
+            size_t sb = quant_fmt_scale_bytes(sh->fmt, sh->rows, sh->cols);
+            rc = quant_qtensor_wrap_raw(sh->fmt, sh->rows, sh->cols, sl->buf + x->out_at[i],
+                                        quant_fmt_data_bytes(sh->fmt, sh->rows, sh->cols),
+                                        sb ? sl->buf + x->out_scales_at[i] : NULL, sb, w[i], &err);
+        } else {
+            rc = quant_qtensor_wrap_raw(sh->fmt, sh->rows, sh->cols, sl->buf + x->data_at[i], x->data[i].bytes,
+                                        x->scales[i].bytes ? sl->buf + x->scales_at[i] : NULL, x->scales[i].bytes,
+                                        w[i], &err);
+        }
         if (rc) snprintf(q->msg, sizeof q->msg, "%s", err.msg);
     }
     pthread_mutex_lock(&s->mu);
@@ -461,11 +475,20 @@ static void plan_ranges(struct stream_expert *x)
         }
         *at[i] = r->at + (e[i]->off - r->off);
     }
-    x->bytes = slot;
+    for (int i = 0; i < 3; i++) {     /* rebuilt matrices after what is read, 64-byte aligned */
+        if (!x->rb[i].fn) continue;
+        const struct qtensor *sh = &x->shape[i];
+        x->out_at[i] = (slot + 63) & ~(size_t)63;
+        slot = x->out_at[i] + quant_fmt_data_bytes(sh->fmt, sh->rows, sh->cols);
+        x->out_scales_at[i] = (slot + 63) & ~(size_t)63;
+        slot = x->out_scales_at[i] + quant_fmt_scale_bytes(sh->fmt, sh->rows, sh->cols);
+    }
+    x->bytes = align_up(slot);          /* aligned_alloc's size */
 }
 
 int expert_store_stream_new(const struct st_set *st, const struct expert_store *resident, int64_t budget, int min_slots,
-                            struct expert_store **out, struct colibri_err *err)
+                            const struct expert_stream_sources *src, struct expert_store **out,
+                            struct colibri_err *err)
 {
     struct stream_store *s = calloc(1, sizeof *s);
     if (!s) return base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory");
@@ -491,14 +514,25 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         s->where[i] = -1;
         if (!w->gate.rows) continue;    /* a dense layer after the first MoE layer: no experts, never acquired */
         for (int j = 0; j < 3 && !rc; j++) {
-            if (m[j]->owned) {
-                rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
-                             "streaming experts needs them kept as stored (no --experts conversion at load, no fused "
-                             "gate_up_proj layout, no compressed-tensors int4, which is repacked at load); write such "
-                             "a checkpoint with colibri convert, or keep the experts resident");
-                break;
-            }
             x->shape[j] = (struct qtensor){ .fmt = m[j]->fmt, .rows = m[j]->rows, .cols = m[j]->cols };
+            if (m[j]->owned) {
+                int got = src && src->rebuild ? src->rebuild(src->ctx, layer, e, j, &x->rb[j], err) : 0;
+                if (got < 0) {
+                    rc = got;
+                    break;
+                }
+                if (!got) {
+                    rc = base_err_set(err, COLIBRI_EUNSUPPORTED,
+                                 "streaming experts needs them kept as stored (no --experts conversion at load, no "
+                                 "fused gate_up_proj layout); write such a checkpoint with colibri convert, or keep "
+                                 "the experts resident");
+                    break;
+                }
+                rc = locate(st, x->rb[j].src[0], x->rb[j].src_bytes[0], &x->data[j], err);
+                if (!rc && x->rb[j].src_bytes[1])
+                    rc = locate(st, x->rb[j].src[1], x->rb[j].src_bytes[1], &x->scales[j], err);
+                continue;
+            }
             size_t db = quant_fmt_data_bytes(m[j]->fmt, m[j]->rows, m[j]->cols);
             size_t sb = quant_fmt_scale_bytes(m[j]->fmt, m[j]->rows, m[j]->cols);
             rc = locate(st, m[j]->data, db, &x->data[j], err);

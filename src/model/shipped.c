@@ -115,8 +115,10 @@ static int int_at(const struct st_tensor *t, int i, int64_t *v)
     return 0;
 }
 
-int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
-                    struct colibri_err *err)
+/* The stored tensors of a compressed-tensors int4 Linear, checked. */
+static int ct_int4_find(const struct model_shipped_src *s, const char *module, int rows, int cols,
+                        const struct st_tensor **pp, const struct st_tensor **psc, const struct st_tensor **pshp,
+                        struct colibri_err *err)
 {
     char pn[600], sn[600], hn[600], sh[96];
     snprintf(pn, sizeof pn, "%s.weight_packed", module);
@@ -137,38 +139,88 @@ int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module,
     if (!shp || shp->numel != 2 || !int_at(shp, 0, &r0) || !int_at(shp, 1, &c0) || r0 != rows || c0 != cols)
         return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s (need I32/I64 [2] = {%d, %d}; holds {%lld, %lld})",
                             hn, !shp ? "missing" : "not the weight's shape", rows, cols, (long long)r0, (long long)c0);
-    struct qtensor q;
-    size_t nd = quant_fmt_data_bytes(QUANT_Q4G32, rows, cols), rb = quant_fmt_row_bytes(QUANT_Q4G32, cols);
+    *pp = p;
+    *psc = sc;
+    *pshp = shp;
+    return 0;
+}
+
+void model_shipped_ct_int4_repack(const void *packed, const void *scales, int scale_dtype, int rows, int cols,
+                                  void *data, float *f)
+{
+    const int B = QUANT_INT4_BLOCK, H = QUANT_INT4_BLOCK / 2, ng = (cols + 31) / 32;
+    const size_t rb = quant_fmt_row_bytes(QUANT_Q4G32, cols), pb = (size_t)cols / 2;
+    const uint8_t *pw = packed, *ps = scales;
+    uint8_t *d = data;
+    for (int r = 0; r < rows; r++) {
+        /* word g's nibble i is element 8g+i: byte k holds elements 2k (low)
+         * and 2k+1 (high), little-endian; a q4g32 block of 128 columns holds
+         * columns 0-63 in the low nibbles of its 64 bytes, 64-127 in the high */
+        const uint8_t *src = pw + (size_t)r * pb;
+        uint8_t *row = d + (size_t)r * rb;
+        int c0 = 0;
+        for (; c0 + B <= cols; c0 += B) {
+            /* out byte 2j: columns 2j and 64+2j, byte 2j+1: 2j+1 and 65+2j */
+            const uint8_t *a = src + c0 / 2, *b = a + B / 4;
+            uint8_t *blk = row + (size_t)(c0 / B) * H;
+            uint8_t lo[B / 4], hi[B / 4];     /* two passes: each vectorizes */
+            for (int j = 0; j < B / 4; j++) {
+                lo[j] = (uint8_t)((a[j] & 0x0F) | (b[j] & 0x0F) << 4);
+                hi[j] = (uint8_t)((a[j] >> 4) | (b[j] & 0xF0));
+            }
+            for (int j = 0; j < B / 4; j++) {
+                blk[2 * j] = lo[j];
+                blk[2 * j + 1] = hi[j];
+            }
+        }
+        for (; c0 < cols; c0 += B) {
+            uint8_t nib[QUANT_INT4_BLOCK];
+            int n = cols - c0;
+            for (int k = 0; k < n / 2; k++) {
+                nib[2 * k] = src[c0 / 2 + k] & 0xF;
+                nib[2 * k + 1] = src[c0 / 2 + k] >> 4;
+            }
+            for (int k = n; k < B; k++) nib[k] = 8;     /* padding: value 0 */
+            uint8_t *blk = row + (size_t)(c0 / B) * H;
+            for (int k = 0; k < H; k++) blk[k] = (uint8_t)(nib[k] | nib[H + k] << 4);
+        }
+        for (int g = 0; g < ng; g++) {
+            size_t i = (size_t)r * ng + g;
+            uint16_t h;
+            if (scale_dtype == ST_F32) memcpy(&f[i], ps + 4 * i, 4);
+            else {
+                memcpy(&h, ps + 2 * i, 2);
+                f[i] = scale_dtype == ST_BF16 ? quant_bf16_to_f32(h) : quant_f16_to_f32(h);
+            }
+        }
+    }
+}
+
+int model_shipped_ct_int4_source(const struct model_shipped_src *s, const char *module, int rows, int cols,
+                                 const struct st_tensor **packed, const struct st_tensor **scales,
+                                 struct colibri_err *err)
+{
+    const struct st_tensor *shp;
+    return ct_int4_find(s, module, rows, cols, packed, scales, &shp, err);
+}
+
+int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
+                    struct colibri_err *err)
+{
+    const struct st_tensor *p, *sc, *shp;
+    int rc = ct_int4_find(s, module, rows, cols, &p, &sc, &shp, err);
+    if (rc) return rc;
+    const int ng = (cols + 31) / 32;
+    size_t nd = quant_fmt_data_bytes(QUANT_Q4G32, rows, cols);
     uint8_t *d = base_xalloc(nd);
     float *f = base_xalloc((size_t)rows * ng * sizeof *f);
     if (!d || !f) {
         free(d);
         free(f);
-        return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': %zu bytes for its q4g32 copy", pn, nd);
+        return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': %zu bytes for its q4g32 copy", p->name, nd);
     }
-    memset(d, 0x88, nd);                                /* padding nibbles: value 0 */
-    const uint8_t *pw = p->data, *ps = sc->data;
-    for (int r = 0; r < rows; r++) {
-        uint8_t *row = d + (size_t)r * rb;
-        for (int c = 0; c < cols; c++) {
-            uint32_t w;
-            memcpy(&w, pw + ((size_t)r * (cols / 8) + c / 8) * 4, 4);
-            uint8_t nib = (uint8_t)(w >> (4 * (c % 8)) & 0xF);
-            uint8_t *b = row + (c / QUANT_INT4_BLOCK) * (QUANT_INT4_BLOCK / 2) + c % (QUANT_INT4_BLOCK / 2);
-            *b = c % QUANT_INT4_BLOCK < QUANT_INT4_BLOCK / 2 ? (uint8_t)((*b & 0xF0) | nib) : (uint8_t)((*b & 0x0F) | nib << 4);
-        }
-        for (int g = 0; g < ng; g++) {
-            size_t i = (size_t)r * ng + g;
-            uint16_t h;
-            if (sc->dtype == ST_F32) memcpy(&f[i], ps + 4 * i, 4);
-            else {
-                memcpy(&h, ps + 2 * i, 2);
-                f[i] = sc->dtype == ST_BF16 ? quant_bf16_to_f32(h) : quant_f16_to_f32(h);
-            }
-        }
-    }
-    q = (struct qtensor){ .fmt = QUANT_Q4G32, .rows = rows, .cols = cols, .data = d, .scales = f, .owned = 1 };
-    *out = q;
+    model_shipped_ct_int4_repack(p->data, sc->data, sc->dtype, rows, cols, d, f);
+    *out = (struct qtensor){ .fmt = QUANT_Q4G32, .rows = rows, .cols = cols, .data = d, .scales = f, .owned = 1 };
     if (s->n_params) *s->n_params += (int64_t)rows * cols - p->numel - sc->numel - shp->numel;
     return 0;
 }

@@ -50,5 +50,17 @@ int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_te
 /* module: the Linear's name without ".weight". */
 int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
                     struct colibri_err *err);
+/* The stored tensors model_shipped_ct_int4 reads (`.weight_packed`,
+ * `.weight_scale`), checked as it checks them: for the streamed store, which
+ * reads their bytes and repacks them itself. */
+int model_shipped_ct_int4_source(const struct model_shipped_src *s, const char *module, int rows, int cols,
+                                 const struct st_tensor **packed, const struct st_tensor **scales,
+                                 struct colibri_err *err);
+/* The repack model_shipped_ct_int4 does: rows x cols weights packed eight
+ * per int32 and their scales (scale_dtype: ST_BF16, ST_F16 or ST_F32) into
+ * q4g32 data (quant_fmt_data_bytes(QUANT_Q4G32, rows, cols) bytes, padding
+ * nibbles 0x8) and f32 scales [rows][ceil(cols/32)]. No alignment needed. */
+void model_shipped_ct_int4_repack(const void *packed, const void *scales, int scale_dtype, int rows, int cols,
+                                  void *data, float *f);
 
 #endif

@@ -492,6 +492,41 @@ static void prefault(const struct model *m)
     (void)sink;
 }
 
+static const struct st_tensor *stream_find(void *ctx, const char *name)
+{
+    return st_find(ctx, name);
+}
+
+static void ct_int4_rebuild(const void *const src[2], int scale_dtype, int rows, int cols, void *data, void *scales)
+{
+    model_shipped_ct_int4_repack(src[0], src[1], scale_dtype, rows, cols, data, scales);
+}
+
+/* The streamed store's question for a routed-expert matrix the loader
+ * repacked (compressed-tensors int4): its stored tensors, named as
+ * moe_ffn_load and io_routed_experts name them. */
+static int stream_rebuild(void *ctx, int layer, int expert, int matrix, struct expert_stream_rebuild *out,
+                          struct colibri_err *err)
+{
+    static const char *const proj[3] = { "gate_proj", "up_proj", "down_proj" };
+    struct model *m = ctx;
+    if (m->cfg.quant.kind != MODEL_QUANT_CT_INT4) return 0;
+    const struct mlp_weights *w = expert_store_resident_slot(m->experts, layer, expert);
+    const struct qtensor *q = matrix == 0 ? &w->gate : matrix == 1 ? &w->up : &w->down;
+    if (q->fmt != QUANT_Q4G32) return 0;
+    char module[128];
+    snprintf(module, sizeof module, "model.layers.%d.mlp.experts.%d.%s", layer, expert, proj[matrix]);
+    int ig = model_quant_ignored(&m->cfg.quant, module, err);
+    if (ig) return ig < 0 ? ig : 0;
+    struct model_shipped_src src = { stream_find, &m->st, NULL };
+    const struct st_tensor *p, *sc;
+    int rc = model_shipped_ct_int4_source(&src, module, q->rows, q->cols, &p, &sc, err);
+    if (rc) return rc;
+    *out = (struct expert_stream_rebuild){ { p->data, sc->data }, { p->nbytes, sc->nbytes }, sc->dtype,
+                                           ct_int4_rebuild };
+    return 1;
+}
+
 /* Resident when the weights fit the budget (--ram, or 80% of the machine's
  * memory when none is given), else routed experts streamed from the files
  * with what the budget leaves after everything else. */
@@ -521,7 +556,8 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
                        "experts at least %.1f MiB", ram / 1048576.0, fixed / 1048576.0, m->cfg.num_experts_per_tok,
                        (fixed + (int64_t)m->cfg.num_experts_per_tok * largest) / 1048576.0);
     struct expert_store *s;
-    int rc = expert_store_stream_new(&m->st, m->experts, ram - fixed, m->cfg.num_experts_per_tok, &s, err);
+    const struct expert_stream_sources src = { stream_rebuild, m };
+    int rc = expert_store_stream_new(&m->st, m->experts, ram - fixed, m->cfg.num_experts_per_tok, &src, &s, err);
     if (rc && automatic && rc == COLIBRI_EUNSUPPORTED) {
         base_log_msg("info", "the model holds %.1f GiB, more than 80%% of this machine's memory; its experts cannot be "
                 "streamed (%s)", b.resident / 1073741824.0, err->msg);
