@@ -14,7 +14,8 @@
  * average is printed at start and end for the reader to judge. Weights are random bytes
  * shaped to valid, normal values; the rate does not depend on them.
  *
- * usage: matvec [--mib N | N]  (MiB per matvec matrix, default 512) */
+ * usage: matvec [--mib N | N] [--formats a,b,...]  (MiB per matvec matrix,
+ * default 512; the formats measured, default all) */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,12 +87,14 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int mib_arg = 512;
+    const char *only = NULL;
     const struct opt opts[] = {
         { "mib", 0, OPT_INT, &mib_arg, "MiB of weights per matvec matrix (default 512; also the one positional "
                                        "argument)", 1, 1 << 20 },
+        { "formats", 0, OPT_STR, &only, "comma-separated formats to measure (default: all)" },
     };
-    const struct opts_spec spec = { "matvec [--mib N | N]", "Weight-format kernel throughput as ratios measured "
-                                    "in one run (a markdown report).", opts, 1 };
+    const struct opts_spec spec = { "matvec [--mib N | N] [--formats LIST]", "Weight-format kernel throughput as "
+                                    "ratios measured in one run (a markdown report).", opts, 2 };
     char *pos[1];
     int npos, prc = opts_parse(&spec, argc - 1, argv + 1, pos, 1, &npos);
     if (prc) return prc > 0 ? 0 : 2;
@@ -141,10 +144,22 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     const int cols = 7168;
-    static const int fmts[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
-                                QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B };
-    const int nf = sizeof fmts / sizeof fmts[0];
-    double gflops[9][2] = { { 0 } }, incache[9] = { 0 };
+    static const int all[] = { QUANT_F32, QUANT_BF16, QUANT_F16, QUANT_Q8, QUANT_Q4,
+                               QUANT_Q4G32, QUANT_Q4G64, QUANT_Q4G128, QUANT_FP8B, QUANT_MXFP4 };
+    int fmts[QUANT_FMT_COUNT], nf = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *nm = quant_fmt_name(all[i]), *p = only;
+        size_t len = strlen(nm);
+        int want = !only;
+        while (p && *p && !want) {
+            want = !strncmp(p, nm, len) && (p[len] == ',' || !p[len]);
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+        if (want) fmts[nf++] = all[i];
+    }
+    if (!nf) { fprintf(stderr, "matvec: --formats %s names no format\n", only); return 2; }
+    double gflops[QUANT_FMT_COUNT][2] = { { 0 } }, incache[QUANT_FMT_COUNT] = { 0 };
     float *x = base_xalloc(64 * (size_t)cols * sizeof(float));
     for (size_t i = 0; i < 64 * (size_t)cols; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
 
@@ -153,14 +168,17 @@ int main(int argc, char **argv)
         size_t rb = quant_fmt_row_bytes(f, cols);
         int rows = (int)((mib << 20) / rb) / 128 * 128;
         size_t nd = quant_fmt_data_bytes(f, rows, cols), ns = quant_fmt_scale_count(f, rows, cols);
+        int e8m0 = quant_fmt_traits(f)->scale_e8m0;
         uint8_t *d = base_xalloc(nd);
         float *s = ns ? base_xalloc(ns * sizeof(float)) : NULL;
         float *y = base_xalloc((size_t)64 * rows * sizeof(float));
         if (!d || (ns && !s) || !y) { fprintf(stderr, "out of memory\n"); return 1; }
         fill(f, d, nd);
         for (size_t i = 0; i < ns; i++) s[i] = 1e-3f * (float)(1 + next() % 100);
+        if (e8m0)                       /* e8m0 bytes 2^-8 .. 2^-1 */
+            for (size_t i = 0; i < ns; i++) ((uint8_t *)s)[i] = (uint8_t)(119 + next() % 8);
         struct qtensor W;
-        if (quant_qtensor_wrap(f, rows, cols, d, nd, s, ns, &W, NULL)) return 1;
+        if (quant_qtensor_wrap_raw(f, rows, cols, d, nd, s, quant_fmt_scale_bytes(f, rows, cols), &W, NULL)) return 1;
 
         double t[16], tp[16];
         int it = 0;
@@ -173,7 +191,7 @@ int main(int argc, char **argv)
         }
         qsort(t, it, sizeof t[0], cmp_d);
         qsort(tp, it, sizeof tp[0], cmp_d);
-        double med = t[it / 2], bytes = (double)nd + (double)ns * 4;
+        double med = t[it / 2], bytes = (double)nd + (double)quant_fmt_scale_bytes(f, rows, cols);
         double pbw = pbytes / tp[it / 2] / 1e9;
         printf("| %s | %d | %.0f MiB | %.2f | %.1f | %.1f | %.0f%% |\n", quant_fmt_name(f), rows,
                bytes / (1 << 20), med * 1e3, bytes / med / 1e9, pbw, 100 * bytes / med / 1e9 / pbw);
