@@ -397,7 +397,9 @@ struct colibri_chat_msg {
  * set with colibri_tokenizer_set_chat_template(), run by colibri's Jinja
  * interpreter as transformers' apply_chat_template runs it; otherwise the
  * built-in family its tokens name ("deepseek_v3", "kimi_k2", "glm"), or
- * "none". colibri_tokenizer_chat_origin() says where it came from (a file
+ * "deepseek_v4" when the directory's config.json says model_type
+ * deepseek_v4 (DeepSeek-V4's format, which renders tools, tool calls and
+ * the variables thinking and reasoning_effort too), or "none". colibri_tokenizer_chat_origin() says where it came from (a file
  * path, "built-in" or "none"). */
 const char *colibri_tokenizer_chat_name(const colibri_tokenizer *t);
 const char *colibri_tokenizer_chat_origin(const colibri_tokenizer *t);
@@ -439,7 +441,8 @@ int colibri_chat_render(const colibri_tokenizer *t, const struct colibri_chat_ms
  * tokenizer config names (bos_token, eos_token, pad_token, unk_token,
  * image_token...), and numbers as the JSON spells them (2.0 a float, 2 an
  * int). A built-in renderer refuses, by name, tools, variables and message
- * fields other than role and string content, rather than drop them. */
+ * fields other than role and string content, rather than drop them
+ * (deepseek_v4 takes what its format has a place for: src/tok/tok_chat_v4.h). */
 int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_json, const char *tools_json,
                              const char *vars_json, int add_generation_prompt, char **text, size_t *len,
                              struct colibri_err *err);

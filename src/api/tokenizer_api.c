@@ -14,7 +14,9 @@
 #include "tok/jinja.h"
 #include "tok/tok.h"
 #include "tok/tok_chat.h"
+#include "tok/tok_chat_v4.h"
 #include "tok/tok_template.h"
+#include "base/util.h"
 
 /* The chat template in use: the model's own Jinja (tpl) when it ships one or
  * the user names one; a built-in renderer (chat) only when it ships none.
@@ -27,6 +29,23 @@ struct colibri_tokenizer {
     char *tpl_src;              /* tpl's source text (colibri_tokenizer_chat_reads) */
     struct colibri_err tpl_err;
 };
+
+/* 1 when dir/config.json names model_type deepseek_v4: its checkpoints
+ * ship their prompt format as DeepSeek's Python encoder, not as a template
+ * or tokens to know it by. A missing or unreadable config is not V4. */
+static int is_deepseek_v4(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t n = 0;
+    char *text = base_read_file_all(path, &n);
+    cJSON *cfg = text ? cJSON_ParseWithLength(text, n) : NULL;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+    int v4 = cJSON_IsString(mt) && !strcmp(mt->valuestring, "deepseek_v4");
+    cJSON_Delete(cfg);
+    free(text);
+    return v4;
+}
 
 int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct colibri_err *err)
 {
@@ -47,7 +66,7 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
             return rc;
         }
     } else {
-        t->chat = tok_chat_detect(t->tok);
+        t->chat = is_deepseek_v4(dir) ? TOK_CHAT_DEEPSEEK_V4 : tok_chat_detect(t->tok);
     }
     *out = t;
     return 0;
@@ -191,6 +210,8 @@ int colibri_chat_render_json(const colibri_tokenizer *t, const char *messages_js
     else if (vars_json && !cJSON_IsObject(vars)) rc = base_err_set(err, COLIBRI_EINVAL, "chat: template variables are not a JSON object");
     if (!rc && t->tpl) {
         rc = tok_template_render(t->tpl, t->tok, msgs, tools, vars, add_generation_prompt, text, len, err);
+    } else if (!rc && t->chat == TOK_CHAT_DEEPSEEK_V4) {
+        rc = tok_chat_v4_render(msgs, tools, vars, add_generation_prompt, text, len, err);
     } else if (!rc) {
         /* the built-in renderers know role and content only: anything else
          * would be dropped from the prompt, so it is refused by name */

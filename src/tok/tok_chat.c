@@ -9,6 +9,8 @@
 
 #include "base/err.h"
 #include "base/strbuf.h"
+#include "tok/tok_chat_v4.h"
+#include "tok/tok_template.h"
 
 /* ------------------------------------------------------------ text */
 
@@ -226,6 +228,7 @@ static const struct chat_traits CHAT[TOK_CHAT_COUNT] = {
     [TOK_CHAT_DEEPSEEK_V3] = { .name = "deepseek_v3", .marker = "<｜Assistant｜>", .render = render_deepseek },
     [TOK_CHAT_KIMI_K2] = { .name = "kimi_k2", .marker = "<|im_middle|>", .render = render_kimi },
     [TOK_CHAT_GLM] = { .name = "glm", .marker = "[gMASK]", .render = render_glm },
+    [TOK_CHAT_DEEPSEEK_V4] = { .name = "deepseek_v4" },   /* tok_chat_v4.c; chosen from config.json */
 };
 
 const char *tok_chat_name(enum tok_chat_kind k)
@@ -237,7 +240,8 @@ enum tok_chat_kind tok_chat_detect(const struct tok *t)
 {
     const char *tpl = tok_chat_template(t);
     for (int k = TOK_CHAT_NONE + 1; k < TOK_CHAT_COUNT; k++)
-        if (tpl ? strstr(tpl, CHAT[k].marker) != NULL
+        if (!CHAT[k].marker) continue;
+        else if (tpl ? strstr(tpl, CHAT[k].marker) != NULL
                 : tok_token_id(t, CHAT[k].marker, strlen(CHAT[k].marker)) >= 0)
             return (enum tok_chat_kind)k;
     return TOK_CHAT_NONE;
@@ -253,6 +257,13 @@ int tok_chat_render(const struct tok *t, enum tok_chat_kind k, const struct coli
         if (role_of(msgs[i].role) == ROLE_BAD)
             return base_err_set(err, COLIBRI_EINVAL, "chat: message %zu has role '%s' (expected system, user, "
                            "assistant or tool)", i, msgs[i].role ? msgs[i].role : "(null)");
+    if (k == TOK_CHAT_DEEPSEEK_V4) {
+        cJSON *arr = tok_chat_msgs_json(msgs, n);
+        if (!arr) return base_err_set(err, COLIBRI_ENOMEM, "chat: rendering %zu messages", n);
+        int rc = tok_chat_v4_render(arr, NULL, NULL, add_gen, out, out_len, err);
+        cJSON_Delete(arr);
+        return rc;
+    }
     struct strbuf b = { 0 };
     sb_add(&b, "");
     CHAT[k].render(t, msgs, n, add_gen, &b);

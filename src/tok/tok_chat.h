@@ -10,7 +10,12 @@
  *    conversations (test_tok checks it against that template's rendering).
  *  - kimi_k2, glm: transcriptions of the Kimi-K2-Instruct and GLM-4.5/4.6/5
  *    templates, checked only against hand-written expectations in test_tok.
- * Roles: system, user, assistant, tool. Tool calls are not rendered.
+ *  - deepseek_v4: DeepSeek-V4's format (tok/tok_chat_v4.h), which renders
+ *    tools, tool calls and reasoning too; it ships as a Python encoder, not
+ *    as tokens a family could be told by, so the caller chooses it from the
+ *    checkpoint's config.json (model_type deepseek_v4).
+ * Roles: system, user, assistant, tool. Tool calls are not rendered (but by
+ * deepseek_v4, through its own entry point).
  * Pure functions of their inputs; thread-safe.
  */
 #ifndef COLIBRI_TOK_CHAT_H
@@ -26,12 +31,13 @@ enum tok_chat_kind {
     TOK_CHAT_DEEPSEEK_V3 = 1,
     TOK_CHAT_KIMI_K2 = 2,
     TOK_CHAT_GLM = 3,
+    TOK_CHAT_DEEPSEEK_V4 = 4,
     TOK_CHAT_COUNT
 };
 
-/* The family for t's files, or TOK_CHAT_NONE. */
+/* The family for t's files, or TOK_CHAT_NONE (never deepseek_v4: see above). */
 enum tok_chat_kind tok_chat_detect(const struct tok *t);
-/* "deepseek_v3", "kimi_k2", "glm" or "none". */
+/* "deepseek_v3", "kimi_k2", "glm", "deepseek_v4" or "none". */
 const char *tok_chat_name(enum tok_chat_kind k);
 
 /* Renders msgs[0..n) (+ the assistant generation prompt when add_gen) into
