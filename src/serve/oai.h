@@ -77,6 +77,9 @@ int oai_parse_format(const struct oai_model *m, const struct cJSON *root, struct
  * before them, both the caller's), or 0 when there are none or they do not
  * parse. A call's id is call_<index>, or Kimi's own functions.NAME:IDX (as
  * vLLM gives it), which Kimi's templates write back into the history.
+ * DeepSeek-V4's DSML calls get the arguments DeepSeek's own parser builds
+ * ({"K": V, ...}: a string="true" value as a JSON string, any other as the
+ * model wrote it, which must then be JSON).
  * GLM's and Qwen3-Coder's calls write each argument as text (strings as they
  * are, other values as JSON): tools_json, the request's tools (or NULL),
  * keeps the parameters its schema types "string" as text; any other value
@@ -102,18 +105,22 @@ enum oai_tool_syntax {
     OAI_TOOLS_GLM = 4,          /* <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
                                  * (GLM-4.5 and GLM-4.7 leave out some of the newlines) */
     OAI_TOOLS_QWEN3_CODER = 5,  /* <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call> */
+    OAI_TOOLS_DEEPSEEK_V4 = 6,  /* \n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="NAME">\n
+                                 * <｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>\n
+                                 * </｜DSML｜invoke>\n</｜DSML｜tool_calls> (DeepSeek-V4's DSML) */
     OAI_TOOLS_COUNT
 };
 /* A grammar for a reply that is nothing but tool calls in the model's
  * syntax: of the function named `only` (NULL: any of tools, an array that
  * oai_render_chat validated), one call or (parallel) several, arguments
  * matching each tool's parameters schema; after a reasoning block when
- * think_open. In GLM's and Qwen3-Coder's syntax, where each argument is a
- * tagged key and value, a call holds its tool's properties in the schema's
- * order, the required ones always and the others optionally; a value the
- * schema types "string" is raw text (without the closing tags; without '<'
- * when minLength/maxLength bound it), any other one JSON matching the
- * property's schema. 0 and *out (the caller's), or -1 with *e filled (400 naming the
+ * think_open. In GLM's, Qwen3-Coder's and DeepSeek-V4's syntax, where each
+ * argument is a tagged key and value, a call holds its tool's properties in
+ * the schema's order, the required ones always and the others optionally; a
+ * value the schema types "string" is raw text (without the closing tags,
+ * and in DSML (string="true") without "</｜"; without '<' when
+ * minLength/maxLength bound it), any other one JSON matching the property's
+ * schema (in DSML string="false"). 0 and *out (the caller's), or -1 with *e filled (400 naming the
  * tool whose schema colibri cannot compile). */
 int serve_oai_tool_grammar(const struct oai_model *m, const struct cJSON *tools, const char *only, int parallel,
                            int think_open, colibri_grammar **out, struct oai_error *e);
@@ -127,9 +134,9 @@ int serve_oai_tool_gbnf(const struct oai_model *m, const struct cJSON *tools, co
  * section, and blanks before one); call[0..n) the calls whose name is
  * complete, each with the part of its arguments that is final, a prefix of
  * what later views give. A complete call is exactly what
- * oai_parse_tool_calls gives (tools_json as there); Hermes, GLM and
- * Qwen3-Coder calls appear only when complete (their arguments are
- * re-serialized). final: the reply is complete, nothing is held
+ * oai_parse_tool_calls gives (tools_json as there); Hermes, GLM,
+ * Qwen3-Coder and DeepSeek-V4 (DSML) calls appear only when complete (their
+ * arguments are re-serialized or built). final: the reply is complete, nothing is held
  * back. 0, or COLIBRI_ENOMEM; free with serve_oai_tool_view_free(). */
 struct oai_tool_view_call { char *name, *args; size_t args_len; char *id; /* NULL: call_<index> */ };
 struct oai_tool_view { size_t text_end; int n; struct oai_tool_view_call *call; };

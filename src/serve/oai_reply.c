@@ -1,15 +1,17 @@
 /* serve/oai_reply.c - the model's reply on /v1/chat/completions (contract
  * in oai.h): DeepSeek's reasoning split, and the tool-call syntaxes of
- * DeepSeek-V3 / R1, DeepSeek-V3.1, Kimi K2, Hermes/Qwen (<tool_call>
- * JSON), GLM (<tool_call>NAME<arg_key>...) and Qwen3-Coder (<tool_call>
- * <function=NAME>...) found in it, whole or (streaming) as far as it has come. A reply
- * that does not parse stays content: never an error. */
+ * DeepSeek-V3 / R1, DeepSeek-V3.1, DeepSeek-V4 (DSML), Kimi K2, Hermes/Qwen
+ * (<tool_call> JSON), GLM (<tool_call>NAME<arg_key>...) and Qwen3-Coder
+ * (<tool_call><function=NAME>...) found in it, whole or (streaming) as far as
+ * it has come. A reply that does not parse stays content: never an error. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "serve/oai.h"
+#include "tok/tok_chat_v4.h"
 
 static char *trim_dup(const char *a, const char *b);
 static int is_blank(char c);
@@ -146,6 +148,63 @@ static int xml_call(const char *body, const char *tools_json, struct call *c)
     return ok;
 }
 
+/* A DeepSeek-V4 call after "<｜DSML｜invoke", up to its end marker b:
+ *  name="NAME">\n, then parameters, each
+ * <｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>\n.
+ * The arguments are built as DeepSeek's parser (encoding_dsv4.py) builds
+ * them: {"K": V, ...} with a string value as Python's json.dumps writes it
+ * and any other value as the model wrote it (the caller checks that the
+ * result is a JSON object); a repeated key fails, as there. */
+static int dsml_call(const char *a, const char *b, struct call *c)
+{
+    static const char P[] = "<｜DSML｜parameter name=\"", PE[] = "</｜DSML｜parameter>", ST[] = "\" string=\"";
+    const char *p = a;
+    while (p < b && is_blank(*p)) p++;
+    if ((size_t)(b - p) < 6 || memcmp(p, "name=\"", 6)) return 0;
+    const char *n0 = p + 6, *n1 = memmem(n0, (size_t)(b - n0), "\">\n", 3);
+    if (!n1) return 0;
+    p = n1 + 3;
+    struct strbuf args = { 0 };
+    base_sb_puts(&args, "{");
+    cJSON *seen = cJSON_CreateObject();
+    int ok = seen != NULL, k = 0;
+    for (; ok && (size_t)(b - p) > strlen(P) && !memcmp(p, P, strlen(P)); k++) {
+        const char *k0 = p + strlen(P), *k1 = memmem(k0, (size_t)(b - k0), ST, strlen(ST));
+        const char *t = k1 ? k1 + strlen(ST) : NULL, *v0 = NULL;
+        int is_str = t && (size_t)(b - t) >= 6 && !memcmp(t, "true\">", 6);
+        if (is_str) v0 = t + 6;
+        else if (t && (size_t)(b - t) >= 7 && !memcmp(t, "false\">", 7)) v0 = t + 7;
+        const char *v1 = v0 ? memmem(v0, (size_t)(b - v0), PE, strlen(PE)) : NULL;
+        char *key = v1 ? dup_n(k0, (size_t)(k1 - k0)) : NULL, *val = key ? dup_n(v0, (size_t)(v1 - v0)) : NULL;
+        ok = val && !cJSON_GetObjectItemCaseSensitive(seen, key) && cJSON_AddNullToObject(seen, key);
+        if (ok) {
+            cJSON *ks = cJSON_CreateString(key), *vs = is_str ? cJSON_CreateString(val) : NULL;
+            ok = ks && (vs || !is_str);
+            if (ok) {
+                base_sb_puts(&args, k ? ", " : "");
+                tok_chat_v4_json(&args, ks);
+                base_sb_puts(&args, ": ");
+                if (is_str) tok_chat_v4_json(&args, vs);
+                else base_sb_puts(&args, val);
+            }
+            cJSON_Delete(ks);
+            cJSON_Delete(vs);
+            p = v1 + strlen(PE);
+            ok = ok && p < b && *p++ == '\n';
+        }
+        free(key);
+        free(val);
+    }
+    if (ok && !k && p < b && *p == '\n') p++;   /* a call without arguments: name="NAME">\n\n */
+    ok = ok && p == b;
+    cJSON_Delete(seen);
+    base_sb_puts(&args, "}");
+    if (!ok || args.failed) { base_sb_free(&args); return 0; }
+    c->name = dup_n(n0, (size_t)(n1 - n0));
+    c->args = args.s;
+    return 1;
+}
+
 /* One call between begin and end markers, or 0 if it does not parse. */
 static int parse_one(const char *fmt, const char *a, const char *b, const char *tools_json, struct call *c)
 {
@@ -166,6 +225,8 @@ static int parse_one(const char *fmt, const char *a, const char *b, const char *
             c->name = trim_dup(a, sep);
             c->args = trim_dup(rest, b);
         }
+    } else if (!strcmp(fmt, "dsml")) {
+        if (!dsml_call(a, b, c)) return 0;
     } else if (!strcmp(fmt, "kimi")) {                      /* functions.NAME:IDX<|tool_call_argument_begin|>ARGS */
         static const char ARG[] = "<|tool_call_argument_begin|>";
         const char *arg = strstr(a, ARG);
@@ -205,6 +266,7 @@ check:
 
 static const struct { const char *fmt, *section, *begin, *end; } SYNTAX[] = {
     { "deepseek", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>" },
+    { "dsml", "<｜DSML｜tool_calls>", "<｜DSML｜invoke", "</｜DSML｜invoke>" },
     { "kimi", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_end|>" },
     { "hermes", "<tool_call>", "<tool_call>", "</tool_call>" },
 };
@@ -301,7 +363,7 @@ static void final_part(const char **a, const char **b, const char *marker, int f
 
 /* A call whose end marker has not come yet: its name once complete, and the
  * part of its arguments that is final. 0 while the name is incomplete (and
- * always for Hermes calls, whose arguments are re-serialized when whole). */
+ * always for Hermes and DSML calls, whose arguments are built when whole). */
 static int partial_call(const char *fmt, const char *a, const char *lim, int final, struct call *c)
 {
     const char *name0 = NULL, *name1 = NULL, *arg0 = NULL, *end_marker = NULL;

@@ -10,9 +10,9 @@
  * reply: the section of calls (one call when parallel_tool_calls is false),
  * each with a function name from the request's tools (or the named one) and
  * arguments matching that tool's `parameters` schema (the JSON-Schema
- * subset of grammar_schema.c; no schema: any JSON object). GLM's and
- * Qwen3-Coder's calls write each argument as a tagged key and value instead
- * of a JSON object: there the properties come in the schema's order, the
+ * subset of grammar_schema.c; no schema: any JSON object). GLM's,
+ * Qwen3-Coder's and DeepSeek-V4's (DSML) calls write each argument as a
+ * tagged key and value instead of a JSON object: there the properties come in the schema's order, the
  * required ones always and the others optionally (none when the tool has no
  * properties); a "string"-typed value is raw text that holds none of the
  * closing tags the reply parser looks for (oai_reply.c), any other value
@@ -47,12 +47,15 @@ static const struct {
     [OAI_TOOLS_GLM] = { "", "\"<tool_call>\"", "\"\\n\"?", "\"</tool_call>\"", "\"\\n\"?", "" },
     [OAI_TOOLS_QWEN3_CODER] = { "", "\"<tool_call>\\n<function=\"", "\">\\n\"", "\"</function>\\n</tool_call>\"",
                                 "\"\\n\"", "" },
+    [OAI_TOOLS_DEEPSEEK_V4] = { "\"\\n\\n<｜DSML｜tool_calls>\\n\"", "\"<｜DSML｜invoke name=\\\"\"", "\"\\\">\\n\"",
+                                "\"</｜DSML｜invoke>\"", "\"\\n\"", "\"\\n</｜DSML｜tool_calls>\"" },
 };
 
 /* GLM's and Qwen3-Coder's argument tags (GBNF literals around the key, then
  * around the value) and the closing tags a raw value must not hold. */
 static const struct {
     const char *key_open, *key_close, *value_close, *no[2];
+    const char *key_close_str;  /* before a "string"-typed value, when it differs (DSML) */
 } XML_ARG[OAI_TOOLS_COUNT] = {
     /* GLM-4.6 writes a newline after the name, the key and the value,
      * GLM-4.5 only after the key, GLM-4.7 none: each is optional */
@@ -60,6 +63,10 @@ static const struct {
                         { "/arg_value>", "/tool_call>" } },
     [OAI_TOOLS_QWEN3_CODER] = { "\"<parameter=\"", "\">\\n\"", "\"\\n</parameter>\\n\"",
                                 { "/parameter>", "/tool_call>" } },
+    /* DeepSeek-V4 marks a value string="true" (raw text) or "false" (JSON);
+     * its raw text has a rule of its own (text_rule) */
+    [OAI_TOOLS_DEEPSEEK_V4] = { "\"<｜DSML｜parameter name=\\\"\"", "\"\\\" string=\\\"false\\\">\"",
+                                "\"</｜DSML｜parameter>\\n\"", { NULL, NULL }, "\"\\\" string=\\\"true\\\">\"" },
 };
 
 static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char **unsupported)
@@ -97,6 +104,7 @@ static enum oai_tool_syntax tool_syntax_of(const struct oai_model *m, const char
     else if (strstr(text, "probe_fn<｜tool▁sep｜>")) s = OAI_TOOLS_DEEPSEEK_V31;
     else if (strstr(text, "<|tool_call_begin|>functions.probe_fn:")) s = OAI_TOOLS_KIMI;
     else if (strstr(text, "<tool_call>\n{\"name\": \"probe_fn\"")) s = OAI_TOOLS_HERMES;
+    else if (strstr(text, "<｜DSML｜invoke name=\"probe_fn\">\n<｜DSML｜parameter name=\"")) s = OAI_TOOLS_DEEPSEEK_V4;
     else if (strstr(text, "probe_fn")) *unsupported = "one colibri does not know";
     free(text);
     return s;
@@ -149,6 +157,13 @@ static void text_alts(struct strbuf *brk, struct strbuf *end, const char *const 
 /* The rule xtext: raw text holding none of the syntax's closing tags. */
 static void text_rule(struct strbuf *g, enum oai_tool_syntax syn)
 {
+    if (syn == OAI_TOOLS_DEEPSEEK_V4) {
+        /* DeepSeek's parser ends a value at the first </｜DSML｜parameter>:
+         * the text holds no "</｜" (text_alts spells classes by the byte,
+         * which cannot hold the multi-byte ｜) */
+        base_sb_puts(g, "xtext ::= ( [^<] | \"<\"+ [^/<] | \"<\"+ \"/\" [^｜] )* \"<\"*\n");
+        return;
+    }
     struct strbuf brk = { 0 }, end = { 0 };
     char pre[32];
     text_alts(&brk, &end, XML_ARG[syn].no, pre, 0);
@@ -177,9 +192,9 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
         const char *key = p->string;
         size_t n = strlen(key);
         for (size_t c = 0; c < n; c++)
-            if (strchr("<>", key[c]) || (unsigned char)key[c] < 0x20)
-                return fail(e, "tools", "%s: property '%s' holds a character ('<', '>' or a control) that this "
-                            "model's tool-call syntax cannot carry in a key", where, key);
+            if (strchr(syn == OAI_TOOLS_DEEPSEEK_V4 ? "<>\"" : "<>", key[c]) || (unsigned char)key[c] < 0x20)
+                return fail(e, "tools", "%s: property '%s' holds a character ('<', '>', a control, or in DSML "
+                            "'\"') that this model's tool-call syntax cannot carry in a key", where, key);
         if (!n || key[0] == ' ' || key[n - 1] == ' ')
             return fail(e, "tools", "%s: property '%s' is empty or starts or ends with a blank, which this "
                         "model's tool-call syntax cannot carry in a key", where, key);
@@ -188,9 +203,11 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
         base_sb_appendf(fns, " xarg-%d-%d%s", k, j, required ? "" : "?");
         base_sb_appendf(rules, "xarg-%d-%d ::= %s ", k, j, XML_ARG[syn].key_open);
         gbnf_literal(rules, key, n);
-        base_sb_appendf(rules, " %s ", XML_ARG[syn].key_close);
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
-        if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "string")) {     /* the parser keeps it as text */
+        int text = cJSON_IsString(ty) && !strcmp(ty->valuestring, "string");
+        base_sb_appendf(rules, " %s ", text && XML_ARG[syn].key_close_str ? XML_ARG[syn].key_close_str
+                                                                          : XML_ARG[syn].key_close);
+        if (text) {                         /* the parser keeps it as text */
             const cJSON *cst = cJSON_GetObjectItemCaseSensitive(p, "const"), *en = cJSON_GetObjectItemCaseSensitive(p, "enum");
             const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(p, "format"), *v;
             const cJSON *lo = cJSON_GetObjectItemCaseSensitive(p, "minLength"), *hi = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
@@ -229,9 +246,10 @@ static int xml_args(enum oai_tool_syntax syn, const cJSON *params, int i, int k,
             if (rc == COLIBRI_ENOMEM) return -!!oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
             if (rc) return fail(e, "tools", "%s: %s", where, err.msg);
             /* the templates write an untyped enum's strings raw, which the parser
-             * keeps as text where they do not parse as JSON */
+             * keeps as text where they do not parse as JSON (not in DSML, whose
+             * string="false" text must be JSON) */
             base_sb_appendf(rules, "( %s", vname);
-            const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum"), *v;
+            const cJSON *en = syn == OAI_TOOLS_DEEPSEEK_V4 ? NULL : cJSON_GetObjectItemCaseSensitive(p, "enum"), *v;
             cJSON_ArrayForEach(v, en) {
                 cJSON *as_json = cJSON_IsString(v) ? cJSON_Parse(v->valuestring) : NULL;
                 if (cJSON_IsString(v) && !as_json && v->valuestring[0] && !strstr(v->valuestring, "</")) {

@@ -389,6 +389,19 @@ static int reasoning_effort(const struct oai_model *m, const cJSON *root, char *
     return 0;
 }
 
+/* The tools as the client wrote them (so a template's tojson, or
+ * DeepSeek-V4's json.dumps, prints 2.0 as 2.0), else as cJSON prints them.
+ * NULL when out of memory. */
+static char *tools_text(const cJSON *tools, const char *body, size_t body_len)
+{
+    size_t n = 0;
+    const char *src = body ? member_text(body, body_len, "tools", &n) : NULL;
+    if (!src || !n || *src != '[') return cJSON_PrintUnformatted(tools);
+    char *t = malloc(n + 1);
+    if (t) { memcpy(t, src, n); t[n] = 0; }
+    return t;
+}
+
 static int has_tool_calls(const cJSON *messages)
 {
     for (const cJSON *o = messages->child; o; o = o->next)
@@ -423,7 +436,7 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const c
     }
     cJSON *arr = template_messages(root, msgs, n, 0, e);
     if (!arr) { free(kj); return -1; }
-    char *tj = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
+    char *tj = use_tools ? tools_text(tools, body, body_len) : NULL;
     struct colibri_err err = { 0 };
     int r = use_tools && !tj ? base_err_set(&err, COLIBRI_ENOMEM, "out of memory")
                              : render(m, arr, tj, kj, text, len, &err);
