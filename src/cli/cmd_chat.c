@@ -93,7 +93,7 @@ int cmd_chat(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     const char *kv_index = NULL;
-    const char *chat_template = NULL;
+    const char *chat_template = NULL, *chat_kwargs = NULL;
     int kv_int8 = 0;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0, n_draft = 0, draft = 0, draft_auto = 0;
     const char *mtp_mode = NULL;
@@ -104,6 +104,7 @@ int cmd_chat(int argc, char **argv)
         { "model", 'm', OPT_STR, &dir, "model directory (default models/colibri-tiny)" },
         { "system", 0, OPT_STR, &system, "system prompt" },
         OPTS_CHAT_TEMPLATE(chat_template),
+        OPTS_CHAT_TEMPLATE_KWARGS(chat_kwargs),
         { "n-predict", 'n', OPT_INT, &n_predict, "tokens per reply at most; -1 = until the end of text or a full context (default 512)", -1, 1 << 24 },
         OPTS_SAMPLER(so),
         OPTS_MTP(mtp_mode, n_draft),
@@ -178,6 +179,7 @@ int cmd_chat(int argc, char **argv)
         if (!sys || convo_add(&c, "system", sys)) { free(sys); goto oom; }
         base = 1;
     }
+    int v4 = !strcmp(colibri_tokenizer_chat_name(tok), "deepseek_v4");
     if (tty) fprintf(stderr, "colibri chat (%s, template %s %s): /help, /reset, /exit\n", dir,
                      colibri_tokenizer_chat_name(tok), colibri_tokenizer_chat_origin(tok));
     struct sigaction sa = { .sa_handler = on_sigint };
@@ -210,7 +212,7 @@ int cmd_chat(int argc, char **argv)
         char *text = NULL;
         size_t len, replaced = 0, n_ids = 0;
         int32_t *ids = NULL;
-        if (colibri_chat_render(tok, c.m, c.n, 1, &text, &len, &err) ||
+        if (cli_chat_render(tok, c.m, c.n, chat_kwargs, &text, &len, &err) ||
             colibri_tokenizer_encode(tok, text, len, 0, &ids, &n_ids, &replaced, &err)) {
             free(text);
             goto fail;
@@ -250,6 +252,11 @@ int cmd_chat(int argc, char **argv)
         gen_print_stats(stderr, &st);
         char *reply = pr.text.s ? pr.text.s : strdup("");
         if (!reply) goto oom;
+        if (v4) {   /* DeepSeek-V4 drops earlier turns' reasoning: the answer is what stays */
+            const char *answer = reply;
+            for (const char *p = reply; (p = strstr(p, "</think>")); p += 8) answer = p + 8;
+            memmove(reply, answer, strlen(answer) + 1);
+        }
         if (convo_add(&c, "assistant", reply)) { free(reply); goto oom; }
     }
     status = 0;

@@ -17,7 +17,7 @@
 int cmd_run(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
-    const char *chat_template = NULL;
+    const char *chat_template = NULL, *chat_kwargs = NULL;
     const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL, *kv_index = NULL;
     int kv_int8 = 0, n_draft = 0;
     const char *mtp_mode = NULL;
@@ -38,6 +38,7 @@ int cmd_run(int argc, char **argv)
         { "chat", 0, OPT_FLAG, &chat, "wrap the prompt in the model's chat template" },
         { "system", 0, OPT_STR, &system, "system prompt (implies --chat)" },
         OPTS_CHAT_TEMPLATE(chat_template),
+        OPTS_CHAT_TEMPLATE_KWARGS(chat_kwargs),
         { "stop", 0, OPT_STR, &stop_str, "stop when this text is generated (it is not printed)" },
         { "display-prompt", 0, OPT_FLAG, &show_prompt, "print the prompt before the generated text (the default "
                                                        "when stdout is a terminal; not with --chat)" },
@@ -73,7 +74,7 @@ int cmd_run(int argc, char **argv)
         return 2;
     }
     so.seed = (uint64_t)seed;
-    if (system) chat = 1;
+    if (system || chat_kwargs) chat = 1;
     mo.n_threads = threads;
     int mpi_status;
     if (cli_mpi_begin("run", &cm, dir, &mo, &mpi_status)) return mpi_status;
@@ -111,7 +112,7 @@ int cmd_run(int argc, char **argv)
         int n = 0;
         if (system) msgs[n++] = (struct colibri_chat_msg){ "system", system };
         msgs[n++] = (struct colibri_chat_msg){ "user", prompt };
-        if (colibri_chat_render(tok, msgs, (size_t)n, 1, &rendered, &rlen, &err)) goto fail;
+        if (cli_chat_render(tok, msgs, (size_t)n, chat_kwargs, &rendered, &rlen, &err)) goto fail;
         text = rendered;
         len = rlen;
     }

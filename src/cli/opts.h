@@ -109,6 +109,10 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
 #define OPTS_CHAT_TEMPLATE(path)                                                                                 \
     { "chat-template", 0, OPT_STR, &(path), "Jinja chat template file to use instead of the model's own "           \
                                             "(tokenizer_config.json chat_template or chat_template.jinja)" }
+#define OPTS_CHAT_TEMPLATE_KWARGS(json)                                                                          \
+    { "chat-template-kwargs", 0, OPT_STR, &(json), "the chat template's variables, a JSON object (the server's "    \
+                                                   "chat_template_kwargs), e.g. '{\"thinking\": true}' for "        \
+                                                   "DeepSeek-V3.1's and V4's thinking mode" }
 
 /* The environment, read here and nowhere else in colibri.
  *

@@ -16,4 +16,10 @@ char *cli_read_text(const char *path, size_t *len);
  * interpreter refuses). path NULL: nothing to do. */
 int cli_load_chat_template(colibri_tokenizer *tok, const char *path, struct colibri_err *err);
 
+/* Renders msgs[0..n) with tok's chat template and the assistant prompt;
+ * kwargs, the text of --chat-template-kwargs (a JSON object), gives the
+ * template its variables (NULL: none, colibri_chat_render). *text as there. */
+int cli_chat_render(const colibri_tokenizer *tok, const struct colibri_chat_msg *msgs, size_t n, const char *kwargs,
+                    char **text, size_t *len, struct colibri_err *err);
+
 #endif

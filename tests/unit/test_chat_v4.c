@@ -222,6 +222,15 @@ static void test_api_golden(void)
     CHECK(rc == 0 && !strcmp(out, "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hi<｜Assistant｜></think>"),
           "colibri_chat_render: %s", rc ? err.msg : out);
     free(out);
+    /* --chat-template replaces the built-in format */
+    static const char TPL[] = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+    CHECK(!colibri_tokenizer_set_chat_template(t, TPL, strlen(TPL), "t.jinja", &err) &&
+          !strcmp(colibri_tokenizer_chat_name(t), "jinja"), "set_chat_template: %s", err.msg);
+    out = NULL;
+    rc = colibri_chat_render(t, msgs, 2, 1, &out, &len, &err);
+    CHECK(rc == 0 && !strcmp(out, "<system>You are a helpful assistant.<user>Hi"), "the given template: %s",
+          rc ? err.msg : out);
+    free(out);
     cJSON_Delete(doc);
     colibri_tokenizer_free(t);
     remove_v4_model(dir);
