@@ -153,6 +153,7 @@ CASES = [
         {"role": "assistant", "content": "", "tool_calls": [call("z", "now", "{}")]},
         tool("z", "noon"), {"role": "user", "content": "and tomorrow?"}], [NOPARAMS], {}),
     ("tool_without_call", [{"role": "user", "content": "x"}, tool("", "orphan")], None, {"thinking": True}),
+    ("tool_without_content", [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "a"}], None, {}),
     ("tools_drop_off_keep", [
         SYS, {"role": "user", "content": "a"},
         {"role": "assistant", "reasoning_content": "r1", "content": "c1"},

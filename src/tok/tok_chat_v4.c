@@ -301,9 +301,9 @@ static int merge(const cJSON *messages, const cJSON *tools, struct msg *m, struc
         struct msg *last = n ? &m[n - 1] : NULL;
         if (!strcmp(r, "tool") || !strcmp(r, "user")) {
             int tool = r[0] == 't';
-            if (tool && !content)
-                return base_err_set(err, COLIBRI_EINVAL, "chat: message %d: a tool result needs its content "
-                                    "(a string)", i);
+            /* DeepSeek's encoder renders a null result as "None" */
+            if (tool && !content && cJSON_GetObjectItemCaseSensitive(o, "content"))
+                return base_err_set(err, COLIBRI_EINVAL, "chat: message %d: a tool result's content is null", i);
             parts[np] = (struct part){ .tool = tool, .text = content ? content : "", .id = call_id ? call_id : "" };
             if (last && last->role == R_USER) last->n_parts++;
             else m[n++] = (struct msg){ .role = R_USER, .parts = &parts[np], .n_parts = 1 };

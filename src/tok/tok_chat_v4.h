@@ -37,8 +37,10 @@
  *              before the last user turn is left out; never with tools)
  * The encoder always opens the assistant's turn after a final user turn, so
  * add_gen = 0 there is refused; after a final assistant turn it changes
- * nothing. Where DeepSeek's encoder fails (a null tool result, arguments that
- * are JSON but not an object) this refuses, naming the message.
+ * nothing. Where DeepSeek's encoder fails (arguments that are JSON but not
+ * an object) or renders Python's None (a null tool result) this refuses,
+ * naming the message; a null user content renders as "" (the encoder fails
+ * on it). A missing content is "" everywhere, as there.
  * Pure; thread-safe. */
 #ifndef COLIBRI_TOK_CHAT_V4_H
 #define COLIBRI_TOK_CHAT_V4_H
