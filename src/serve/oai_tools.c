@@ -446,8 +446,9 @@ int oai_render_chat(const struct oai_model *m, const struct cJSON *root, const c
      * vLLM's form applied only where it is needed: when the template fails
      * on a conversation with tool calls, it is rendered again with each
      * call's arguments parsed into their JSON value. Templates that take the
-     * string keep getting it unchanged. */
-    if (r && r != COLIBRI_ENOMEM && has_tool_calls(arr)) {
+     * string keep getting it unchanged; DeepSeek-V4's built-in format takes
+     * only the string, so its refusals stand as they are. */
+    if (r && r != COLIBRI_ENOMEM && has_tool_calls(arr) && strcmp(colibri_tokenizer_chat_name(m->tok), "deepseek_v4")) {
         cJSON *objs = template_messages(root, msgs, n, 1, e);
         if (!objs) {
             cJSON_Delete(arr);

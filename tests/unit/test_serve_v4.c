@@ -336,6 +336,15 @@ static void test_requests(void)
         }
         free(body);
     }
+    /* refused by name, with nothing about the mapping retry other templates get */
+    static const char BAD[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", "
+        "\"content\": \"\", \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+        "\"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"a\", \"content\": \"1\"}], "
+        "\"chat_template_kwargs\": {\"foo\": 1}}";
+    struct oai_error e = { 0 };
+    struct job *j = oai_parse(&m, JOB_CHAT, BAD, strlen(BAD), &e);
+    CHECK(!j && e.status == 400 && strstr(e.msg, "'foo'") && !strstr(e.msg, "objects"), "unknown variable: %s", e.msg);
+    if (j) job_release(j);
     cJSON_Delete(doc);
 }
 
