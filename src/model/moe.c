@@ -12,22 +12,19 @@
 #include "model/norm.h"
 #include "model/parts.h"
 
-/* DeepseekV3TopkRouter (noaux_tc). */
-static void route_sigmoid_noaux_tc(const struct model_config *c, const float *logits, const float *bias, int *idx,
-                                   float *wts)
+/* keep[e] = 1 for the experts of the topk_group groups whose two best
+ * scores sum highest (ties to the lower group), 0 for the rest: the group
+ * choice of DeepseekV3TopkRouter and Mistral4TopkRouter. */
+static void keep_top2_sum_groups(const struct model_config *c, const float *score, unsigned char *keep)
 {
-    int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
-    float s[E], b[E], gscore[G];
-    int gkeep[G];
-    for (int e = 0; e < E; e++) {
-        s[e] = 1.0f / (1.0f + expf(-logits[e]));
-        b[e] = s[e] + bias[e];
-    }
+    int E = c->n_routed_experts, G = c->n_group, per = E / G;
+    float gscore[G];
+    unsigned char gkeep[G];
     for (int g = 0; g < G; g++) {
         float m1 = -INFINITY, m2 = -INFINITY;
         for (int e = g * per; e < (g + 1) * per; e++) {
-            if (b[e] > m1) { m2 = m1; m1 = b[e]; }
-            else if (b[e] > m2) m2 = b[e];
+            if (score[e] > m1) { m2 = m1; m1 = score[e]; }
+            else if (score[e] > m2) m2 = score[e];
         }
         gscore[g] = m1 + m2;
         gkeep[g] = 0;
@@ -38,8 +35,33 @@ static void route_sigmoid_noaux_tc(const struct model_config *c, const float *lo
             if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
         gkeep[best] = 1;
     }
+    for (int e = 0; e < E; e++) keep[e] = gkeep[e / per];
+}
+
+/* wts[k] / (sum + 1e-20) when norm_topk_prob, then times routed_scaling_factor. */
+static void normalize_and_scale(const struct model_config *c, float *wts, float sum)
+{
+    for (int k = 0; k < c->num_experts_per_tok; k++) {
+        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
+        wts[k] *= c->routed_scaling_factor;
+    }
+}
+
+/* DeepseekV3TopkRouter (noaux_tc). */
+static void route_sigmoid_noaux_tc(const struct model_config *c, const float *logits, const float *bias, int *idx,
+                                   float *wts)
+{
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    float s[E], b[E];
+    unsigned char keep[E];
+    for (int e = 0; e < E; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        b[e] = s[e] + bias[e];
+    }
+    if (E <= 0) return;     /* config-checked; says so to the compiler, which sees b maybe unwritten */
+    keep_top2_sum_groups(c, b, keep);
     for (int e = 0; e < E; e++)
-        if (!gkeep[e / per]) b[e] = -INFINITY;
+        if (!keep[e]) b[e] = -INFINITY;
     float sum = 0.0f;
     for (int k = 0; k < K; k++) {
         int best = -1;
@@ -50,10 +72,7 @@ static void route_sigmoid_noaux_tc(const struct model_config *c, const float *lo
         wts[k] = s[best];
         sum += s[best];
     }
-    for (int k = 0; k < K; k++) {
-        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
-        wts[k] *= c->routed_scaling_factor;
-    }
+    normalize_and_scale(c, wts, sum);
 }
 
 /* Softmax over all experts in f32, as torch's softmax(dtype=float32). */
@@ -128,33 +147,15 @@ static void route_softmax_top2_groups(const struct model_config *c, const float 
                                       float *wts)
 {
     (void)bias;
-    int E = c->n_routed_experts, G = c->n_group, per = E / G, K = c->num_experts_per_tok;
-    float s[E], gscore[G];
-    unsigned char gkeep[G], keep[E];
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    float s[E];
+    unsigned char keep[E];
     softmax_scores(logits, E, s);
-    for (int g = 0; g < G; g++) {
-        float m1 = -INFINITY, m2 = -INFINITY;
-        for (int e = g * per; e < (g + 1) * per; e++) {
-            if (s[e] > m1) { m2 = m1; m1 = s[e]; }
-            else if (s[e] > m2) m2 = s[e];
-        }
-        gscore[g] = m1 + m2;
-        gkeep[g] = 0;
-    }
-    for (int k = 0; k < c->topk_group; k++) {
-        int best = -1;
-        for (int g = 0; g < G; g++)
-            if (!gkeep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
-        gkeep[best] = 1;
-    }
-    for (int e = 0; e < E; e++) keep[e] = gkeep[e / per];
+    keep_top2_sum_groups(c, s, keep);
     float sum = 0.0f;
     top_k_scaled(c, s, keep, 1.0f, idx, wts);
     for (int k = 0; k < K; k++) sum += wts[k];
-    for (int k = 0; k < K; k++) {
-        if (c->norm_topk_prob) wts[k] /= (sum + 1e-20f);
-        wts[k] *= c->routed_scaling_factor;
-    }
+    normalize_and_scale(c, wts, sum);
 }
 
 typedef void (*moe_router_fn)(const struct model_config *c, const float *logits, const float *bias, int *idx,
