@@ -3,20 +3,7 @@
 # --ram): the server lives, the request that met the truncation and every
 # later one fail naming the file, and /health answers 503 saying why
 # (io/mapguard.h). Loopback only; kills what it started on every exit path.
-set -u
-COLIBRI=${COLIBRI:-build/colibri}
-PY=${PYTHON:-python3}
-tmp=$(mktemp -d)
-pid=""
-
-cleanup() {
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-fail() { echo "serve_model_changed.sh: $*"; tail -n 20 "$tmp/server.log"; exit 1; }
+. tests/cli/serve_lib.inc
 
 # POST a 4-token completion; prints "STATUS BODY"
 req() {
@@ -42,16 +29,7 @@ for ram in "" "--ram 3M"; do
     cp "$tmp/m/model.safetensors" "$tmp/m/w" && rm "$tmp/m/model.safetensors" && mv "$tmp/m/w" "$tmp/m/model.safetensors" ||
         fail "copy the weights"
     [ -L "$tmp/m/model.safetensors" ] && fail "the weights are still a link"
-    : >"$tmp/server.log"
-    "$COLIBRI" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --slots 1 $ram >"$tmp/server.log" 2>&1 &
-    pid=$!
-    i=0; port=""
-    while [ $i -lt 200 ] && [ -z "$port" ]; do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/server.log")
-        kill -0 "$pid" 2>/dev/null || fail "server exited at start ($ram)"
-        sleep 0.05; i=$((i + 1))
-    done
-    [ -n "$port" ] || fail "server did not start ($ram)"
+    serve_start -m "$tmp/m" --threads 1 --slots 1 $ram
     url="http://127.0.0.1:$port"
     out=$(req "$url" /v1/completions); case "$out" in "200 "*) ;; *) fail "whole model ($ram): $out" ;; esac
     out=$(req "$url" /health); case "$out" in "200 "*) ;; *) fail "health of the whole model ($ram): $out" ;; esac
