@@ -309,6 +309,41 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
       "\"index_n_heads\":4,\"index_head_dim\":64,\"index_topk\":16,\"index_topk_freq\":2,"
       "\"rms_norm_eps\":1e-5,\"max_position_embeddings\":1024,\"rope_theta\":1000000,"
       "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* DeepSeek-V4-Flash in the official config spelling (as tests/oracle_v4/deepseek_v4_official).
+     * Dims: hidden 4096, 43 layers, 256 routed experts top-6 + 1 shared from issue 32; every other
+     * value is DeepseekV4Config's default in transformers 5.18.0 (configuration_deepseek_v4.py, whose
+     * defaults are V4-Flash): 64 heads of 512 with rope 64 (partial 64/512), q_lora 1024, o_groups 8 x
+     * o_lora 1024, moe_intermediate 2048, hc_mult 4, 3 hash layers, indexer 64 x 128 top-512, window
+     * 128, swiglu_limit 10, sqrtsoftplus x 1.5, compress theta 160000 with yarn factor 16 (its
+     * comment); original_max_position_embeddings is 1048576 / 16 and beta 32/1 are yarn's defaults.
+     * compress_ratios (appended by colibri_synth) follow the class's default layer pattern. */
+    { "v4-flash", 1,
+      "{\"model_type\":\"deepseek_v4\",\"architectures\":[\"DeepseekV4ForCausalLM\"],\"vocab_size\":129280,"
+      "\"hidden_size\":4096,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,\"num_attention_heads\":64,"
+      "\"head_dim\":512,\"qk_rope_head_dim\":64,\"q_lora_rank\":1024,\"o_groups\":8,\"o_lora_rank\":1024,"
+      "\"n_routed_experts\":256,\"n_shared_experts\":1,\"num_experts_per_tok\":6,\"num_hash_layers\":3,"
+      "\"scoring_func\":\"sqrtsoftplus\",\"norm_topk_prob\":true,\"routed_scaling_factor\":1.5,"
+      "\"swiglu_limit\":10.0,\"hc_mult\":4,\"hc_sinkhorn_iters\":20,\"hc_eps\":1e-6,\"sliding_window\":128,"
+      "\"index_n_heads\":64,\"index_head_dim\":128,\"index_topk\":512,\"num_nextn_predict_layers\":0,"
+      "\"hidden_act\":\"silu\",\"rms_norm_eps\":1e-6,\"max_position_embeddings\":1048576,\"rope_theta\":10000,"
+      "\"compress_rope_theta\":160000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":16,"
+      "\"original_max_position_embeddings\":65536,\"beta_fast\":32,\"beta_slow\":1},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* DeepSeek-V4-Pro: hidden 7168, 61 layers, 384 routed experts from issue 32; nothing else about
+     * Pro is in the issue or transformers, so every other value is V4-Flash's above (an assumption:
+     * Pro's real heads, ranks and expert width may differ). */
+    { "v4-pro", 1,
+      "{\"model_type\":\"deepseek_v4\",\"architectures\":[\"DeepseekV4ForCausalLM\"],\"vocab_size\":129280,"
+      "\"hidden_size\":7168,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,\"num_attention_heads\":64,"
+      "\"head_dim\":512,\"qk_rope_head_dim\":64,\"q_lora_rank\":1024,\"o_groups\":8,\"o_lora_rank\":1024,"
+      "\"n_routed_experts\":384,\"n_shared_experts\":1,\"num_experts_per_tok\":6,\"num_hash_layers\":3,"
+      "\"scoring_func\":\"sqrtsoftplus\",\"norm_topk_prob\":true,\"routed_scaling_factor\":1.5,"
+      "\"swiglu_limit\":10.0,\"hc_mult\":4,\"hc_sinkhorn_iters\":20,\"hc_eps\":1e-6,\"sliding_window\":128,"
+      "\"index_n_heads\":64,\"index_head_dim\":128,\"index_topk\":512,\"num_nextn_predict_layers\":0,"
+      "\"hidden_act\":\"silu\",\"rms_norm_eps\":1e-6,\"max_position_embeddings\":1048576,\"rope_theta\":10000,"
+      "\"compress_rope_theta\":160000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":16,"
+      "\"original_max_position_embeddings\":65536,\"beta_fast\":32,\"beta_slow\":1},"
+      "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
 };
 
 int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_mtp, const struct colibri_model_opts *opts,
@@ -327,8 +362,21 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
     int rc = parse_formats(opts, &co.fmt, err);
     if (rc) return rc;
     char json[4096];
-    int len = snprintf(json, sizeof json, SYNTH_PRESETS[p].json, n_layers > 0 ? n_layers : SYNTH_PRESETS[p].layers);
+    int L = n_layers > 0 ? n_layers : SYNTH_PRESETS[p].layers;
+    int len = snprintf(json, sizeof json, SYNTH_PRESETS[p].json, L);
     if (n_mtp < 0 || n_mtp > 1) return base_err_set(err, COLIBRI_EINVAL, "--mtp-layers %d: 0 or 1", n_mtp);
+    if (strstr(json, "\"deepseek_v4\"")) {
+        if (n_mtp) return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp-layers: not written for %s", preset);
+        /* a bf16 V4-Flash layer's 256 experts are 12.9 GB; FP4 is what DeepSeek ships them in */
+        if (!opts || !opts->experts_fmt) co.fmt.experts_fmt = QUANT_MXFP4;
+        /* transformers' default layer pattern, cut to L: two HCA (128), then HCA / CSA (4) alternating */
+        len--;
+        len += snprintf(json + len, sizeof json - (size_t)len, ",\"compress_ratios\":[");
+        for (int l = 0; l < L && len < (int)sizeof json - 16; l++)
+            len += snprintf(json + len, sizeof json - (size_t)len, "%s%d", l ? "," : "",
+                            l >= 2 && (l - 2) % 2 ? 4 : 128);
+        len += snprintf(json + len, sizeof json - (size_t)len, "]}");
+    }
     if (n_mtp)   /* the config's last '}' becomes the declaration of the MTP layer */
         snprintf(json + len - 1, sizeof json - (size_t)len + 1, ",\"num_nextn_predict_layers\":%d}", n_mtp);
     struct convert_report r;

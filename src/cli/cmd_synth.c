@@ -13,7 +13,8 @@ int cmd_synth(int argc, char **argv)
     int layers = 0, seed = 1, mtp_layers = 0;
     const struct opt opts[] = {
         { "preset", 'p', OPT_STR, &preset,
-          "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny" },
+          "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny, v4-flash, "
+          "v4-pro" },
         { "layers", 'l', OPT_INT, &layers, "number of layers (default: the preset's)", 0, 1000 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (default bf16)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },
@@ -24,14 +25,17 @@ int cmd_synth(int argc, char **argv)
           0, 1 },
     };
     const struct opts_spec spec = {
-        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny] [--layers N] [--mtp-layers 1] [--experts FMT]\n"
-        "              [--dense FMT] [--embed FMT]",
+        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny|v4-flash|v4-pro] [--layers N]\n"
+        "              [--mtp-layers 1] [--experts FMT] [--dense FMT] [--embed FMT]",
         "Writes a model with random weights (fan-in scaled, seeded) in the shapes of a real architecture, in any\n"
         "weight format, for benchmarks that a tiny fixture cannot stand in for. It has no tokenizer; use it with\n"
         "colibri bench and colibri info. v2-lite is DeepSeek-V2-Lite's shapes with DeepSeek-V3's router; v2 is\n"
         "DeepSeek-V2-Lite as deepseek_v2 (softmax greedy router). v32 (DeepSeek-V3.2) and glm5 (GLM-5) add the\n"
         "DSA indexer tensors; v32-tiny and glm5-tiny are tiny's sizes with them (glm5-tiny: full/shared\n"
-        "indexer layers). v2, v32, glm5 and the tiny ones default to 4 layers.",
+        "indexer layers). v2, v32, glm5 and the tiny ones default to 4 layers. v4-flash and v4-pro (DeepSeek-V4) are\n"
+        "written in the official tensor names and config spelling, 1 layer by default (a hash-MoE HCA layer; layer\n"
+        "3 is the first CSA one), routed experts in mxfp4 unless --experts says otherwise (256 bf16 V4-Flash\n"
+        "experts are 12.9 GB a layer); --mtp-layers is refused for them.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 1, &npos);

@@ -20,7 +20,7 @@
 enum item_kind { ITEM_COPY, ITEM_WEIGHT };
 
 /* How a synthetic tensor's values are drawn (model_synth). */
-enum gen_kind { GEN_NONE, GEN_LINEAR, GEN_EMBED, GEN_NORM, GEN_BIAS };
+enum gen_kind { GEN_NONE, GEN_LINEAR, GEN_EMBED, GEN_NORM, GEN_BIAS, GEN_TID2EID };
 
 /* One source tensor and what it becomes: a byte copy, or a weight in `fmt`
  * (one or two output tensors). Synthetic items have no source and are drawn
@@ -286,7 +286,26 @@ static int write_item(FILE *f, const struct st_set *st, struct item *it, const c
 {
     XXH64_state_t *h = XXH64_createState();
     int rc = 0;
-    if (it->kind == ITEM_COPY && it->gen != GEN_NONE) {
+    if (it->gen == GEN_TID2EID) {
+        /* a hash layer's table: each token's K distinct experts, uniform over 0..cols-1 */
+        int64_t rows = it->out[0].shape[0], K = it->out[0].shape[1];
+        int64_t *t = malloc((size_t)(rows * K) * sizeof *t);
+        uint64_t x = it->seed ^ XXH64(it->names[0], strlen(it->names[0]), 0);
+        XXH64_reset(h, 0);
+        if (!t) rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+        for (int64_t r = 0; t && r < rows; r++)
+            for (int64_t k = 0; k < K; k++) {
+                int64_t e, j;
+                do {
+                    e = (int64_t)(splitmix64(&x) % (uint64_t)it->cols);
+                    for (j = 0; j < k && t[r * K + j] != e; j++) {}
+                } while (j < k);
+                t[r * K + k] = e;
+            }
+        if (t && put(f, t, it->out[0].nbytes, h)) rc = base_err_set(err, COLIBRI_EIO, "%s: write failed", path);
+        it->hash[0] = XXH64_digest(h);
+        free(t);
+    } else if (it->kind == ITEM_COPY && it->gen != GEN_NONE) {
         float *w = generate(it, (int64_t)(it->out[0].nbytes / 4));
         XXH64_reset(h, 0);
         if (!w) rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
@@ -572,6 +591,91 @@ static void add_synth(struct item *items, int *n, const char *name, int rows, in
     it->out[0] = (struct st_out_tensor){ it->names[0], ST_F32, 1, { rows }, (uint64_t)rows * 4 };
 }
 
+/* DeepSeek-V4's tensors in the official checkpoint names (no "model."
+ * prefix; model/mixer_v4.c, moe_v4.c and residual_hyper.c read them), each
+ * shape as those loaders expect: the hyper-connection mixers, position
+ * biases (ape) and router stay f32, a hash layer gets an I64 tid2eid. */
+static int synth_v4_items(const struct model_config *c, const struct convert_opts *o, uint64_t seed,
+                          struct item **out, int *n_out, struct colibri_err *err)
+{
+    int hid = c->hidden_size, E = c->n_routed_experts, L = c->num_hidden_layers, H = c->num_attention_heads;
+    int D = c->head_dim, Q = c->q_lora_rank, GR = c->o_groups * c->o_lora_rank, I = c->moe_intermediate_size;
+    int ns = c->hc_mult, mix = (2 + ns) * ns, Hi = c->index_n_heads, Di = c->index_head_dim;
+    int ef = o->fmt.embed_fmt, df = o->fmt.dense_fmt, xf = o->fmt.experts_fmt, n = 0;
+    struct item *items = calloc((size_t)(8 + (int64_t)L * (48 + 3 * (int64_t)E)), sizeof *items);
+    if (!items) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    char nm[512];
+    add_synth(items, &n, "embed.weight", c->vocab_size, hid, ef, GEN_EMBED, seed);
+    add_synth(items, &n, "head.weight", c->vocab_size, hid, ef, GEN_LINEAR, seed);
+    add_synth(items, &n, "norm.weight", hid, 0, 0, GEN_NORM, seed);
+    add_synth(items, &n, "hc_head_fn", ns, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+    add_synth(items, &n, "hc_head_base", ns, 0, 0, GEN_BIAS, seed);
+    add_synth(items, &n, "hc_head_scale", 1, 0, 0, GEN_NORM, seed);
+    for (int l = 0; l < L; l++) {
+#define N(fmt_) (snprintf(nm, sizeof nm, "layers.%d." fmt_, l), nm)
+        add_synth(items, &n, N("attn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("ffn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("hc_attn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+        add_synth(items, &n, N("hc_attn_base"), mix, 0, 0, GEN_BIAS, seed);
+        add_synth(items, &n, N("hc_attn_scale"), 3, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("hc_ffn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+        add_synth(items, &n, N("hc_ffn_base"), mix, 0, 0, GEN_BIAS, seed);
+        add_synth(items, &n, N("hc_ffn_scale"), 3, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("attn.wq_a.weight"), Q, hid, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("attn.q_norm.weight"), Q, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("attn.wq_b.weight"), H * D, Q, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("attn.wkv.weight"), D, hid, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("attn.kv_norm.weight"), D, 0, 0, GEN_NORM, seed);
+        add_synth(items, &n, N("attn.wo_a.weight"), GR, H * D / c->o_groups, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("attn.wo_b.weight"), hid, GR, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("attn.attn_sink"), H, 0, 0, GEN_BIAS, seed);
+        int type = c->v4_layer_type[l], r = c->compress_ratio[l];
+        if (type != MODEL_V4_SLIDING) {
+            /* a CSA compressor keeps two overlapping halves per entry, so twice the width */
+            int w = type == MODEL_V4_CSA ? 2 * D : D;
+            add_synth(items, &n, N("attn.compressor.wkv.weight"), w, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.compressor.wgate.weight"), w, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.compressor.ape"), r, w, QUANT_F32, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.compressor.norm.weight"), D, 0, 0, GEN_NORM, seed);
+        }
+        if (type == MODEL_V4_CSA) {
+            add_synth(items, &n, N("attn.indexer.compressor.wkv.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.indexer.compressor.wgate.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.indexer.compressor.ape"), r, 2 * Di, QUANT_F32, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.indexer.compressor.norm.weight"), Di, 0, 0, GEN_NORM, seed);
+            add_synth(items, &n, N("attn.indexer.wq_b.weight"), Hi * Di, Q, df, GEN_LINEAR, seed);
+            add_synth(items, &n, N("attn.indexer.weights_proj.weight"), Hi, hid, df, GEN_LINEAR, seed);
+        }
+        add_synth(items, &n, N("ffn.gate.weight"), E, hid, QUANT_F32, GEN_LINEAR, seed);
+        if (c->hash_layer[l]) {
+            struct item *it = &items[n++];
+            memset(it, 0, sizeof *it);
+            *it = (struct item){ .gen = GEN_TID2EID, .seed = seed, .kind = ITEM_COPY, .cols = E, .n_out = 1 };
+            snprintf(it->names[0], sizeof it->names[0], "layers.%d.ffn.gate.tid2eid", l);
+            int64_t K = c->num_experts_per_tok;
+            it->out[0] = (struct st_out_tensor){ it->names[0], ST_I64, 2, { c->vocab_size, K },
+                                                 (uint64_t)c->vocab_size * (uint64_t)K * 8 };
+        } else {
+            add_synth(items, &n, N("ffn.gate.bias"), E, 0, 0, GEN_BIAS, seed);
+        }
+        for (int e = 0; e < E; e++) {
+            snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w1.weight", l, e);
+            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+            snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w2.weight", l, e);
+            add_synth(items, &n, nm, hid, I, xf, GEN_LINEAR, seed);
+            snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w3.weight", l, e);
+            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+        }
+        add_synth(items, &n, N("ffn.shared_experts.w1.weight"), I, hid, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("ffn.shared_experts.w2.weight"), hid, I, df, GEN_LINEAR, seed);
+        add_synth(items, &n, N("ffn.shared_experts.w3.weight"), I, hid, df, GEN_LINEAR, seed);
+#undef N
+    }
+    *out = items;
+    *n_out = n;
+    return 0;
+}
+
 int model_synth(const char *dst, const char *config_json, const struct convert_opts *o, uint64_t seed,
                 struct convert_report *rep, struct colibri_err *err)
 {
@@ -585,6 +689,19 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
                        "model would have no MoE layer; use more layers", c.num_hidden_layers);
     if (mkdir(dst, 0755) && errno != EEXIST)
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dst);
+    if (c.residual_kind == MODEL_RESIDUAL_HYPER) {
+        if (c.num_nextn_predict_layers)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "synth: an MTP layer for deepseek_v4 is not written");
+        struct item *items = NULL;
+        int n = 0;
+        rc = synth_v4_items(&c, o, seed, &items, &n, err);
+        if (!rc) rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
+        if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
+        free(items);
+        return rc;
+    }
     int H = c.num_attention_heads, hid = c.hidden_size, E = c.n_routed_experts;
     int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim, L = c.num_hidden_layers, n_mtp = c.num_nextn_predict_layers;
     if (c.family->tensor_prefix)
@@ -663,8 +780,6 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
 #undef N
 #undef NT
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dst);
     rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
     if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
     free(items);

@@ -61,3 +61,12 @@ if "$COLIBRI" bench -m "$tmp/mtp" --mtp on --mtp-accept 2 -p 8 -n 4 -r 1 2>"$tmp
 grep -q -- "--mtp-accept '2'" "$tmp/err"
 if "$COLIBRI" synth "$tmp/dsamtp" --preset v32-tiny --mtp-layers 1 2>"$tmp/err"; then exit 1; fi
 grep -q "MTP layer for a DSA model" "$tmp/err"
+# DeepSeek-V4 presets: listed, and --mtp-layers refused by the preset's name
+# before anything is written (a real-shaped V4 layer is gigabytes, too big
+# to write here)
+if "$COLIBRI" synth "$tmp/x" --preset v9 2>"$tmp/err"; then exit 1; fi
+grep -q "v4-flash, v4-pro" "$tmp/err"
+"$COLIBRI" synth --help | grep -q "v4-flash|v4-pro"
+if "$COLIBRI" synth "$tmp/v4mtp" --preset v4-flash --layers 1 --mtp-layers 1 2>"$tmp/err"; then exit 1; fi
+grep -q -- "--mtp-layers: not written for v4-flash" "$tmp/err"
+[ ! -e "$tmp/v4mtp" ]
