@@ -58,6 +58,25 @@ static void free_comp(struct v4_compressor_weights *c)
     free(c->norm);
 }
 
+int64_t model_v4_attn_bytes(const struct v4_attn_weights *w, const struct model_config *c, int li, int64_t *small)
+{
+    if (!w) return 0;
+    int64_t b = model_qtensor_bytes(&w->wq_a) + model_qtensor_bytes(&w->wq_b) + model_qtensor_bytes(&w->wkv) +
+                model_qtensor_bytes(&w->wo_b);
+    for (int g = 0; w->wo_a && g < c->o_groups; g++) b += model_qtensor_bytes(&w->wo_a[g]);
+    int type = c->v4_layer_type[li], r = c->compress_ratio[li], D = c->head_dim, Di = c->index_head_dim;
+    *small += 4 * ((int64_t)D + c->num_attention_heads);   /* q_norm is counted with the layer norms */
+    if (type == MODEL_V4_SLIDING) return b;
+    int w1 = type == MODEL_V4_CSA ? 2 * D : D;
+    b += model_qtensor_bytes(&w->comp.wkv) + model_qtensor_bytes(&w->comp.wgate);
+    *small += 4 * ((int64_t)r * w1 + D);
+    if (type != MODEL_V4_CSA) return b;
+    b += model_qtensor_bytes(&w->icomp.wkv) + model_qtensor_bytes(&w->icomp.wgate) + model_qtensor_bytes(&w->idx_wq_b) +
+         model_qtensor_bytes(&w->idx_wproj);
+    *small += 4 * ((int64_t)r * 2 * Di + Di);
+    return b;
+}
+
 void model_v4_attn_weights_free(struct v4_attn_weights *w, int o_groups)
 {
     if (!w) return;

@@ -28,6 +28,7 @@
 #define COLIBRI_MODEL_MIXER_V4_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "colibri.h"
 #include "model/config.h"
@@ -51,6 +52,11 @@ struct v4_attn_weights {
 };
 
 void model_v4_attn_weights_free(struct v4_attn_weights *w, int o_groups);
+
+/* Bytes of layer li's V4 mixer matrices (all read for every token: the
+ * compressors and the indexer run on each one); *small grows by its f32
+ * vectors (norms, sinks, position biases). */
+int64_t model_v4_attn_bytes(const struct v4_attn_weights *w, const struct model_config *c, int li, int64_t *small);
 
 /* The checkpoint's spelling of an official name (printf-style): the name
  * itself when present, else "model." + name when that is, else the name. */

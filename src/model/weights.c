@@ -898,8 +898,9 @@ void model_bytes(const struct model *m, struct model_bytes *out)
     int hid = c->hidden_size;
     int64_t emb = model_qtensor_bytes(&m->embed), head = model_qtensor_bytes(&m->lm_head);
     struct model_bytes b = { 0 };
-    b.dense = emb + (m->lm_head_tied ? 0 : head);
-    b.token_read = head + emb / c->vocab_size;
+    int64_t hc_head = model_qtensor_bytes(&m->hc_head_fn);
+    b.dense = emb + (m->lm_head_tied ? 0 : head) + hc_head;
+    b.token_read = head + emb / c->vocab_size + hc_head;
     b.small = 4 * (int64_t)hid + 4 * (int64_t)(c->qk_rope_head_dim / 2);
     int64_t mtp_read = 0, mtp_expert_read = 0;
     for (int li = 0; li < c->num_hidden_layers + m->n_mtp; li++) {
@@ -908,7 +909,8 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         int64_t kvb = model_qtensor_bytes(&a->kv_b);
         int64_t at = model_qtensor_bytes(&a->q_a) + model_qtensor_bytes(&a->q_b) + model_qtensor_bytes(&a->q) +
                      model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o) +
-                     model_indexer_bytes(&a->indexer, &b.small);
+                     model_indexer_bytes(&a->indexer, &b.small) + model_v4_attn_bytes(lw->v4, c, li, &b.small) +
+                     model_qtensor_bytes(&lw->hc_fn[0]) + model_qtensor_bytes(&lw->hc_fn[1]);
         int64_t copy = a->kv_b_f32 ? (int64_t)a->kv_b.rows * a->kv_b.cols * 4 : 0;
         b.dense += at;
         b.copies += copy;
@@ -920,6 +922,7 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         int64_t mlp = lw->is_moe ? model_qtensor_bytes(&lw->moe.router) + model_mlp_bytes(&lw->moe.shared)
                                  : model_mlp_bytes(&lw->dense);
         if (lw->is_moe) b.small += 4 * (int64_t)c->n_routed_experts;
+        if (lw->tid2eid) b.small += 8 * (int64_t)c->vocab_size * c->num_experts_per_tok;
         b.dense += mlp;
         *read += mlp;
         if (li >= c->num_hidden_layers) b.mtp += mlp;
