@@ -66,7 +66,8 @@ int cmd_info(int argc, char **argv)
     for (int i = 0; i < 16; i++)
         if (in.bytes_by_dtype[i]) printf(" %s %s", in.dtype_names[i], human(h1, in.bytes_by_dtype[i]));
     printf("\n");
-    printf("weights:      %.1f MiB as loaded, %.2f MiB read per decoded token\n", in.weight_bytes / 1048576.0,
+    printf("weights:      %.1f MiB as loaded (dense %.1f, routed experts %.1f), %.2f MiB read per decoded token\n",
+           in.weight_bytes / 1048576.0, (in.weight_bytes - in.expert_bytes) / 1048576.0, in.expert_bytes / 1048576.0,
            in.active_bytes / 1048576.0);
     printf("memory:       %.1f MiB resident: weights %.1f, of which routed experts %.1f (%s store", in.resident_bytes / 1048576.0,
            (in.weight_bytes - in.expert_bytes + in.expert_cache_bytes) / 1048576.0, in.expert_cache_bytes / 1048576.0,
