@@ -21,7 +21,7 @@ int cmd_synth(int argc, char **argv)
         { "embed", 0, OPT_STR, &mo.embed_fmt, "embedding and lm_head format (default bf16)" },
         { "seed", 0, OPT_INT, &seed, "random seed (default 1)", 0, 2147483647 },
         { "mtp-layers", 0, OPT_INT, &mtp_layers, "MTP layers after the last layer (0 or 1; default 0): random "
-                                                 "weights, for timing drafts with forced acceptance (bench --mtp-force)",
+                                                 "weights, for timing drafts with forced acceptance (bench --mtp-accept)",
           0, 1 },
     };
     const struct opts_spec spec = {
