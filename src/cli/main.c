@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cli/commands.h"
 #include "cli/opts.h"
@@ -59,9 +62,23 @@ static void reexec_with_passive_wait(char **argv)
     unsetenv("GOMP_SPINCOUNT");
 }
 
+/* The kernel names a process after the file it executed, which for the
+ * re-execution above is "exe"; ps, top and pgrep show that name, so it is set
+ * back to the one the user ran (the basename of argv[0], as exec would). */
+static void name_process(const char *argv0)
+{
+#ifdef __linux__
+    const char *base = strrchr(argv0, '/');
+    prctl(PR_SET_NAME, base ? base + 1 : argv0, 0, 0, 0);
+#else
+    (void)argv0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     reexec_with_passive_wait(argv);
+    name_process(argv[0]);
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
 #ifndef COLIBRI_COMMIT
