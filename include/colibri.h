@@ -127,6 +127,13 @@ struct colibri_model_opts {
  * the option. Release with colibri_model_free(). */
 int  colibri_model_load(const char *dir, const struct colibri_model_opts *opts,
                         colibri_model **out, struct colibri_err *err);
+
+/* Reads only dir/config.json and checks it as colibri_model_load would: a
+ * path that is not a directory, a directory without config.json, a
+ * model_type colibri does not implement or a bad field is an error naming it.
+ * For front ends, to say so before reading anything else (a tokenizer, a
+ * prompt file, gigabytes of weights). */
+int  colibri_model_probe(const char *dir, struct colibri_err *err);
 void colibri_model_free(colibri_model *m);
 
 struct colibri_model_info {

@@ -139,6 +139,16 @@ static int mark_bf16_act(colibri_model *cm, struct colibri_err *err)
     return rc;
 }
 
+int colibri_model_probe(const char *dir, struct colibri_err *err)
+{
+    if (!dir) return base_err_set(err, COLIBRI_EINVAL, "colibri_model_probe: dir is required");
+    struct model_config *cfg = malloc(sizeof *cfg);   /* large: layer tables */
+    if (!cfg) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    int rc = model_config_load(dir, cfg, err);
+    free(cfg);
+    return rc;
+}
+
 int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, colibri_model **out,
                        struct colibri_err *err)
 {

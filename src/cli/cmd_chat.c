@@ -150,6 +150,7 @@ int cmd_chat(int argc, char **argv)
     int mpi_status;
     if (cli_mpi_begin("chat", &cm, dir, &mo, &mpi_status)) return mpi_status;
     if (!kv_tier) kv_tier = opts_env_kv_tier();
+    if (colibri_model_probe(dir, &err)) goto fail;
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
                                        .kv_int8 = kv_int8, .kv_index = kv_index };
 

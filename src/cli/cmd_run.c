@@ -78,6 +78,11 @@ int cmd_run(int argc, char **argv)
     mo.n_threads = threads;
     int mpi_status;
     if (cli_mpi_begin("run", &cm, dir, &mo, &mpi_status)) return mpi_status;
+    struct colibri_err err = { 0 };
+    if (colibri_model_probe(dir, &err)) {
+        fprintf(stderr, "colibri run: %s\n", err.msg);
+        return cli_mpi_end(&cm, 1);
+    }
 
     size_t len = 0;
     char *owned = NULL;
@@ -93,7 +98,6 @@ int cmd_run(int argc, char **argv)
         return cli_mpi_end(&cm, 1);
     }
 
-    struct colibri_err err = { 0 };
     colibri_tokenizer *tok = NULL;
     colibri_model *m = NULL;
     colibri_session *s = NULL;

@@ -42,6 +42,11 @@ int cmd_trace(int argc, char **argv)
     }
     int budgets[16], nb = 0;
     if (budget_list && (nb = opts_int_list("budgets", budget_list, budgets, 16, 1, 1 << 30)) < 0) return 2;
+    struct colibri_err err = { 0 };
+    if (colibri_model_probe(dir, &err)) {
+        fprintf(stderr, "colibri trace: %s\n", err.msg);
+        return 1;
+    }
     size_t len = 0;
     char *owned = NULL;
     if (file) {
@@ -50,7 +55,6 @@ int cmd_trace(int argc, char **argv)
     } else {
         len = strlen(text);
     }
-    struct colibri_err err = { 0 };
     colibri_tokenizer *tok = NULL;
     colibri_model *m = NULL;
     int32_t *ids = NULL;

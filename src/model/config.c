@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -795,7 +796,19 @@ int model_config_load(const char *dir, struct model_config *cfg, struct colibri_
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len;
     char *text = base_read_file_all(path, &len);
-    if (!text) return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(errno));
+    if (!text) {
+        /* name what is wrong with the path the user gave before the file inside it */
+        int e = errno;
+        struct stat st;
+        if (stat(dir, &st))
+            return base_err_set(err, COLIBRI_EIO, "%s: cannot open the model directory: %s", dir, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return base_err_set(err, COLIBRI_EINVAL, "%s: not a directory; give the model's directory (it holds "
+                                "config.json and the safetensors files)", dir);
+        if (e == ENOENT)
+            return base_err_set(err, COLIBRI_EIO, "%s: no config.json here; not a Hugging Face model directory", dir);
+        return base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", path, strerror(e));
+    }
     int rc = model_config_parse(text, path, cfg, err);
     free(text);
     return rc;
