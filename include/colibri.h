@@ -385,6 +385,11 @@ int colibri_tokenizer_decode(const colibri_tokenizer *t, const int32_t *ids, siz
                              int skip_special, char **text, size_t *len, struct colibri_err *err);
 
 int32_t colibri_tokenizer_n_vocab(const colibri_tokenizer *t); /* largest id + 1 */
+/* Whether t's ids all have a row in m's embedding and logits: a tokenizer
+ * with more ids than the model's vocab_size (one from another model) is
+ * COLIBRI_EINVAL naming both sizes. A model larger than its tokenizer (a
+ * padded vocabulary) is fine. colibri_gen_new checks it too. */
+int colibri_tokenizer_check_model(const colibri_tokenizer *t, const colibri_model *m, struct colibri_err *err);
 int32_t colibri_tokenizer_bos(const colibri_tokenizer *t);     /* -1 if none */
 int32_t colibri_tokenizer_eos(const colibri_tokenizer *t);     /* -1 if none */
 /* 1 for ids that end generation: eos_token and generation_config eos ids. */

@@ -118,6 +118,8 @@ int colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_to
 {
     if (!m || !s || !t || !out) return base_err_set(err, COLIBRI_EINVAL, "colibri_gen_new: model, session, tokenizer "
                                                "and out are required");
+    int rc = colibri_tokenizer_check_model(t, m, err);
+    if (rc) return rc;
     colibri_gen *g = calloc(1, sizeof *g);
     if (!g) return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: out of memory");
     g->model = m;
@@ -125,13 +127,12 @@ int colibri_gen_new(const colibri_model *m, colibri_session *s, const colibri_to
     g->tok = t;
     g->n_vocab = colibri_model_vocab(m);
     g->n_text = colibri_tokenizer_n_vocab(t);
-    if (g->n_text > g->n_vocab) g->n_text = g->n_vocab;
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
     if (!g->logits) {
         colibri_gen_free(g);
         return base_err_set(err, COLIBRI_ENOMEM, "colibri_gen_new: %d logits", g->n_vocab);
     }
-    int rc = colibri_detok_new(t, 1, &g->dt, err);
+    rc = colibri_detok_new(t, 1, &g->dt, err);
     if (rc) { colibri_gen_free(g); return rc; }
     *out = g;
     return 0;

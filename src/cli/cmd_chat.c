@@ -156,6 +156,7 @@ int cmd_chat(int argc, char **argv)
 
     if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err) ||
         colibri_tokenizer_chat_check(tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||
+        colibri_tokenizer_check_model(tok, m, &err) ||
         colibri_session_new(m, &sopt, &s, &err) || colibri_sampler_new(&so, colibri_model_vocab(m), &smp, &err) ||
         colibri_gen_new(m, s, tok, &gen, &err))
         goto fail;

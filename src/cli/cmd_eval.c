@@ -231,7 +231,8 @@ int cmd_eval(int argc, char **argv)
     mo.n_threads = threads;
     int mpi_status;
     if (cli_mpi_begin("eval", &cm, dir, &mo, &mpi_status)) return mpi_status;
-    if (colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_load(dir, &tok, &err)) {
+    if (colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_load(dir, &tok, &err) ||
+        colibri_tokenizer_check_model(tok, m, &err)) {
         fprintf(stderr, "colibri eval: %s\n", err.msg);
         colibri_model_free(m);
         return cli_mpi_end(&cm, 1);

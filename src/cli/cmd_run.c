@@ -126,7 +126,7 @@ int cmd_run(int argc, char **argv)
     if (replaced)
         fprintf(stderr, "colibri run: warning: %zu invalid UTF-8 sequence%s in the prompt replaced by U+FFFD\n",
                 replaced, replaced == 1 ? "" : "s");
-    if (colibri_model_load(dir, &mo, &m, &err)) goto fail;
+    if (colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_check_model(tok, m, &err)) goto fail;
     struct colibri_model_info info;
     colibri_model_get_info(m, &info);
     int draft = 0, draft_auto = 0;

@@ -63,7 +63,7 @@ int cmd_trace(int argc, char **argv)
     int status = 1;
     if (colibri_tokenizer_load(dir, &tok, &err) ||
         colibri_tokenizer_encode(tok, text, len, COLIBRI_ENCODE_ADD_SPECIAL, &ids, &n, NULL, &err) ||
-        colibri_model_load(dir, &mo, &m, &err) ||
+        colibri_model_load(dir, &mo, &m, &err) || colibri_tokenizer_check_model(tok, m, &err) ||
         colibri_trace_routing(m, ids, n < (size_t)max_tokens ? (int)n : max_tokens, nb ? budgets : NULL, nb, stdout,
                               &err))
         fprintf(stderr, "colibri trace: %s\n", err.msg);

@@ -54,6 +54,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
         base_err_prefix(err, rc, "%s: the server needs the model's tokenizer", opts->model_dir);
         goto fail;
     }
+    if ((rc = colibri_tokenizer_check_model(sv->tok, sv->model, err))) goto fail;
     if (opts->chat_template) {
         size_t len;
         char *src = base_read_file_all(opts->chat_template, &len);

@@ -29,7 +29,7 @@ expect_fail() {  # expect_fail NAME SUBSTRING ARGS...
     case "$out" in *"$want"*) say "ok   $name: $out" ;; *) say "FAIL $name: '$out' lacks '$want'" ;; esac
 }
 expect_fail empty_prompt "empty" run -m "$m" -p ""
-expect_fail no_model "tokenizer.json" run -m "$tmp/nowhere" -p hi
+expect_fail no_model "nowhere: cannot open the model directory" run -m "$tmp/nowhere" -p hi
 long=$(python3 -c 'print("word " * 300)')
 n=$("$COLIBRI" tokenize -m "$m" --text "$long" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 expect_fail too_long "prompt is $n tokens but the context holds 64" run -m "$m" -p "$long" --ctx 64
