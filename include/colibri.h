@@ -120,6 +120,12 @@ struct colibri_model_opts {
      * refused by name. The device runs one decode at a time: decode the model's
      * sessions from one thread. */
     const char *device;
+    /* colibri_convert only: the format of the MTP layers' matrices (eh_proj,
+     * attention, shared and routed experts), e.g. "q8" to keep drafts
+     * accepted in a model whose --dense/--experts are below 8 bits. NULL:
+     * as those roles say. colibri_model_load refuses it (the layer is loaded
+     * as converted). */
+    const char *mtp_fmt;
 };
 
 /* Loads a Hugging Face model directory (config.json + *.safetensors, single or

@@ -157,6 +157,9 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     struct model_load_opts lo;
     int rc = parse_formats(opts, &lo, err);
     if (!rc && opts && opts->ram) rc = parse_size(opts->ram, &lo.ram_bytes, err);
+    if (!rc && opts && opts->mtp_fmt)
+        rc = base_err_set(err, COLIBRI_EINVAL, "mtp_fmt '%s': the MTP layers' format is chosen when converting "
+                          "(colibri convert --mtp FMT); the model loads them as stored", opts->mtp_fmt);
     colibri_mpi *mpi = opts ? opts->mpi : NULL;
     /* refused on every rank alike, before any rank waits for another */
     if (!rc && mpi && opts->device)
@@ -204,9 +207,15 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
 int colibri_convert(const char *src_dir, const char *dst_dir, const struct colibri_model_opts *opts,
                     uint64_t shard_bytes, int show_progress, struct colibri_convert_report *rep, struct colibri_err *err)
 {
-    struct convert_opts co = { .shard_bytes = shard_bytes, .show_progress = show_progress };
+    struct convert_opts co = { .shard_bytes = shard_bytes, .show_progress = show_progress,
+                               .mtp_set = opts && opts->mtp_fmt };
     int rc = parse_formats(opts, &co.fmt, err);
     if (rc) return rc;
+    if (opts && opts->mtp_fmt && (co.mtp_fmt = quant_fmt_from_name(opts->mtp_fmt)) < 0) {
+        char names[256];
+        quant_fmt_names(names, sizeof names, " ");
+        return base_err_set(err, COLIBRI_EINVAL, "--mtp: unknown weight format '%s' (%s)", opts->mtp_fmt, names);
+    }
     struct convert_report r;
     rc = model_convert(src_dir, dst_dir, &co, &r, err);
     if (!rc && rep) *rep = (struct colibri_convert_report){ r.shards, r.shards_reused, r.tensors, r.bytes };

@@ -38,7 +38,7 @@ struct item {
     uint64_t hash[2];
 };
 
-static int role_format(const struct convert_opts *o, const char *name)
+static int trunk_role_format(const struct convert_opts *o, const char *name)
 {
     if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight")) return o->fmt.embed_fmt;
     if (strstr(name, ".mlp.experts.")) return o->fmt.experts_fmt;
@@ -52,6 +52,18 @@ static int role_format(const struct convert_opts *o, const char *name)
         if (n > k && !strcmp(name + n - k, dense[i])) return o->fmt.dense_fmt;
     }
     return MODEL_FMT_AS_STORED;
+}
+
+/* The format a tensor is written in: its role's, or o->mtp_fmt (if set) for the
+ * matrices of a layer past the trunk's n_trunk (an MTP layer). */
+static int role_format(const struct convert_opts *o, const char *name, int n_trunk)
+{
+    int fmt = trunk_role_format(o, name), layer, end = 0;
+    if (!o->mtp_set || sscanf(name, "model.layers.%d.%n", &layer, &end) != 1 || !end ||
+        layer < n_trunk)
+        return fmt;
+    size_t n = strlen(name), k = strlen(".eh_proj.weight");
+    return fmt != MODEL_FMT_AS_STORED || (n > k && !strcmp(name + n - k, ".eh_proj.weight")) ? o->mtp_fmt : fmt;
 }
 
 static int is_float_dtype(enum st_dtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F8_E4M3; }
@@ -92,8 +104,8 @@ static void set_weight_outputs(struct item *it, const char *name, int rows, int 
 
 /* Decides each source tensor's fate. A weight whose format changes drops its
  * `_scale_inv` companion (it is folded into the conversion). */
-static int make_plan(const struct st_set *st, const struct convert_opts *o, struct item *items, int *n_items,
-                     struct colibri_err *err)
+static int make_plan(const struct st_set *st, const struct convert_opts *o, int n_trunk, struct item *items,
+                     int *n_items, struct colibri_err *err)
 {
     int n = 0;
     for (int i = 0; i < st->n_tensors; i++) {
@@ -103,7 +115,7 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, stru
             char wname[512];
             snprintf(wname, sizeof wname, "%.*s", (int)(len - 10), t->name);
             const struct st_tensor *w = st_find(st, wname);
-            if (w && w->ndim == 2 && is_float_dtype(w->dtype) && role_format(o, wname) != MODEL_FMT_AS_STORED)
+            if (w && w->ndim == 2 && is_float_dtype(w->dtype) && role_format(o, wname, n_trunk) != MODEL_FMT_AS_STORED)
                 continue;
         }
         /* model/shipped.h's encodings load as they are; re-encoding them is not implemented */
@@ -119,7 +131,7 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, stru
         struct item *it = &items[n++];
         memset(it, 0, sizeof *it);
         it->src = t;
-        int fmt = t->ndim == 2 && is_float_dtype(t->dtype) ? role_format(o, t->name) : MODEL_FMT_AS_STORED;
+        int fmt = t->ndim == 2 && is_float_dtype(t->dtype) ? role_format(o, t->name, n_trunk) : MODEL_FMT_AS_STORED;
         if (fmt == MODEL_FMT_AS_STORED) {
             it->kind = ITEM_COPY;
             it->n_out = 1;
@@ -143,6 +155,8 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
      * struct's padding must never reach a hash */
     const int fmts[3] = { o->fmt.experts_fmt, o->fmt.dense_fmt, o->fmt.embed_fmt };
     XXH64_update(h, fmts, sizeof fmts);
+    /* hashed only when set, so that earlier conversions' shards are still kept */
+    if (o->mtp_set) XXH64_update(h, &o->mtp_fmt, sizeof o->mtp_fmt);
     XXH64_update(h, &shard, sizeof shard);
     for (int i = 0; i < n; i++) {
         if (items[i].shard != shard) continue;
@@ -565,7 +579,7 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
     struct item *items = calloc((size_t)st.n_tensors + 1, sizeof *items);
     int n = 0;
     if (!items) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
-    if (!rc) rc = make_plan(&st, o, items, &n, err);
+    if (!rc) rc = make_plan(&st, o, cfg.num_hidden_layers, items, &n, err);
     if (!rc) rc = write_container(src, dst, &st, items, n, o, rep, err);
     free(items);
     st_close(&st);

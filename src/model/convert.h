@@ -29,6 +29,10 @@ struct convert_opts {
     struct model_load_opts fmt; /* MODEL_FMT_AS_STORED keeps a role as it is */
     uint64_t shard_bytes;       /* target shard size; 0 = 4 GiB */
     int show_progress;
+    /* With mtp_set, the MTP layers' matrices (eh_proj and those with a
+     * dense or expert role) are written in mtp_fmt; else as those roles say
+     * (so a zeroed struct keeps the earlier behaviour). */
+    int mtp_set, mtp_fmt;
     /* Every file written goes through io (NULL: io_fs_posix()), so tests can
      * crash the writer at any sync. Invariant: a file under its final name is
      * complete (written, synced, then renamed; the index after every shard). */
