@@ -82,7 +82,9 @@ echo "ok   weighted shares (timed disk rate; 1,0,1; 1,1,6): same text, experts f
 
 # the oracle fixtures: the same lines (argmax, greedy tokens and logit deltas against HF)
 # and the same digest of every logit computed: bit-identical logits
-"$COLIBRI" oracle --digest tests/oracle/*/ >"$tmp/one.txt"
+# (drafts of an MTP layer are checked by the one-process run only: its line's
+# mtp_rows/mtp_dlogit fields are left out of the comparison)
+"$COLIBRI" oracle --digest tests/oracle/*/ | sed 's/ mtp_rows=[0-9]* mtp_dlogit=[^ ]*//' >"$tmp/one.txt"
 $MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi tests/oracle/*/ >"$tmp/three.txt"
 $MPIRUN -np 2 "$COLIBRI" oracle --digest --mpi --mpi-rank0-experts 0 tests/oracle/*/ >"$tmp/two.txt"
 $MPIRUN -np 3 "$COLIBRI" oracle --digest --mpi --mpi-weights 3,1,2 tests/oracle/*/ >"$tmp/weighted.txt" 2>/dev/null
