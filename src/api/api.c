@@ -419,6 +419,19 @@ const char *colibri_kernel_level(void) { return quant_isa_name(quant_isa_best())
 
 int colibri_model_vocab(const colibri_model *cm) { return cm->m.cfg.vocab_size; }
 
+/* Here, not in tokenizer_api.c, so that the tokenizer's object needs nothing
+ * of the model's (the fuzz harnesses link the tokenizer alone). */
+int colibri_tokenizer_check_model(const colibri_tokenizer *t, const colibri_model *m, struct colibri_err *err)
+{
+    if (!t || !m) return base_err_set(err, COLIBRI_EINVAL, "colibri_tokenizer_check_model: tokenizer and model are "
+                                      "required");
+    int32_t nt = colibri_tokenizer_n_vocab(t), nm = colibri_model_vocab(m);
+    if (nt <= nm) return 0;
+    return base_err_set(err, COLIBRI_EINVAL, "the tokenizer has %d token ids (0..%d) but the model's vocabulary "
+                        "(vocab_size) is %d: ids %d..%d have no embedding; this tokenizer is not the model's", nt,
+                        nt - 1, nm, nm, nt - 1);
+}
+
 void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_stats *out)
 {
     struct expert_store_stats s;

@@ -135,16 +135,6 @@ int colibri_tokenizer_decode(const colibri_tokenizer *t, const int32_t *ids, siz
 
 int32_t colibri_tokenizer_n_vocab(const colibri_tokenizer *t) { return tok_n_vocab(t->tok); }
 
-int colibri_tokenizer_check_model(const colibri_tokenizer *t, const colibri_model *m, struct colibri_err *err)
-{
-    if (!t || !m) return base_err_set(err, COLIBRI_EINVAL, "colibri_tokenizer_check_model: tokenizer and model are "
-                                      "required");
-    int32_t nt = tok_n_vocab(t->tok), nm = colibri_model_vocab(m);
-    if (nt <= nm) return 0;
-    return base_err_set(err, COLIBRI_EINVAL, "the tokenizer has %d token ids (0..%d) but the model's vocabulary "
-                        "(vocab_size) is %d: ids %d..%d have no embedding; this tokenizer is not the model's", nt,
-                        nt - 1, nm, nm, nt - 1);
-}
 int32_t colibri_tokenizer_bos(const colibri_tokenizer *t) { return tok_bos(t->tok); }
 int32_t colibri_tokenizer_eos(const colibri_tokenizer *t) { return tok_eos(t->tok); }
 int colibri_tokenizer_is_eog(const colibri_tokenizer *t, int32_t id) { return tok_is_eog(t->tok, id); }
