@@ -161,8 +161,12 @@ tests: $(TEST_BIN)
 # What they need is built first, one job per CPU unless make was given -j.
 TEST_DEPS := $(BUILD)/colibri $(TEST_BIN) $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore
 TEST_BUILD = @$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) test-deps
+# and the shared library (tests/cli/install.sh, tests/cli/python_binding.sh),
+# built as a plain `make shared` would build it, before any test starts so
+# that no two tests build it at once
 test-deps: $(TEST_DEPS)
-	@:
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES -u SAN -u OPT -u BUILD -u EXTRA_CFLAGS -u CC -u MPI \
+	    $(MAKE) -s -j$(shell nproc) shared
 test:
 	$(TEST_BUILD)
 	@BUILD=$(BUILD) sh tests/run.sh
