@@ -82,7 +82,8 @@ int sample_grammar_from_json_schema(const char *schema_json, char **gbnf, struct
  * rules named r<N> with N from *next_rule on (advanced past those used, so
  * the next schema's never collide), as a new malloc'd string; the shared JSON
  * rules they use (ws, value, object, array, string, char, number, integer,
- * boolean, null, date, time, hex, uuid) are not included:
+ * boolean, null, date with year, leap, mon31, mon30, day28, day30, time,
+ * hex, uuid, email) are not included:
  * sample_grammar_json_rules() is their text, to be added once. */
 int sample_grammar_json_schema_rules(const char *schema_json, const char *name, int *next_rule, char **gbnf,
                                      struct colibri_err *err);

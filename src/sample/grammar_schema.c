@@ -5,7 +5,7 @@
  *   listed order, the optional ones may be left out; no others are
  *   generated), additionalProperties (false, or alone as the schema of a
  *   map's values), items, minItems, maxItems, enum, const, anyOf, oneOf,
- *   allOf of one schema, $ref to #/$defs/... or #/definitions/..., string
+ *   allOf (of one schema, or object schemas merged: grammar_schema_allof.c), $ref to #/$defs/... or #/definitions/..., string
  *   minLength/maxLength, pattern (grammar_regex.c) and format date, time,
  *   date-time, uuid, email; integer and number minimum, maximum,
  *   exclusiveMinimum, exclusiveMaximum (grammar_schema_num.c) and
@@ -39,6 +39,7 @@ struct conv {
     int ref_rule[256];
     int n_refs;
     int depth;
+    cJSON *keep;                /* merged allOf schemas, alive while rules may point into them */
 };
 
 static const char PRELUDE[] =
@@ -52,7 +53,15 @@ static const char PRELUDE[] =
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
     "boolean ::= \"true\" | \"false\"\n"
     "null ::= \"null\"\n"
-    "date ::= [0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )\n"
+    /* calendar dates of years 0001-9999: day 29 of February in leap years only (divisible by 4, and
+     * centuries by 400), day 31 in the months that have it */
+    "date ::= year \"-\" ( mon31 \"-\" ( day30 | \"31\" ) | mon30 \"-\" day30 | \"02-\" day28 ) | leap \"-02-29\"\n"
+    "year ::= [0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\"\n"
+    "leap ::= [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\"\n"
+    "mon31 ::= \"0\" [13578] | \"1\" [02]\n"
+    "mon30 ::= \"0\" [469] | \"11\"\n"
+    "day28 ::= \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]\n"
+    "day30 ::= day28 | \"29\" | \"30\"\n"
     "time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
     "hex ::= [0-9a-fA-F]\n"
@@ -386,13 +395,21 @@ static int schema_rule(struct conv *c, const cJSON *s, const char *path)
     } else if (any || one) {
         rc = alternatives(c, any ? any : one, any ? "anyOf" : "oneOf", path, &body);
     } else if (all) {
-        if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) != 1) {
-            rc = fail(c, COLIBRI_EUNSUPPORTED, path, "'allOf' of more than one schema");
-            goto out;
-        }
         char p2[512];
-        snprintf(p2, sizeof p2, "%s.allOf[0]", path);
-        int v = schema_rule(c, all->child, p2);
+        int v;
+        if (cJSON_IsArray(all) && cJSON_GetArraySize(all) == 1 && !ty && !cJSON_GetObjectItemCaseSensitive(s, "properties") &&
+            !cJSON_GetObjectItemCaseSensitive(s, "required") && !cJSON_GetObjectItemCaseSensitive(s, "additionalProperties")) {
+            snprintf(p2, sizeof p2, "%s.allOf[0]", path);
+            v = schema_rule(c, all->child, p2);
+        } else {    /* several object schemas (or one beside the schema's own properties): one merged object */
+            char why[256];
+            cJSON *m = sample_schema_merge_allof(c->root, s, why, sizeof why);
+            if (!m) { rc = fail(c, COLIBRI_EUNSUPPORTED, path, "'allOf': %s", why); goto out; }
+            if (!c->keep) c->keep = cJSON_CreateArray();
+            cJSON_AddItemToArray(c->keep, m);
+            snprintf(p2, sizeof p2, "%s.allOf", path);
+            v = schema_rule(c, m, p2);
+        }
         if (v < 0) { rc = -1; goto out; }
         base_sb_appendf(&body, "r%d", v);
     } else if (cJSON_IsString(ty)) {
@@ -443,6 +460,7 @@ int sample_grammar_json_schema_rules(const char *schema_json, const char *name, 
         c.root = s;
         int r = schema_rule(&c, s, "");
         if (r >= 0) base_sb_appendf(&c.out, "%s ::= r%d\n", name, r);
+        cJSON_Delete(c.keep);
         cJSON_Delete(s);
         if (r < 0) { free(c.out.s); return c.rc ? c.rc : COLIBRI_EINVAL; }
     }

@@ -306,6 +306,13 @@ static void test_schema_refusals(void)
         { "{\"$ref\":\"#/$defs/Missing\"}", "points at nothing", COLIBRI_EINVAL },
         { "{\"type\":\"string\",\"format\":\"hostname\"}", "unsupported string format 'hostname'", COLIBRI_EUNSUPPORTED },
         { "{\"type\":\"tuple\"}", "unsupported type 'tuple'", COLIBRI_EUNSUPPORTED },
+        { "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
+          "'allOf': property 'a' has different schemas in two members", COLIBRI_EUNSUPPORTED },
+        { "{\"allOf\":[{\"type\":\"object\"},{\"type\":\"array\",\"items\":{}}]}", "allOf[1] has 'items'",
+          COLIBRI_EUNSUPPORTED },
+        { "{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}},"
+          "\"required\":[\"b\"]}]}", "'b' is required, but a member with additionalProperties false", COLIBRI_EUNSUPPORTED },
+        { "{\"allOf\":[{\"type\":\"string\"},{\"minLength\":2}]}", "allOf[0] is not of type object", COLIBRI_EUNSUPPORTED },
         { "{\"type\":\"object\",\"required\":[\"x\"]}", "not in 'properties'", COLIBRI_EUNSUPPORTED },
         { "[1,2", "not valid JSON", COLIBRI_EINVAL },
     };
@@ -404,6 +411,79 @@ static colibri_grammar *schema_grammar(const char *schema)
     return g;
 }
 
+/* format date: for years that cover every leap-year branch, each month 00-13
+ * and day 00-32 is accepted exactly when it is a date. The month lengths are
+ * Python's (calendar.monthrange); year 0000 is none (datetime.MINYEAR is 1). */
+static void test_date_exhaustive(void)
+{
+    static const struct { int year; int days[12]; } Y[] = {
+        { 1, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 4, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 100, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 400, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 1600, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 1700, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 1900, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 2000, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 2023, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 2024, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 2100, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 2400, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 9996, { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 9999, { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 } },
+        { 0, { 0 } },
+    };
+    colibri_grammar *g = schema_grammar("{\"type\":\"string\",\"format\":\"date\"}");
+    if (!g) return;
+    int bad = 0, n = 0;
+    for (size_t y = 0; y < sizeof Y / sizeof *Y; y++)
+        for (int mo = 0; mo <= 13; mo++)
+            for (int d = 0; d <= 32 && bad < 5; d++) {
+                char text[32];
+                snprintf(text, sizeof text, "\"%04d-%02d-%02d\"", Y[y].year, mo, d);
+                int want = mo >= 1 && mo <= 12 && d >= 1 && d <= Y[y].days[mo - 1];
+                int got = accepts(g, text);
+                n++;
+                if (got != want) bad++;
+                CHECK(got == want, "date %s %s", text, want ? "refused" : "accepted");
+            }
+    printf("     date: %d strings\n", n);
+    colibri_grammar_free(g);
+}
+
+/* allOf of object schemas: an instance is accepted exactly when it is valid
+ * under every member (instances and verdicts by hand, from the JSON Schema
+ * definition of allOf and additionalProperties). */
+static void test_allof_merge(void)
+{
+    static const struct { const char *schema, *json; int valid; } A[] = {
+#define BASE "{\"$defs\":{\"Base\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]}}," \
+             "\"allOf\":[{\"$ref\":\"#/$defs/Base\"},{\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}"
+        { BASE, "{\"a\":\"x\",\"b\":1}", 1 },
+        { BASE, "{\"a\":\"x\"}", 0 },
+        { BASE, "{\"b\":1}", 0 },
+        { BASE, "{\"a\":2,\"b\":1}", 0 },
+#define CLOSED "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}," \
+               "{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}}]}"
+        { CLOSED, "{\"a\":1}", 1 },
+        { CLOSED, "{}", 1 },
+        { CLOSED, "{\"a\":1,\"b\":2}", 0 },
+#define OWN "{\"type\":\"object\",\"properties\":{\"c\":{\"type\":\"boolean\"}},\"required\":[\"c\"]," \
+            "\"allOf\":[{\"properties\":{\"a\":{\"type\":\"null\"}},\"required\":[\"a\"]}]}"
+        { OWN, "{\"a\":null,\"c\":true}", 1 },
+        { OWN, "{\"c\":true}", 0 },
+        { OWN, "{\"a\":null}", 0 },
+    };
+    for (size_t i = 0; i < sizeof A / sizeof *A; i++) {
+        colibri_grammar *g = schema_grammar(A[i].schema);
+        if (g) CHECK(accepts(g, A[i].json) == A[i].valid, "%s on %s: want %d", A[i].schema, A[i].json, A[i].valid);
+        colibri_grammar_free(g);
+    }
+#undef BASE
+#undef CLOSED
+#undef OWN
+}
+
 /* minimum / maximum / exclusive*: every integer near the bounds is accepted
  * exactly when it lies in the range, as the definition says; numbers with
  * fractions at and around the bounds too. */
@@ -488,6 +568,8 @@ int main(void)
     RUN_TEST(test_mask_many_alternatives);
     RUN_TEST(test_number_ranges);
     RUN_TEST(test_patterns);
+    RUN_TEST(test_date_exhaustive);
+    RUN_TEST(test_allof_merge);
     colibri_tokenizer_free(tk);
     return CHECK_SUMMARY();
 }
