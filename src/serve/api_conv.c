@@ -8,18 +8,26 @@
 
 #include "serve/api_conv.h"
 
-char *serve_api_request(enum serve_api api, const char *body, size_t len, int *stream, struct oai_error *e)
+void serve_api_turn_clear(struct serve_api_turn *t)
+{
+    if (!t) return;
+    free(t->conv);
+    t->conv = NULL;
+}
+
+char *serve_api_request(enum serve_api api, const char *body, size_t len, int *stream, struct serve_api_turn *turn,
+                        struct oai_error *e)
 {
     if (api == SERVE_API_ANTHROPIC) return serve_anthropic_request(body, len, stream, e);
-    if (api == SERVE_API_RESPONSES) return serve_responses_request(body, len, stream, e);
+    if (api == SERVE_API_RESPONSES) return serve_responses_request(body, len, stream, turn, e);
     oai_error_set(e, 500, "server_error", NULL, NULL, "no translation for this API");
     return NULL;
 }
 
-char *serve_api_response(enum serve_api api, const char *chat_json)
+char *serve_api_response(enum serve_api api, const char *chat_json, struct serve_api_turn *turn)
 {
     if (api == SERVE_API_ANTHROPIC) return serve_anthropic_response(chat_json);
-    if (api == SERVE_API_RESPONSES) return serve_responses_response(chat_json);
+    if (api == SERVE_API_RESPONSES) return serve_responses_response(chat_json, turn);
     return strdup(chat_json);
 }
 
@@ -28,10 +36,15 @@ char *serve_api_error(enum serve_api api, const struct oai_error *e)
     return api == SERVE_API_ANTHROPIC ? serve_anthropic_error(e) : oai_error_json(e);
 }
 
-struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *model, int n_prompt)
+struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *model, int n_prompt,
+                                              struct serve_api_turn *turn)
 {
     struct serve_api_stream *s = calloc(1, sizeof *s);
     if (!s) return NULL;
+    if (turn) {
+        s->turn = *turn;
+        turn->conv = NULL;
+    }
     s->api = api;
     snprintf(s->model, sizeof s->model, "%s", model ? model : "");
     s->n_prompt = n_prompt;
@@ -66,5 +79,6 @@ void serve_api_stream_free(struct serve_api_stream *s)
     if (!s) return;
     cJSON_Delete(s->acc);
     base_sb_free(&s->cur);
+    serve_api_turn_clear(&s->turn);
     free(s);
 }

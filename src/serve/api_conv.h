@@ -19,14 +19,30 @@
 
 enum serve_api { SERVE_API_OPENAI = 0, SERVE_API_ANTHROPIC, SERVE_API_RESPONSES };
 
+/* A /v1/responses turn, from its request to its answer: the server's store
+ * (set by the caller; NULL keeps nothing and knows no previous response),
+ * the previous_response_id the request named ("" for none) and the
+ * conversation the answer continues (a JSON array of chat messages without
+ * the instructions, malloc'd; NULL when the request said store: false).
+ * The answer keeps that conversation, its own output appended, under the
+ * response's id. */
+struct resp_store;
+struct serve_api_turn {
+    struct resp_store *store;
+    char prev[96];
+    char *conv;
+};
+void serve_api_turn_clear(struct serve_api_turn *t);
+
 /* The chat-completions body (malloc'd, the caller's) for an API's request
  * body[0..len); *stream is set when the request streams. NULL with *e
- * filled on any problem. */
-char *serve_api_request(enum serve_api api, const char *body, size_t len, int *stream, struct oai_error *e);
+ * filled on any problem. turn: the Responses API's (others: NULL). */
+char *serve_api_request(enum serve_api api, const char *body, size_t len, int *stream, struct serve_api_turn *turn,
+                        struct oai_error *e);
 
 /* The API's response (malloc'd) for a chat completion's JSON. NULL when
- * out of memory. */
-char *serve_api_response(enum serve_api api, const char *chat_json);
+ * out of memory. turn as for the request. */
+char *serve_api_response(enum serve_api api, const char *chat_json, struct serve_api_turn *turn);
 
 /* The API's error body (malloc'd) for e. */
 char *serve_api_error(enum serve_api api, const struct oai_error *e);
@@ -48,9 +64,12 @@ struct serve_api_stream {
     struct strbuf cur;          /* Responses: the open item's text (or arguments) so far */
     int seq;                    /* Responses: the next event's sequence_number */
     char item_id[48];           /* Responses: the open item's id */
+    struct serve_api_turn turn; /* Responses: what the request left for the answer */
 };
 struct cJSON;
-struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *model, int n_prompt);
+/* turn (may be NULL) is moved into the stream: its conv is the stream's then. */
+struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *model, int n_prompt,
+                                              struct serve_api_turn *turn);
 void serve_api_stream_feed(struct serve_api_stream *s, struct strbuf *in, struct strbuf *out);
 void serve_api_stream_free(struct serve_api_stream *s);
 
@@ -59,8 +78,9 @@ char *serve_anthropic_request(const char *body, size_t len, int *stream, struct 
 char *serve_anthropic_response(const char *chat_json);
 char *serve_anthropic_error(const struct oai_error *e);
 void serve_anthropic_stream_chunk(struct serve_api_stream *s, const struct cJSON *chunk, struct strbuf *out);
-char *serve_responses_request(const char *body, size_t len, int *stream, struct oai_error *e);
-char *serve_responses_response(const char *chat_json);
+char *serve_responses_request(const char *body, size_t len, int *stream, struct serve_api_turn *turn,
+                              struct oai_error *e);
+char *serve_responses_response(const char *chat_json, struct serve_api_turn *turn);
 void serve_responses_stream_chunk(struct serve_api_stream *s, const struct cJSON *chunk, struct strbuf *out);
 
 #endif

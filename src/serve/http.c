@@ -95,6 +95,7 @@ struct req {
     struct oai_error prep_err;
     double t_body;              /* when it was handed off: the job's submit time */
     enum serve_api api;         /* the wire format of the answer (api_conv.h) */
+    struct serve_api_turn turn; /* /v1/responses: what the request leaves for the answer */
 };
 
 /* A streaming response's state, owned by its content reader. */
@@ -306,7 +307,7 @@ static enum MHD_Result finish_generate(struct serve *sv, struct MHD_Connection *
         char *s = oai_response(&sv->om, j);
         pthread_mutex_unlock(&j->mu);
         if (s && rq->api) {
-            char *t = serve_api_response(rq->api, s);
+            char *t = serve_api_response(rq->api, s, &rq->turn);
             free(s);
             s = t;
         }
@@ -395,7 +396,7 @@ static enum MHD_Result do_generate_body(struct serve *sv, struct MHD_Connection 
         }
         st->sv = sv;
         st->job = j;
-        if (rq->api && !(st->conv = serve_api_stream_new(rq->api, sv->om.id, j->n_prompt))) {
+        if (rq->api && !(st->conv = serve_api_stream_new(rq->api, sv->om.id, j->n_prompt, &rq->turn))) {
             stream_free(st);
             return MHD_NO;
         }
@@ -439,7 +440,9 @@ static enum MHD_Result do_api(struct serve *sv, struct MHD_Connection *c, struct
     struct oai_error e;
     int stream = 0;
     rq->api = api;
-    char *chat = serve_api_request(api, rq->body.s ? rq->body.s : "", rq->body.n, &stream, &e);
+    rq->turn.store = sv->responses;
+    char *chat = serve_api_request(api, rq->body.s ? rq->body.s : "", rq->body.n, &stream,
+                                   api == SERVE_API_RESPONSES ? &rq->turn : NULL, &e);
     if (!chat) return respond_error(sv, rq, c, &e);
     enum MHD_Result r = do_generate_body(sv, c, rq, JOB_CHAT, chat, strlen(chat));
     free(chat);
@@ -829,6 +832,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     conn_request_done(sv->cw, rq->conn);
     atomic_fetch_sub(&sv->inflight, 1);
     base_sb_free(&rq->body);
+    serve_api_turn_clear(&rq->turn);
     free(rq);
     *ctx = NULL;
     if (large) trim_heap();

@@ -9,12 +9,15 @@
  * assistant message's reasoning_content. Flat function tools become chat
  * tools; tool_choice, parallel_tool_calls, temperature, top_p carry over;
  * max_output_tokens is max_tokens; text.format json_object / json_schema is
- * response_format; reasoning.effort is reasoning_effort. The server keeps
- * no responses: previous_response_id is refused by name (send the whole
- * input; the server's prompt cache reuses the shared prefix anyway), and
- * store is answered false. Other items, tools and fields are refused by
- * name; metadata, user, truncation "disabled", service_tier and include are
- * accepted (they change nothing the model does).
+ * response_format; reasoning.effort is reasoning_effort. Responses are
+ * kept (resp_store.h: in memory, the latest ones) unless store is false:
+ * previous_response_id puts the conversation of that response (its input
+ * items and its output, not its instructions, as OpenAI's API does) before
+ * the new input, and an id the server does not hold is refused by name. The
+ * prompt cache then reuses what the conversation's prompt shares with the
+ * last one. Other items, tools and fields are refused by name; metadata,
+ * user, truncation "disabled", service_tier and include are accepted (they
+ * change nothing the model does).
  *
  * Response: output items reasoning, message (output_text), function_call;
  * status completed, or incomplete with reason max_output_tokens. The
@@ -31,6 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "serve/api_conv.h"
+#include "serve/resp_store.h"
 
 #define BAD "invalid_request_error"
 
@@ -195,20 +199,47 @@ static int convert_format(const cJSON *text, cJSON *out, struct oai_error *e)
     return 0;
 }
 
-char *serve_responses_request(const char *body, size_t len, int *stream, struct oai_error *e)
+/* The stored conversation of previous_response_id p, appended to msgs. */
+static int previous(const cJSON *p, struct serve_api_turn *turn, cJSON *msgs, struct oai_error *e)
+{
+    if (!cJSON_IsString(p)) return refuse(e, "previous_response_id", "'%s' must be a string", "previous_response_id");
+    char *text = resp_store_get(turn ? turn->store : NULL, p->valuestring);
+    cJSON *conv = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsArray(conv)) {
+        cJSON_Delete(conv);
+        oai_error_set(e, 400, BAD, "previous_response_not_found", "previous_response_id",
+                      "Previous response with id '%.80s' not found: this server keeps its latest %d responses in "
+                      "memory (not those made with store false, nor any from before a restart)",
+                      p->valuestring, RESP_STORE_MAX);
+        return -1;
+    }
+    snprintf(turn->prev, sizeof turn->prev, "%s", p->valuestring);
+    cJSON *m;
+    while ((m = cJSON_DetachItemFromArray(conv, 0))) cJSON_AddItemToArray(msgs, m);
+    cJSON_Delete(conv);
+    return 0;
+}
+
+char *serve_responses_request(const char *body, size_t len, int *stream, struct serve_api_turn *turn,
+                              struct oai_error *e)
 {
     cJSON *root = serve_oai_parse_object(body, len, e);
     if (!root) return NULL;
     cJSON *out = cJSON_CreateObject(), *msgs = cJSON_CreateArray();
     const cJSON *instr = cJSON_GetObjectItemCaseSensitive(root, "instructions");
+    int n_sys = 0;      /* the instructions' message, which a later turn does not inherit */
     if (cJSON_IsString(instr)) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "system");
         cJSON_AddStringToObject(m, "content", instr->valuestring);
         cJSON_AddItemToArray(msgs, m);
+        n_sys = 1;
     }
     int rc = 0;
     *stream = 0;
+    const cJSON *prev = cJSON_GetObjectItemCaseSensitive(root, "previous_response_id");
+    if (prev && !cJSON_IsNull(prev)) rc = previous(prev, turn, msgs, e);
     for (const cJSON *f = root->child; f && !rc; f = f->next) {
         const char *k = f->string;
         if (cJSON_IsNull(f) || !strcmp(k, "instructions")) continue;
@@ -237,12 +268,13 @@ char *serve_responses_request(const char *body, size_t len, int *stream, struct 
             const char *eff = str(f, "effort");
             if (eff) cJSON_AddStringToObject(out, "reasoning_effort", eff);
         } else if (!strcmp(k, "previous_response_id")) {
-            rc = refuse(e, k, "'%s': colibri keeps no responses; send the whole conversation as input (the server's "
-                        "prompt cache reuses what it shares with the last request)", k);
+            /* read above, before the input */
+        } else if (!strcmp(k, "store")) {
+            if (!cJSON_IsBool(f)) rc = refuse(e, k, "'%s' must be true or false", k);
         } else if (!strcmp(k, "truncation")) {
             if (!cJSON_IsString(f) || strcmp(f->valuestring, "disabled"))
                 rc = refuse(e, k, "'%s' must be \"disabled\" (colibri never truncates the input)", k);
-        } else if (!strcmp(k, "store") || !strcmp(k, "metadata") || !strcmp(k, "user") || !strcmp(k, "service_tier") ||
+        } else if (!strcmp(k, "metadata") || !strcmp(k, "user") || !strcmp(k, "service_tier") ||
                    !strcmp(k, "include") || !strcmp(k, "prompt_cache_key") || !strcmp(k, "safety_identifier")) {
             /* annotations and retention: nothing the model does changes */
         } else {
@@ -251,6 +283,14 @@ char *serve_responses_request(const char *body, size_t len, int *stream, struct 
     }
     if (!rc && !cJSON_GetArraySize(msgs)) rc = refuse(e, "input", "'%s' is required", "input");
     char *s = NULL;
+    if (!rc && turn && !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "store"))) {
+        cJSON *conv = cJSON_Duplicate(msgs, 1);
+        for (int i = 0; i < n_sys; i++) cJSON_DeleteItemFromArray(conv, 0);
+        free(turn->conv);
+        turn->conv = conv ? cJSON_PrintUnformatted(conv) : NULL;
+        cJSON_Delete(conv);
+        if (!turn->conv) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); rc = -1; }
+    }
     if (!rc) {
         cJSON_AddItemToObject(out, "messages", msgs);
         msgs = NULL;
@@ -352,7 +392,29 @@ static cJSON *call_item(const char *id, const char *call_id, const char *name, c
     return it;
 }
 
-char *serve_responses_response(const char *chat_json)
+/* The response object o says what the turn was (previous_response_id,
+ * store) and, unless store was false, the turn's conversation with o's
+ * output appended is kept under o's id. */
+static void remember(cJSON *o, struct serve_api_turn *turn)
+{
+    if (!turn) return;
+    if (turn->prev[0]) cJSON_ReplaceItemInObject(o, "previous_response_id", cJSON_CreateString(turn->prev));
+    if (!turn->conv || !turn->store) return;
+    cJSON_ReplaceItemInObject(o, "store", cJSON_CreateTrue());
+    cJSON *conv = cJSON_Parse(turn->conv);
+    struct oai_error e;
+    const char *id = str(o, "id");
+    if (conv && id && !convert_input(cJSON_GetObjectItemCaseSensitive(o, "output"), conv, &e)) {
+        char *text = cJSON_PrintUnformatted(conv);
+        if (!text || resp_store_put(turn->store, id, text)) cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());
+        free(text);
+    } else {
+        cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());
+    }
+    cJSON_Delete(conv);
+}
+
+char *serve_responses_response(const char *chat_json, struct serve_api_turn *turn)
 {
     cJSON *chat = cJSON_Parse(chat_json);
     if (!chat) return NULL;
@@ -374,6 +436,7 @@ char *serve_responses_response(const char *chat_json)
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"), *gt = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
     cJSON *o = response_object(chat, str(chat, "model") ? str(chat, "model") : "", output, fin ? fin : "stop",
                                cJSON_IsNumber(pt) ? (int)pt->valuedouble : 0, cJSON_IsNumber(gt) ? (int)gt->valuedouble : 0);
+    remember(o, turn);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     cJSON_Delete(chat);
@@ -481,6 +544,8 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
     if (!s->acc) {
         s->acc = response_object(chunk, s->model, cJSON_CreateArray(), NULL, s->n_prompt, 0);
         if (!s->acc) { out->failed = 1; return; }
+        if (s->turn.prev[0]) cJSON_ReplaceItemInObject(s->acc, "previous_response_id", cJSON_CreateString(s->turn.prev));
+        if (s->turn.conv && s->turn.store) cJSON_ReplaceItemInObject(s->acc, "store", cJSON_CreateTrue());
         snapshot(s, out, "response.created");
         snapshot(s, out, "response.in_progress");
     }
@@ -497,6 +562,7 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
         cJSON *u = cJSON_GetObjectItemCaseSensitive(s->acc, "usage");
         cJSON_ReplaceItemInObject(u, "output_tokens", cJSON_CreateNumber(s->out_tokens));
         cJSON_ReplaceItemInObject(u, "total_tokens", cJSON_CreateNumber(s->n_prompt + s->out_tokens));
+        remember(s->acc, &s->turn);
         snapshot(s, out, done ? "response.completed" : "response.incomplete");
         return;
     }

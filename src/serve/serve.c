@@ -7,6 +7,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "serve/resp_store.h"
 #include "serve/serve_impl.h"
 
 /* The last non-empty path component of dir, as the model id. */
@@ -42,6 +43,10 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     atomic_init(&sv->stopping, 0);
     atomic_init(&sv->inflight, 0);
     metrics_init(&sv->met);
+    if (!(sv->responses = resp_store_new())) {
+        free(sv);
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
     int rc = check_alias(opts->alias, err);
     if (!rc) rc = serve_cors_parse(opts->cors, &sv->cors, err);
     if (rc) goto fail;
@@ -172,6 +177,7 @@ void serve_free(serve *sv)
     if (!sv) return;
     if (sv->daemon) http_stop(sv);
     sched_free(sv->sched);
+    resp_store_free(sv->responses);
     colibri_tokenizer_free(sv->tok);
     colibri_model_free(sv->model);
     free(sv);

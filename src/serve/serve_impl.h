@@ -33,6 +33,7 @@ struct serve {
     struct MHD_Daemon *daemon;
     struct conn_watch *cw;      /* the daemon's connections (http_conn.h) */
     struct offload *prep;       /* prepares large generation requests off the event-loop threads (http.c) */
+    struct resp_store *responses; /* /v1/responses kept for previous_response_id (resp_store.h) */
     int port;
     atomic_int stopping;        /* shutdown begun: no new requests */
     atomic_int inflight;        /* requests between their first call and their completion notice */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The official `anthropic` and `openai` clients against colibri serve on colibri-tiny
 (its own template): Anthropic's Messages API (requests, streams, a tool loop, errors) and
-OpenAI's Responses API (requests, streams, a function-call loop), and structured output
+OpenAI's Responses API (requests, streams, a function-call loop, previous_response_id), and structured output
 through openai's `parse` helper with a Pydantic model at temperature 1 (20 runs, all valid).
 
 Environment: CLIENTS_URL (the server). Prints one line per test and "N passed, N failed".
@@ -86,6 +86,28 @@ def test_responses_text_stream_and_tool_loop():
         types = [e.type for e in s]
         final = s.get_final_response()
     check("response.function_call_arguments.delta" in types and final.output[0].type == "function_call", f"{types}")
+
+
+def test_responses_previous_response_id():
+    # the follow-up gets what the whole conversation sent as input gets (greedy: same text, same tokens)
+    g = dict(model=MODEL, temperature=0, max_output_tokens=8)
+    r1 = oai.responses.create(input="Hello there", instructions="Be brief.", **g)
+    r2 = oai.responses.create(input="And then?", previous_response_id=r1.id, **g)
+    whole = oai.responses.create(input=[{"role": "user", "content": "Hello there"},
+                                        {"role": "assistant", "content": r1.output_text},
+                                        {"role": "user", "content": "And then?"}], store=False, **g)
+    check(r1.store and r2.previous_response_id == r1.id and whole.store is False, f"{r1} {r2}")
+    check(r2.output_text == whole.output_text and r2.usage.input_tokens == whole.usage.input_tokens,
+          f"{r2.output_text!r} {r2.usage} vs {whole.output_text!r} {whole.usage}")
+    with oai.responses.stream(input="Why?", previous_response_id=r2.id, **g) as s:
+        r3 = [e for e in s][-1].response     # response.incomplete at max_output_tokens: no final_response
+    r4 = oai.responses.create(input="Go on.", previous_response_id=r3.id, **g)
+    check(r3.previous_response_id == r2.id and r4.previous_response_id == r3.id and r4.output_text, f"{r3} {r4}")
+    try:
+        oai.responses.create(input="Again", previous_response_id=whole.id, **g)
+        check(False, "a response made with store false was found")
+    except openai.BadRequestError as e:
+        check(e.code == "previous_response_not_found" and whole.id in str(e), f"{e}")
 
 
 class Address(BaseModel):

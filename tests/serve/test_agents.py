@@ -279,12 +279,48 @@ def test_responses_text_tools_and_errors():
              {"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "18 C"}]
     st, r2 = responses(input=items, tools=RESP_TOOLS, max_output_tokens=4)
     check(st == 200 and r2["usage"]["input_tokens"] > r["usage"]["input_tokens"], f"{st} {r2}")
-    for body, needle in (({"previous_response_id": "resp_x"}, "keeps no responses"),
+    for body, needle in (({"previous_response_id": "resp_x"}, "Previous response with id 'resp_x' not found"),
+                         ({"store": "yes"}, "'store' must be true or false"),
                          ({"tools": [{"type": "web_search"}]}, "'web_search'"),
                          ({"input": [{"type": "input_image", "image_url": "x"}]}, "'input_image'"),
                          ({"background": True}, "'background'")):
         st, r = responses(**body)
         check(st == 400 and needle in r["error"]["message"], f"{body}: {st} {r}")
+
+
+def out_text(r):
+    return "".join(c["text"] for o in r["output"] if o["type"] == "message" for c in o["content"])
+
+
+def test_responses_previous_response_id():
+    # a follow-up naming the previous response gets what the whole conversation sent as input gets
+    # (greedy: the same prompt gives the same text and token count); the instructions are not inherited
+    g = {"temperature": 0, "max_output_tokens": 8}
+    st, r1 = responses(input="Hello there", instructions="Be brief.", **g)
+    check(st == 200 and r1["store"] is True and r1["previous_response_id"] is None, f"{st} {r1}")
+    st, r2 = responses(input="And then?", previous_response_id=r1["id"], **g)
+    full = [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": out_text(r1)},
+            {"role": "user", "content": "And then?"}]
+    st2, w2 = responses(input=full, store=False, **g)
+    check(st == 200 and st2 == 200 and r2["previous_response_id"] == r1["id"], f"{st} {r2}")
+    check(r2["usage"]["input_tokens"] == w2["usage"]["input_tokens"] and out_text(r2) == out_text(w2),
+          f"follow-up {r2['usage']} {out_text(r2)!r} vs whole input {w2['usage']} {out_text(w2)!r}")
+    # a chain of two, the second one streamed: it is kept too
+    st, text = responses(input="Why?", previous_response_id=r2["id"], stream=True, **g)
+    r3 = sse(text)[-1][1]["response"]
+    check(r3["previous_response_id"] == r2["id"] and r3["store"] is True, f"{r3}")
+    st, r4 = responses(input="Go on.", previous_response_id=r3["id"], **g)
+    full += [{"role": "assistant", "content": out_text(r2)}, {"role": "user", "content": "Why?"},
+             {"role": "assistant", "content": out_text(r3)}, {"role": "user", "content": "Go on."}]
+    st2, w4 = responses(input=full, **g)
+    check(st == 200 and r4["usage"]["input_tokens"] == w4["usage"]["input_tokens"] and out_text(r4) == out_text(w4),
+          f"chain: {r4['usage']} {out_text(r4)!r} vs {w4['usage']} {out_text(w4)!r}")
+    # store false: answered, not kept
+    st, r5 = responses(input="Hello", store=False, **g)
+    check(st == 200 and r5["store"] is False, f"{r5}")
+    st, r6 = responses(input="Again", previous_response_id=r5["id"])
+    check(st == 400 and r6["error"]["code"] == "previous_response_not_found" and
+          r6["error"]["param"] == "previous_response_id" and r5["id"] in r6["error"]["message"], f"{st} {r6}")
 
 
 def test_responses_stream_events():
