@@ -52,6 +52,9 @@ int cmd_serve(int argc, char **argv)
         { "served-model-name", 0, OPT_STR, &so.alias, "the same as --alias" },
         { "cors", 0, OPT_STR, &so.cors, "let browser pages from these origins call the server: '*' or a comma "
                                         "list like http://localhost:3000 (default: none, no CORS headers)" },
+        { "ssl-key-file", 0, OPT_STR, &so.ssl_key_file, "serve HTTPS with this PEM private key (with "
+                                                         "--ssl-cert-file; default: plain HTTP)" },
+        { "ssl-cert-file", 0, OPT_STR, &so.ssl_cert_file, "the PEM certificate (chain) of --ssl-key-file" },
         { "log-prompts", 0, OPT_FLAG, &so.log_prompts, "also log each request's prompt and reply text (default: "
                                                        "tokens and times only)" },
         { "queue", 0, OPT_INT, &so.max_queue, "requests waiting for a slot before 429 (default 64)", 1, 65536 },
@@ -156,8 +159,8 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "colibri serve: %s\n", err.msg);
         return cli_mpi_end(&cm, 1);
     }
-    fprintf(stderr, "colibri serve: model '%s' from %s, %d slots, listening on http://%s%s%s:%d\n",
-            serve_model_id(sv), so.model_dir, so.n_slots, strchr(so.host, ':') ? "[" : "", so.host,
+    fprintf(stderr, "colibri serve: model '%s' from %s, %d slots, listening on %s://%s%s%s:%d\n",
+            serve_model_id(sv), so.model_dir, so.n_slots, so.ssl_key_file ? "https" : "http", strchr(so.host, ':') ? "[" : "", so.host,
             strchr(so.host, ':') ? "]" : "", serve_port(sv));
     fflush(stderr);
     int sig = 0;

@@ -911,7 +911,11 @@ int http_start(struct serve *sv, struct colibri_err *err)
         sv->cw = NULL;
         return rc;
     }
+    struct MHD_OptionItem tls[] = { { MHD_OPTION_HTTPS_MEM_KEY, 0, sv->tls.key },
+                                    { MHD_OPTION_HTTPS_MEM_CERT, 0, sv->tls.cert }, { MHD_OPTION_END, 0, NULL } };
+    if (sv->tls.key) flags |= MHD_USE_TLS;
     sv->daemon = MHD_start_daemon(flags, (uint16_t)sv->o.port, on_accept, sv, on_request, sv,
+                                  MHD_OPTION_ARRAY, sv->tls.key ? tls : tls + 2,
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
@@ -926,8 +930,9 @@ int http_start(struct serve *sv, struct colibri_err *err)
         sv->prep = NULL;
         conn_watch_free(sv->cw);
         sv->cw = NULL;
-        return base_err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine)",
-                       sv->o.host, sv->o.port);
+        return base_err_set(err, COLIBRI_EIO, "cannot listen on %s port %d (in use, or not an address of this machine%s)",
+                       sv->o.host, sv->o.port, sv->tls.key ? "; or --ssl-key-file and --ssl-cert-file are not a "
+                       "key and a certificate that GnuTLS takes, or not a matching pair" : "");
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     sv->port = di ? di->port : sv->o.port;

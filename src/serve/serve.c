@@ -49,6 +49,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     }
     int rc = check_alias(opts->alias, err);
     if (!rc) rc = serve_cors_parse(opts->cors, &sv->cors, err);
+    if (!rc) rc = serve_tls_load(opts->ssl_key_file, opts->ssl_cert_file, &sv->tls, err);
     if (rc) goto fail;
     struct colibri_model_opts mo = { .n_threads = opts->n_threads, .ram = opts->ram, .state_dir = opts->state_dir,
                                      .mpi = opts->mpi, .bf16_act = opts->bf16_act };
@@ -178,6 +179,7 @@ void serve_free(serve *sv)
     if (sv->daemon) http_stop(sv);
     sched_free(sv->sched);
     resp_store_free(sv->responses);
+    serve_tls_free(&sv->tls);
     colibri_tokenizer_free(sv->tok);
     colibri_model_free(sv->model);
     free(sv);

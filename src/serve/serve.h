@@ -61,6 +61,8 @@ struct serve_opts {
     const char *api_key;        /* NULL or "" = no auth */
     const char *alias;          /* the model id clients send; NULL = the model directory's last component */
     const char *cors;           /* NULL = no CORS; "*" or comma-separated origins (serve/cors.h) */
+    const char *ssl_key_file;   /* HTTPS: the PEM private key and certificate files, both or neither (serve/tls.h) */
+    const char *ssl_cert_file;
     int log_prompts;            /* the per-request log line also holds prompt and reply text */
     int n_threads;              /* 0 = OpenMP default */
     const char *ram;            /* weights budget (colibri_model_opts.ram), or NULL */

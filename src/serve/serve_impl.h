@@ -14,6 +14,7 @@
 #include "serve/oai.h"
 #include "serve/sched.h"
 #include "serve/serve.h"
+#include "serve/tls.h"
 
 #define SERVE_ID_CAP 256        /* bytes of a model id, with its NUL */
 
@@ -28,6 +29,7 @@ struct serve {
     char model_id[SERVE_ID_CAP];
     struct oai_model om;
     struct serve_cors cors;
+    struct serve_tls tls;       /* HTTPS key and certificate (serve/tls.h); NULLs: plain HTTP */
     struct metrics met;
     struct sched *sched;
     struct MHD_Daemon *daemon;
