@@ -18,7 +18,7 @@ struct resp_store {
     size_t bytes;
 };
 
-struct resp_store *resp_store_new(void)
+struct resp_store *serve_resp_store_new(void)
 {
     struct resp_store *rs = calloc(1, sizeof *rs);
     if (rs) pthread_mutex_init(&rs->mu, NULL);
@@ -33,7 +33,7 @@ static void drop(struct resp_store *rs, struct entry *x)
     *x = (struct entry){ 0 };
 }
 
-void resp_store_free(struct resp_store *rs)
+void serve_resp_store_free(struct resp_store *rs)
 {
     if (!rs) return;
     for (int i = 0; i < RESP_STORE_MAX; i++) drop(rs, &rs->e[i]);
@@ -51,7 +51,7 @@ static struct entry *find(struct resp_store *rs, const char *id)
     return NULL;
 }
 
-int resp_store_put(struct resp_store *rs, const char *id, const char *text)
+int serve_resp_store_put(struct resp_store *rs, const char *id, const char *text)
 {
     size_t bytes = strlen(id) + strlen(text) + 2;
     if (!rs || bytes > RESP_STORE_BYTES) return -1;
@@ -72,7 +72,7 @@ int resp_store_put(struct resp_store *rs, const char *id, const char *text)
     return 0;
 }
 
-char *resp_store_get(struct resp_store *rs, const char *id)
+char *serve_resp_store_get(struct resp_store *rs, const char *id)
 {
     if (!rs) return NULL;
     pthread_mutex_lock(&rs->mu);

@@ -17,16 +17,16 @@
 struct resp_store;
 
 /* NULL when out of memory. */
-struct resp_store *resp_store_new(void);
-void resp_store_free(struct resp_store *rs);
+struct resp_store *serve_resp_store_new(void);
+void serve_resp_store_free(struct resp_store *rs);
 
 /* Keeps a copy of text under id (replacing one of the same id). 0, or -1
  * when out of memory or the text alone exceeds RESP_STORE_BYTES (nothing
  * kept). */
-int resp_store_put(struct resp_store *rs, const char *id, const char *text);
+int serve_resp_store_put(struct resp_store *rs, const char *id, const char *text);
 
 /* A malloc'd copy of the text kept under id (the caller frees it), or NULL
  * when none is (never stored, dropped for room, or rs is NULL). */
-char *resp_store_get(struct resp_store *rs, const char *id);
+char *serve_resp_store_get(struct resp_store *rs, const char *id);
 
 #endif

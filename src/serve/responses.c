@@ -203,7 +203,7 @@ static int convert_format(const cJSON *text, cJSON *out, struct oai_error *e)
 static int previous(const cJSON *p, struct serve_api_turn *turn, cJSON *msgs, struct oai_error *e)
 {
     if (!cJSON_IsString(p)) return refuse(e, "previous_response_id", "'%s' must be a string", "previous_response_id");
-    char *text = resp_store_get(turn ? turn->store : NULL, p->valuestring);
+    char *text = serve_resp_store_get(turn ? turn->store : NULL, p->valuestring);
     cJSON *conv = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!cJSON_IsArray(conv)) {
@@ -406,7 +406,7 @@ static void remember(cJSON *o, struct serve_api_turn *turn)
     const char *id = str(o, "id");
     if (conv && id && !convert_input(cJSON_GetObjectItemCaseSensitive(o, "output"), conv, &e)) {
         char *text = cJSON_PrintUnformatted(conv);
-        if (!text || resp_store_put(turn->store, id, text)) cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());
+        if (!text || serve_resp_store_put(turn->store, id, text)) cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());
         free(text);
     } else {
         cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());

@@ -43,7 +43,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     atomic_init(&sv->stopping, 0);
     atomic_init(&sv->inflight, 0);
     metrics_init(&sv->met);
-    if (!(sv->responses = resp_store_new())) {
+    if (!(sv->responses = serve_resp_store_new())) {
         free(sv);
         return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     }
@@ -178,7 +178,7 @@ void serve_free(serve *sv)
     if (!sv) return;
     if (sv->daemon) http_stop(sv);
     sched_free(sv->sched);
-    resp_store_free(sv->responses);
+    serve_resp_store_free(sv->responses);
     serve_tls_free(&sv->tls);
     colibri_tokenizer_free(sv->tok);
     colibri_model_free(sv->model);

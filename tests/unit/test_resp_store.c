@@ -10,7 +10,7 @@
 
 static int has(struct resp_store *rs, const char *id, const char *want)
 {
-    char *t = resp_store_get(rs, id);
+    char *t = serve_resp_store_get(rs, id);
     int ok = t && (!want || !strcmp(t, want));
     free(t);
     return ok;
@@ -18,12 +18,12 @@ static int has(struct resp_store *rs, const char *id, const char *want)
 
 static void test_count_bound(void)
 {
-    struct resp_store *rs = resp_store_new();
+    struct resp_store *rs = serve_resp_store_new();
     char id[32], text[32];
     for (int i = 0; i < RESP_STORE_MAX + 10; i++) {
         snprintf(id, sizeof id, "resp_%d", i);
         snprintf(text, sizeof text, "[%d]", i);
-        CHECK(resp_store_put(rs, id, text) == 0, "put %d", i);
+        CHECK(serve_resp_store_put(rs, id, text) == 0, "put %d", i);
     }
     for (int i = 0; i < 10; i++) {
         snprintf(id, sizeof id, "resp_%d", i);
@@ -34,14 +34,14 @@ static void test_count_bound(void)
     snprintf(id, sizeof id, "resp_%d", RESP_STORE_MAX + 9);
     snprintf(text, sizeof text, "[%d]", RESP_STORE_MAX + 9);
     CHECK(has(rs, id, text), "the newest");
-    CHECK(resp_store_put(rs, "resp_10", "new") == 0 && has(rs, "resp_10", "new"), "replaced by id");
-    CHECK(!has(rs, "resp_x", NULL) && !resp_store_get(NULL, "resp_10"), "unknown id, no store");
-    resp_store_free(rs);
+    CHECK(serve_resp_store_put(rs, "resp_10", "new") == 0 && has(rs, "resp_10", "new"), "replaced by id");
+    CHECK(!has(rs, "resp_x", NULL) && !serve_resp_store_get(NULL, "resp_10"), "unknown id, no store");
+    serve_resp_store_free(rs);
 }
 
 static void test_byte_bound(void)
 {
-    struct resp_store *rs = resp_store_new();
+    struct resp_store *rs = serve_resp_store_new();
     size_t big = RESP_STORE_BYTES / 8;  /* eight fill it, with the ids a little over */
     char *text = malloc(big + 1);
     memset(text, 'x', big);
@@ -50,7 +50,7 @@ static void test_byte_bound(void)
     for (int i = 0; i < 10; i++) {
         snprintf(id, sizeof id, "big_%d", i);
         text[0] = (char)('0' + i);
-        CHECK(resp_store_put(rs, id, text) == 0, "put %d", i);
+        CHECK(serve_resp_store_put(rs, id, text) == 0, "put %d", i);
     }
     int kept = 0;
     for (int i = 0; i < 10; i++) {
@@ -62,11 +62,11 @@ static void test_byte_bound(void)
     char *huge = malloc(RESP_STORE_BYTES + 1);
     memset(huge, 'y', RESP_STORE_BYTES);
     huge[RESP_STORE_BYTES] = 0;
-    CHECK(resp_store_put(rs, "huge", huge) == -1 && !has(rs, "huge", NULL) && has(rs, "big_9", NULL),
+    CHECK(serve_resp_store_put(rs, "huge", huge) == -1 && !has(rs, "huge", NULL) && has(rs, "big_9", NULL),
           "a text over the bound is refused and drops nothing");
     free(huge);
     free(text);
-    resp_store_free(rs);
+    serve_resp_store_free(rs);
 }
 
 int main(void)
