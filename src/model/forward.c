@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/mixer_v4.h"
 
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
                    enum kv_rope_prec rope, int int8_mode, const struct compute_ctx *cc, struct colibri_err *err)
@@ -35,7 +36,8 @@ int fwd_state_init_index(struct fwd_state *st, const struct model *m, int n_ctx,
 }
 
 /* The token mixers' own per-session states (parts.h state_new). */
-static int mixer_states_new(struct fwd_state *st, const struct model *m, int n_ctx, struct colibri_err *err)
+static int mixer_states_new(struct fwd_state *st, const struct model *m, int n_ctx, const struct kv_layer_spec *spec,
+                            struct colibri_err *err)
 {
     int L = m->cfg.num_hidden_layers;
     for (int l = 0; l < L; l++) {
@@ -44,7 +46,7 @@ static int mixer_states_new(struct fwd_state *st, const struct model *m, int n_c
         if (!st->mixer_state && !(st->mixer_state = calloc((size_t)L, sizeof *st->mixer_state)))
             return base_err_set(err, COLIBRI_ENOMEM, "mixer state table");
         size_t bytes = 0;
-        int rc = tm->state_new(m, l, n_ctx, &st->mixer_state[l], &bytes, err);
+        int rc = tm->state_new(m, l, n_ctx, &spec[l], &st->mixer_state[l], &bytes, err);
         if (rc) return rc;
         st->mixer_state_bytes += bytes;
     }
@@ -72,14 +74,15 @@ int model_fwd_state_init_layers(struct fwd_state *st, const struct model *m, int
     if (!rc && c->kv_lora_rank > 0)
         rc = kv_cache_new_layers(spec, c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n_ctx, &st->kv,
                                  err);
-    free(spec);
-    if (!rc) rc = mixer_states_new(st, m, n_ctx, err);
+    if (!rc) rc = mixer_states_new(st, m, n_ctx, spec, err);
     if (!rc) rc = kv_scratch_new(cc->n_threads, &st->scratch, err);
     if (!rc && st->kv) {
         kv_scratch_set_int8(st->scratch, int8_mode);
         rc = kv_scratch_reserve(st->scratch, st->kv, c->num_attention_heads, err);
     }
     if (!rc) rc = run_bufs_init(&st->bufs, c, max_batch, cc, err);
+    if (!rc) rc = model_v4_bufs_reserve(st->bufs.v4, c, spec, n_ctx, cc->n_threads, &st->bufs.bytes, err);
+    free(spec);
     /* a DSA decode's scores and selected rows, at the longest context */
     if (!rc) rc = model_indexer_bufs_reserve(st->bufs.dsa, n_ctx, err);
     if (!rc && st->bufs.dsa)

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "base/err.h"
+#include "base/par.h"
 #include "model/forward.h"
 #include "model/linear.h"
 #include "model/loader.h"
@@ -18,6 +21,7 @@
 #include "model/v4_attn.h"
 #include "model/v4_compress.h"
 #include "model/v4_indexer.h"
+#include "model/v4_kern.h"
 
 /* Rows projected together: the products read each weight once per chunk. */
 #define V4_CHUNK 16
@@ -25,16 +29,24 @@
 struct v4_bufs {
     int rows;
     float *qa, *q, *kv, *ckv, *cgate, *ikv, *igate, *iq, *iw, *att, *mid;
+    /* model_v4_bufs_reserve: the attended rows decoded to f32 (quantized
+     * tiers), the kernels' per-thread work and the indexer's shared part */
+    int n_threads, max_rows, tile_rows;
+    float *tile;                /* [tile_rows][head_dim] */
+    void *work, *ishared;       /* [n_threads][work_stride] bytes, 64-byte aligned */
+    size_t work_stride;
 };
 
-/* One layer's state in one session (mixer_v4.h). */
+/* One layer's state in one session (mixer_v4.h). Rows are kept encoded,
+ * each a fixed row_bytes under its codec (f32: the floats themselves). */
 struct v4_state {
     int type, window, dim, idim, cap_entries, pos;
-    float *win;                 /* [2 * window][dim]: row p at p % window and p % window + window */
+    struct kv_codec kc, ic;     /* window and entries (head_dim); the indexer's keys (index_head_dim) */
+    uint8_t *win;               /* [2 * window][kc.row_bytes]: row p at p % window and p % window + window */
     struct v4_compress_state cs, ics;
     float *cmem, *icmem;        /* the compressors' open blocks */
-    float *entries, *ikeys;     /* [cap_entries][dim], [cap_entries][idim] */
-    float *scratch, *score, *qrot;
+    uint8_t *entries, *ikeys;   /* [cap_entries][kc.row_bytes], [cap_entries][ic.row_bytes] */
+    float *row, *score, *qrot;  /* [max(dim, idim)] an entry before encoding, [cap_entries], [index heads][idim] */
     int32_t *sel;
 };
 
@@ -203,8 +215,10 @@ static void state_free(void *p)
 {
     struct v4_state *s = p;
     if (!s) return;
-    void *all[] = { s->win, s->cmem, s->icmem, s->entries, s->ikeys, s->scratch, s->score, s->qrot, s->sel };
+    void *all[] = { s->win, s->cmem, s->icmem, s->entries, s->ikeys, s->row, s->score, s->qrot, s->sel };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    kv_codec_free(&s->kc);
+    kv_codec_free(&s->ic);
     free(s);
 }
 
@@ -216,7 +230,16 @@ static void *take(size_t n, size_t size, size_t *bytes, int *ok)
     return p;
 }
 
-static int state_new(const struct model *m, int li, int n_ctx, void **out, size_t *bytes, struct colibri_err *err)
+/* The tier of the indexer's keys in a layer's spec (v4_cache_parts put it there). */
+static enum kv_tier index_tier_of(const struct kv_layer_spec *spec)
+{
+    for (int i = 0; spec && i < spec->n_extra; i++)
+        if (spec->extra[i].kind == KV_PART_INDEX_KEY) return spec->extra[i].tier;
+    return KV_TIER_F32;
+}
+
+static int state_new(const struct model *m, int li, int n_ctx, const struct kv_layer_spec *spec, void **out,
+                     size_t *bytes, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
     struct v4_attn a;
@@ -225,23 +248,29 @@ static int state_new(const struct model *m, int li, int n_ctx, void **out, size_
     layer_structs(c, NULL, li, &a, &cp, &icp, &ix);
     struct v4_state *s = calloc(1, sizeof *s);
     if (!s) return base_err_set(err, COLIBRI_ENOMEM, "layer %d state: out of memory", li);
-    int ok = 1;
+    int ok = 1, rc;
     size_t b = sizeof *s;
     s->type = c->v4_layer_type[li];
     s->window = c->sliding_window;
     s->dim = c->head_dim;
     s->idim = c->index_head_dim;
     s->cap_entries = s->type == MODEL_V4_SLIDING ? 0 : n_ctx / cp.ratio + 1;
-    s->win = take((size_t)2 * s->window * s->dim, sizeof(float), &b, &ok);
-    s->scratch = take((size_t)s->window + s->cap_entries, sizeof(float), &b, &ok);
+    if ((rc = kv_codec_init(&s->kc, spec ? spec->tier : KV_TIER_F32, s->dim, KV_SEED_LATENT, err)) ||
+        (s->type == MODEL_V4_CSA && (rc = kv_codec_init(&s->ic, index_tier_of(spec), s->idim, KV_SEED_LATENT, err)))) {
+        state_free(s);
+        return base_err_prefix(err, rc, "layer %d", li);
+    }
+    const size_t rb = s->kc.row_bytes;
+    s->win = take((size_t)2 * s->window, rb, &b, &ok);
+    s->row = take((size_t)(s->dim > s->idim ? s->dim : s->idim), sizeof(float), &b, &ok);
     if (s->type != MODEL_V4_SLIDING) {
         s->cmem = take(model_v4_compress_state_floats(&cp), sizeof(float), &b, &ok);
-        s->entries = take((size_t)s->cap_entries * s->dim, sizeof(float), &b, &ok);
+        s->entries = take((size_t)s->cap_entries, rb, &b, &ok);
         if (ok) model_v4_compress_state_init(&cp, &s->cs, s->cmem);
     }
     if (s->type == MODEL_V4_CSA) {
         s->icmem = take(model_v4_compress_state_floats(&icp), sizeof(float), &b, &ok);
-        s->ikeys = take((size_t)s->cap_entries * s->idim, sizeof(float), &b, &ok);
+        s->ikeys = take((size_t)s->cap_entries, s->ic.row_bytes, &b, &ok);
         s->score = take((size_t)s->cap_entries, sizeof(float), &b, &ok);
         s->qrot = take((size_t)c->index_n_heads * s->idim, sizeof(float), &b, &ok);
         s->sel = take((size_t)c->index_topk, sizeof(int32_t), &b, &ok);
@@ -287,12 +316,64 @@ int model_v4_bufs_new(const struct model_config *c, int cap, struct v4_bufs **ou
     return 0;
 }
 
+static void *take_aligned(size_t bytes, size_t *total, int *ok)
+{
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) *ok = 0;
+    *total += bytes;
+    return p;
+}
+
+int model_v4_bufs_reserve(struct v4_bufs *b, const struct model_config *c, const struct kv_layer_spec *spec, int n_ctx,
+                          int n_threads, size_t *bytes, struct colibri_err *err)
+{
+    if (!b) return 0;
+    int rows = 0, quantized = 0, csa = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        int type = c->v4_layer_type[l], r = c->compress_ratio[l], e = 0;
+        if (type == MODEL_V4_HCA) e = n_ctx / r + 1;
+        if (type == MODEL_V4_CSA) e = n_ctx / r + 1 < c->index_topk ? n_ctx / r + 1 : c->index_topk, csa = 1;
+        if (e > rows) rows = e;
+        quantized |= spec && spec[l].tier != KV_TIER_F32;
+    }
+    rows += c->sliding_window;
+    size_t stride = model_v4_attn_work_bytes(c->head_dim, rows);
+    if (csa && model_v4_index_work_bytes(c->index_n_heads, c->index_head_dim) > stride)
+        stride = model_v4_index_work_bytes(c->index_n_heads, c->index_head_dim);
+    free(b->tile);
+    free(b->work);
+    free(b->ishared);
+    int ok = 1;
+    b->n_threads = n_threads > 0 ? n_threads : 1;
+    b->max_rows = rows;
+    b->tile_rows = quantized ? rows : 0;
+    b->tile = quantized ? take((size_t)rows * c->head_dim, sizeof(float), bytes, &ok) : NULL;
+    b->work_stride = stride;
+    b->work = take_aligned(stride * (size_t)b->n_threads, bytes, &ok);
+    b->ishared = csa ? take_aligned(model_v4_index_shared_bytes(c->index_n_heads, c->index_head_dim), bytes, &ok) : NULL;
+    if (!ok)
+        return base_err_set(err, COLIBRI_ENOMEM, "DeepSeek-V4 attention buffers for %d rows on %d threads: out of memory",
+                            rows, b->n_threads);
+    return 0;
+}
+
 void model_v4_bufs_free(struct v4_bufs *b)
 {
     if (!b) return;
-    void *all[] = { b->qa, b->q, b->kv, b->ckv, b->cgate, b->ikv, b->igate, b->iq, b->iw, b->att, b->mid };
+    void *all[] = { b->qa, b->q, b->kv, b->ckv, b->cgate, b->ikv, b->igate, b->iq, b->iw, b->att, b->mid,
+                    b->tile, b->work, b->ishared };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(b);
+}
+
+/* Rows first .. first + n of enc (row_bytes each) decoded into out [n][dim]. */
+static void decode_rows(const struct kv_codec *kc, const uint8_t *enc, const int32_t *sel, int first, int n,
+                        float *out, int n_threads)
+{
+    int nt = (int64_t)n * kc->dim >= MODEL_PAR_MIN_ELEMS && !omp_in_parallel() ? n_threads : 1;
+    BASE_PAR_FOR_N(nt, for (int t = 0; t < n; t++) kv_codec_decode(kc, enc + (size_t)(sel ? sel[t] : first + t) *
+                                                                            kc->row_bytes, out + (size_t)t * kc->dim););
 }
 
 /* Row r of the chunk at position pos through the state s: window, the
@@ -305,34 +386,54 @@ static int v4_row(const struct model_config *c, const struct v4_attn *a, const s
     if (pos != s->pos)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "DeepSeek-V4 attention state is at position %d; position %d "
                             "cannot be computed (its window and compressors do not rewind)", s->pos, pos);
+    if (!vb->work) return base_err_set(err, COLIBRI_EINVAL, "DeepSeek-V4 attention: buffers not reserved");
     float *q = vb->q + (size_t)r * H * D, *kv = vb->kv + (size_t)r * D;
+    const size_t rb = s->kc.row_bytes;
     int rc, emitted, n_sel = 0;
     if ((rc = model_v4_attn_prep_q(a, pos, q, err)) || (rc = model_v4_attn_prep_kv(a, pos, kv, err))) return rc;
-    memcpy(s->win + (size_t)(pos % W) * D, kv, (size_t)D * sizeof *kv);
-    memcpy(s->win + (size_t)(pos % W + W) * D, kv, (size_t)D * sizeof *kv);
+    kv_codec_encode(&s->kc, kv, s->win + (size_t)(pos % W) * rb);
+    memcpy(s->win + (size_t)(pos % W + W) * rb, s->win + (size_t)(pos % W) * rb, rb);
     int n_win = pos + 1 < W ? pos + 1 : W, start = pos + 1 <= W ? 0 : (pos + 1) % W;
     const int32_t *sel = NULL;
     if (s->type != MODEL_V4_SLIDING) {
-        int w2 = s->type == MODEL_V4_CSA ? 2 * D : D;
-        if ((rc = model_v4_compress_push(cp, &s->cs, vb->ckv + (size_t)r * w2, vb->cgate + (size_t)r * w2,
-                                         s->entries + (size_t)s->cs.n_entries * D, &emitted, err)))
+        int w2 = s->type == MODEL_V4_CSA ? 2 * D : D, n0 = s->cs.n_entries;
+        if ((rc = model_v4_compress_push(cp, &s->cs, vb->ckv + (size_t)r * w2, vb->cgate + (size_t)r * w2, s->row,
+                                         &emitted, err)))
             return rc;
+        if (emitted) kv_codec_encode(&s->kc, s->row, s->entries + (size_t)n0 * rb);
         n_sel = s->cs.n_entries;
     }
     if (s->type == MODEL_V4_CSA) {
+        int n0 = s->ics.n_entries;
         if ((rc = model_v4_compress_push(icp, &s->ics, vb->ikv + (size_t)r * 2 * Di, vb->igate + (size_t)r * 2 * Di,
-                                         s->ikeys + (size_t)s->ics.n_entries * Di, &emitted, err)))
+                                         s->row, &emitted, err)))
             return rc;
+        if (emitted) kv_codec_encode(&s->ic, s->row, s->ikeys + (size_t)n0 * s->ic.row_bytes);
         n_sel = 0;
         if (s->ics.n_entries > 0 &&
-            ((rc = model_v4_indexer_scores(ix, pos, vb->iq + (size_t)r * Hi * Di, vb->iw + (size_t)r * Hi, s->ikeys,
-                                           s->ics.n_entries, s->qrot, s->score, err)) ||
+            ((rc = model_v4_index_scores_mt(ix, pos, vb->iq + (size_t)r * Hi * Di, vb->iw + (size_t)r * Hi, &s->ic,
+                                            s->ikeys, s->ics.n_entries, s->qrot, s->score, vb->ishared, vb->work,
+                                            vb->work_stride, vb->n_threads, err)) ||
              (rc = model_v4_indexer_select(ix, pos, s->score, s->ics.n_entries, s->sel, &n_sel, err))))
             return rc;
         sel = s->sel;
     }
-    if ((rc = model_v4_attn_query(a, pos, q, s->win + (size_t)start * D, n_win, s->entries, sel, n_sel,
-                                  vb->att + (size_t)r * H * D, s->scratch, err)))
+    if (n_win + n_sel > vb->max_rows)
+        return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 attention at position %d: %d rows over the %d its "
+                            "buffers were reserved for", pos, n_win + n_sel, vb->max_rows);
+    const float *win = (const float *)(s->win + (size_t)start * rb), *comp = (const float *)s->entries;
+    if (s->kc.tier != KV_TIER_F32) {
+        if (n_win + n_sel > vb->tile_rows)
+            return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 attention: %d %s rows to decode, room for %d",
+                                n_win + n_sel, kv_tier_name(s->kc.tier), vb->tile_rows);
+        decode_rows(&s->kc, s->win, NULL, start, n_win, vb->tile, vb->n_threads);
+        decode_rows(&s->kc, s->entries, sel, 0, n_sel, vb->tile + (size_t)n_win * D, vb->n_threads);
+        win = vb->tile;
+        comp = vb->tile + (size_t)n_win * D;
+        sel = NULL;
+    }
+    if ((rc = model_v4_attn_query_mt(a, pos, q, win, n_win, comp, sel, n_sel, vb->att + (size_t)r * H * D, vb->work,
+                                     vb->work_stride, vb->n_threads, err)))
         return rc;
     s->pos++;
     return 0;
@@ -386,15 +487,35 @@ static int v4_forward(const struct part_run *pr, const float *in, int n, float *
     return rc;
 }
 
-/* Every V4 cache part is f32 for now: a quantized tier is refused by name. */
+/* A V4 layer's row is encoded whole by the layer's tier, its RoPE values
+ * included (the RoPE precision the tier implies is accepted, another is
+ * refused by name); a CSA layer's indexer keys take index_tier (f32 or fp8,
+ * as DSA's), recorded as the spec's index-key part for state_new. */
 static int v4_cache_parts(const struct model_config *c, int li, enum kv_tier index_tier, struct kv_layer_spec *spec,
                           struct colibri_err *err)
 {
-    (void)c;
-    (void)index_tier;
-    if (spec->tier != KV_TIER_F32 || (spec->rope != KV_ROPE_DEFAULT && spec->rope != KV_ROPE_F32) || spec->n_extra)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: DeepSeek-V4's caches (window, compressed entries) "
-                            "are kept in f32 only: KV tiers other than f32 are not implemented for them", li);
+    if (!kv_tier_row_bytes(spec->tier, c->head_dim))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: DeepSeek-V4's rows of %d values cannot be kept in "
+                            "the %s tier (its width rule)", li, c->head_dim, kv_tier_name(spec->tier));
+    if (spec->rope != KV_ROPE_DEFAULT && spec->rope != kv_rope_default(spec->tier))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: DeepSeek-V4 keeps a row's RoPE values in the row's "
+                            "tier (%s): RoPE precision %s is not implemented for it", li, kv_tier_name(spec->tier),
+                            kv_rope_name(spec->rope));
+    int have = -1;
+    for (int i = 0; i < spec->n_extra; i++)
+        if (spec->extra[i].kind == KV_PART_INDEX_KEY) have = i;
+        else return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: DeepSeek-V4 rows take no extra part of kind %d",
+                                 li, (int)spec->extra[i].kind);
+    if (c->v4_layer_type[li] != MODEL_V4_CSA) {
+        if (have >= 0)
+            return base_err_set(err, COLIBRI_EINVAL, "kv layer %d: an index-key part on a layer without an indexer", li);
+        return 0;
+    }
+    enum kv_tier t = have >= 0 ? spec->extra[have].tier : index_tier;
+    if (t != KV_TIER_F32 && t != KV_TIER_FP8)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: DeepSeek-V4 index keys in the %s tier (f32 or fp8)",
+                            li, kv_tier_name(t));
+    if (have < 0) spec->extra[spec->n_extra++] = (struct kv_part_spec){ KV_PART_INDEX_KEY, c->index_head_dim, t };
     return 0;
 }
 

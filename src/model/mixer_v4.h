@@ -16,10 +16,16 @@
  *
  * The layer's per-session state (token_mixer.state_new) is a ring of the
  * last sliding_window kv rows, the compressed entries, the compressors'
- * open blocks and the indexer's keys: all f32, sized at session start for
- * its n_ctx, and advanced one position at a time in order, so a prefill and
+ * open blocks and the indexer's keys, sized at session start for its n_ctx,
+ * and advanced one position at a time in order, so a prefill and
  * token-by-token decode do the same arithmetic per token. It cannot be
- * rewound: a position other than the next is refused by name.
+ * rewound: a position other than the next is refused by name. The ring and
+ * the entries are plain arrays of rows [rows][row_bytes], each row the
+ * head_dim values (RoPE part included) encoded whole by the layer's KV tier
+ * (kv/codec.h; f32 by default, whose rows are the floats); the indexer's
+ * keys [rows][row_bytes] likewise in the index tier (f32 or fp8, --kv-index,
+ * as DSA's). Attention reads f32 rows in place and decodes the others to
+ * f32 first (the decoded rows then take f32's arithmetic).
  *
  * Tensor names: the official spelling ("layers.N.attn.wq_a.weight", ...);
  * each is also found under "model." (transformers' save_pretrained), and
@@ -31,6 +37,7 @@
 #include <stdint.h>
 
 #include "colibri.h"
+#include "kv/cache.h"
 #include "model/config.h"
 #include "quant/qtensor.h"
 
@@ -67,6 +74,12 @@ void model_v4_name(const struct model_loader *L, char *out, size_t n, const char
  * without V4 layers); *bytes grows by what it allocates. 0 or COLIBRI_ENOMEM. */
 struct v4_bufs;
 int  model_v4_bufs_new(const struct model_config *c, int cap, struct v4_bufs **out, size_t *bytes);
+/* Sizes b (NULL: nothing) for a session of n_ctx positions whose layers are
+ * laid out as spec[num_hidden_layers]: the attention's per-thread work for
+ * n_threads, and a tile to decode the attended rows into when a layer's
+ * tier is not f32. 0, or COLIBRI_ENOMEM naming the size. */
+int  model_v4_bufs_reserve(struct v4_bufs *b, const struct model_config *c, const struct kv_layer_spec *spec, int n_ctx,
+                           int n_threads, size_t *bytes, struct colibri_err *err);
 void model_v4_bufs_free(struct v4_bufs *b);
 
 #endif

@@ -71,10 +71,12 @@ struct token_mixer {
                        struct colibri_err *err);
     /* Optional per-session state the mixer keeps instead of (or besides)
      * cache rows: made for a context of n_ctx positions (*bytes: what it
-     * holds), freed by state_free. Such state only moves forward: a session
-     * with it can be reset to position 0, not truncated elsewhere or copied.
-     * NULL: none. */
-    int (*state_new)(const struct model *m, int li, int n_ctx, void **state, size_t *bytes, struct colibri_err *err);
+     * holds), freed by state_free, its rows laid out as spec (the layer's
+     * KV tier and parts, cache_parts applied; NULL: f32). Such state only
+     * moves forward: a session with it can be reset to position 0, not
+     * truncated elsewhere or copied. NULL: none. */
+    int (*state_new)(const struct model *m, int li, int n_ctx, const struct kv_layer_spec *spec, void **state,
+                     size_t *bytes, struct colibri_err *err);
     void (*state_free)(void *state);
     void (*state_reset)(void *state);   /* back to an empty session (position 0) */
 };

@@ -15,7 +15,7 @@ refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
     if err=$("$@" 2>&1); then echo "FAIL: $what accepted"; exit 1; fi
     echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
 }
-refused "--kv int8r" "kept in f32 only" "$COLIBRI" oracle --kv int8r "$fix"
+refused "--kv-rope bf16 on int8r" "RoPE precision bf16" "$COLIBRI" oracle --kv int8r --kv-rope bf16 "$fix"
 refused "--ram" "streaming DeepSeek-V4" "$COLIBRI" oracle --ram 1M "$fix"
 refused "--device" "not wired to the device" "$COLIBRI" oracle --device host "$fix"
 
@@ -35,6 +35,19 @@ refused "scoring_func sigmoid" "scoring_func" "$COLIBRI" oracle "$tmp/score"
 edit "$tmp/types" "c['layer_types'][1]='full_attention'"
 refused "an unknown layer type" "layer_types\[1\]" "$COLIBRI" oracle "$tmp/types"
 echo "refusals ok"
+
+# KV tiers on the window and the compressed entries: prefill = decode still
+# exact, the logits within each tier's bound of transformers' f32 (the
+# random-weight fixtures' rows are 32 values, the tiers' worst case)
+tiers() {   # tiers TIER MAX_DLOGIT
+    out=$("$COLIBRI" oracle --no-gate --kv "$1" tests/oracle_v4/*/)
+    echo "$out"
+    [ "$(echo "$out" | grep -c ' decode_dlogit=0$')" -eq "$n" ] || { echo "FAIL: --kv $1: decode differs from prefill"; exit 1; }
+    echo "$out" | awk -v m="$2" -v t="$1" '{ for (i = 1; i <= NF; i++) if ($i ~ /^max_dlogit=/) { split($i, a, "=");
+        if (a[2] + 0 > m + 0) { print "FAIL: --kv " t ": " $1 " max_dlogit " a[2] " over " m; bad = 1 } } } END { exit bad }'
+}
+tiers bf16 0.1
+tiers int8r 1.0
 
 # the official fixture with its config in transformers' spelling: the same model
 off=tests/oracle_v4/deepseek_v4_official
