@@ -81,6 +81,15 @@ struct colibri_attn_bench_opts {
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err);
 
+/* DeepSeek-V4's decode attention alone (dev/v4_attn_bench.h): per layer kind
+ * (sliding, CSA, HCA), tier (opts->tiers; NULL: f32,bf16,fp8,int8r) and
+ * context (opts->ctx; none: 4096 .. 1048576) at V4-Flash dims on synthetic
+ * state, against the sliding layer's cost; index keys in index_tier (f32 or
+ * fp8); rounds interleaved, medians and ranges; then KV bytes per token per
+ * tier at V4-Flash and V4-Pro. Writes markdown to table. */
+int colibri_bench_v4_attention(const struct colibri_attn_bench_opts *opts, const char *index_tier, int rounds,
+                               FILE *table, FILE *progress, struct colibri_err *err);
+
 /* Compute peaks of the instructions the weight kernels use (fp32 FMA, bf16
  * dot, int8 dot), in G op/s on 1 and on `threads` threads (0: all), each
  * thread timed by its own CPU time, about 0.2 s per probe; writes a markdown

@@ -5,6 +5,7 @@
 #include "colibri_dev.h"
 #include "dev/attn_bench.h"
 #include "dev/attn_bench_dsa.h"
+#include "dev/v4_attn_bench.h"
 
 int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *table, FILE *progress,
                             struct colibri_err *err)
@@ -34,4 +35,15 @@ int colibri_bench_attention(const struct colibri_attn_bench_opts *opts, FILE *ta
         return kv_attn_bench_dsa(&o, &d, table, progress, err);
     }
     return kv_attn_bench(&o, table, progress, err);
+}
+
+int colibri_bench_v4_attention(const struct colibri_attn_bench_opts *opts, const char *index_tier, int rounds,
+                               FILE *table, FILE *progress, struct colibri_err *err)
+{
+    struct v4_attn_bench_opts o = { .threads = opts->threads, .tiers = opts->tiers, .index_tier = index_tier,
+                                    .rounds = rounds, .min_time = opts->min_time };
+    static const int CTX[] = { 4096, 32768, 131072, 1048576 };
+    o.n_ctx = opts->n_ctx > 0 ? (opts->n_ctx < V4_ATTN_BENCH_MAX_CTX ? opts->n_ctx : V4_ATTN_BENCH_MAX_CTX) : 4;
+    memcpy(o.ctx, opts->n_ctx > 0 ? opts->ctx : CTX, sizeof(int) * (size_t)o.n_ctx);
+    return v4_attn_bench(&o, table, progress, err);
 }

@@ -365,7 +365,8 @@ int cmd_bench(int argc, char **argv)
     struct colibri_model_opts mo = { 0 };
     struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
-    int kv_int8 = 0, attn = 0, peaks = 0, verify = 0, n_draft = 0;
+    int kv_int8 = 0, attn = 0, v4_attn = 0, v4_rounds = 5, peaks = 0, verify = 0, n_draft = 0;
+    const char *v4_index = NULL;
     const char *mtp_mode = NULL, *mtp_accept = NULL;
     const char *depths = NULL, *output = NULL;
     struct colibri_attn_bench_opts ao = { 0 };
@@ -380,6 +381,13 @@ int cmd_bench(int argc, char **argv)
         { "attn-dsa", 0, OPT_INT, &ao.dsa_topk, "--attn: dense vs DeepSeek Sparse Attention with this top-k (e.g. 2048), "
                                                 "indexer included, f32 and fp8 index keys, first --attn-heads count",
           1, 1 << 20 },
+        { "v4-attn", 0, OPT_FLAG, &v4_attn, "DeepSeek-V4 decode attention alone per layer kind (sliding, CSA, HCA), "
+                                            "tier and context at V4-Flash dims on synthetic state (no model, no "
+                                            "prefill; --attn-ctx default 4096,32768,131072,1048576, --attn-tiers "
+                                            "default f32,bf16,fp8,int8r, --attn-min-time per cell per round), "
+                                            "and KV bytes per token per tier" },
+        { "v4-index", 0, OPT_STR, &v4_index, "--v4-attn: the index keys' tier (f32 or fp8; default f32)" },
+        { "v4-rounds", 0, OPT_INT, &v4_rounds, "--v4-attn: interleaved rounds per cell (default 5)", 1, 64 },
         { "cpu-time", 0, OPT_FLAG, &ao.cpu_time, "time by process CPU time, not wall time (for shared machines; with -t 1 it is the compute time)" },
         OPTS_KV_CACHE(kv, kv_rope, kv_int8),
         OPTS_WEIGHT_FORMATS(mo),
@@ -404,7 +412,8 @@ int cmd_bench(int argc, char **argv)
         { "peak", 0, OPT_FLAG, &peaks, "compute peaks of fp32 FMA, bf16 dot, int8 dot and the AMX int8/bf16 tiles, 1 and all threads, then every read-probe variant (no model needed)" },
     };
     const struct opts_spec spec = { "colibri bench [-m DIR] [-p N] [-n N] [-r N] [-t N] [--bw] [--kv TIER] [--experts FMT] [--dense FMT] "
-        "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--attn-dsa K] [--cpu-time]",
+        "[--embed FMT]\n       colibri bench --peak [-t N]\n       colibri bench --attn [--attn-ctx 1024,8192,32768] [--attn-heads 16,128] [--attn-dsa K] [--cpu-time]\n"
+        "       colibri bench --v4-attn [--attn-ctx 4096,32768,131072,1048576] [--attn-tiers f32,bf16,fp8,int8r] [--v4-index f32|fp8] [-t N]",
                                     "Times prefill of N random tokens (expanded MLA, one batch) and decode of N "
                                     "tokens one at a time (absorbed MLA) and prints tokens/s (best of -r).\n"
                                     "--attn times decode attention alone per KV tier against f32 in the same run "
@@ -423,6 +432,20 @@ int cmd_bench(int argc, char **argv)
         printf("\n");
         if (colibri_bench_read_bandwidth(stdout, NULL, 0) <= 0) {
             fprintf(stderr, "colibri bench: the read probe could not allocate its 1 GiB of buffers\n");
+            return 1;
+        }
+        return 0;
+    }
+    if (v4_attn) {
+        ao.threads = threads;
+        ao.min_time = attn_min_time == 0.4f ? 0.05 : attn_min_time;
+        ao.n_ctx = strcmp(attn_ctx, "1024,8192,32768") ? parse_int_list(attn_ctx, ao.ctx, 8) : 0;
+        if (ao.n_ctx < 0) {
+            fprintf(stderr, "colibri bench: --attn-ctx takes comma-separated positive integers\n");
+            return 2;
+        }
+        if (colibri_bench_v4_attention(&ao, v4_index, v4_rounds, stdout, stderr, &err)) {
+            fprintf(stderr, "colibri bench: %s\n", err.msg);
             return 1;
         }
         return 0;

@@ -13,6 +13,7 @@
 #include "model/linear.h"
 
 typedef double v4df __attribute__((vector_size(32)));
+typedef float v8sf_u __attribute__((vector_size(32), aligned(4)));   /* may sit anywhere a float does */
 
 #define HB V4_KERN_HEADS   /* heads per attention task: two vectors */
 
@@ -29,6 +30,16 @@ static const float *key_row(const float *win, int n_win, const float *comp, cons
 }
 
 static inline v4df bcast(double d) { return (v4df){ d, d, d, d }; }
+
+/* o[i] += p * k[i]: each element its own multiply and add, as the scalar
+ * loop (written with vectors since o and k may alias for the compiler). */
+static void axpy(float *o, float p, const float *k, int n)
+{
+    const v8sf_u pv = { p, p, p, p, p, p, p, p };
+    int i = 0;
+    for (; i + 8 <= n; i += 8) *(v8sf_u *)(o + i) = *(const v8sf_u *)(o + i) + pv * *(const v8sf_u *)(k + i);
+    for (; i < n; i++) o[i] += p * k[i];
+}
 
 /* Heads h0 .. h0 + nb of one query (nb <= HB). */
 static void attn_block(const struct v4_attn *a, int pos, const float *q, const float *win, int n_win,
@@ -78,8 +89,7 @@ static void attn_block(const struct v4_attn *a, int pos, const float *q, const f
     for (int t = 0; t < n; t++) {
         const float *k = key_row(win, n_win, comp, sel, t, hd);
         for (int b = 0; b < nb; b++) {
-            float *oh = out + (size_t)(h0 + b) * hd, p = (float)(sc[(size_t)b * n + t] / den[b]);
-            for (int i = 0; i < hd; i++) oh[i] += p * k[i];
+            axpy(out + (size_t)(h0 + b) * hd, (float)(sc[(size_t)b * n + t] / den[b]), k, hd);
         }
     }
     for (int b = 0; a->rope.dr && b < nb; b++) model_v4_rope_tail(out + (size_t)(h0 + b) * hd, hd, &a->rope, pos, 1);
