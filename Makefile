@@ -187,7 +187,7 @@ test-clients: $(BUILD)/colibri
 	@COLIBRI=$(BUILD)/colibri PYTHON=$(CLIENTS_PYTHON) sh tests/clients/agents.sh
 
 # Kernel benchmark programs (bench/*.c), not run by test.
-bench: $(BUILD)/bench/v4_kv_kl $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar $(BUILD)/bench/mtp_window $(BUILD)/bench/dequant $(BUILD)/bench/ct_repack
+bench: $(BUILD)/bench/v4_kv_kl $(BUILD)/bench/v4_attn_kern $(BUILD)/bench/matvec $(BUILD)/bench/attn $(BUILD)/bench/restore $(BUILD)/bench/gemm $(BUILD)/bench/grammar $(BUILD)/bench/mtp_window $(BUILD)/bench/dequant $(BUILD)/bench/ct_repack
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/src/cli/opts.o $(LIB)
 	@mkdir -p $(dir $@)
