@@ -45,5 +45,5 @@ int colibri_bench_v4_attention(const struct colibri_attn_bench_opts *opts, const
     static const int CTX[] = { 4096, 32768, 131072, 1048576 };
     o.n_ctx = opts->n_ctx > 0 ? (opts->n_ctx < V4_ATTN_BENCH_MAX_CTX ? opts->n_ctx : V4_ATTN_BENCH_MAX_CTX) : 4;
     memcpy(o.ctx, opts->n_ctx > 0 ? opts->ctx : CTX, sizeof(int) * (size_t)o.n_ctx);
-    return v4_attn_bench(&o, table, progress, err);
+    return model_v4_attn_bench(&o, table, progress, err);
 }

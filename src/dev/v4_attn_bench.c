@@ -108,7 +108,7 @@ static void bytes_table(FILE *f, const enum kv_tier *tiers, int nt, enum kv_tier
         }
 }
 
-int v4_attn_bench(const struct v4_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err)
+int model_v4_attn_bench(const struct v4_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err)
 {
     enum kv_tier tiers[MAX_TIERS];
     int n_tiers = 0, rc = 0;

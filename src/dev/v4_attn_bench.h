@@ -31,6 +31,6 @@ struct v4_attn_bench_opts {
     double min_time;            /* seconds per cell per round at least */
 };
 
-int v4_attn_bench(const struct v4_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err);
+int model_v4_attn_bench(const struct v4_attn_bench_opts *o, FILE *table, FILE *progress, struct colibri_err *err);
 
 #endif
