@@ -17,6 +17,7 @@
 #include "model/expert_hotset.h"
 #include "model/expert_store_stream.h"
 #include "model/forward.h"
+#include "model/mixer_kda.h"
 #include "model/model.h"
 #include "mpi/ranks.h"
 #include "quant/bf16act.h"
@@ -177,8 +178,10 @@ int colibri_model_load(const char *dir, const struct colibri_model_opts *opts, c
     if (!rc) rc = model_load(dir, &lo, &cm->m, err);
     if (!rc && opts && opts->bf16_act) rc = mark_bf16_act(cm, err);
     /* the V4 parts run on the host only, experts in this process */
-    if (!rc && cm->m.cfg.attn_kind == MODEL_ATTN_V4 && (mpi || (opts && opts->device))) {
-        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: DeepSeek-V4's layers are not wired to %s yet", dir,
+    if (!rc && (cm->m.cfg.attn_kind == MODEL_ATTN_V4 || cm->m.cfg.attn_kind == MODEL_ATTN_GLM53) &&
+        (mpi || (opts && opts->device))) {
+        rc = base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s's layers are not wired to %s yet", dir,
+                          cm->m.cfg.attn_kind == MODEL_ATTN_V4 ? "DeepSeek-V4" : "GLM-5.3",
                           mpi ? "routed experts over MPI (--mpi)" : "the device (--device)");
         model_free(&cm->m);
     }
@@ -474,6 +477,14 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
                                (c->kv_lora_rank + c->qk_rope_head_dim + (c->dsa_kind ? c->index_head_dim : 0)) * 4;
     snprintf(info->attention, sizeof info->attention, "MLA, kv_lora_rank %d + rope %d, q_lora_rank %s",
              c->kv_lora_rank, c->qk_rope_head_dim, c->q_lora_rank ? "set" : "none (q_proj)");
+    if (c->attn_kind == MODEL_ATTN_GLM53) {
+        info->kv_bytes_per_token = 0;
+        info->kv_session_bytes = (int64_t)c->num_hidden_layers * (int64_t)model_kda_state_bytes(c);
+        snprintf(info->attention, sizeof info->attention, "GLM-5.3, %d KDA layers (%d heads x %d, conv %d, %s gate, "
+                 "%zu state bytes per layer); %d residual streams", c->num_hidden_layers, c->linear_num_heads,
+                 c->linear_head_dim, c->linear_conv_k, c->linear_bounded ? "bounded" : "softplus",
+                 model_kda_state_bytes(c), c->hc_mult);
+    }
     if (c->attn_kind == MODEL_ATTN_V4) {
         int n[3] = { 0 }, rate[3] = { 0 };
         double per = 0;

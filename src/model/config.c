@@ -283,6 +283,14 @@ static const struct model_family FAMILIES[] = {
       .names = { .embed = "embed.weight|model.embed_tokens.weight", .final_norm = "norm.weight|model.norm.weight",
                  .lm_head = "head.weight|lm_head.weight", .mtp_unloaded = "mtp." },
       .parse = model_config_parse_v4 },
+    /* GLM-5.3: the text model of a multimodal wrapper (model.language_model.*,
+     * the vision tower model.visual.* skipped); KDA layers, hyper-connections */
+    { .model_type = "glm5_next", .hf_class = "Glm5NextForConditionalGeneration",
+      .router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC, .scoring_func = "sigmoid", .latent_norm_eps = 1e-6f,
+      .defaults = { .n_group = 1, .topk_group = 1, .first_k_dense_replace = 0, .norm_topk_prob = 1,
+                    .max_position_embeddings = 1048576, .routed_scaling_factor = 2.5, .rms_norm_eps = 1e-5 },
+      .fingerprint = MODEL_FP_ROUTER, .model_prefix = "model.language_model.", .skip_prefixes = { "model.visual." },
+      .names = { .router_bias = V3_ROUTER_BIAS }, .parse = model_config_parse_glm53 },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 

@@ -3,8 +3,8 @@
  *
  * Accepts the model_types of the family table (struct model_family, one row
  * per model_type: deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa,
- * deepseek_v2, kimi_k25, mistral4, glm4_moe_lite, deepseek_v4 — the last
- * with its own parser, config_v4.c); what differs between them is a column
+ * deepseek_v2, kimi_k25, mistral4, glm4_moe_lite, deepseek_v4, glm5_next — the
+ * last two with their own parsers, config_v4.c and config_glm53.c); what differs between them is a column
  * of that table, never
  * a string compare elsewhere; a routing or norm field left out takes the
  * family's transformers default. Config values that select behaviour colibri
@@ -73,6 +73,7 @@ enum model_v4_layer { MODEL_V4_SLIDING = 0, MODEL_V4_CSA = 1, MODEL_V4_HCA = 2 }
 enum model_attn {
     MODEL_ATTN_MLA = 0,         /* multi-head latent attention (with DSA when dsa_kind says) */
     MODEL_ATTN_V4 = 1,          /* V4: one shared KV head, window, compressed entries (model/mixer_v4.h) */
+    MODEL_ATTN_GLM53 = 2,       /* GLM-5.3: KDA layers (kda_layer[li], model/mixer_kda.h) */
 };
 
 /* Groups of config fields beyond the base set that the model fingerprint
@@ -135,6 +136,9 @@ struct model_family {
      * under skip_prefixes (a vision tower) are recognised and not loaded */
     int text_config;
     const char *tensor_prefix;
+    /* the language model's "model." tensors live under this prefix instead
+     * (GLM-5.3: model.language_model.), lm_head.weight at the top */
+    const char *model_prefix;
     const char *skip_prefixes[4];
     float latent_norm_eps;              /* q_a_layernorm/kv_a_layernorm eps: the modeling file's constant */
     unsigned fingerprint;               /* MODEL_FP_* groups */
@@ -219,6 +223,14 @@ struct model_config {
     float v4_inv_freq[2][MODEL_MAX_ROPE_DIM / 2];   /* [0] main rope, [1] compress rope */
     float v4_rope_scale[2];
 
+    /* GLM-5.3 (attn_kind MODEL_ATTN_GLM53; model/config_glm53.c) */
+    unsigned char kda_layer[MODEL_MAX_LAYERS];  /* 1: a KDA (linear_attention) layer */
+    int linear_num_heads, linear_head_dim, linear_conv_k;
+    int linear_bounded;         /* 1: forget gate lower_bound * sigmoid; 0: softplus */
+    float linear_lower_bound;
+    int hc_glm53;               /* hyper-connection names attn_hc/ffn_hc, head = the streams' mean */
+    int swiglu_clip_all;        /* swiglu_limit clips every SwiGLU (dense, shared, routed), not only routed */
+
     /* quantization_config (model/quant_config.h) */
     struct model_quant_config quant;
 };
@@ -248,6 +260,9 @@ int model_cfg_check_keys(const struct cJSON *o, const char *what, const char *pa
 /* DeepSeek-V4's parser (model/config_v4.c). */
 int model_config_parse_v4(const struct cJSON *root, struct model_config *c, const char *path,
                           struct colibri_err *err);
+/* GLM-5.3's parser (model/config_glm53.c). */
+int model_config_parse_glm53(const struct cJSON *root, struct model_config *c, const char *path,
+                             struct colibri_err *err);
 
 /* Reads and parses DIR/config.json. */
 int model_config_load(const char *dir, struct model_config *cfg, struct colibri_err *err);

@@ -48,6 +48,7 @@ struct moe_weights {
 };
 
 struct v4_attn_weights;
+struct kda_weights;
 
 struct layer_weights {
     struct layer_parts parts;   /* chosen by model_layer_parts (model/parts.h) */
@@ -57,6 +58,7 @@ struct layer_weights {
     struct qtensor hc_fn[2];
     float *hc_base[2], *hc_scale[2];
     struct v4_attn_weights *v4;     /* a V4 token mixer's weights (model/mixer_v4.h), else NULL */
+    struct kda_weights *kda;        /* a KDA token mixer's weights (model/mixer_kda.h), else NULL */
     int64_t *tid2eid;               /* a hash-routed MoE layer's [vocab][K] table, else NULL */
     struct attn_weights attn;
     int is_moe;                 /* parts.ffn->routed */

@@ -11,9 +11,10 @@ void model_layer_parts(const struct model_config *c, int li, struct layer_parts 
 {
     int main_layer = li < c->num_hidden_layers;
     out->residual = c->residual_kind == MODEL_RESIDUAL_HYPER ? &model_residual_hyper : &model_residual_plain;
-    out->mixer = c->attn_kind == MODEL_ATTN_V4                          ? &model_mixer_v4
-                 : main_layer && c->dsa_kind != MODEL_DSA_NONE ? &model_mixer_mla_dsa
-                                                               : &model_mixer_mla;
+    out->mixer = c->attn_kind == MODEL_ATTN_V4                                ? &model_mixer_v4
+                 : c->attn_kind == MODEL_ATTN_GLM53 && main_layer && c->kda_layer[li] ? &model_mixer_kda
+                 : main_layer && c->dsa_kind != MODEL_DSA_NONE                ? &model_mixer_mla_dsa
+                                                                              : &model_mixer_mla;
     /* MTP layers are MoE layers in every family that has them */
     int dense = main_layer && (li < c->first_k_dense_replace || c->mlp_dense[li]);
     out->ffn = c->router_kind == MODEL_ROUTER_SQRTSOFTPLUS ? &model_ffn_moe_v4 : dense ? &model_ffn_mlp : &model_ffn_moe;

@@ -8,7 +8,10 @@
  * the collapse, and its output is expanded back (post) onto the streams
  * mixed by the Sinkhorn-projected comb. Tensor names: layers.N.attn_norm /
  * ffn_norm .weight, layers.N.hc_{attn,ffn}_{fn,base,scale}, hc_head_{fn,
- * base,scale} (transformers: model.hc_head.hc_{fn,base,scale}). */
+ * base,scale} (transformers: model.hc_head.hc_{fn,base,scale}). GLM-5.3
+ * (Glm5NextTextDecoderLayer, config hc_glm53) is the same mix under the names
+ * model.layers.N.input_layernorm / post_attention_layernorm and hc_attn_ /
+ * hc_ffn_ {fn,base,scale}, and its head is the streams' unweighted mean. */
 #include <stdio.h>
 
 #include "base/err.h"
@@ -51,11 +54,36 @@ static int hyper_forward(const struct part_run *pr, const struct layer_parts *p,
     return rc ? rc : block(pr, 1, lw->mlp_norm, x, n, err);
 }
 
+/* GLM-5.3's spelling (the release's, which transformers reads as
+ * Glm5NextTextDecoderLayer's attn_hc / ffn_hc): input_layernorm /
+ * post_attention_layernorm, hc_attn_ / hc_ffn_ {fn,base,scale}. */
+static int hyper_load_glm53(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
+{
+    const struct model_config *c = &model_loader_model(L)->cfg;
+    int hid = c->hidden_size, ns = c->hc_mult, mix = (2 + ns) * ns, rc;
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", li);
+    if ((rc = model_loader_vec(L, name, hid, &lw->attn_norm, err))) return rc;
+    snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", li);
+    if ((rc = model_loader_vec(L, name, hid, &lw->mlp_norm, err))) return rc;
+    const char *which[2] = { "attn", "ffn" };
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "model.layers.%d.hc_%s_fn", li, which[k]);
+        if ((rc = model_loader_mat(L, name, mix, ns * hid, MODEL_ROLE_F32, &lw->hc_fn[k], err))) return rc;
+        snprintf(name, sizeof name, "model.layers.%d.hc_%s_base", li, which[k]);
+        if ((rc = model_loader_vec(L, name, mix, &lw->hc_base[k], err))) return rc;
+        snprintf(name, sizeof name, "model.layers.%d.hc_%s_scale", li, which[k]);
+        if ((rc = model_loader_vec(L, name, 3, &lw->hc_scale[k], err))) return rc;
+    }
+    return 0;
+}
+
 static int hyper_load(const struct model_loader *L, int li, struct layer_weights *lw, struct colibri_err *err)
 {
     const struct model_config *c = &model_loader_model(L)->cfg;
     int hid = c->hidden_size, ns = c->hc_mult, mix = (2 + ns) * ns, rc;
     char name[256];
+    if (c->hc_glm53) return hyper_load_glm53(L, li, lw, err);
     model_v4_name(L, name, sizeof name, "layers.%d.attn_norm.weight", li);
     if ((rc = model_loader_vec(L, name, hid, &lw->attn_norm, err))) return rc;
     model_v4_name(L, name, sizeof name, "layers.%d.ffn_norm.weight", li);
@@ -88,6 +116,7 @@ static int hyper_head_load(const struct model_loader *L, int li, struct layer_we
     struct model *m = model_loader_model(L);
     int ns = m->cfg.hc_mult, rc;
     char name[128];
+    if (m->cfg.hc_glm53) return 0; /* GLM-5.3's head is a plain mean: no weights */
     head_name(L, "fn", name, sizeof name);
     if ((rc = model_loader_mat(L, name, ns, ns * m->cfg.hidden_size, MODEL_ROLE_F32, &m->hc_head_fn, err))) return rc;
     head_name(L, "base", name, sizeof name);
@@ -99,6 +128,21 @@ static int hyper_head_load(const struct model_loader *L, int li, struct layer_we
 static int hyper_head(const struct model *m, float *x, int n, float *out, struct colibri_err *err)
 {
     const struct model_config *c = &m->cfg;
+    if (c->hc_glm53) {
+        /* Glm5NextTextHyperHead: the streams' unweighted mean; token t's
+         * output ends before token t + 1's streams begin, so in place works */
+        int ns = c->hc_mult, hid = c->hidden_size;
+        for (int t = 0; t < n; t++) {
+            const float *xs = x + (size_t)t * ns * hid;
+            float *o = out + (size_t)t * hid;
+            for (int d = 0; d < hid; d++) {
+                float s = 0;
+                for (int i = 0; i < ns; i++) s += xs[(size_t)i * hid + d];
+                o[d] = s / (float)ns;
+            }
+        }
+        return 0;
+    }
     struct hyper_head hh = { c->hc_mult, c->hidden_size, c->hc_eps, c->rms_norm_eps,
                              (const float *)m->hc_head_fn.data, m->hc_head_base, m->hc_head_scale };
     /* in place: token t's output ends before token t + 1's streams begin */

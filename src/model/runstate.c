@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "model/indexer.h"
+#include "model/mixer_kda.h"
 #include "model/mixer_v4.h"
 
 static void *take(struct run_bufs *b, size_t n, size_t size, int *ok)
@@ -63,6 +64,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     for (int l = 0; ok && l < c->num_hidden_layers; l++) b->moe_pred_prec[l] = 1.0f;
     if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
     if (ok && model_v4_bufs_new(c, cap, &b->v4, &b->bytes)) ok = 0;
+    if (ok && model_kda_bufs_new(c, cap, &b->kda, &b->bytes)) ok = 0;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
@@ -80,6 +82,7 @@ void run_bufs_free(struct run_bufs *b)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     model_indexer_bufs_free(b->dsa);
     model_v4_bufs_free(b->v4);
+    model_kda_bufs_free(b->kda);
     quant_scratch_free(&b->qs);
     memset(b, 0, sizeof *b);
 }

@@ -10,6 +10,7 @@
 #include "base/util.h"
 #include "model/expert_store_stream.h"
 #include "model/loader.h"
+#include "model/mixer_kda.h"
 #include "model/mixer_v4.h"
 #include "model/model.h"
 #include "model/shipped.h"
@@ -28,10 +29,12 @@ struct loader {
  * wrapper's language model: "language_model.model.layers.0..."). */
 static const struct st_tensor *loader_lookup(const struct loader *L, const char *name)
 {
-    const char *pre = L->m->cfg.family ? L->m->cfg.family->tensor_prefix : NULL;
-    if (!pre) return st_find(L->st, name);
+    const struct model_family *f = L->m->cfg.family;
+    const char *pre = f ? f->tensor_prefix : NULL;
+    int mp = f && f->model_prefix && !strncmp(name, "model.", 6);
+    if (!pre && !mp) return st_find(L->st, name);
     char full[600];
-    snprintf(full, sizeof full, "%s%s", pre, name);
+    snprintf(full, sizeof full, "%s%s", mp ? f->model_prefix : pre, mp ? name + 6 : name);
     return st_find(L->st, full);
 }
 
@@ -102,8 +105,9 @@ static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t
 {
     const struct st_tensor *t = loader_find(L, name);
     if (!t) return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is missing", L->dir, name);
-    int ok = cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols)
-                  : (t->ndim == 1 && t->shape[0] == rows);
+    /* a depthwise Conv1d weight [rows, 1, cols] (GLM-5.3's KDA) reads as [rows, cols] */
+    int ok = cols ? (t->ndim == 2 || (t->ndim == 3 && t->shape[1] == 1)) && t->shape[0] == rows &&
+                        t->shape[t->ndim - 1] == cols : (t->ndim == 1 && t->shape[0] == rows);
     if (!ok) {
         char got[128] = "";
         for (int i = 0; i < t->ndim; i++)
@@ -306,6 +310,7 @@ static int load_mlp(struct loader *L, const char *prefix, int inter, enum model_
     snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
     if ((rc = load_mat(L, name, inter, hid, role, &mlp->up, err))) return rc;
     snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
+    if (L->m->cfg.swiglu_clip_all) mlp->clip = L->m->cfg.swiglu_limit; /* GLM-5.3: every SwiGLU */
     return load_mat(L, name, hid, inter, role, &mlp->down, err);
 }
 
@@ -334,6 +339,7 @@ static int load_fused_experts(struct loader *L, const char *prefix, int li, stru
     int fmt = target_format(L, ROLE_EXPERT, gu);
     for (int e = 0; e < E && !rc; e++) {
         struct mlp_weights *x = expert_store_resident_slot(L->m->experts, li, e);
+        if (c->swiglu_clip_all) x->clip = c->swiglu_limit;
         if ((rc = quant_qtensor_from_f32(fmt, I, hid, guf + (int64_t)e * 2 * I * hid, &x->gate, err)) ||
             (rc = quant_qtensor_from_f32(fmt, I, hid, guf + ((int64_t)e * 2 * I + I) * hid, &x->up, err)) ||
             (rc = quant_qtensor_from_f32(fmt, hid, I, dnf + (int64_t)e * hid * I, &x->down, err)))
@@ -572,9 +578,16 @@ static int choose_expert_store(struct model *m, struct colibri_err *err)
     return 0;
 }
 
-/* The name without the family's tensor_prefix, or NULL when it lacks it. */
-static const char *unprefixed(const struct model_config *c, const char *name)
+/* The name without the family's tensor_prefix (with a model_prefix: "model."
+ * + the rest, in out), or NULL when it lacks it. */
+static const char *unprefixed(const struct model_config *c, const char *name, char *out, size_t n)
 {
+    const char *mp = c->family ? c->family->model_prefix : NULL;
+    if (mp) {
+        if (strncmp(name, mp, strlen(mp))) return NULL;
+        snprintf(out, n, "model.%s", name + strlen(mp));
+        return out;
+    }
     const char *pre = c->family ? c->family->tensor_prefix : NULL;
     if (!pre) return name;
     return strncmp(name, pre, strlen(pre)) ? NULL : name + strlen(pre);
@@ -639,6 +652,7 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
 {
     const struct model_config *c = &L->m->cfg;
     int n_mtp = 0, n_skip = 0, n_empty = 0, n_unloaded = 0;
+    char un[600];
     const char *unloaded = c->family->names.mtp_unloaded;
     for (int i = 0; i < L->st->n_tensors; i++) {
         const struct st_tensor *t = &L->st->tensors[i];
@@ -658,7 +672,7 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
             n_skip++;
             continue;
         }
-        int li = tensor_layer(unprefixed(c, t->name));
+        int li = tensor_layer(unprefixed(c, t->name, un, sizeof un));
         if (li >= c->num_hidden_layers && li < c->num_hidden_layers + c->num_nextn_predict_layers) {
             n_mtp++;
             continue;
@@ -869,7 +883,7 @@ void model_free(struct model *m)
                 free(lw->hc_base[k]);
                 free(lw->hc_scale[k]);
             }
-            model_v4_attn_weights_free(lw->v4, m->cfg.o_groups);
+            model_v4_attn_weights_free(lw->v4, m->cfg.o_groups); model_kda_weights_free(lw->kda);
             free(lw->tid2eid);
         }
         free(m->layers);
@@ -909,7 +923,7 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         int64_t kvb = model_qtensor_bytes(&a->kv_b);
         int64_t at = model_qtensor_bytes(&a->q_a) + model_qtensor_bytes(&a->q_b) + model_qtensor_bytes(&a->q) +
                      model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o) +
-                     model_indexer_bytes(&a->indexer, &b.small) + model_v4_attn_bytes(lw->v4, c, li, &b.small) +
+                     model_indexer_bytes(&a->indexer, &b.small) + model_v4_attn_bytes(lw->v4, c, li, &b.small) + model_kda_weights_bytes(lw->kda) +
                      model_qtensor_bytes(&lw->hc_fn[0]) + model_qtensor_bytes(&lw->hc_fn[1]);
         int64_t copy = a->kv_b_f32 ? (int64_t)a->kv_b.rows * a->kv_b.cols * 4 : 0;
         b.dense += at;
