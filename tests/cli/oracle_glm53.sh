@@ -1,0 +1,40 @@
+#!/bin/sh
+# GLM-5.3 (tests/oracle_glm53, tools/oracle_glm53.py): every fixture exact
+# against transformers under colibri oracle's gate (decode = prefill
+# included: the decode runs KDA's recurrent form, the prefill its chunked
+# form), and what is not implemented for GLM-5.3 refused by name.
+set -e
+out=$("$COLIBRI" oracle tests/oracle_glm53/*/)
+echo "$out"
+n=$(ls -d tests/oracle_glm53/*/ | wc -l)
+[ "$(echo "$out" | grep -c ' tf=')" -eq "$n" ]
+
+fix=tests/oracle_glm53/glm53_kda_hc4
+refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
+    what=$1 pat=$2
+    shift 2
+    if err=$("$@" 2>&1); then echo "FAIL: $what accepted"; exit 1; fi
+    echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
+}
+refused "--kv int8r" "KDA state .* f32 only" "$COLIBRI" oracle --kv int8r "$fix"
+refused "--ram" "streaming GLM-5.3" "$COLIBRI" oracle --ram 1M "$fix"
+refused "--device" "GLM-5.3's layers are not wired to the device" "$COLIBRI" oracle --device host "$fix"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+edit() {   # edit DIR PYTHON-EXPR-ON-c: a copy of the fixture with config.json changed
+    mkdir -p "$1"
+    cp "$fix"/* "$1"/
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); t=c['text_config']; $2; json.dump(c, open(sys.argv[1],'w'))" "$1/config.json"
+}
+edit "$tmp/unknown" "t['some_new_field']=1"
+refused "an unknown text field" "text_config.some_new_field" "$COLIBRI" oracle "$tmp/unknown"
+edit "$tmp/quant" "t['quantization_config']={'quant_method':'fp8'}"
+refused "quantization_config" "quantization_config" "$COLIBRI" oracle "$tmp/quant"
+edit "$tmp/indexed" "t['layer_types'][1]='indexed_attention'"
+refused "an indexed_attention layer" "layer 1 is indexed_attention" "$COLIBRI" oracle "$tmp/indexed"
+edit "$tmp/types" "t['layer_types'][2]='sliding_attention'"
+refused "an unknown layer type" "layer_types\[2\]" "$COLIBRI" oracle "$tmp/types"
+edit "$tmp/rope" "t['qk_rope_head_dim']=8"
+refused "qk_rope_head_dim" "qk_rope_head_dim" "$COLIBRI" oracle "$tmp/rope"
+echo "refusals ok"
