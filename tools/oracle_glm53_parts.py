@@ -15,6 +15,14 @@
 # multi-row continuation of T2 rows, then one row at a time), whose output
 # rows must match the stateless ones (asserted here).
 #
+# pool_index.safetensors: Glm5NextTextIndexer (the pooled DSA selection) on
+# random inputs with kpool 4 / topk 8 with and without the tail rule, and kpool
+# 3 / topk 6 with it (T = 40: 10 and 13 pools, 2 selected): its LayerNorm'd keys,
+# gate scores, q, head weights, pool keys, pool scores and the selected
+# positions per row (I64, -1 padded); a weight seed is kept only where no
+# query's top-k has a gap under 1e-4, and a prefix run's last row must select
+# what the full run's row does (asserted).
+#
 # The notes (metadata "notes" and NOTES.md) say by how much each feature moves
 # the layer's output: the feature switched off against the output as stored.
 # Run: HF_HUB_OFFLINE=1 /work/venv-tf/bin/python tools/oracle_glm53_parts.py [outdir]
@@ -135,7 +143,7 @@ def stages(layer, x):
     return t
 
 
-def fixture():
+def kda_fixture():
     tensors, notes = {}, {}
     meta = {"T": T, "T1": T1, "T2": T2, "hidden": 32, "heads": 3, "head_dim": 16, "conv": 4, "chunk": 64,
             "norm_eps": 1e-5}
@@ -175,23 +183,135 @@ def fixture():
         for name, w in layer.named_parameters():
             tensors[p + "w." + name] = w.detach().clone()
         meta[p + "lower_bound"] = "none" if lb is None else lb
+    write("kda.safetensors", tensors, meta, notes)
+
+
+NOTES = []
+
+
+def write(name, tensors, meta, notes):
     meta = {k: str(v) for k, v in meta.items()}
     meta["notes"] = json.dumps(notes, sort_keys=True)
     meta["versions"] = json.dumps(versions(), sort_keys=True)
     os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, "kda.safetensors")
+    path = os.path.join(OUT, name)
     save_sorted(tensors, path, meta)
     print(f"{path}: {os.path.getsize(path)} bytes")
-    with open(os.path.join(OUT, "NOTES.md"), "w") as f:
-        f.write("# GLM-5.3 part fixtures\n\nWritten by tools/oracle_glm53_parts.py (" +
-                ", ".join(f"{k} {v}" for k, v in sorted(versions().items())) +
-                "), checked by tests/unit/test_glm53_parts.c. Each note compares the layer's output with a\n"
-                "feature switched off against its output as stored (max |diff|), so a part that ignored the\n"
-                "feature would miss the fixture by about that much.\n\n## kda.safetensors\n\n" +
-                "".join(f"- {k}: {v}\n" for k, v in sorted(notes.items())))
+    NOTES.append(f"\n## {name}\n\n" + "".join(f"- {k}: {v}\n" for k, v in sorted(notes.items())))
     for k, v in sorted(notes.items()):
         print(f"  {k}: {v}")
 
 
+def write_notes():
+    with open(os.path.join(OUT, "NOTES.md"), "w") as f:
+        f.write("# GLM-5.3 part fixtures\n\nWritten by tools/oracle_glm53_parts.py (" +
+                ", ".join(f"{k} {v}" for k, v in sorted(versions().items())) +
+                "), checked by tests/unit/test_glm53_parts.c. Each note compares the part's output with a\n"
+                "feature switched off against its output as stored (max |diff|, or how many selections\n"
+                "change), so a part that ignored the feature would miss the fixture by about that much.\n" +
+                "".join(NOTES))
+
+
+# ---------------------------------------------------------------- pooled indexer
+
+PT, GAP_MIN = 40, 1e-4
+
+
+def pool_config(kpool, topk, tail):
+    cfg = config(-5.0)
+    cfg.index_kpool, cfg.index_topk, cfg.index_kpool_always_select_tail = kpool, topk, tail
+    cfg.index_n_heads, cfg.index_head_dim = 8, 16
+    return cfg
+
+
+def run_indexer(ix, x, qr):
+    T = x.shape[1]
+    return ix(hidden_states=x, q_resid=qr, attention_mask=torch.ones(1, T, dtype=torch.bool), past_key_values=None)
+
+
+def selection_sets(idx):
+    return [sorted(set(v for v in row.tolist() if v >= 0)) for row in idx[0]]
+
+
+def pool_fixture():
+    tensors, notes = {}, {}
+    meta = {"T": PT, "hidden": 32, "q_lora_rank": 24, "heads": 8, "head_dim": 16}
+    for tag, kpool, topk, tail in (("t4", 4, 8, True), ("n4", 4, 8, False), ("t3", 3, 6, True)):
+        for attempt in range(50):
+            seed = 300 + attempt
+            g = torch.Generator().manual_seed(seed)
+            cfg = pool_config(kpool, topk, tail)
+            ix = mg.Glm5NextTextIndexer(cfg, 0).float().eval()
+            with torch.no_grad():
+                for name, p in sorted(ix.named_parameters()):
+                    if name.startswith("k_norm"):
+                        p.copy_((1.0 if name.endswith("weight") else 0.0) + torch.randn(p.shape, generator=g) * 0.1)
+                    elif name == "index_kpool_compress_ape":
+                        p.copy_(torch.randn(p.shape, generator=g))
+                    else:
+                        p.copy_(torch.randn(p.shape, generator=g) / (p.shape[-1] ** 0.5))
+                x = torch.randn(1, PT, 32, generator=g)
+                qr = torch.randn(1, PT, 24, generator=g)
+                idx = run_indexer(ix, x, qr)
+                k = ix.k_norm(ix.wk(x))
+                gate = torch.nn.functional.linear(x, ix.index_kpool_compress_gate)
+                q = ix.wq_b(qr).view(1, PT, 8, 16)
+                w = ix.weights_proj(x) * 8 ** -0.5
+                packed = torch.cat([k, gate, torch.ones(1, PT, 1)], dim=-1)
+                pkeys, pidx, pvalid = ix.get_pooled_states(packed)
+                sc = torch.relu(torch.einsum("bthd,bpd->bthp", q, pkeys) * 16 ** -0.5)
+                scores = torch.einsum("bth,bthp->btp", w, sc)[0]
+            # the selection must not hang on a near tie
+            gap = float("inf")
+            for t in range(PT):
+                vis = (t + 1) // kpool
+                want = min(topk // kpool, vis)
+                if 0 < want < vis:
+                    v = scores[t, :vis].sort(descending=True).values
+                    gap = min(gap, (v[want - 1] - v[want]).item())
+            if gap > GAP_MIN:
+                break
+        else:
+            raise SystemExit(f"{tag}: no seed without near ties")
+        # a query's selection depends on no later position: the selection of a
+        # prefix's last row equals the full run's row (what a decode computes)
+        full = selection_sets(idx)
+        with torch.no_grad():
+            for t in (0, kpool - 1, kpool, 2 * kpool + 1, PT // 2, PT - 1):
+                pre = selection_sets(run_indexer(ix, x[:, :t + 1], qr[:, :t + 1]))[-1]
+                assert pre == full[t], f"{tag}: prefix {t}: {pre} vs {full[t]}"
+        width = idx.shape[-1]
+        sel = torch.full((PT, width), -1, dtype=torch.int64)
+        for t, row in enumerate(full):
+            sel[t, :len(row)] = torch.tensor(row, dtype=torch.int64)
+        p = tag + "."
+        tensors.update({p + "x": x[0], p + "q_resid": qr[0], p + "k": k[0], p + "gate": gate[0],
+                        p + "q": q[0].reshape(PT, -1), p + "w": w[0], p + "pool_keys": pkeys[0],
+                        p + "scores": scores, p + "sel": sel})
+        for name, prm in ix.named_parameters():
+            tensors[p + "w." + name] = prm.detach().clone()
+        meta[p + "kpool"], meta[p + "topk"], meta[p + "tail"] = kpool, topk, int(tail)
+        notes[f"{tag}: kpool {kpool}, topk {topk}, tail {tail}: min top-k gap (seed {seed})"] = f"{gap:.3g}"
+        # how much the pooling's parts matter: rows whose selection changes
+        with torch.no_grad():
+            saved = ix.index_kpool_compress_ape.clone()
+            ix.index_kpool_compress_ape.zero_()
+            d_ape = sum(a != b for a, b in zip(selection_sets(run_indexer(ix, x, qr)), full))
+            ix.index_kpool_compress_ape.copy_(saved)
+            saved = ix.index_kpool_compress_gate.clone()
+            ix.index_kpool_compress_gate.zero_()
+            d_gate = sum(a != b for a, b in zip(selection_sets(run_indexer(ix, x, qr)), full))
+            ix.index_kpool_compress_gate.copy_(saved)
+            ix.index_kpool_always_select_tail = not tail
+            d_tail = sum(a != b for a, b in zip(selection_sets(run_indexer(ix, x, qr)), full))
+            ix.index_kpool_always_select_tail = tail
+        notes[f"{tag}: rows whose selection changes with ape zero"] = f"{d_ape}/{PT}"
+        notes[f"{tag}: rows whose selection changes with the gate zero (plain mean)"] = f"{d_gate}/{PT}"
+        notes[f"{tag}: rows whose selection changes with the tail rule flipped"] = f"{d_tail}/{PT}"
+    write("pool_index.safetensors", tensors, meta, notes)
+
+
 if __name__ == "__main__":
-    fixture()
+    kda_fixture()
+    pool_fixture()
+    write_notes()

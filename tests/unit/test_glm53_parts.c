@@ -6,7 +6,11 @@
  * its final state, recurrent core, gated norm), the chunked and recurrent
  * forms against each other at every row, and the whole layer from x, once
  * stateless and once in transformers' cache pieces (a prefill, a multi-row
- * continuation, then one row at a time through the recurrent form).
+ * continuation, then one row at a time through the recurrent form). And
+ * the pooled DSA selection (model/pool_index.h, fixture pool_index.safetensors)
+ * with and without the tail rule and two pool sizes: pool keys, pool scores
+ * and each row's selected positions (exactly), from the stored keys and
+ * from x itself (LayerNorm'd wk, the gate projection, wq_b, weights_proj).
  *
  * Tolerance: |a - b| <= TOL * max(1, |b|), TOL 1e-5 (f32 against torch's f32
  * in another summation order) for each stage; 3e-5 for the whole layer, whose
@@ -21,6 +25,7 @@
 #include "colibri.h"
 #include "io/safetensors.h"
 #include "model/kda.h"
+#include "model/pool_index.h"
 
 #define FIX "tests/parts/glm53/kda.safetensors"
 #define TOL 1e-5
@@ -203,6 +208,124 @@ out:
     free(yc_r);
 }
 
+static int64_t *i64(const struct st_set *s, const char *tag, const char *name, int64_t numel)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", tag, name);
+    const struct st_tensor *t = st_find(s, full);
+    CHECK(t && t->dtype == ST_I64 && t->numel == numel, "tensor %s: missing or not I64 x %lld", full,
+          (long long)numel);
+    if (!t || t->dtype != ST_I64 || t->numel != numel) return NULL;
+    int64_t *p = malloc(sizeof(int64_t) * (size_t)numel);
+    memcpy(p, t->data, sizeof(int64_t) * (size_t)numel);
+    return p;
+}
+
+/* Each row's selection from keys k and gates [T][D], q [T][H*D], w [T][H]
+ * against the stored one; 0 when all rows match. */
+static int selections(const struct pool_index *pi, int T, const float *k, const float *gate, const float *q,
+                      const float *w, const int64_t *sel_r, int width, float *pkeys, const float *pkeys_r,
+                      const float *scores_r, const char *tag, const char *what)
+{
+    const int P = pi->kpool, D = pi->head_dim, np = T / P;
+    for (int p = 0; p < np; p++)
+        model_pool_index_key(pi, k + (size_t)p * P * D, gate + (size_t)p * P * D, pkeys + (size_t)p * D);
+    if (pkeys_r) near(tag, "pool keys", pkeys, pkeys_r, (size_t)np * D);
+    float score[64];
+    int order[64], bad = 0;
+    int32_t sel[256];
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        int n = model_pool_index_select(pi, t, q + (size_t)t * pi->n_heads * D, w + (size_t)t * pi->n_heads, pkeys, np,
+                                        score, order, sel);
+        for (int p = 0; scores_r && p < (t + 1) / P && p < np; p++) {
+            double e = fabs((double)score[p] - scores_r[(size_t)t * np + p]);
+            if (!(e <= worst)) worst = e;
+        }
+        int ok = n <= width;
+        for (int i = 0; ok && i < width; i++) ok = sel_r[(size_t)t * width + i] == (i < n ? sel[i] : -1);
+        if (!ok && bad++ < 3) {
+            fprintf(stderr, "  %s %s: row %d: selected %d positions:", tag, what, t, n);
+            for (int i = 0; i < n; i++) fprintf(stderr, " %d", sel[i]);
+            fprintf(stderr, "\n");
+        }
+    }
+    if (scores_r) {
+        printf("     %s: %-44s max err %.3g\n", tag, "pool scores", worst);
+        CHECK(worst <= TOL, "%s pool scores: %.3g", tag, worst);
+    }
+    printf("     %s: %-44s %d of %d rows differ\n", tag, what, bad, T);
+    CHECK(bad == 0, "%s %s: %d rows select other positions", tag, what, bad);
+    return bad;
+}
+
+static void pool_one(const struct st_set *s, const char *tag)
+{
+    const int T = atoi(meta(s, "T")), hid = atoi(meta(s, "hidden")), Q = atoi(meta(s, "q_lora_rank"));
+    const int H = atoi(meta(s, "heads")), D = atoi(meta(s, "head_dim"));
+    char key[64];
+    snprintf(key, sizeof key, "%s.kpool", tag);
+    const int P = atoi(meta(s, key));
+    snprintf(key, sizeof key, "%s.topk", tag);
+    const int K = atoi(meta(s, key));
+    snprintf(key, sizeof key, "%s.tail", tag);
+    const int tail = atoi(meta(s, key)), np = T / P;
+    float *ape = f32(s, tag, "w.index_kpool_compress_ape", (int64_t)P * D);
+    struct pool_index pi = { H, D, P, K, tail, ape };
+    const int width = K + (tail ? P - 1 : 0);
+    float *x = f32(s, tag, "x", (int64_t)T * hid), *qr = f32(s, tag, "q_resid", (int64_t)T * Q);
+    float *k = f32(s, tag, "k", (int64_t)T * D), *gate = f32(s, tag, "gate", (int64_t)T * D);
+    float *q = f32(s, tag, "q", (int64_t)T * H * D), *w = f32(s, tag, "w", (int64_t)T * H);
+    float *pk_r = f32(s, tag, "pool_keys", (int64_t)np * D), *sc_r = f32(s, tag, "scores", (int64_t)T * np);
+    int64_t *sel_r = i64(s, tag, "sel", (int64_t)T * width);
+    float *wq = f32(s, tag, "w.wq_b.weight", (int64_t)H * D * Q), *wk = f32(s, tag, "w.wk.weight", (int64_t)D * hid);
+    float *nw = f32(s, tag, "w.k_norm.weight", D), *nb = f32(s, tag, "w.k_norm.bias", D);
+    float *wp = f32(s, tag, "w.weights_proj.weight", (int64_t)H * hid);
+    float *wg = f32(s, tag, "w.index_kpool_compress_gate", (int64_t)D * hid);
+    float *pk = malloc(sizeof(float) * (size_t)np * D), *k2 = malloc(sizeof(float) * (size_t)T * D);
+    float *g2 = malloc(sizeof(float) * (size_t)T * D), *q2 = malloc(sizeof(float) * (size_t)T * H * D);
+    float *w2 = malloc(sizeof(float) * (size_t)T * H);
+    if (ape && x && qr && k && gate && q && w && pk_r && sc_r && sel_r && wq && wk && nw && nb && wp && wg) {
+        CHECK(np <= 64 && width <= 256, "fixture too large for the test's scratch");
+        char what[64];
+        snprintf(what, sizeof what, "selection (kpool %d, topk %d, tail %d)", P, K, tail);
+        selections(&pi, T, k, gate, q, w, sel_r, width, pk, pk_r, sc_r, tag, what);
+        /* the same from x: k = LayerNorm(wk x) (eps 1e-6), gate, q, w */
+        matmul(T, hid, D, x, wk, k2);
+        for (int t = 0; t < T; t++) {
+            float *r = k2 + (size_t)t * D, mean = 0, var = 0;
+            for (int d = 0; d < D; d++) mean += r[d];
+            mean /= (float)D;
+            for (int d = 0; d < D; d++) var += (r[d] - mean) * (r[d] - mean);
+            var /= (float)D;
+            for (int d = 0; d < D; d++) r[d] = (r[d] - mean) / sqrtf(var + 1e-6f) * nw[d] + nb[d];
+        }
+        near(tag, "index keys from x", k2, k, (size_t)T * D);
+        matmul(T, hid, D, x, wg, g2);
+        matmul(T, Q, H * D, qr, wq, q2);
+        matmul(T, hid, H, x, wp, w2);
+        for (size_t i = 0; i < (size_t)T * H; i++) w2[i] /= sqrtf((float)H);
+        near(tag, "head weights from x", w2, w, (size_t)T * H);
+        selections(&pi, T, k2, g2, q2, w2, sel_r, width, pk, NULL, NULL, tag, "selection from x");
+    }
+    free(ape); free(x); free(qr); free(k); free(gate); free(q); free(w); free(pk_r); free(sc_r); free(sel_r);
+    free(wq); free(wk); free(nw); free(nb); free(wp); free(wg); free(pk); free(k2); free(g2); free(q2); free(w2);
+}
+
+static void test_pool_index(void)
+{
+    struct st_set s;
+    struct colibri_err err = {0};
+    memset(&s, 0, sizeof s);
+    int rc = st_open_file("tests/parts/glm53/pool_index.safetensors", &s, &err);
+    CHECK(rc == 0, "pool_index.safetensors: %s", err.msg);
+    if (rc) return;
+    pool_one(&s, "t4");
+    pool_one(&s, "n4");
+    pool_one(&s, "t3");
+    st_close(&s);
+}
+
 static void test_kda(void)
 {
     struct st_set s;
@@ -219,5 +342,6 @@ static void test_kda(void)
 int main(void)
 {
     RUN_TEST(test_kda);
+    RUN_TEST(test_pool_index);
     return CHECK_SUMMARY();
 }
