@@ -8,11 +8,15 @@
 # model under model.language_model.*, a tiny vision tower under model.visual.*,
 # lm_head.weight at the top) and the references are computed by the model
 # transformers loads back from those files. The text model's layers are all
-# linear_attention (KDA): colibri refuses indexed_attention layers (MLA with
-# the pooled DSA indexer) until they are built.
+# linear_attention (KDA) but glm53_indexed's. The pooled selection's top-k must
+# have a gap over 1e-4 at every query (else the seed is bumped).
 #
 #   glm53_kda_hc4        bounded forget gate (linear_lower_bound -5), 4 streams,
 #                        a dense layer then MoE layers, T = 80 > one 64-row chunk
+#   glm53_indexed        layers KDA / indexed (full) / indexed (shared) / KDA:
+#                        MLA without RoPE over the pooled DSA selection (index_kpool
+#                        4, index_topk 8: 2 of up to 15 pools, plus the tail pool),
+#                        the shared layer reusing layer 1's selection; 2 streams
 #   glm53_kda_softplus   unbounded gate (softplus), 2 streams, dense layer between
 #                        MoE layers, conv kernel 3
 #
@@ -67,6 +71,10 @@ VISION = dict(depth=1, hidden_size=16, num_heads=2, intermediate_size=16, out_hi
 
 FIXTURES = {
     "glm53_kda_hc4": dict(seed=5300, seq_lens=(80, 24), text={}),
+    "glm53_indexed": dict(seed=5500, seq_lens=(60, 24), text=dict(
+        num_hidden_layers=4, hc_mult=2, index_n_heads=4, index_head_dim=8, index_kpool=4, index_topk=8,
+        layer_types=["linear_attention", "indexed_attention", "indexed_attention", "linear_attention"],
+        indexer_types=["full", "full", "shared", "full"], mlp_layer_types=["dense", "sparse", "dense", "sparse"])),
     "glm53_kda_softplus": dict(seed=5400, seq_lens=(70,), text=dict(
         linear_lower_bound=None, hc_mult=2, hc_sinkhorn_iters=7, linear_conv_kernel_dim=3, swiglu_limit=0.8,
         mlp_layer_types=["sparse", "dense", "sparse"])),
@@ -118,6 +126,7 @@ class Probe:
 
     def __init__(self, model):
         self.hooks, self.router_gap, self.clipped, self.total = [], float("inf"), 0, 0
+        self.index_gap, self.index_rows = float("inf"), 0
         for mod in model.modules():
             if isinstance(mod, mg.Glm5NextTextTopkRouter):
                 self.hooks.append(mod.register_forward_hook(self.router))
@@ -125,6 +134,8 @@ class Probe:
                 self.hooks.append(mod.register_forward_hook(self.mlp))
             if isinstance(mod, mg.Glm5NextTextExperts):
                 self.hooks.append(mod.register_forward_hook(self.experts))
+            if isinstance(mod, mg.Glm5NextTextIndexer):
+                self.hooks.append(mod.register_forward_hook(self.indexer, with_kwargs=True))
 
     def router(self, mod, args, out):
         x = args[0].reshape(-1, mod.hidden_dim)
@@ -146,6 +157,25 @@ class Probe:
             rows = (idx == e).any(-1)
             gate, up = F.linear(x[rows], mod.gate_up_proj[e]).chunk(2, dim=-1)
             self.count(gate, up, mod.swiglu_limit)
+
+    def indexer(self, mod, args, kwargs, out):
+        """The smallest gap at the pool top-k boundary of any query."""
+        x, qr = kwargs["hidden_states"], kwargs["q_resid"]
+        T, P, D, H = x.shape[1], mod.index_kpool, mod.head_dim, mod.n_heads
+        k = mod.k_norm(mod.wk(x))
+        gate = F.linear(x, mod.index_kpool_compress_gate)
+        packed = torch.cat([k, gate, torch.ones(1, T, 1)], dim=-1)
+        pkeys = mod.get_pooled_states(packed)[0][0]
+        q = mod.wq_b(qr).view(T, H, D)
+        w = mod.weights_proj(x)[0] * H ** -0.5
+        sc = torch.einsum("th,thp->tp", w, torch.relu(torch.einsum("thd,pd->thp", q, pkeys) * D ** -0.5))
+        for t in range(T):
+            vis = (t + 1) // P
+            want = min(mod.index_topk // P, vis)
+            if 0 < want < vis:
+                v = sc[t, :vis].sort(descending=True).values
+                self.index_gap = min(self.index_gap, (v[want - 1] - v[want]).item())
+                self.index_rows += 1
 
     def remove(self):
         for h in self.hooks:
@@ -229,7 +259,20 @@ def part_deltas(model, seqs, ref):
                 sd[k] = w
         return sd
 
-    return {
+    def zero(suffix):
+        def f(sd):
+            for k in list(sd):
+                if k.endswith(suffix):
+                    sd[k] = torch.zeros_like(sd[k])
+            return sd
+        return f
+
+    out = {}
+    if "indexed_attention" in tc.layer_types:
+        out["indexer_selects_all_pools"] = delta(variant_logits(model, dict(index_topk=4096), seqs))
+        out["pool_position_bias_zero"] = delta(variant_logits(model, {}, seqs, zero("index_kpool_compress_ape")))
+        out["pool_gate_zero_plain_mean"] = delta(variant_logits(model, {}, seqs, zero("index_kpool_compress_gate")))
+    return out | {
         "clipping_off": delta(variant_logits(model, dict(swiglu_limit=1e30), seqs)),
         "other_gate_form": delta(variant_logits(
             model, dict(linear_lower_bound=None if tc.linear_lower_bound is not None else -5.0), seqs)),
@@ -276,8 +319,9 @@ def make_fixture(name, spec, outroot):
         gen_margin = top2(tf[PROMPT_LEN - 1:-1]).min().item()
         hf_dec = (hf_decode(model, seqs[0]) - logits[0]).abs().max().item()
         ok = (probe.router_gap > GAP_MIN and gen_margin > 10 * MARGIN_TOL and probe.clipped > 0
-              and hf_dec < MARGIN_TOL / 4)
-        print(f"  [{name}] seed {wseed}: router gap {probe.router_gap:.2e}, gen margin {gen_margin:.2e}, clipped "
+              and hf_dec < MARGIN_TOL / 4 and probe.index_gap > GAP_MIN)
+        print(f"  [{name}] seed {wseed}: router gap {probe.router_gap:.2e}, pool top-k gap {probe.index_gap:.2e} "
+              f"({probe.index_rows} rows choose), gen margin {gen_margin:.2e}, clipped "
               f"{probe.clipped}/{probe.total}, transformers decode vs prefill {hf_dec:.2e} -> {'ok' if ok else 'retry'}",
               flush=True)
         if ok:
@@ -297,7 +341,7 @@ def make_fixture(name, spec, outroot):
         "notes": {
             "generator": "tools/oracle_glm53.py (Glm5NextForConditionalGeneration.from_pretrained of these files, "
                          "float32, use_cache=False, eager: KDA in its chunked form)",
-            "min_router_gap": probe.router_gap,
+            "min_router_gap": probe.router_gap, "min_pool_topk_gap": probe.index_gap,
             "transformers_decode_vs_prefill_max_dlogit": hf_dec, "swiglu_limit": text["swiglu_limit"],
             "swiglu_preacts_clipped": f"{probe.clipped}/{probe.total}",
             "max_abs_dlogit_with_part_off": deltas,

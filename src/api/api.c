@@ -17,6 +17,7 @@
 #include "model/expert_hotset.h"
 #include "model/expert_store_stream.h"
 #include "model/forward.h"
+#include "model/mixer_glm53_mla.h"
 #include "model/mixer_kda.h"
 #include "model/model.h"
 #include "mpi/ranks.h"
@@ -478,12 +479,22 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
     snprintf(info->attention, sizeof info->attention, "MLA, kv_lora_rank %d + rope %d, q_lora_rank %s",
              c->kv_lora_rank, c->qk_rope_head_dim, c->q_lora_rank ? "set" : "none (q_proj)");
     if (c->attn_kind == MODEL_ATTN_GLM53) {
+        int n_kda = 0;
         info->kv_bytes_per_token = 0;
-        info->kv_session_bytes = (int64_t)c->num_hidden_layers * (int64_t)model_kda_state_bytes(c);
+        for (int l = 0; l < c->num_hidden_layers; l++) {
+            n_kda += c->kda_layer[l];
+            /* a shared indexed layer keeps its latents only */
+            if (!c->kda_layer[l])
+                info->kv_bytes_per_token += c->indexer_full[l] ? (int64_t)model_glm53_mla_bytes_per_pos(c)
+                                                                : 4 * (int64_t)c->glm53_kv_lora_rank;
+        }
+        int n_mla = c->num_hidden_layers - n_kda;
+        info->kv_session_bytes = (int64_t)n_kda * (int64_t)model_kda_state_bytes(c);
         snprintf(info->attention, sizeof info->attention, "GLM-5.3, %d KDA layers (%d heads x %d, conv %d, %s gate, "
-                 "%zu state bytes per layer); %d residual streams", c->num_hidden_layers, c->linear_num_heads,
-                 c->linear_head_dim, c->linear_conv_k, c->linear_bounded ? "bounded" : "softplus",
-                 model_kda_state_bytes(c), c->hc_mult);
+                 "%zu state bytes per layer), %d MLA layers (rank %d, no RoPE, pooled DSA: kpool %d, top-%d; %zu "
+                 "bytes per position); %d residual streams", n_kda, c->linear_num_heads, c->linear_head_dim,
+                 c->linear_conv_k, c->linear_bounded ? "bounded" : "softplus", model_kda_state_bytes(c), n_mla,
+                 c->glm53_kv_lora_rank, c->index_kpool, c->index_topk, model_glm53_mla_bytes_per_pos(c), c->hc_mult);
     }
     if (c->attn_kind == MODEL_ATTN_V4) {
         int n[3] = { 0 }, rate[3] = { 0 };

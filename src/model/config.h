@@ -73,7 +73,8 @@ enum model_v4_layer { MODEL_V4_SLIDING = 0, MODEL_V4_CSA = 1, MODEL_V4_HCA = 2 }
 enum model_attn {
     MODEL_ATTN_MLA = 0,         /* multi-head latent attention (with DSA when dsa_kind says) */
     MODEL_ATTN_V4 = 1,          /* V4: one shared KV head, window, compressed entries (model/mixer_v4.h) */
-    MODEL_ATTN_GLM53 = 2,       /* GLM-5.3: KDA layers (kda_layer[li], model/mixer_kda.h) */
+    MODEL_ATTN_GLM53 = 2,       /* GLM-5.3: KDA layers (kda_layer[li], model/mixer_kda.h), else indexed
+                                 * MLA layers (model/mixer_glm53_mla.h) */
 };
 
 /* Groups of config fields beyond the base set that the model fingerprint
@@ -228,7 +229,9 @@ struct model_config {
     int linear_num_heads, linear_head_dim, linear_conv_k;
     int linear_bounded;         /* 1: forget gate lower_bound * sigmoid; 0: softplus */
     float linear_lower_bound;
-    int hc_glm53;               /* hyper-connection names attn_hc/ffn_hc, head = the streams' mean */
+    int hc_glm53;               /* hyper-connection names hc_attn_/hc_ffn_, head = the streams' mean */
+    int glm53_kv_lora_rank;     /* indexed layers' latent width (kv_lora_rank is 0: no shared KV cache) */
+    int index_kpool, index_kpool_tail;  /* pooled DSA selection (model/pool_index.h) */
     int swiglu_clip_all;        /* swiglu_limit clips every SwiGLU (dense, shared, routed), not only routed */
 
     /* quantization_config (model/quant_config.h) */

@@ -7,8 +7,7 @@
  * accepted and not read: its tensors are skipped at load and image or video
  * inputs do not exist for colibri. A key outside the lists below is refused
  * by name, and so is every value that selects behaviour colibri does not
- * implement, among them indexed_attention layers (MLA with the pooled DSA
- * indexer): only models whose every layer is linear_attention (KDA) run. */
+ * implement. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -255,16 +254,29 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
         for (int i = 0; i < L; i++) sparse[i] = i >= 3;
     }
     if ((rc = parse_linear(t, c, path, err)) || (rc = parse_indexer(t, c, path, err))) return rc;
+    int tail;
+    if ((rc = model_cfg_bool(t, "index_kpool_always_select_tail", 1, &tail, path, err))) return rc;
     for (int i = 0; i < L; i++) {
-        if (!kda[i])
-            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: layer %d is indexed_attention (MLA with the pooled DSA "
-                                "indexer, index_kpool %d): not implemented yet; colibri runs glm5_next models whose "
-                                "layers are all linear_attention (KDA)", path, i, kpool);
-        c->kda_layer[i] = 1;
+        c->kda_layer[i] = kda[i];
         c->mlp_dense[i] = !sparse[i];
+        if (kda[i]) continue;
+        /* Glm5NextTextModel hands a layer's selection to the next layer only */
+        if (!c->indexer_full[i] && (i == 0 || kda[i - 1] || !c->indexer_full[i - 1]))
+            return base_err_set(err, COLIBRI_EFORMAT, "%s: layer %d is a shared indexed layer, but layer %d is not a "
+                                "full indexed layer whose selection it could reuse (transformers refuses it too)", path,
+                                i, i - 1);
+        /* without the tail rule a query before its first complete pool selects
+         * nothing, and transformers then attends uniformly over every key */
+        if (!tail)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: index_kpool_always_select_tail=false is not supported "
+                                "(indexed layers)", path);
     }
+    for (int i = 0; i < L; i++)
+        if (kda[i]) c->indexer_full[i] = 0;
+    c->index_kpool = kpool;
+    c->index_kpool_tail = tail;
+    c->glm53_kv_lora_rank = c->kv_lora_rank;
     c->dsa_kind = MODEL_DSA_NONE;
-    for (int i = 0; i < L; i++) c->indexer_full[i] = 0;
     c->router_kind = MODEL_ROUTER_SIGMOID_NOAUX_TC;
     c->residual_kind = MODEL_RESIDUAL_HYPER;
     c->attn_kind = MODEL_ATTN_GLM53;
@@ -272,7 +284,7 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
     c->swiglu_clip_all = 1;
     c->first_k_dense_replace = 0;
     c->num_nextn_predict_layers = 0;
-    /* no layer keeps latent cache rows while every layer is KDA */
+    /* the indexed layers keep their latents in their own state: no shared KV cache */
     c->kv_lora_rank = 0;
     c->qk_rope_head_dim = 0;
     c->latent_norm_eps = c->rms_norm_eps;

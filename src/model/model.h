@@ -49,6 +49,7 @@ struct moe_weights {
 
 struct v4_attn_weights;
 struct kda_weights;
+struct glm53_mla_weights;
 
 struct layer_weights {
     struct layer_parts parts;   /* chosen by model_layer_parts (model/parts.h) */
@@ -59,6 +60,7 @@ struct layer_weights {
     float *hc_base[2], *hc_scale[2];
     struct v4_attn_weights *v4;     /* a V4 token mixer's weights (model/mixer_v4.h), else NULL */
     struct kda_weights *kda;        /* a KDA token mixer's weights (model/mixer_kda.h), else NULL */
+    struct glm53_mla_weights *glm53_mla;    /* GLM-5.3's indexed attention (model/mixer_glm53_mla.h) */
     int64_t *tid2eid;               /* a hash-routed MoE layer's [vocab][K] table, else NULL */
     struct attn_weights attn;
     int is_moe;                 /* parts.ffn->routed */

@@ -12,7 +12,8 @@ void model_layer_parts(const struct model_config *c, int li, struct layer_parts 
     int main_layer = li < c->num_hidden_layers;
     out->residual = c->residual_kind == MODEL_RESIDUAL_HYPER ? &model_residual_hyper : &model_residual_plain;
     out->mixer = c->attn_kind == MODEL_ATTN_V4                                ? &model_mixer_v4
-                 : c->attn_kind == MODEL_ATTN_GLM53 && main_layer && c->kda_layer[li] ? &model_mixer_kda
+                 : c->attn_kind == MODEL_ATTN_GLM53 && main_layer ? (c->kda_layer[li] ? &model_mixer_kda
+                                                                                      : &model_mixer_glm53_mla)
                  : main_layer && c->dsa_kind != MODEL_DSA_NONE                ? &model_mixer_mla_dsa
                                                                               : &model_mixer_mla;
     /* MTP layers are MoE layers in every family that has them */

@@ -120,6 +120,7 @@ extern const struct residual_scheme model_residual_plain;
 extern const struct residual_scheme model_residual_hyper;   /* V4 hyper-connections, hc_mult streams */
 extern const struct token_mixer model_mixer_v4;             /* V4 window + CSA / HCA attention */
 extern const struct token_mixer model_mixer_kda;            /* GLM-5.3 KDA (model/mixer_kda.h) */
+extern const struct token_mixer model_mixer_glm53_mla;      /* GLM-5.3 MLA + pooled DSA (mixer_glm53_mla.h) */
 extern const struct channel_mixer model_ffn_moe_v4;         /* V4 MoE: sqrtsoftplus or hash routing */
 extern const struct token_mixer model_mixer_mla;      /* MLA, every cached position */
 extern const struct token_mixer model_mixer_mla_dsa;  /* MLA over the DSA indexer's selection */

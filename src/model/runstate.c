@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "model/indexer.h"
+#include "model/mixer_glm53_mla.h"
 #include "model/mixer_kda.h"
 #include "model/mixer_v4.h"
 
@@ -65,6 +66,7 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
     if (ok && model_v4_bufs_new(c, cap, &b->v4, &b->bytes)) ok = 0;
     if (ok && model_kda_bufs_new(c, cap, &b->kda, &b->bytes)) ok = 0;
+    if (ok && model_glm53_mla_bufs_new(c, cap, &b->glm53_mla, &b->bytes)) ok = 0;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);
@@ -83,6 +85,7 @@ void run_bufs_free(struct run_bufs *b)
     model_indexer_bufs_free(b->dsa);
     model_v4_bufs_free(b->v4);
     model_kda_bufs_free(b->kda);
+    model_glm53_mla_bufs_free(b->glm53_mla);
     quant_scratch_free(&b->qs);
     memset(b, 0, sizeof *b);
 }

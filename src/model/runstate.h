@@ -24,6 +24,7 @@
 struct indexer_bufs;
 struct v4_bufs;
 struct kda_bufs;
+struct glm53_mla_bufs;
 
 struct run_bufs {
     int cap;                    /* rows a forward may carry */
@@ -34,6 +35,7 @@ struct run_bufs {
     float *hc_post, *hc_comb;   /* [cap][hc_mult], [cap][hc_mult^2]: hyper-connection mixes (else NULL) */
     struct v4_bufs *v4;         /* a V4 token mixer's activations (NULL without one) */
     struct kda_bufs *kda;       /* KDA token mixers' activations (NULL without them) */
+    struct glm53_mla_bufs *glm53_mla;   /* GLM-5.3 indexed layers' activations and selection */
     float *q;                   /* [cap][H * (dn + dr)] */
     float *q_a;                 /* [cap][q_lora_rank] */
     float *kv_a;                /* [cap][r + dr]: latent and k_pe as projected */

@@ -10,7 +10,7 @@
 #include "base/util.h"
 #include "model/expert_store_stream.h"
 #include "model/loader.h"
-#include "model/mixer_kda.h"
+#include "model/mixer_glm53_mla.h"
 #include "model/mixer_v4.h"
 #include "model/model.h"
 #include "model/shipped.h"
@@ -883,7 +883,7 @@ void model_free(struct model *m)
                 free(lw->hc_base[k]);
                 free(lw->hc_scale[k]);
             }
-            model_v4_attn_weights_free(lw->v4, m->cfg.o_groups); model_kda_weights_free(lw->kda);
+            model_v4_attn_weights_free(lw->v4, m->cfg.o_groups); model_glm53_layer_free(lw);
             free(lw->tid2eid);
         }
         free(m->layers);
@@ -923,7 +923,7 @@ void model_bytes(const struct model *m, struct model_bytes *out)
         int64_t kvb = model_qtensor_bytes(&a->kv_b);
         int64_t at = model_qtensor_bytes(&a->q_a) + model_qtensor_bytes(&a->q_b) + model_qtensor_bytes(&a->q) +
                      model_qtensor_bytes(&a->kv_a) + kvb + model_qtensor_bytes(&a->o) +
-                     model_indexer_bytes(&a->indexer, &b.small) + model_v4_attn_bytes(lw->v4, c, li, &b.small) + model_kda_weights_bytes(lw->kda) +
+                     model_indexer_bytes(&a->indexer, &b.small) + model_v4_attn_bytes(lw->v4, c, li, &b.small) + model_glm53_layer_bytes(lw) +
                      model_qtensor_bytes(&lw->hc_fn[0]) + model_qtensor_bytes(&lw->hc_fn[1]);
         int64_t copy = a->kv_b_f32 ? (int64_t)a->kv_b.rows * a->kv_b.cols * 4 : 0;
         b.dense += at;
