@@ -40,3 +40,10 @@ refused "an unknown layer type" "layer_types\[2\]" "$COLIBRI" oracle "$tmp/types
 edit "$tmp/rope" "t['qk_rope_head_dim']=8"
 refused "qk_rope_head_dim" "qk_rope_head_dim" "$COLIBRI" oracle "$tmp/rope"
 echo "refusals ok"
+
+# a flat text-only config (the text fields at the top level, no vision_config): the same model
+mkdir -p "$tmp/flat"
+cp "$fix"/* "$tmp/flat"/
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); t=c.pop('text_config'); c.pop('vision_config'); t.pop('model_type', None); c.update(t); json.dump(c, open(sys.argv[1],'w'))" "$tmp/flat/config.json"
+"$COLIBRI" oracle "$tmp/flat" | grep ' tf=104/104 gen=12/12 '
+
