@@ -35,6 +35,10 @@ static const char *const TEXT[] = {
     "linear_lower_bound", "linear_attn_config", "hc_mult", "hc_eps", "hc_sinkhorn_iters", "output_router_logits",
     "router_aux_loss_coef", "index_kpool", "index_kpool_always_select_tail", "dtype", "torch_dtype",
     "transformers_version", "quantization_config", "qk_head_dim", "num_local_experts",
+    /* GLM-5's config keys a GLM-5.3 release may carry: stored by transformers, read by no
+     * Glm5Next text module (NoPE: no rope; mlp_layer_types, not first_k_dense_replace) */
+    "rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor", "rope_interleave",
+    "first_k_dense_replace", "moe_layer_freq", "ep_size", "num_nextn_predict_layers", "scoring_func", "topk_method",
 };
 
 static int known(const char *const *list, size_t n, const char *k)
@@ -231,9 +235,19 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
     if (flag) return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: attention_bias=true is not supported", path);
     if ((rc = model_cfg_bool(top, "tie_word_embeddings", 0, &c->tie_word_embeddings, path, err))) return rc;
     const char *v;
-    if ((rc = model_cfg_str(t, "hidden_act", "silu", &v, path, err))) return rc;
-    if (strcmp(v, "silu"))
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (silu)", path, v);
+    const struct { const char *key, *want; } strs[] = {
+        { "hidden_act", "silu" }, { "scoring_func", "sigmoid" }, { "topk_method", "noaux_tc" } };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        if ((rc = model_cfg_str(t, strs[i].key, strs[i].want, &v, path, err))) return rc;
+        if (strcmp(v, strs[i].want))
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: %s '%s' is not supported for glm5_next (%s)", path,
+                                strs[i].key, v, strs[i].want);
+    }
+    /* the MTP layers (model.layers.L.* onwards, which transformers skips) are
+     * recognised and not loaded */
+    int n_mtp;
+    if ((rc = model_cfg_int(t, "num_nextn_predict_layers", 0, 0, 0, MODEL_MAX_MTP_LAYERS, &n_mtp, path, err)))
+        return rc;
 
     int L = c->num_hidden_layers;
     unsigned char kda[MODEL_MAX_LAYERS], sparse[MODEL_MAX_LAYERS];
@@ -283,7 +297,7 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
     c->hc_glm53 = 1;
     c->swiglu_clip_all = 1;
     c->first_k_dense_replace = 0;
-    c->num_nextn_predict_layers = 0;
+    c->num_nextn_predict_layers = n_mtp;
     /* the indexed layers keep their latents in their own state: no shared KV cache */
     c->kv_lora_rank = 0;
     c->qk_rope_head_dim = 0;

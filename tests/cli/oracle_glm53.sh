@@ -39,7 +39,14 @@ edit "$tmp/types" "t['layer_types'][2]='sliding_attention'"
 refused "an unknown layer type" "layer_types\[2\]" "$COLIBRI" oracle "$tmp/types"
 edit "$tmp/rope" "t['qk_rope_head_dim']=8"
 refused "qk_rope_head_dim" "qk_rope_head_dim" "$COLIBRI" oracle "$tmp/rope"
+edit "$tmp/score" "t['scoring_func']='softmax'"
+refused "scoring_func softmax" "scoring_func 'softmax'" "$COLIBRI" oracle "$tmp/score"
 echo "refusals ok"
+
+# GLM-5's keys a release may carry, read by no GLM-5.3 text module: the same model
+edit "$tmp/glm5keys" "t.update(rope_theta=1e6, partial_rotary_factor=1.0, first_k_dense_replace=3, num_nextn_predict_layers=1, scoring_func='sigmoid', topk_method='noaux_tc')"
+"$COLIBRI" oracle "$tmp/glm5keys" | grep ' tf=104/104 gen=12/12 '
+
 
 # a flat text-only config (the text fields at the top level, no vision_config): the same model
 mkdir -p "$tmp/flat"
