@@ -367,6 +367,24 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
       "\"compress_rope_theta\":160000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":16,"
       "\"original_max_position_embeddings\":65536,\"beta_fast\":32,\"beta_slow\":1},"
       "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"}" },
+    /* GLM-5.3-Flash: Glm5NextTextConfig's defaults in transformers 5.18.0 (its checkpoint is
+     * zai-org/GLM-5.3-Flash): hidden 4096, 64 heads, MLA rank 512 / q 1536 / 256 + 256 without RoPE,
+     * 288 experts of 2048 top-8 + 1 shared, dense intermediate 12288, KDA 64 x 128 with conv 4
+     * and gate bound -5, indexer 32 x 128 top-2048 over pools of 16, 4 streams, swiglu_limit 10;
+     * its layer pattern (KDA except every 4th), first 3 layers dense, cut to L. */
+    { "glm53-flash", 4,
+      "{\"model_type\":\"glm5_next\",\"architectures\":[\"Glm5NextForConditionalGeneration\"],"
+      "\"num_hidden_layers\":%d,\"torch_dtype\":\"bfloat16\"}" },
+    /* the same architecture in small shapes (KDA and indexed layers, dense and MoE layers; the
+     * default layer pattern has no indexed layer after another, so no shared one), for tests */
+    { "glm53-tiny", 4,
+      "{\"model_type\":\"glm5_next\",\"architectures\":[\"Glm5NextForConditionalGeneration\"],"
+      "\"vocab_size\":512,\"hidden_size\":128,\"intermediate_size\":256,\"moe_intermediate_size\":64,"
+      "\"num_hidden_layers\":%d,\"num_attention_heads\":4,\"num_key_value_heads\":4,\"n_routed_experts\":16,"
+      "\"num_experts_per_tok\":4,\"kv_lora_rank\":64,\"q_lora_rank\":96,\"qk_nope_head_dim\":32,"
+      "\"v_head_dim\":32,\"index_n_heads\":4,\"index_head_dim\":32,\"index_topk\":32,\"index_kpool\":8,"
+      "\"linear_num_heads\":4,\"linear_head_dim\":32,"
+      "\"max_position_embeddings\":4096,\"torch_dtype\":\"bfloat16\"}" },
 };
 
 int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_mtp, const struct colibri_model_opts *opts,
@@ -399,6 +417,11 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
             len += snprintf(json + len, sizeof json - (size_t)len, "%s%d", l ? "," : "",
                             l >= 2 && (l - 2) % 2 ? 4 : 128);
         len += snprintf(json + len, sizeof json - (size_t)len, "]}");
+    }
+    if (strstr(json, "\"glm5_next\"")) {
+        if (n_mtp) return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp-layers: not written for %s", preset);
+        /* a bf16 GLM-5.3-Flash MoE layer's 288 experts are 14.5 GB */
+        if ((!opts || !opts->experts_fmt) && !strcmp(preset, "glm53-flash")) co.fmt.experts_fmt = QUANT_MXFP4;
     }
     if (n_mtp)   /* the config's last '}' becomes the declaration of the MTP layer */
         snprintf(json + len - 1, sizeof json - (size_t)len + 1, ",\"num_nextn_predict_layers\":%d}", n_mtp);

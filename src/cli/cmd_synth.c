@@ -14,7 +14,7 @@ int cmd_synth(int argc, char **argv)
     const struct opt opts[] = {
         { "preset", 'p', OPT_STR, &preset,
           "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny, v4-flash, "
-          "v4-pro" },
+          "v4-pro, glm53-flash, glm53-tiny" },
         { "layers", 'l', OPT_INT, &layers, "number of layers (default: the preset's)", 0, 1000 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (default bf16)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },
@@ -25,7 +25,8 @@ int cmd_synth(int argc, char **argv)
           0, 1 },
     };
     const struct opts_spec spec = {
-        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny|v4-flash|v4-pro] [--layers N]\n"
+        "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny|v4-flash|v4-pro|\n"
+        "              glm53-flash|glm53-tiny] [--layers N]\n"
         "              [--mtp-layers 1] [--experts FMT] [--dense FMT] [--embed FMT]",
         "Writes a model with random weights (fan-in scaled, seeded) in the shapes of a real architecture, in any\n"
         "weight format, for benchmarks that a tiny fixture cannot stand in for. It has no tokenizer; use it with\n"
@@ -35,7 +36,9 @@ int cmd_synth(int argc, char **argv)
         "indexer layers). v2, v32, glm5 and the tiny ones default to 4 layers. v4-flash and v4-pro (DeepSeek-V4) are\n"
         "written in the official tensor names and config spelling, 1 layer by default (a hash-MoE HCA layer; layer\n"
         "3 is the first CSA one), routed experts in mxfp4 unless --experts says otherwise (256 bf16 V4-Flash\n"
-        "experts are 12.9 GB a layer); --mtp-layers is refused for them.",
+        "experts are 12.9 GB a layer); --mtp-layers is refused for them. glm53-flash (GLM-5.3-Flash) and glm53-tiny\n"
+        "are written in the release's names, 4 layers by default (3 KDA, then an indexed one), glm53-flash's\n"
+        "routed experts in mxfp4 unless --experts says otherwise.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 1, &npos);

@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "io/st_write.h"
+#include "model/synth_glm53.h"
 #include "quant/qtensor.h"
 
 enum item_kind { ITEM_COPY, ITEM_WEIGHT };
@@ -605,6 +606,22 @@ static void add_synth(struct item *items, int *n, const char *name, int rows, in
     it->out[0] = (struct st_out_tensor){ it->names[0], ST_F32, 1, { rows }, (uint64_t)rows * 4 };
 }
 
+/* model_synth_glm53's callback: counts (items NULL) or appends. */
+struct glm53_sink {
+    struct item *items;
+    int n;
+    uint64_t seed;
+};
+
+static void glm53_add(void *ctx, const char *name, int rows, int cols, int fmt, enum synth_draw draw)
+{
+    struct glm53_sink *s = ctx;
+    const enum gen_kind g[] = { [SYNTH_LINEAR] = GEN_LINEAR, [SYNTH_NORM] = GEN_NORM, [SYNTH_BIAS] = GEN_BIAS,
+                                [SYNTH_EMBED] = GEN_EMBED };
+    if (s->items) add_synth(s->items, &s->n, name, rows, cols, fmt, g[draw], s->seed);
+    else s->n++;
+}
+
 /* DeepSeek-V4's tensors in the official checkpoint names (no "model."
  * prefix; model/mixer_v4.c, moe_v4.c and residual_hyper.c read them), each
  * shape as those loaders expect: the hyper-connection mixers, position
@@ -705,6 +722,19 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         return base_err_set(err, COLIBRI_EIO, "%s: cannot create directory: %s", dst, strerror(errno));
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dst);
+    if (c.attn_kind == MODEL_ATTN_GLM53) {
+        struct glm53_sink s = { NULL, 0, seed };
+        const struct model_load_opts *f = &o->fmt;
+        model_synth_glm53(&c, f->embed_fmt, f->dense_fmt, f->experts_fmt, glm53_add, &s);
+        if (!(s.items = calloc((size_t)s.n, sizeof *s.items))) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+        int n = s.n;
+        s.n = 0;
+        model_synth_glm53(&c, f->embed_fmt, f->dense_fmt, f->experts_fmt, glm53_add, &s);
+        rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
+        if (!rc) rc = write_container(NULL, dst, NULL, s.items, n, o, rep, err);
+        free(s.items);
+        return rc;
+    }
     if (c.residual_kind == MODEL_RESIDUAL_HYPER) {
         if (c.num_nextn_predict_layers)
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "synth: an MTP layer for deepseek_v4 is not written");
