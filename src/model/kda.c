@@ -3,9 +3,11 @@
 #include "model/kda.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 
 int model_kda_check(const struct kda *k, struct colibri_err *err)
 {
@@ -96,15 +98,16 @@ static void l2n(const float *x, int D, float mul, float *dst)
     for (int d = 0; d < D; d++) dst[d] = x[d] * inv * mul;
 }
 
-void model_kda_recurrent(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
-                         float *state, float *out)
+/* Head h of the recurrent form over n rows. */
+static void rec_head(const struct kda *k, int h, int n, const float *qkv, const float *g, const float *beta,
+                     float *state, float *out)
 {
     const int H = k->n_heads, D = k->head_dim, HD = H * D;
     const float scale = 1.0f / sqrtf((float)D);
     float q[KDA_MAX_HEAD_DIM], kk[KDA_MAX_HEAD_DIM], u[KDA_MAX_HEAD_DIM];
     for (int t = 0; t < n; t++) {
         const float *row = qkv + (size_t)t * 3 * HD;
-        for (int h = 0; h < H; h++) {
+        {
             float *S = state + (size_t)h * D * D;
             const float *gh = g + (size_t)t * HD + (size_t)h * D, *v = row + 2 * HD + (size_t)h * D;
             const float b = beta[(size_t)t * H + h];
@@ -126,6 +129,14 @@ void model_kda_recurrent(const struct kda *k, int n, const float *qkv, const flo
                 for (int j = 0; j < D; j++) o[j] += S[(size_t)i * D + j] * q[i];
         }
     }
+}
+
+void model_kda_recurrent(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
+                         float *state, float *out, int n_threads)
+{
+    /* the heads are independent: their bits do not depend on the threads */
+    BASE_PAR_FOR_N(omp_in_parallel() ? 1 : n_threads,
+                   for (int h = 0; h < k->n_heads; h++) rec_head(k, h, n, qkv, g, beta, state, out););
 }
 
 /* One chunk of L rows of one head h (rows' q/k/v at qkv + t * 3HD, g at
@@ -217,16 +228,25 @@ static void chunk_head(const struct kda *k, int h, int L, const float *qkv, cons
     }
 }
 
-void model_kda_chunked(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
-                       float *state, float *out, float *scratch)
+static void chunked_head(const struct kda *k, int h, int n, const float *qkv, const float *g, const float *beta,
+                         float *state, float *out, float *scratch)
 {
     const int H = k->n_heads, D = k->head_dim, HD = H * D;
     for (int c0 = 0; c0 < n; c0 += KDA_CHUNK) {
         const int L = n - c0 < KDA_CHUNK ? n - c0 : KDA_CHUNK;
-        for (int h = 0; h < H; h++)
-            chunk_head(k, h, L, qkv + (size_t)c0 * 3 * HD, g + (size_t)c0 * HD, beta + (size_t)c0 * H,
-                       state + (size_t)h * D * D, out + (size_t)c0 * HD, scratch);
+        chunk_head(k, h, L, qkv + (size_t)c0 * 3 * HD, g + (size_t)c0 * HD, beta + (size_t)c0 * H,
+                   state + (size_t)h * D * D, out + (size_t)c0 * HD, scratch);
     }
+}
+
+void model_kda_chunked(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
+                       float *state, float *out, float *scratch, int n_threads)
+{
+    const size_t per = model_kda_scratch_floats(k);
+    int nt = omp_in_parallel() ? 1 : n_threads;
+    BASE_PAR_FOR_N(nt, for (int h = 0; h < k->n_heads; h++)
+                           chunked_head(k, h, n, qkv, g, beta, state, out,
+                                        scratch + (size_t)(nt > 1 ? omp_get_thread_num() : 0) * per););
 }
 
 void model_kda_out_norm(const struct kda *k, int n, const float *core, const float *gate, float *out)

@@ -58,7 +58,7 @@ struct kda {
 /* 0, or COLIBRI_EINVAL naming the field out of range. */
 int model_kda_check(const struct kda *k, struct colibri_err *err);
 
-/* Floats of the two per-layer states and of the chunked form's scratch. */
+/* Floats of the two per-layer states and of the chunked form's scratch (per thread). */
 size_t model_kda_conv_state_floats(const struct kda *k);
 size_t model_kda_rec_state_floats(const struct kda *k);
 size_t model_kda_scratch_floats(const struct kda *k);
@@ -74,11 +74,13 @@ void model_kda_gates(const struct kda *k, int n, const float *fproj, const float
 /* The core over n rows from qkv [n][3 HD] (the conv's output), g and beta,
  * advancing state [H][D][D]; out [n][HD]. The recurrent form one row after
  * another; the chunked form KDA_CHUNK rows at a time with `scratch` of
- * model_kda_scratch_floats(k) floats. */
+ * n_threads x model_kda_scratch_floats(k) floats. The heads run on up to
+ * n_threads threads (one inside a parallel region); the bits do not depend
+ * on how many. */
 void model_kda_recurrent(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
-                         float *state, float *out);
+                         float *state, float *out, int n_threads);
 void model_kda_chunked(const struct kda *k, int n, const float *qkv, const float *g, const float *beta,
-                       float *state, float *out, float *scratch);
+                       float *state, float *out, float *scratch, int n_threads);
 
 /* The gated RMSNorm of the core's rows core [n][HD] with gate [n][HD] into
  * out (may equal core). */

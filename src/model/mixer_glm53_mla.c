@@ -3,11 +3,13 @@
 #include "model/mixer_glm53_mla.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/par.h"
 #include "model/forward.h"
 #include "model/linear.h"
 #include "model/loader.h"
@@ -21,9 +23,10 @@
 #define SLICE 64
 
 struct glm53_mla_bufs {
-    int rows, cap, max_sel, max_pools;
+    int rows, cap, max_sel, max_pools, n_threads;
     float *qa, *q, *kv, *iq, *iw, *ik, *ig, *att;   /* [SLICE][...] */
-    float *qlat, *olat, *score, *pscore;            /* one row */
+    float *qlat, *olat, *score;                     /* [n_threads][...]: one head's */
+    float *pscore;                                  /* one row's pool scores */
     int *order;
     int32_t *sel;                                   /* [cap][max_sel]: each forward row's selection */
     int *n_sel;                                     /* [cap] */
@@ -137,7 +140,8 @@ void model_glm53_mla_bufs_free(struct glm53_mla_bufs *b)
     free(b);
 }
 
-int model_glm53_mla_bufs_new(const struct model_config *c, int cap, struct glm53_mla_bufs **out, size_t *bytes)
+int model_glm53_mla_bufs_new(const struct model_config *c, int cap, int n_threads, struct glm53_mla_bufs **out,
+                             size_t *bytes)
 {
     *out = NULL;
     int any = 0;
@@ -152,6 +156,8 @@ int model_glm53_mla_bufs_new(const struct model_config *c, int cap, struct glm53
     b->rows = SLICE;
     b->cap = cap;
     b->max_sel = model_pool_index_max_sel(&pi);
+    b->n_threads = n_threads > 1 ? n_threads : 1;
+    const size_t T = (size_t)b->n_threads;
     b->max_pools = (int)(np / (size_t)c->index_kpool + 1);
     b->qa = take(R * (size_t)c->q_lora_rank, sizeof(float), &by, &ok);
     b->q = take(R * H * (size_t)c->qk_nope_head_dim, sizeof(float), &by, &ok);
@@ -161,9 +167,9 @@ int model_glm53_mla_bufs_new(const struct model_config *c, int cap, struct glm53
     b->ik = take(R * dI, sizeof(float), &by, &ok);
     b->ig = take(R * dI, sizeof(float), &by, &ok);
     b->att = take(R * H * (size_t)c->v_head_dim, sizeof(float), &by, &ok);
-    b->qlat = take(r, sizeof(float), &by, &ok);
-    b->olat = take(r, sizeof(float), &by, &ok);
-    b->score = take((size_t)b->max_sel, sizeof(float), &by, &ok);
+    b->qlat = take(T * r, sizeof(float), &by, &ok);
+    b->olat = take(T * r, sizeof(float), &by, &ok);
+    b->score = take(T * (size_t)b->max_sel, sizeof(float), &by, &ok);
     /* pool scores and order: one per pool of the longest context */
     b->pscore = take(np / (size_t)c->index_kpool + 1, sizeof(float), &by, &ok);
     b->order = take(np / (size_t)c->index_kpool + 1, sizeof(int), &by, &ok);
@@ -195,12 +201,48 @@ static void layernorm(float *x, int n, const float *w, const float *b)
     for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
+/* Head h of row r over its n selected positions, with thread tid's scratch. */
+static void mla_head(const struct model_config *c, const struct glm53_mla_weights *w, struct glm53_mla_bufs *b, int r,
+                     const int32_t *sel, int n, const struct glm53_mla_state *s, int h, int tid)
+{
+    const int H = c->num_attention_heads, R = c->glm53_kv_lora_rank, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
+    const float *kvb = (const float *)w->kv_b.data;
+    const float scale = 1.0f / sqrtf((float)dn);
+    float *qlat = b->qlat + (size_t)tid * R, *olat = b->olat + (size_t)tid * R;
+    float *score = b->score + (size_t)tid * b->max_sel;
+    const float *qh = b->q + ((size_t)r * H + h) * dn;
+    const float *wk = kvb + (size_t)h * (dn + dv) * R, *wv = wk + (size_t)dn * R;
+    for (int e = 0; e < R; e++) qlat[e] = 0;
+    for (int d = 0; d < dn; d++)
+        for (int e = 0; e < R; e++) qlat[e] += qh[d] * wk[(size_t)d * R + e];
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const float *lat = s->latent + (size_t)sel[i] * R;
+        float sc = 0;
+        for (int e = 0; e < R; e++) sc += qlat[e] * lat[e];
+        score[i] = sc * scale;
+        if (score[i] > mx) mx = score[i];
+    }
+    float sum = 0;
+    for (int i = 0; i < n; i++) sum += score[i] = expf(score[i] - mx);
+    for (int e = 0; e < R; e++) olat[e] = 0;
+    for (int i = 0; i < n; i++) {
+        const float *lat = s->latent + (size_t)sel[i] * R, p = score[i] / sum;
+        for (int e = 0; e < R; e++) olat[e] += p * lat[e];
+    }
+    float *o = b->att + ((size_t)r * H + h) * dv;
+    for (int d = 0; d < dv; d++) {
+        float acc = 0;
+        for (int e = 0; e < R; e++) acc += wv[(size_t)d * R + e] * olat[e];
+        o[d] = acc;
+    }
+}
+
 /* Row r of the slice (forward row `row`, position pos) of state s. */
 static int mla_row(const struct model_config *c, const struct glm53_mla_weights *w, struct glm53_mla_bufs *b, int r,
                    int row, int pos, struct glm53_mla_state *s, struct colibri_err *err)
 {
-    const int H = c->num_attention_heads, R = c->glm53_kv_lora_rank, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
-    const int dI = c->index_head_dim, P = c->index_kpool;
+    const int H = c->num_attention_heads, R = c->glm53_kv_lora_rank, dI = c->index_head_dim, P = c->index_kpool;
     if (pos != s->pos || pos >= s->cap || (pos + 1) / P > b->max_pools)
         return base_err_set(err, COLIBRI_EINVAL, "GLM-5.3 attention state: position %d, state at %d of %d "
                             "(max_position_embeddings %d)", pos, s->pos, s->cap, c->max_position_embeddings);
@@ -221,36 +263,9 @@ static int mla_row(const struct model_config *c, const struct glm53_mla_weights 
     }
     s->pos = pos + 1;
     const int n = b->n_sel[row];
-    const float *kvb = (const float *)w->kv_b.data;
-    const float scale = 1.0f / sqrtf((float)dn);
-    for (int h = 0; h < H; h++) {
-        const float *qh = b->q + ((size_t)r * H + h) * dn;
-        const float *wk = kvb + (size_t)h * (dn + dv) * R, *wv = wk + (size_t)dn * R;
-        for (int e = 0; e < R; e++) b->qlat[e] = 0;
-        for (int d = 0; d < dn; d++)
-            for (int e = 0; e < R; e++) b->qlat[e] += qh[d] * wk[(size_t)d * R + e];
-        float mx = -INFINITY;
-        for (int i = 0; i < n; i++) {
-            const float *lat = s->latent + (size_t)sel[i] * R;
-            float sc = 0;
-            for (int e = 0; e < R; e++) sc += b->qlat[e] * lat[e];
-            b->score[i] = sc * scale;
-            if (b->score[i] > mx) mx = b->score[i];
-        }
-        float sum = 0;
-        for (int i = 0; i < n; i++) sum += b->score[i] = expf(b->score[i] - mx);
-        for (int e = 0; e < R; e++) b->olat[e] = 0;
-        for (int i = 0; i < n; i++) {
-            const float *lat = s->latent + (size_t)sel[i] * R, p = b->score[i] / sum;
-            for (int e = 0; e < R; e++) b->olat[e] += p * lat[e];
-        }
-        float *o = b->att + ((size_t)r * H + h) * dv;
-        for (int d = 0; d < dv; d++) {
-            float acc = 0;
-            for (int e = 0; e < R; e++) acc += wv[(size_t)d * R + e] * b->olat[e];
-            o[d] = acc;
-        }
-    }
+    /* the heads are independent: their bits do not depend on the threads */
+    int nt = omp_in_parallel() ? 1 : b->n_threads;
+    BASE_PAR_FOR_N(nt, for (int h = 0; h < H; h++) mla_head(c, w, b, r, sel, n, s, h, nt > 1 ? omp_get_thread_num() : 0););
     return 0;
 }
 

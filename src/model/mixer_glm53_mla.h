@@ -51,7 +51,9 @@ int64_t model_glm53_layer_bytes(const struct layer_weights *lw);
 
 void model_glm53_mla_weights_free(struct glm53_mla_weights *w);
 int64_t model_glm53_mla_weights_bytes(const struct glm53_mla_weights *w);
-int  model_glm53_mla_bufs_new(const struct model_config *c, int cap, struct glm53_mla_bufs **out, size_t *bytes);
+/* The heads' attention runs on n_threads threads (same bits on any number). */
+int  model_glm53_mla_bufs_new(const struct model_config *c, int cap, int n_threads, struct glm53_mla_bufs **out,
+                              size_t *bytes);
 void model_glm53_mla_bufs_free(struct glm53_mla_bufs *b);
 /* Bytes per position of one full indexed layer's state (latent, index key,
  * gate; a shared layer keeps the latent only). */

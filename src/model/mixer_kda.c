@@ -15,7 +15,7 @@
 #include "model/runstate.h"
 
 struct kda_bufs {
-    int rows;
+    int rows, n_threads;
     float *raw, *conv, *tmp, *fa, *fp, *blog, *g, *beta, *core, *gate, *scratch;
 };
 
@@ -122,7 +122,7 @@ void model_kda_bufs_free(struct kda_bufs *b)
     free(b);
 }
 
-int model_kda_bufs_new(const struct model_config *c, int cap, struct kda_bufs **out, size_t *bytes)
+int model_kda_bufs_new(const struct model_config *c, int cap, int n_threads, struct kda_bufs **out, size_t *bytes)
 {
     *out = NULL;
     if (c->attn_kind != MODEL_ATTN_GLM53) return 0;
@@ -133,6 +133,7 @@ int model_kda_bufs_new(const struct model_config *c, int cap, struct kda_bufs **
     size_t H = (size_t)c->linear_num_heads, D = (size_t)c->linear_head_dim, HD = H * D;
     struct kda k = core_of(c, NULL);
     b->rows = (int)R;
+    b->n_threads = n_threads > 1 ? n_threads : 1;
     b->raw = take(R * 3 * HD, &by, &ok);
     b->conv = take(R * 3 * HD, &by, &ok);
     b->tmp = take(R * HD, &by, &ok);
@@ -143,7 +144,7 @@ int model_kda_bufs_new(const struct model_config *c, int cap, struct kda_bufs **
     b->beta = take(R * H, &by, &ok);
     b->core = take(R * HD, &by, &ok);
     b->gate = take(R * HD, &by, &ok);
-    b->scratch = take(model_kda_scratch_floats(&k), &by, &ok);
+    b->scratch = take((size_t)b->n_threads * model_kda_scratch_floats(&k), &by, &ok);
     if (!ok) {
         model_kda_bufs_free(b);
         return COLIBRI_ENOMEM;
@@ -173,9 +174,9 @@ static int kda_slice(const struct model_config *c, const struct kda_weights *w, 
         return rc;
     model_kda_gates(&core, k, kb->fp, kb->blog, kb->g, kb->beta);
     if (k == 1)
-        model_kda_recurrent(&core, k, kb->conv, kb->g, kb->beta, s->rec, kb->core);
+        model_kda_recurrent(&core, k, kb->conv, kb->g, kb->beta, s->rec, kb->core, kb->n_threads);
     else
-        model_kda_chunked(&core, k, kb->conv, kb->g, kb->beta, s->rec, kb->core, kb->scratch);
+        model_kda_chunked(&core, k, kb->conv, kb->g, kb->beta, s->rec, kb->core, kb->scratch, kb->n_threads);
     if ((rc = model_linear(&w->ga, x, k, kb->fa, qs, err)) || (rc = model_linear(&w->gb, kb->fa, k, kb->gate, qs, err)))
         return rc;
     model_kda_out_norm(&core, k, kb->core, kb->gate, kb->core);

@@ -40,9 +40,9 @@ struct kda_bufs;
 void model_kda_weights_free(struct kda_weights *w);
 int64_t model_kda_weights_bytes(const struct kda_weights *w);
 
-/* A session's KDA activations for up to min(cap, KDA_CHUNK) rows (NULL
- * without KDA layers). */
-int  model_kda_bufs_new(const struct model_config *c, int cap, struct kda_bufs **out, size_t *bytes);
+/* A session's KDA activations for up to min(cap, KDA_CHUNK) rows, the core's
+ * heads on n_threads threads (NULL without KDA layers). */
+int  model_kda_bufs_new(const struct model_config *c, int cap, int n_threads, struct kda_bufs **out, size_t *bytes);
 void model_kda_bufs_free(struct kda_bufs *b);
 
 /* Bytes of one KDA layer's per-session state. */

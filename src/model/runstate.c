@@ -65,8 +65,8 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     for (int l = 0; ok && l < c->num_hidden_layers; l++) b->moe_pred_prec[l] = 1.0f;
     if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
     if (ok && model_v4_bufs_new(c, cap, &b->v4, &b->bytes)) ok = 0;
-    if (ok && model_kda_bufs_new(c, cap, &b->kda, &b->bytes)) ok = 0;
-    if (ok && model_glm53_mla_bufs_new(c, cap, &b->glm53_mla, &b->bytes)) ok = 0;
+    if (ok && model_kda_bufs_new(c, cap, cc->n_threads, &b->kda, &b->bytes)) ok = 0;
+    if (ok && model_glm53_mla_bufs_new(c, cap, cc->n_threads, &b->glm53_mla, &b->bytes)) ok = 0;
     if (!ok) {
         size_t bytes = b->bytes;
         run_bufs_free(b);

@@ -107,9 +107,9 @@ static void layer_rows(const struct kda *k, const struct layer_w *w, int hidden,
     matmul(n, hidden, H, xr, w->b, bl);
     model_kda_gates(k, n, fp, bl, g, beta);
     if (chunked)
-        model_kda_chunked(k, n, c, g, beta, state, core, scratch);
+        model_kda_chunked(k, n, c, g, beta, state, core, scratch, 1);
     else
-        model_kda_recurrent(k, n, c, g, beta, state, core);
+        model_kda_recurrent(k, n, c, g, beta, state, core, 1);
     matmul(n, hidden, D, xr, w->ga, fa);
     matmul(n, D, HD, fa, w->gb, tmp);
     model_kda_out_norm(k, n, core, tmp, core);
@@ -155,7 +155,7 @@ static void one(const struct st_set *s, const char *tag)
     float *cs = calloc(model_kda_conv_state_floats(&k), sizeof(float));
     float *st = calloc(model_kda_rec_state_floats(&k), sizeof(float));
     float *st2 = calloc(model_kda_rec_state_floats(&k), sizeof(float));
-    float *scr = malloc(sizeof(float) * model_kda_scratch_floats(&k));
+    float *scr = malloc(sizeof(float) * 3 * model_kda_scratch_floats(&k));
     float *c = malloc(sizeof(float) * (size_t)T * 3 * HD), *g = malloc(sizeof(float) * (size_t)T * HD);
     float *beta = malloc(sizeof(float) * (size_t)T * H), *core = malloc(sizeof(float) * (size_t)T * HD);
     float *core2 = malloc(sizeof(float) * (size_t)T * HD), *y = malloc(sizeof(float) * (size_t)T * hid);
@@ -174,14 +174,25 @@ static void one(const struct st_set *s, const char *tag)
     near(tag, k.bounded ? "forget gate (bounded)" : "forget gate (softplus)", g, g_r, (size_t)T * HD);
     near(tag, "beta", beta, beta_r, (size_t)T * H);
 
-    model_kda_chunked(&k, T, conv_r, g_r, beta_r, st, core, scr);
+    model_kda_chunked(&k, T, conv_r, g_r, beta_r, st, core, scr, 1);
     near(tag, "chunked core", core, core_r, (size_t)T * HD);
     near(tag, "chunked final state", st, st_r, (size_t)H * D * D);
-    model_kda_recurrent(&k, T, conv_r, g_r, beta_r, st2, core2);
+    model_kda_recurrent(&k, T, conv_r, g_r, beta_r, st2, core2, 1);
     near(tag, "recurrent core", core2, rcore_r, (size_t)T * HD);
     near(tag, "recurrent final state", st2, rst_r, (size_t)H * D * D);
     near(tag, "chunked vs recurrent (C), every row", core, core2, (size_t)T * HD);
     near(tag, "chunked vs recurrent (C), final state", st, st2, (size_t)H * D * D);
+    /* on 3 threads (the heads split among them): the same bits */
+    float *st3 = calloc(model_kda_rec_state_floats(&k), sizeof(float));
+    float *core3 = malloc(sizeof(float) * (size_t)T * HD);
+    model_kda_chunked(&k, T, conv_r, g_r, beta_r, st3, core3, scr, 3);
+    CHECK(!memcmp(core3, core, sizeof(float) * (size_t)T * HD) &&
+          !memcmp(st3, st, sizeof(float) * model_kda_rec_state_floats(&k)), "%s: chunked on 3 threads differs", tag);
+    memset(st3, 0, sizeof(float) * model_kda_rec_state_floats(&k));
+    model_kda_recurrent(&k, T, conv_r, g_r, beta_r, st3, core3, 3);
+    CHECK(!memcmp(core3, core2, sizeof(float) * (size_t)T * HD), "%s: recurrent on 3 threads differs", tag);
+    free(st3);
+    free(core3);
 
     model_kda_out_norm(&k, T, core_r, gate, core2);
     near(tag, "gated rmsnorm", core2, normed_r, (size_t)T * HD);
