@@ -76,8 +76,9 @@ int cmd_info(int argc, char **argv)
     printf("), f32 copies %.1f%s\n", in.copy_bytes / 1048576.0,
            in.copy_bytes ? " (kv_b for the decode, --kv-b-f32)" : "");
     if (in.kv_session_bytes)
-        printf("kv cache:     %lld bytes per token (compressed entries, f32, all layers) + %s per session (window "
-               "rings)\n", (long long)in.kv_bytes_per_token, human(h1, in.kv_session_bytes));
+        printf("kv cache:     %lld bytes per token (the layers' own states, f32: V4's compressed entries, GLM-5.3's "
+               "latents and index keys) + %s per session (fixed: V4's window rings, GLM-5.3's KDA states)\n",
+               (long long)in.kv_bytes_per_token, human(h1, in.kv_session_bytes));
     else
         printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
     int ctx = n_ctx ? n_ctx : in.max_position_embeddings;
