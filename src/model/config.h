@@ -223,6 +223,10 @@ struct model_config {
     int v4_yarn;                /* 1: the compress rope is yarn (the main one never is) */
     float v4_inv_freq[2][MODEL_MAX_ROPE_DIM / 2];   /* [0] main rope, [1] compress rope */
     float v4_rope_scale[2];
+    /* 1: the routed experts are FP4 (config.json's expert_dtype "fp4"), 0:
+     * FP8 like the dense Linears ("fp8", transformers' default); read only
+     * with a quantization_config (model/shipped.h, model_shipped_v4_kind) */
+    int v4_expert_fp4;
 
     /* GLM-5.3 (attn_kind MODEL_ATTN_GLM53; model/config_glm53.c) */
     unsigned char kda_layer[MODEL_MAX_LAYERS];  /* 1: a KDA (linear_attention) layer */

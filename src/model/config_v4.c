@@ -18,6 +18,7 @@
 
 #include "base/err.h"
 #include "model/config.h"
+#include "model/quant_config.h"
 #include "model/v4_rope.h"
 
 static const char *const KNOWN[] = {
@@ -30,7 +31,7 @@ static const char *const KNOWN[] = {
     "num_nextn_predict_layers", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "hidden_act",
     "initializer_range", "rms_norm_eps", "use_cache", "pad_token_id", "bos_token_id", "eos_token_id",
     "tie_word_embeddings", "rope_parameters", "partial_rotary_factor", "attention_bias", "mlp_bias",
-    "attention_dropout", "dtype", "torch_dtype", "transformers_version", "quantization_config",
+    "attention_dropout", "dtype", "torch_dtype", "transformers_version", "quantization_config", "expert_dtype",
     /* the official spelling (folded in by __post_init__) */
     "compress_ratios", "compress_rate_csa", "compress_rate_hca", "num_hash_layers", "qk_rope_head_dim",
     "rope_scaling",
@@ -234,16 +235,59 @@ static int parse_ropes(const cJSON *root, struct model_config *c, const char *pa
     return 0;
 }
 
+/* The official release's quantization_config (model/quant_config.h reads
+ * it again after this, into c->quant) and expert_dtype: FP8 e4m3 with ue8m0
+ * 128x128 block scales, experts FP4 or FP8. Which tensor is stored how is
+ * model/shipped.h's model_shipped_v4_kind. */
+static int parse_quant(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
+{
+    static const char *const QC_KEYS[] = { "quant_method", "fmt", "scale_fmt", "activation_scheme",
+                                           "weight_block_size" };
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *ed = cJSON_GetObjectItemCaseSensitive(root, "expert_dtype");
+    if (!qc || cJSON_IsNull(qc)) {
+        if (ed && !cJSON_IsNull(ed))
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: expert_dtype without a quantization_config is not "
+                                "supported (float checkpoints store every expert in the float dtype)", path);
+        return 0;
+    }
+    struct model_quant_config q;
+    int rc = model_quant_config_parse(qc, path, &q, err);
+    if (rc) return rc;
+    if (q.kind != MODEL_QUANT_FP8_BLOCK)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config.quant_method '%s' is not implemented "
+                            "for deepseek_v4 (colibri reads 'fp8' as the official release ships it)", path,
+                            cJSON_GetObjectItemCaseSensitive(qc, "quant_method")->valuestring);
+    for (const cJSON *e = qc->child; e; e = e->next) {
+        size_t k = 0;
+        while (k < sizeof QC_KEYS / sizeof QC_KEYS[0] && strcmp(QC_KEYS[k], e->string)) k++;
+        if (k == sizeof QC_KEYS / sizeof QC_KEYS[0])
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config.%s is not read by colibri's "
+                                "deepseek_v4 support (it would change which tensors are FP8)", path, e->string);
+    }
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(qc, "scale_fmt");
+    if (!cJSON_IsString(sf) || strcmp(sf->valuestring, "ue8m0"))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config.scale_fmt %s%s%s is not implemented "
+                            "for deepseek_v4 (colibri reads 'ue8m0', the official release's)", path,
+                            cJSON_IsString(sf) ? "'" : "", cJSON_IsString(sf) ? sf->valuestring : "(missing)",
+                            cJSON_IsString(sf) ? "'" : "");
+    const char *v;
+    if ((rc = model_cfg_str(root, "expert_dtype", "fp8", &v, path, err))) return rc;
+    if (strcmp(v, "fp4") && strcmp(v, "fp8"))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: expert_dtype '%s' is not supported for deepseek_v4 (fp4: "
+                            "e2m1 packed two per byte with ue8m0 1x32 scales; fp8: like the dense weights)", path, v);
+    c->v4_expert_fp4 = !strcmp(v, "fp4");
+    return 0;
+}
+
 int model_config_parse_v4(const cJSON *root, struct model_config *c, const char *path, struct colibri_err *err)
 {
+    int rc;
     for (const cJSON *e = root->child; e; e = e->next)
         if (!known_key(e->string))
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: field '%s' is not read by colibri's deepseek_v4 "
                                 "support", path, e->string);
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
-    if (qc && !cJSON_IsNull(qc))
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config: DeepSeek-V4 as shipped (FP8 e4m3 "
-                            "dense weights, FP4 experts) is not implemented yet; only float checkpoints load", path);
+    if ((rc = parse_quant(root, c, path, err))) return rc;
     const struct { const char *key; int *dst; int required, dflt, lo, hi; } ints[] = {
         { "vocab_size", &c->vocab_size, 1, 0, 1, MODEL_MAX_VOCAB },
         { "hidden_size", &c->hidden_size, 1, 0, 1, MODEL_MAX_DIM },
@@ -266,7 +310,6 @@ int model_config_parse_v4(const cJSON *root, struct model_config *c, const char 
         { "hc_sinkhorn_iters", &c->hc_sinkhorn_iters, 0, 20, 1, 1000 },
         { "num_nextn_predict_layers", &c->num_nextn_predict_layers, 0, 1, 0, MODEL_MAX_MTP_LAYERS },
     };
-    int rc;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = model_cfg_int(root, ints[i].key, ints[i].required, ints[i].dflt, ints[i].lo, ints[i].hi, ints[i].dst,
                                 path, err)))

@@ -136,22 +136,57 @@ static int load_comp(const struct model_loader *L, int li, const char *pre, int 
     return model_loader_vec(L, name, dim, &cw->norm, err);
 }
 
-/* wo_a [o_groups * o_lora_rank][per] as o_groups blocks, each its own product. */
+/* Group g of an fp8b wo_a whose group rows R are whole 128-row blocks: its
+ * rows and their block scales as they are (data borrowed from t unless t
+ * owns it). */
+static int fp8b_group(const struct qtensor *t, int g, int R, struct qtensor *out, struct colibri_err *err)
+{
+    int per = t->cols, bc = (per + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK, br = R / QUANT_FP8B_BLOCK;
+    size_t nd = (size_t)R * per;
+    const uint8_t *src = (const uint8_t *)t->data + (size_t)g * nd;
+    float *f = malloc((size_t)br * bc * sizeof *f);
+    uint8_t *d = t->owned == 1 ? malloc(nd) : NULL;
+    if (!f || (t->owned == 1 && !d)) {
+        free(f);
+        free(d);
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
+    memcpy(f, t->scales + (size_t)g * br * bc, (size_t)br * bc * sizeof *f);
+    if (d) memcpy(d, src, nd);
+    int rc = quant_qtensor_wrap(QUANT_FP8B, R, per, d ? d : src, nd, f, (size_t)br * bc, out, err);
+    if (rc) {
+        free(f);
+        free(d);
+        return rc;
+    }
+    out->owned = d ? 1 : QUANT_OWN_SCALES;
+    return 0;
+}
+
+/* wo_a [o_groups * o_lora_rank][per] as o_groups blocks, each its own
+ * product. fp8b (the release's FP8 with 128x128 block scales) is split
+ * without changing a value: by its rows and scale rows when o_lora_rank is
+ * a multiple of 128 (V4-Flash and V4-Pro: 1024), else into f32 (a group
+ * boundary inside a scale block has no fp8b of its own). Other formats are
+ * re-encoded per group from their values. */
 static int load_wo_a(const struct model_loader *L, const char *name, const struct model_config *c,
                      struct v4_attn_weights *w, struct colibri_err *err)
 {
     int G = c->o_groups, R = c->o_lora_rank, per = c->num_attention_heads * c->head_dim / G, rc;
     struct qtensor t = { 0 };
     if ((rc = model_loader_mat(L, name, G * R, per, MODEL_ROLE_DENSE, &t, err))) return rc;
-    float *f = malloc((size_t)G * R * per * sizeof *f);
-    if (!f || !(w->wo_a = calloc((size_t)G, sizeof *w->wo_a))) {
+    int sliced = t.fmt == QUANT_FP8B && R % QUANT_FP8B_BLOCK == 0;
+    int fmt = t.fmt == QUANT_FP8B && !sliced ? QUANT_F32 : (int)t.fmt;
+    float *f = sliced ? NULL : malloc((size_t)G * R * per * sizeof *f);
+    if ((!sliced && !f) || !(w->wo_a = calloc((size_t)G, sizeof *w->wo_a))) {
         free(f);
         quant_qtensor_free(&t);
         return base_err_set(err, COLIBRI_ENOMEM, "'%s': out of memory", name);
     }
-    quant_dequant_rows(&t, 0, G * R, f);
+    if (f) quant_dequant_rows(&t, 0, G * R, f);
     for (int g = 0; g < G && !rc; g++)
-        rc = quant_qtensor_from_f32(t.fmt, R, per, f + (size_t)g * R * per, &w->wo_a[g], err);
+        rc = sliced ? fp8b_group(&t, g, R, &w->wo_a[g], err)
+                    : quant_qtensor_from_f32((enum quant_fmt)fmt, R, per, f + (size_t)g * R * per, &w->wo_a[g], err);
     free(f);
     quant_qtensor_free(&t);
     return rc ? base_err_prefix(err, rc, "tensor '%s'", name) : 0;

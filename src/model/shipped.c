@@ -34,18 +34,71 @@ static int sibling(const char *name, const char *suffix, char *out, size_t n)
     return 1;
 }
 
-/* The e8m0 companion of `<m>.weight`: `<m>.scale` as DeepSeek ships it, or
- * `<m>.weight_scale_inv` as transformers renames it; F8_E8M0 or U8. The name
- * looked for last is left in sname. */
-static const struct st_tensor *e8m0_scale(const struct model_shipped_src *s, const char *name, char *sname, size_t n)
+/* The scale companion of `<m>.weight`: `<m>.scale` as DeepSeek ships it
+ * (F8_E8M0 or U8 exponents, or F32 powers of two as dsv4-flash-base stores
+ * them), else `<m>.weight_scale_inv` as transformers renames it (F8_E8M0 or
+ * U8; an F32 one is a V3-style scale, not this encoding). NULL if neither;
+ * the name looked for last is left in sname. *raw gets whichever sibling
+ * exists, whatever its dtype, for messages. */
+static const struct st_tensor *e8m0_scale(const struct model_shipped_src *s, const char *name, char *sname, size_t n,
+                                          const struct st_tensor **raw)
 {
     const struct st_tensor *sc = NULL;
     if (sibling(name, "scale", sname, n)) sc = s->find(s->ctx, sname);
-    if (!sc) {
-        snprintf(sname, n, "%s_scale_inv", name);
-        sc = s->find(s->ctx, sname);
-    }
+    if (raw) *raw = sc;
+    if (sc) return sc->dtype == ST_F8_E8M0 || sc->dtype == ST_U8 || sc->dtype == ST_F32 ? sc : NULL;
+    snprintf(sname, n, "%s_scale_inv", name);
+    sc = s->find(s->ctx, sname);
+    if (raw) *raw = sc;
     return sc && (sc->dtype == ST_F8_E8M0 || sc->dtype == ST_U8) ? sc : NULL;
+}
+
+/* The e8m0 byte of an F32 scale that is a power of two 2^-127..2^127, else -1. */
+static int f32_to_e8m0(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    for (int e = 0; e < 255; e++)
+        if (v == 2.0f * quant_e8m0_half((uint8_t)e)) return e;
+    return -1;
+}
+
+/* The scales of sc (n values) as e8m0 bytes into out; -(index + 1) of the
+ * first F32 value that is not a power of two. */
+static int64_t scales_e8m0(const struct st_tensor *sc, int64_t n, uint8_t *out)
+{
+    const uint8_t *p = sc->data;
+    if (sc->dtype != ST_F32) {
+        memcpy(out, p, (size_t)n);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int e = f32_to_e8m0(p + 4 * i);
+        if (e < 0) return -(i + 1);
+        out[i] = (uint8_t)e;
+    }
+    return 0;
+}
+
+static int not_pow2(const struct st_tensor *w, const struct st_tensor *sc, int64_t bad, struct colibri_err *err)
+{
+    float v;
+    memcpy(&v, (const uint8_t *)sc->data + 4 * (-bad - 1), 4);
+    return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' (the scales of '%s'): value %lld is %g, not a power of "
+                        "two (scale_fmt ue8m0)", sc->name, w->name, (long long)(-bad - 1), v);
+}
+
+static const char *scale_problem(const struct st_tensor *raw, const struct st_tensor *sc)
+{
+    return !raw ? "missing" : !sc ? "of another dtype" : "of the wrong shape";
+}
+
+/* The scale's name for a message: the sibling found, else `<m>.scale`. */
+static const char *scale_name(const struct st_tensor *w, const struct st_tensor *raw, char *buf, size_t n)
+{
+    if (raw) return raw->name;
+    if (!sibling(w->name, "scale", buf, n)) snprintf(buf, n, "%s_scale_inv", w->name);
+    return buf;
 }
 
 int model_shipped_is_mxfp4(const struct st_tensor *t)
@@ -65,14 +118,30 @@ int model_shipped_mxfp4(const struct model_shipped_src *s, const struct st_tenso
         return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s [%s]; as MXFP4 codes of a [%d, %d] weight it "
                             "needs F4 [%d, %d] or I8/U8 [%d, %d]", t->name, st_dtype_name(t->dtype),
                             shape_str(t, sh, sizeof sh), rows, cols, rows, cols, rows, cols / 2);
-    const struct st_tensor *sc = e8m0_scale(s, t->name, sname, sizeof sname);
+    const struct st_tensor *raw, *sc = e8m0_scale(s, t->name, sname, sizeof sname, &raw);
     int nb = cols / QUANT_MX_BLOCK;
     if (!sc || !is_2d(sc, rows, nb))
-        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s MXFP4 codes but its scales (.scale or "
-                            ".weight_scale_inv) are %s (need F8_E8M0 or U8 [%d, %d])", t->name,
-                            st_dtype_name(t->dtype), !sc ? "missing or not e8m0" : "of the wrong shape", rows, nb);
-    int rc = quant_qtensor_wrap_raw(QUANT_MXFP4, rows, cols, t->data, t->nbytes, sc->data, sc->nbytes, out, err);
-    if (rc) return base_err_prefix(err, rc, "tensor '%s'", t->name);
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s MXFP4 codes but its scales '%s' are %s%s%s%s "
+                            "(need F8_E8M0, U8 or F32 powers of two [%d, %d])", t->name, st_dtype_name(t->dtype),
+                            scale_name(t, raw, sname, sizeof sname), scale_problem(raw, sc), raw ? " (" : "",
+                            raw ? st_dtype_name(raw->dtype) : "", raw ? ")" : "", rows, nb);
+    const void *e = sc->data;
+    uint8_t *own = NULL;
+    if (sc->dtype == ST_F32) {
+        if (!(own = malloc((size_t)rows * nb))) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': scales", t->name);
+        int64_t bad = scales_e8m0(sc, (int64_t)rows * nb, own);
+        if (bad) {
+            free(own);
+            return not_pow2(t, sc, bad, err);
+        }
+        e = own;
+    }
+    int rc = quant_qtensor_wrap_raw(QUANT_MXFP4, rows, cols, t->data, t->nbytes, e, (size_t)rows * nb, out, err);
+    if (rc) {
+        free(own);
+        return base_err_prefix(err, rc, "tensor '%s'", t->name);
+    }
+    if (own) out->owned = QUANT_OWN_SCALES;
     if (s->n_params) *s->n_params += (int64_t)rows * cols - t->numel - sc->numel;
     return 0;
 }
@@ -80,24 +149,39 @@ int model_shipped_mxfp4(const struct model_shipped_src *s, const struct st_tenso
 const struct st_tensor *model_shipped_fp8_e8m0_scale(const struct model_shipped_src *s, const struct st_tensor *t)
 {
     char sname[600];
-    return t->dtype == ST_F8_E4M3 ? e8m0_scale(s, t->name, sname, sizeof sname) : NULL;
+    return t->dtype == ST_F8_E4M3 ? e8m0_scale(s, t->name, sname, sizeof sname, NULL) : NULL;
 }
 
 int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                      struct colibri_err *err)
 {
-    const struct st_tensor *sc = model_shipped_fp8_e8m0_scale(s, t);
+    char sname[600], sh[96];
+    if (t->dtype != ST_F8_E4M3 || !is_2d(t, rows, cols))
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s [%s]; as FP8 with block scales it needs F8_E4M3 "
+                            "[%d, %d]", t->name, st_dtype_name(t->dtype), shape_str(t, sh, sizeof sh), rows, cols);
+    const struct st_tensor *raw, *sc = e8m0_scale(s, t->name, sname, sizeof sname, &raw);
     int64_t br = (rows + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK, bc = (cols + QUANT_FP8B_BLOCK - 1) / QUANT_FP8B_BLOCK;
-    char sh[96];
     if (!sc || !is_2d(sc, br, bc))
-        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 with e8m0 block scales %s%s%s (need F8_E8M0 "
-                            "[%lld, %lld])", t->name, sc ? "of shape [" : "missing", sc ? shape_str(sc, sh, sizeof sh) : "",
-                            sc ? "]" : "", (long long)br, (long long)bc);
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is F8_E4M3 but its block scales '%s' are %s%s%s%s%s%s "
+                            "(need F8_E8M0, U8 or F32 powers of two [%lld, %lld]: one per 128x128 block)", t->name,
+                            scale_name(t, raw, sname, sizeof sname), scale_problem(raw, sc), raw ? " (" : "",
+                            raw ? st_dtype_name(raw->dtype) : "", raw ? " [" : "", raw ? shape_str(raw, sh, sizeof sh) : "",
+                            raw ? "])" : "", (long long)br, (long long)bc);
     float *f = malloc((size_t)(br * bc) * sizeof *f);
-    if (!f) return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': scales", t->name);
-    const uint8_t *e = sc->data;
+    uint8_t *e = malloc((size_t)(br * bc));
+    if (!f || !e) {
+        free(f);
+        free(e);
+        return base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': scales", t->name);
+    }
+    int64_t bad = scales_e8m0(sc, br * bc, e);
     /* 2^(e-127) is twice quant_e8m0_half(e): exact (a power of two below 2^128) */
-    for (int64_t i = 0; i < br * bc; i++) f[i] = 2.0f * quant_e8m0_half(e[i]);
+    for (int64_t i = 0; !bad && i < br * bc; i++) f[i] = 2.0f * quant_e8m0_half(e[i]);
+    free(e);
+    if (bad) {
+        free(f);
+        return not_pow2(t, sc, bad, err);
+    }
     int rc = quant_qtensor_wrap(QUANT_FP8B, rows, cols, t->data, t->nbytes, f, (size_t)(br * bc), out, err);
     if (rc) {
         free(f);
@@ -105,6 +189,25 @@ int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_te
     }
     out->owned = QUANT_OWN_SCALES;
     return 0;
+}
+
+int model_shipped_v4_kind(const char *name, int expert_fp4)
+{
+    static const char *const FP8[] = { ".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight",
+                                       ".attn.wo_a.weight", ".attn.wo_b.weight", ".attn.indexer.wq_b.weight",
+                                       ".ffn.shared_experts.w1.weight", ".ffn.shared_experts.w2.weight",
+                                       ".ffn.shared_experts.w3.weight" };
+    size_t n = strlen(name);
+    if (strncmp(name, "model.", 6) ? !strncmp(name, "layers.", 7) : !strncmp(name + 6, "layers.", 7)) {
+        const char *x = strstr(name, ".ffn.experts.");
+        if (x && n > 10 && name[n - 10] == '.' && name[n - 9] == 'w' && !strcmp(name + n - 7, ".weight"))
+            return expert_fp4 ? MODEL_SHIPPED_MXFP4 : MODEL_SHIPPED_FP8;
+        for (size_t i = 0; i < sizeof FP8 / sizeof FP8[0]; i++) {
+            size_t k = strlen(FP8[i]);
+            if (n > k && !strcmp(name + n - k, FP8[i])) return MODEL_SHIPPED_FP8;
+        }
+    }
+    return MODEL_SHIPPED_FLOAT;
 }
 
 static int int_at(const struct st_tensor *t, int i, int64_t *v)

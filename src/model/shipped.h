@@ -10,8 +10,12 @@
  *    are quant/format.h's mxfp4 layout).
  *  - FP8 e4m3 with e8m0 block scales (V4's dense weights): `<m>.weight`
  *    F8_E4M3 [rows, cols] and `<m>.scale` (or `<m>.weight_scale_inv`) F8_E8M0
- *    or U8 [ceil(rows/128), ceil(cols/128)] (F32 scales are today's fp8b): the data borrowed as fp8b, the scales widened to their
- *    exact f32 powers of two (owned: QUANT_OWN_SCALES).
+ *    or U8 [ceil(rows/128), ceil(cols/128)]: the data borrowed as fp8b, the
+ *    scales widened to their exact f32 powers of two (owned:
+ *    QUANT_OWN_SCALES). An F32 `<m>.scale` holding powers of two (how
+ *    dsv4-flash-base stores its ue8m0 scales) reads the same, for MXFP4
+ *    too; any other F32 value is refused naming it. (An F32
+ *    `<m>.weight_scale_inv` is the V3-style scale: not this encoding.)
  *  - compressed-tensors pack-quantized int4 (Kimi K2.x): `<m>.weight_packed`
  *    I32 [rows, cols/8] (element 8g+i in bits 4i..4i+3 of word g, holding
  *    q+8), `<m>.weight_scale` BF16/F16/F32 [rows, ceil(cols/32)],
@@ -46,6 +50,18 @@ const struct st_tensor *model_shipped_fp8_e8m0_scale(const struct model_shipped_
 
 int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_tensor *t, int rows, int cols, struct qtensor *out,
                      struct colibri_err *err);
+
+/* How DeepSeek-V4's official release (quantization_config fp8, ue8m0)
+ * stores the tensor `name` (official name, optionally under "model."), as
+ * transformers 5.18 loads it: FP8 e4m3 with `.scale` for attn.wq_a, wq_b,
+ * wkv, wo_a, wo_b, attn.indexer.wq_b and the shared expert's w1/w2/w3; the
+ * routed experts' w1/w2/w3 MXFP4 when expert_fp4 (expert_dtype "fp4"),
+ * else FP8; everything else float (BF16/F32): the embedding, head, norms,
+ * router gate, hyper-connection mixers, attn_sink, and the compressors'
+ * and indexer's wkv / wgate / weights_proj (DeepseekV4PreTrainedModel.
+ * _keep_in_fp32_modules: they ship in BF16 with no scale). */
+enum { MODEL_SHIPPED_FLOAT = 0, MODEL_SHIPPED_FP8, MODEL_SHIPPED_MXFP4 };
+int model_shipped_v4_kind(const char *name, int expert_fp4);
 
 /* module: the Linear's name without ".weight". */
 int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
