@@ -408,10 +408,17 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
     if (n_mtp < 0 || n_mtp > 1) return base_err_set(err, COLIBRI_EINVAL, "--mtp-layers %d: 0 or 1", n_mtp);
     if (strstr(json, "\"deepseek_v4\"")) {
         if (n_mtp) return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp-layers: not written for %s", preset);
-        /* a bf16 V4-Flash layer's 256 experts are 12.9 GB; FP4 is what DeepSeek ships them in */
+        /* no format asked for: the official release's storage (FP8 dense, FP4 experts, model/shipped.h),
+         * declared as its config.json does; else colibri's formats, the experts mxfp4 unless asked
+         * otherwise (a bf16 V4-Flash layer's 256 experts are 12.9 GB) */
+        int release = !opts || (!opts->experts_fmt && !opts->dense_fmt && !opts->embed_fmt);
         if (!opts || !opts->experts_fmt) co.fmt.experts_fmt = QUANT_MXFP4;
-        /* transformers' default layer pattern, cut to L: two HCA (128), then HCA / CSA (4) alternating */
         len--;
+        if (release)
+            len += snprintf(json + len, sizeof json - (size_t)len, ",\"expert_dtype\":\"fp4\",\"quantization_config\":"
+                            "{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"scale_fmt\":\"ue8m0\","
+                            "\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}");
+        /* transformers' default layer pattern, cut to L: two HCA (128), then HCA / CSA (4) alternating */
         len += snprintf(json + len, sizeof json - (size_t)len, ",\"compress_ratios\":[");
         for (int l = 0; l < L && len < (int)sizeof json - 16; l++)
             len += snprintf(json + len, sizeof json - (size_t)len, "%s%d", l ? "," : "",

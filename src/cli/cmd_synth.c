@@ -35,10 +35,12 @@ int cmd_synth(int argc, char **argv)
         "DSA indexer tensors; v32-tiny and glm5-tiny are tiny's sizes with them (glm5-tiny: full/shared\n"
         "indexer layers). v2, v32, glm5 and the tiny ones default to 4 layers. v4-flash and v4-pro (DeepSeek-V4) are\n"
         "written in the official tensor names and config spelling, 1 layer by default (a hash-MoE HCA layer; layer\n"
-        "3 is the first CSA one), routed experts in mxfp4 unless --experts says otherwise (256 bf16 V4-Flash\n"
-        "experts are 12.9 GB a layer); --mtp-layers is refused for them. glm53-flash (GLM-5.3-Flash) and glm53-tiny\n"
-        "are written in the release's names, 4 layers by default (3 KDA, then an indexed one), glm53-flash's\n"
-        "routed experts in mxfp4 unless --experts says otherwise.",
+        "3 is the first CSA one), stored as the official release ships them (FP8 e4m3 dense Linears with ue8m0\n"
+        "128x128 block scales, FP4 routed experts, the rest BF16/F32; quantization_config and expert_dtype fp4 in\n"
+        "config.json) unless --experts, --dense or --embed asks for colibri's formats (then the experts are mxfp4\n"
+        "unless --experts says otherwise: 256 bf16 V4-Flash experts are 12.9 GB a layer); --mtp-layers is refused\n"
+        "for them. glm53-flash (GLM-5.3-Flash) and glm53-tiny are written in the release's names, 4 layers by\n"
+        "default (3 KDA, then an indexed one), glm53-flash's routed experts in mxfp4 unless --experts says otherwise.",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 1, &npos);

@@ -16,6 +16,8 @@
 #include "base/util.h"
 #include "io/st_write.h"
 #include "model/synth_glm53.h"
+#include "model/shipped.h"
+#include "quant/fp8.h"
 #include "quant/qtensor.h"
 
 enum item_kind { ITEM_COPY, ITEM_WEIGHT };
@@ -30,6 +32,7 @@ struct item {
     const struct st_tensor *src;
     enum gen_kind gen;
     uint64_t seed;
+    int release;            /* model/shipped.h MODEL_SHIPPED_FP8 / _MXFP4: written as DeepSeek-V4's release stores it */
     enum item_kind kind;
     int fmt, rows, cols;
     int shard;
@@ -44,10 +47,19 @@ static int trunk_role_format(const struct convert_opts *o, const char *name)
     if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight")) return o->fmt.embed_fmt;
     if (strstr(name, ".mlp.experts.")) return o->fmt.experts_fmt;
     if (strstr(name, ".mlp.shared_experts.")) return o->fmt.dense_fmt;
+    /* DeepSeek-V4's official names (model/mixer_v4.c, moe_v4.c read them, optionally under "model.") */
+    const char *v4 = strncmp(name, "model.", 6) ? name : name + 6;
+    if (!strcmp(v4, "embed.weight") || !strcmp(v4, "head.weight")) return o->fmt.embed_fmt;
+    if (!strncmp(v4, "layers.", 7) && strstr(v4, ".ffn.experts.")) return o->fmt.experts_fmt;
+    if (!strncmp(v4, "layers.", 7) && strstr(v4, ".ffn.shared_experts.")) return o->fmt.dense_fmt;
     static const char *const dense[] = { ".self_attn.q_a_proj.weight", ".self_attn.q_b_proj.weight",
                                          ".self_attn.q_proj.weight", ".self_attn.kv_a_proj_with_mqa.weight",
                                          ".self_attn.kv_b_proj.weight", ".self_attn.o_proj.weight",
-                                         ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight" };
+                                         ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight",
+                                         ".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight",
+                                         ".attn.wo_a.weight", ".attn.wo_b.weight", ".compressor.wkv.weight",
+                                         ".compressor.wgate.weight", ".indexer.wq_b.weight",
+                                         ".indexer.weights_proj.weight" };
     for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
         size_t n = strlen(name), k = strlen(dense[i]);
         if (n > k && !strcmp(name + n - k, dense[i])) return o->fmt.dense_fmt;
@@ -68,6 +80,42 @@ static int role_format(const struct convert_opts *o, const char *name, int n_tru
 }
 
 static int is_float_dtype(enum st_dtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F8_E4M3; }
+
+static const struct st_tensor *st_find_cb(void *ctx, const char *name) { return st_find(ctx, name); }
+
+/* 1 if t is a Linear weight in model/shipped.h's MXFP4 or e8m0-scaled FP8
+ * (with its `.scale` / `.weight_scale_inv` beside it in st). */
+static int is_shipped(const struct st_set *st, const struct st_tensor *t)
+{
+    struct model_shipped_src s = { st_find_cb, (void *)st, NULL };
+    size_t len = strlen(t->name);
+    if (t->ndim != 2 || len < 7 || strcmp(t->name + len - 7, ".weight")) return 0;
+    if (t->dtype == ST_F8_E4M3) return model_shipped_fp8_e8m0_scale(&s, t) != NULL;
+    if (!model_shipped_is_mxfp4(t)) return 0;
+    char sn[600];
+    snprintf(sn, sizeof sn, "%.*s.scale", (int)(len - 7), t->name);
+    if (st_find(st, sn)) return 1;
+    snprintf(sn, sizeof sn, "%s_scale_inv", t->name);
+    return st_find(st, sn) != NULL;
+}
+
+/* A shipped weight's exact f32 values (model/shipped.h reads it, every
+ * check included; its dequantization is exact in f32). */
+static int shipped_to_f32(const struct st_set *st, const struct st_tensor *t, int rows, int cols, float **out,
+                          struct colibri_err *err)
+{
+    struct model_shipped_src s = { st_find_cb, (void *)st, NULL };
+    struct qtensor q;
+    int rc = model_shipped_is_mxfp4(t) ? model_shipped_mxfp4(&s, t, rows, cols, &q, err)
+                                       : model_shipped_fp8_e8m0(&s, t, rows, cols, &q, err);
+    if (rc) return rc;
+    float *w = malloc((size_t)rows * cols * sizeof *w);
+    if (!w) rc = base_err_set(err, COLIBRI_ENOMEM, "tensor '%s': out of memory", t->name);
+    else quant_dequant_rows(&q, 0, rows, w);
+    quant_qtensor_free(&q);
+    *out = w;
+    return rc;
+}
 
 /* Makes `it` a weight [rows, cols] written in fmt: the data tensor, and its
  * scales when the format has them. */
@@ -119,20 +167,31 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, int 
             if (w && w->ndim == 2 && is_float_dtype(w->dtype) && role_format(o, wname, n_trunk) != MODEL_FMT_AS_STORED)
                 continue;
         }
-        /* model/shipped.h's encodings load as they are; re-encoding them is not implemented */
-        if (t->dtype == ST_F4 || t->dtype == ST_F8_E8M0 || (t->dtype == ST_I8 && strstr(t->name, ".weight")) ||
+        /* a shipped weight's scales go with it: folded into a re-encoding, else copied */
+        if ((len > 6 && !strcmp(t->name + len - 6, ".scale")) || (len > 10 && !strcmp(t->name + len - 10, "_scale_inv"))) {
+            char wname[600];
+            snprintf(wname, sizeof wname, "%.*s%s", (int)(len - (t->name[len - 1] == 'v' ? 10 : 6)), t->name,
+                     t->name[len - 1] == 'v' ? "" : ".weight");
+            const struct st_tensor *w = st_find(st, wname);
+            if (w && is_shipped(st, w) && role_format(o, wname, n_trunk) != MODEL_FMT_AS_STORED) continue;
+        }
+        /* MXFP4 and e8m0-scaled FP8 are dequantized exactly and re-encoded (or copied as stored);
+         * compressed-tensors int4 is not */
+        int shipped = is_shipped(st, t);
+        if (t->dtype == ST_F4 || (t->dtype == ST_I8 && strstr(t->name, ".weight") && !shipped) ||
             (len > 14 && !strcmp(t->name + len - 14, ".weight_packed")))
             return base_err_set(err, COLIBRI_EUNSUPPORTED,
-                           "tensor '%s' is %s as shipped (MXFP4, e8m0-scaled FP8 or compressed-tensors int4): "
+                           "tensor '%s' is %s as shipped (MXFP4 without its scales, or compressed-tensors int4): "
                            "colibri loads it as it is; converting such a checkpoint is not implemented", t->name,
                            st_dtype_name(t->dtype));
-        if (strstr(t->name, "colibri") || (t->dtype == ST_U8 && len > 6 && strstr(t->name, ".weight")))
+        if (strstr(t->name, "colibri") || (t->dtype == ST_U8 && len > 6 && strstr(t->name, ".weight") && !shipped))
             return base_err_set(err, COLIBRI_EUNSUPPORTED,
                            "tensor '%s' looks already converted; convert from the original checkpoint", t->name);
         struct item *it = &items[n++];
         memset(it, 0, sizeof *it);
         it->src = t;
-        int fmt = t->ndim == 2 && is_float_dtype(t->dtype) ? role_format(o, t->name, n_trunk) : MODEL_FMT_AS_STORED;
+        int fmt = t->ndim == 2 && (is_float_dtype(t->dtype) || shipped) ? role_format(o, t->name, n_trunk)
+                                                                        : MODEL_FMT_AS_STORED;
         if (fmt == MODEL_FMT_AS_STORED) {
             it->kind = ITEM_COPY;
             it->n_out = 1;
@@ -141,8 +200,28 @@ static int make_plan(const struct st_set *st, const struct convert_opts *o, int 
             memcpy(it->out[0].shape, t->shape, sizeof t->shape);
             continue;
         }
-        set_weight_outputs(it, t->name, (int)t->shape[0], (int)t->shape[1], fmt);
+        /* MXFP4 codes in I8 / U8 hold two columns a byte */
+        int pack = shipped && (t->dtype == ST_I8 || t->dtype == ST_U8) ? 2 : 1;
+        set_weight_outputs(it, t->name, (int)t->shape[0], (int)t->shape[1] * pack, fmt);
     }
+    /* tensors whose size is not a multiple of 4 (a copied e8m0 block-scale
+     * grid [1, 2]) go last, so that every f32 scale written after them stays
+     * 4-byte aligned; a routed expert's tensors keep their place (one extent) */
+    int m = 0;
+    struct item tmp;
+    for (int i = 0; i < n; i++) {
+        const struct item *it = &items[i];
+        int odd = it->n_out == 1 && it->out[0].nbytes % 4 && !strstr(it->names[0], ".experts.");
+        if (odd) continue;
+        if (i != m) {
+            tmp = items[i];
+            memmove(&items[m + 1], &items[m], (size_t)(i - m) * sizeof *items);
+            items[m] = tmp;
+        }
+        m++;
+    }
+    for (int i = 0; i < n; i++)     /* each output names itself from its own item */
+        for (int k = 0; k < items[i].n_out; k++) items[i].out[k].name = items[i].names[k];
     *n_items = n;
     return 0;
 }
@@ -168,6 +247,7 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
             XXH64_update(h, &it->gen, sizeof it->gen);
             XXH64_update(h, &it->seed, sizeof it->seed);
             XXH64_update(h, &it->fmt, sizeof it->fmt);
+            if (it->release) XXH64_update(h, &it->release, sizeof it->release);
             continue;
         }
         XXH64_update(h, it->src->name, strlen(it->src->name) + 1);
@@ -297,6 +377,38 @@ static float *generate(const struct item *it, int64_t n)
     return w;
 }
 
+/* w [rows][cols] as DeepSeek's FP8: each 128x128 block scaled by the power
+ * of two 2^ceil(log2(amax / 448)) (so no code saturates), e4m3 codes and
+ * e8m0 exponents (2^(e - 127)). Held in a qtensor whose `scales` array holds
+ * the exponent bytes, for writing only. */
+static int fp8_ue8m0(int rows, int cols, const float *w, struct qtensor *q, struct colibri_err *err)
+{
+    int br = (rows + 127) / 128, bc = (cols + 127) / 128;
+    uint8_t *d = malloc((size_t)rows * cols), *e = malloc((size_t)br * bc);
+    if (!d || !e) {
+        free(d);
+        free(e);
+        return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    }
+    for (int bi = 0; bi < br; bi++)
+        for (int bj = 0; bj < bc; bj++) {
+            int r1 = bi * 128 + 128 < rows ? bi * 128 + 128 : rows, c1 = bj * 128 + 128 < cols ? bj * 128 + 128 : cols;
+            float amax = 0;
+            for (int r = bi * 128; r < r1; r++)
+                for (int c = bj * 128; c < c1; c++) amax = fmaxf(amax, fabsf(w[(size_t)r * cols + c]));
+            int x = amax > 0 ? (int)ceil(log2((double)amax / 448.0)) : -127;
+            x = x < -126 ? -126 : x > 127 ? 127 : x;
+            e[bi * bc + bj] = (uint8_t)(x + 127);
+            float inv = (float)ldexp(1.0, -x);
+            for (int r = bi * 128; r < r1; r++)
+                for (int c = bj * 128; c < c1; c++)
+                    d[(size_t)r * cols + c] = quant_fp8_e4m3_encode(w[(size_t)r * cols + c] * inv);
+        }
+    *q = (struct qtensor){ .fmt = QUANT_FP8B, .rows = rows, .cols = cols, .data = d, .scales = (const float *)e,
+                           .owned = 1 };
+    return 0;
+}
+
 static int write_item(FILE *f, const struct st_set *st, struct item *it, const char *path, struct colibri_err *err)
 {
     XXH64_state_t *h = XXH64_createState();
@@ -339,10 +451,13 @@ static int write_item(FILE *f, const struct st_set *st, struct item *it, const c
                 rc = base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
                 goto out;
             }
-        } else if ((rc = model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) {
+        } else if ((rc = is_shipped(st, it->src) ? shipped_to_f32(st, it->src, it->rows, it->cols, &w, err)
+                                                 : model_tensor_to_f32(st, it->src, it->rows, it->cols, &w, err))) {
             goto out;
         }
-        rc = quant_qtensor_from_f32((enum quant_fmt)it->fmt, it->rows, it->cols, w, &q, err);
+        rc = it->release == MODEL_SHIPPED_FP8 ? fp8_ue8m0(it->rows, it->cols, w, &q, err)
+                                              : quant_qtensor_from_f32((enum quant_fmt)it->fmt, it->rows, it->cols, w,
+                                                                       &q, err);
         free(w);
         if (rc) goto out;
         XXH64_reset(h, 0);
@@ -568,6 +683,29 @@ static int write_container(const char *src, const char *dst, const struct st_set
     return rc;
 }
 
+/* dst/config.json without quantization_config and expert_dtype: DeepSeek-V4's
+ * loader holds every tensor of a config that declares the release's
+ * encodings to the release layout, which a re-encoded tensor no longer
+ * follows (the FP8 / FP4 tensors kept are still read by their dtype). */
+static int drop_quant_config(const struct io_fs *io, const char *dst, struct colibri_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dst);
+    size_t len;
+    char *buf = base_read_file_all(path, &len);
+    cJSON *root = buf ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!root) return base_err_set(err, COLIBRI_EIO, "%s: cannot read back", path);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "quantization_config");
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "expert_dtype");
+    char *json = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!json) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
+    int rc = io_write_atomic(io, path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
 int model_convert(const char *src, const char *dst, const struct convert_opts *o, struct convert_report *rep,
                   struct colibri_err *err)
 {
@@ -582,6 +720,10 @@ int model_convert(const char *src, const char *dst, const struct convert_opts *o
     if (!items) rc = base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     if (!rc) rc = make_plan(&st, o, cfg.num_hidden_layers, items, &n, err);
     if (!rc) rc = write_container(src, dst, &st, items, n, o, rep, err);
+    int reencoded = 0;
+    for (int i = 0; i < n; i++) reencoded |= items[i].kind == ITEM_WEIGHT && is_shipped(&st, items[i].src);
+    if (!rc && reencoded && cfg.attn_kind == MODEL_ATTN_V4 && cfg.quant.kind != MODEL_QUANT_NONE)
+        rc = drop_quant_config(o->io ? o->io : io_fs_posix(), dst, err);
     free(items);
     st_close(&st);
     return rc;
@@ -622,6 +764,34 @@ static void glm53_add(void *ctx, const char *name, int rows, int cols, int fmt, 
     else s->n++;
 }
 
+/* add_synth for DeepSeek-V4: with the release's quantization_config in the
+ * config, the tensors it stores in FP8 / FP4 (model_shipped_v4_kind) are
+ * written so: F8_E4M3 + `.scale` F8_E8M0 [ceil(rows/128), ceil(cols/128)],
+ * or e2m1 codes I8 [rows, cols/2] + `.scale` F8_E8M0 [rows, cols/32]. */
+static void add_v4(const struct model_config *c, struct item *items, int *n, const char *name, int rows, int cols,
+                   int fmt, enum gen_kind gen, uint64_t seed)
+{
+    int k = cols && c->quant.kind == MODEL_QUANT_FP8_BLOCK ? model_shipped_v4_kind(name, c->v4_expert_fp4)
+                                                           : MODEL_SHIPPED_FLOAT;
+    if (k == MODEL_SHIPPED_FLOAT) {
+        add_synth(items, n, name, rows, cols, fmt, gen, seed);
+        return;
+    }
+    struct item *it = &items[(*n)++];
+    add_synth(it, &(int){ 0 }, name, rows, cols, k == MODEL_SHIPPED_FP8 ? QUANT_FP8B : QUANT_MXFP4, gen, seed);
+    it->release = k;
+    size_t len = strlen(name);
+    snprintf(it->names[1], sizeof it->names[1], "%.*s.scale", (int)(len - 7), name);
+    if (k == MODEL_SHIPPED_FP8) {
+        it->out[1] = (struct st_out_tensor){ it->names[1], ST_F8_E8M0, 2, { (rows + 127) / 128, (cols + 127) / 128 },
+                                             (uint64_t)((rows + 127) / 128) * (uint64_t)((cols + 127) / 128) };
+    } else {
+        it->out[0].dtype = ST_I8;
+        it->out[1] = (struct st_out_tensor){ it->names[1], ST_F8_E8M0, 2, { rows, cols / 32 },
+                                             (uint64_t)rows * (uint64_t)(cols / 32) };
+    }
+}
+
 /* DeepSeek-V4's tensors in the official checkpoint names (no "model."
  * prefix; model/mixer_v4.c, moe_v4.c and residual_hyper.c read them), each
  * shape as those loaders expect: the hyper-connection mixers, position
@@ -636,48 +806,48 @@ static int synth_v4_items(const struct model_config *c, const struct convert_opt
     struct item *items = calloc((size_t)(8 + (int64_t)L * (48 + 3 * (int64_t)E)), sizeof *items);
     if (!items) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
     char nm[512];
-    add_synth(items, &n, "embed.weight", c->vocab_size, hid, ef, GEN_EMBED, seed);
-    add_synth(items, &n, "head.weight", c->vocab_size, hid, ef, GEN_LINEAR, seed);
-    add_synth(items, &n, "norm.weight", hid, 0, 0, GEN_NORM, seed);
-    add_synth(items, &n, "hc_head_fn", ns, ns * hid, QUANT_F32, GEN_LINEAR, seed);
-    add_synth(items, &n, "hc_head_base", ns, 0, 0, GEN_BIAS, seed);
-    add_synth(items, &n, "hc_head_scale", 1, 0, 0, GEN_NORM, seed);
+    add_v4(c, items, &n, "embed.weight", c->vocab_size, hid, ef, GEN_EMBED, seed);
+    add_v4(c, items, &n, "head.weight", c->vocab_size, hid, ef, GEN_LINEAR, seed);
+    add_v4(c, items, &n, "norm.weight", hid, 0, 0, GEN_NORM, seed);
+    add_v4(c, items, &n, "hc_head_fn", ns, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+    add_v4(c, items, &n, "hc_head_base", ns, 0, 0, GEN_BIAS, seed);
+    add_v4(c, items, &n, "hc_head_scale", 1, 0, 0, GEN_NORM, seed);
     for (int l = 0; l < L; l++) {
 #define N(fmt_) (snprintf(nm, sizeof nm, "layers.%d." fmt_, l), nm)
-        add_synth(items, &n, N("attn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("ffn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("hc_attn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
-        add_synth(items, &n, N("hc_attn_base"), mix, 0, 0, GEN_BIAS, seed);
-        add_synth(items, &n, N("hc_attn_scale"), 3, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("hc_ffn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
-        add_synth(items, &n, N("hc_ffn_base"), mix, 0, 0, GEN_BIAS, seed);
-        add_synth(items, &n, N("hc_ffn_scale"), 3, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("attn.wq_a.weight"), Q, hid, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("attn.q_norm.weight"), Q, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("attn.wq_b.weight"), H * D, Q, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("attn.wkv.weight"), D, hid, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("attn.kv_norm.weight"), D, 0, 0, GEN_NORM, seed);
-        add_synth(items, &n, N("attn.wo_a.weight"), GR, H * D / c->o_groups, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("attn.wo_b.weight"), hid, GR, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("attn.attn_sink"), H, 0, 0, GEN_BIAS, seed);
+        add_v4(c, items, &n, N("attn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("ffn_norm.weight"), hid, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("hc_attn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("hc_attn_base"), mix, 0, 0, GEN_BIAS, seed);
+        add_v4(c, items, &n, N("hc_attn_scale"), 3, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("hc_ffn_fn"), mix, ns * hid, QUANT_F32, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("hc_ffn_base"), mix, 0, 0, GEN_BIAS, seed);
+        add_v4(c, items, &n, N("hc_ffn_scale"), 3, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("attn.wq_a.weight"), Q, hid, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("attn.q_norm.weight"), Q, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("attn.wq_b.weight"), H * D, Q, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("attn.wkv.weight"), D, hid, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("attn.kv_norm.weight"), D, 0, 0, GEN_NORM, seed);
+        add_v4(c, items, &n, N("attn.wo_a.weight"), GR, H * D / c->o_groups, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("attn.wo_b.weight"), hid, GR, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("attn.attn_sink"), H, 0, 0, GEN_BIAS, seed);
         int type = c->v4_layer_type[l], r = c->compress_ratio[l];
         if (type != MODEL_V4_SLIDING) {
             /* a CSA compressor keeps two overlapping halves per entry, so twice the width */
             int w = type == MODEL_V4_CSA ? 2 * D : D;
-            add_synth(items, &n, N("attn.compressor.wkv.weight"), w, hid, df, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.compressor.wgate.weight"), w, hid, df, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.compressor.ape"), r, w, QUANT_F32, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.compressor.norm.weight"), D, 0, 0, GEN_NORM, seed);
+            add_v4(c, items, &n, N("attn.compressor.wkv.weight"), w, hid, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.compressor.wgate.weight"), w, hid, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.compressor.ape"), r, w, QUANT_F32, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.compressor.norm.weight"), D, 0, 0, GEN_NORM, seed);
         }
         if (type == MODEL_V4_CSA) {
-            add_synth(items, &n, N("attn.indexer.compressor.wkv.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.indexer.compressor.wgate.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.indexer.compressor.ape"), r, 2 * Di, QUANT_F32, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.indexer.compressor.norm.weight"), Di, 0, 0, GEN_NORM, seed);
-            add_synth(items, &n, N("attn.indexer.wq_b.weight"), Hi * Di, Q, df, GEN_LINEAR, seed);
-            add_synth(items, &n, N("attn.indexer.weights_proj.weight"), Hi, hid, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.indexer.compressor.wkv.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.indexer.compressor.wgate.weight"), 2 * Di, hid, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.indexer.compressor.ape"), r, 2 * Di, QUANT_F32, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.indexer.compressor.norm.weight"), Di, 0, 0, GEN_NORM, seed);
+            add_v4(c, items, &n, N("attn.indexer.wq_b.weight"), Hi * Di, Q, df, GEN_LINEAR, seed);
+            add_v4(c, items, &n, N("attn.indexer.weights_proj.weight"), Hi, hid, df, GEN_LINEAR, seed);
         }
-        add_synth(items, &n, N("ffn.gate.weight"), E, hid, QUANT_F32, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("ffn.gate.weight"), E, hid, QUANT_F32, GEN_LINEAR, seed);
         if (c->hash_layer[l]) {
             struct item *it = &items[n++];
             memset(it, 0, sizeof *it);
@@ -687,19 +857,19 @@ static int synth_v4_items(const struct model_config *c, const struct convert_opt
             it->out[0] = (struct st_out_tensor){ it->names[0], ST_I64, 2, { c->vocab_size, K },
                                                  (uint64_t)c->vocab_size * (uint64_t)K * 8 };
         } else {
-            add_synth(items, &n, N("ffn.gate.bias"), E, 0, 0, GEN_BIAS, seed);
+            add_v4(c, items, &n, N("ffn.gate.bias"), E, 0, 0, GEN_BIAS, seed);
         }
         for (int e = 0; e < E; e++) {
             snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w1.weight", l, e);
-            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+            add_v4(c, items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
             snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w2.weight", l, e);
-            add_synth(items, &n, nm, hid, I, xf, GEN_LINEAR, seed);
+            add_v4(c, items, &n, nm, hid, I, xf, GEN_LINEAR, seed);
             snprintf(nm, sizeof nm, "layers.%d.ffn.experts.%d.w3.weight", l, e);
-            add_synth(items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
+            add_v4(c, items, &n, nm, I, hid, xf, GEN_LINEAR, seed);
         }
-        add_synth(items, &n, N("ffn.shared_experts.w1.weight"), I, hid, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("ffn.shared_experts.w2.weight"), hid, I, df, GEN_LINEAR, seed);
-        add_synth(items, &n, N("ffn.shared_experts.w3.weight"), I, hid, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("ffn.shared_experts.w1.weight"), I, hid, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("ffn.shared_experts.w2.weight"), hid, I, df, GEN_LINEAR, seed);
+        add_v4(c, items, &n, N("ffn.shared_experts.w3.weight"), I, hid, df, GEN_LINEAR, seed);
 #undef N
     }
     *out = items;

@@ -115,6 +115,18 @@ refused "an F32 scale not a power of two" "tensor '$W.scale' (the scales of '$W.
     "$COLIBRI" oracle --experts f32 "$tmp/q"
 echo "release layout refusals ok"
 
+# convert from the release: exactly dequantized, then encoded (f32: the same
+# logits; q4g64 experts: runs), the quantization_config dropped with them
+rm -rf "$tmp/c"
+"$COLIBRI" convert "$q" "$tmp/c" --experts f32 --dense f32 >/dev/null 2>&1
+cp "$q"/reference.* "$tmp/c/"
+"$COLIBRI" oracle "$tmp/c" | grep ' tf=160/160 gen=12/12 '
+! grep -q quantization_config "$tmp/c/config.json"
+rm -rf "$tmp/c"
+"$COLIBRI" convert "$q" "$tmp/c" --experts q4g64 >/dev/null 2>&1
+"$COLIBRI" info -m "$tmp/c" | grep -q "U8 432.0 KiB"
+echo "convert ok"
+
 # the official fixture with its config in transformers' spelling: the same model
 off=tests/oracle_v4/deepseek_v4_official
 mkdir -p "$tmp/hf"
