@@ -327,3 +327,16 @@ int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module,
     if (s->n_params) *s->n_params += (int64_t)rows * cols - p->numel - sc->numel - shp->numel;
     return 0;
 }
+
+int model_shipped_v4_check(const struct st_tensor *t, int kind, struct colibri_err *err)
+{
+    int fl = t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16;
+    if (kind == MODEL_SHIPPED_MXFP4 && !model_shipped_is_mxfp4(t))
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s, but expert_dtype 'fp4' stores the routed experts "
+                            "as MXFP4 codes (I8/U8 [rows, cols/2] or F4) with a .scale", t->name,
+                            st_dtype_name(t->dtype));
+    if (kind == MODEL_SHIPPED_FLOAT && !fl)
+        return base_err_set(err, COLIBRI_EFORMAT, "tensor '%s' is %s, but DeepSeek-V4's release layout "
+                            "(quantization_config fp8) keeps it in BF16/F32", t->name, st_dtype_name(t->dtype));
+    return 0;
+}

@@ -62,6 +62,10 @@ int model_shipped_fp8_e8m0(const struct model_shipped_src *s, const struct st_te
  * _keep_in_fp32_modules: they ship in BF16 with no scale). */
 enum { MODEL_SHIPPED_FLOAT = 0, MODEL_SHIPPED_FP8, MODEL_SHIPPED_MXFP4 };
 int model_shipped_v4_kind(const char *name, int expert_fp4);
+/* 0 if t's dtype can be `kind` (-1: anything; FP8 is checked by
+ * model_shipped_fp8_e8m0), else COLIBRI_EFORMAT naming t and what the
+ * release stores it as. */
+int model_shipped_v4_check(const struct st_tensor *t, int kind, struct colibri_err *err);
 
 /* module: the Linear's name without ".weight". */
 int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,

@@ -121,24 +121,12 @@ static int find_shaped(struct loader *L, const char *name, int64_t rows, int64_t
     return 0;
 }
 
-/* DeepSeek-V4 as released (quantization_config fp8): the encoding each
- * tensor must be stored in (model_shipped_v4_kind), or -1 for any. */
-static int v4_release_kind(const struct loader *L, const char *name)
+/* DeepSeek-V4 with the release's quantization_config: model_shipped_v4_kind, else -1. */
+static int v4_kind(const struct loader *L, const char *name)
 {
     const struct model_config *c = &L->m->cfg;
-    if (c->attn_kind != MODEL_ATTN_V4 || c->quant.kind != MODEL_QUANT_FP8_BLOCK) return -1;
-    return model_shipped_v4_kind(name, c->v4_expert_fp4);
-}
-
-static int is_float_dtype(int d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16; }
-
-/* A float tensor of the V4 release stored otherwise is refused: it
- * contradicts the config (transformers would load the codes as values). */
-static int v4_want_float(const struct loader *L, const struct st_tensor *t, struct colibri_err *err)
-{
-    if (v4_release_kind(L, t->name) != MODEL_SHIPPED_FLOAT || is_float_dtype(t->dtype)) return 0;
-    return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s, but DeepSeek-V4's release layout "
-                        "(quantization_config fp8) keeps it in BF16/F32", L->dir, t->name, st_dtype_name(t->dtype));
+    return c->attn_kind == MODEL_ATTN_V4 && c->quant.kind == MODEL_QUANT_FP8_BLOCK
+               ? model_shipped_v4_kind(name, c->v4_expert_fp4) : -1;
 }
 
 /* Loads a vector or matrix as f32. */
@@ -147,7 +135,7 @@ static int load(struct loader *L, const char *name, int64_t rows, int64_t cols, 
 {
     const struct st_tensor *t;
     int rc = find_shaped(L, name, rows, cols, &t, err);
-    if (!rc) rc = v4_want_float(L, t, err);
+    if (!rc) rc = model_shipped_v4_check(t, v4_kind(L, name), err);
     return rc ? rc : model_tensor_to_f32(L->st, t, rows, cols ? cols : 1, out, err);
 }
 
@@ -274,24 +262,19 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
         }
     }
     if (!t) return 0;
-    int v4 = v4_release_kind(L, name);
-    if (v4 == MODEL_SHIPPED_MXFP4 && !model_shipped_is_mxfp4(t))
-        return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is %s, but expert_dtype 'fp4' stores the routed "
-                            "experts as MXFP4 codes (I8/U8 [rows, cols/2] or F4) with a .scale", L->dir, name,
-                            st_dtype_name(t->dtype));
-    if (v4 == MODEL_SHIPPED_FP8) {
-        int rc = model_shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
+    int v4 = v4_kind(L, name), rc = model_shipped_v4_check(t, v4, err);
+    if (rc || v4 == MODEL_SHIPPED_FP8) {
+        if (!rc) rc = model_shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
-    if (v4 == MODEL_SHIPPED_FLOAT && !is_float_dtype(t->dtype)) return v4_want_float(L, t, err);
     if (model_shipped_is_mxfp4(t)) {
-        int rc = model_shipped_mxfp4(&src, t, rows, cols, stored, err);
+        rc = model_shipped_mxfp4(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
     if (model_shipped_fp8_e8m0_scale(&src, t)) {
         if (!is_shaped(t, rows, cols))
             return base_err_set(err, COLIBRI_EFORMAT, "%s: tensor '%s' is not [%d, %d]", L->dir, name, rows, cols);
-        int rc = model_shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
+        rc = model_shipped_fp8_e8m0(&src, t, rows, cols, stored, err);
         return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
     }
     (void)role;
