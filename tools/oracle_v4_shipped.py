@@ -38,6 +38,7 @@
 # DeepSeek's), cut back to the weight's shape.
 #
 # Usage: /work/venv-tf/bin/python tools/oracle_v4_shipped.py [--out tests/oracle_v4] [--o-lora-rank R]
+#        [--expert-dtype fp4|fp8]   (the options write variants for a manual check of the loader's other paths)
 # Deterministic: rerunning produces byte-identical files.
 
 import argparse
@@ -71,9 +72,12 @@ FP8_SUFFIXES = (".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight", ".
 F32_MARKS = ("hc_", "attn_sink", ".ape", "gate.bias", "norm.weight")
 
 
+EXPERT_DTYPE = ["fp4"]
+
+
 def kind(k):
     if ".ffn.experts." in k and k.endswith(".weight"):
-        return "fp4"
+        return EXPERT_DTYPE[0]
     if k.endswith(FP8_SUFFIXES):
         return "fp8"
     if k.endswith("tid2eid"):
@@ -87,7 +91,7 @@ def block_spread(sd):
     """Each 128x128 block of an FP8 weight times 2^((i + 2j) % 3 - 1): random blocks of one matrix would
     otherwise all share a ue8m0 exponent, and a reader taking another block's scale would go unseen."""
     for k in sd:
-        if kind(k) == "fp8":
+        if kind(k) == "fp8" and ".ffn.experts." not in k:
             r, c = sd[k].shape
             i = torch.arange(r).div(128, rounding_mode="floor").unsqueeze(1)
             j = torch.arange(c).div(128, rounding_mode="floor").unsqueeze(0)
@@ -134,7 +138,10 @@ def main():
     p.add_argument("--out", default="tests/oracle_v4")
     p.add_argument("--o-lora-rank", type=int, default=DIMS["o_lora_rank"],
                    help="another o_lora_rank (e.g. 64: wo_a's groups then split inside a 128-row scale block)")
+    p.add_argument("--expert-dtype", choices=("fp4", "fp8"), default="fp4",
+                   help="fp8: the routed experts stored like the dense FP8 weights (transformers' default)")
     a = p.parse_args()
+    EXPERT_DTYPE[0] = a.expert_dtype
     mo.lazy_imports()
     d = dict(ov4.BASE)
     d.update(DIMS)
@@ -149,7 +156,7 @@ def main():
     seqs = [torch.randint(0, d["vocab_size"], (n,), generator=g).tolist() for n in SEQ_LENS]
     tmp = tempfile.mkdtemp(prefix="oracle_v4_shipped_")
     try:
-        for attempt in range(ov4.MAX_ATTEMPTS):
+        for attempt in range(200):
             wseed = SEED + 1 + attempt
             torch.manual_seed(wseed)
             model = ov4.DeepseekV4ForCausalLM(cfg)
@@ -189,7 +196,7 @@ def main():
         with open(os.path.join(tmp, "config.json")) as f:
             c = json.load(f)
         c["quantization_config"] = QC
-        c["expert_dtype"] = "fp4"
+        c["expert_dtype"] = a.expert_dtype
         with open(os.path.join(outdir, "config.json"), "w") as f:
             json.dump(dict(sorted(c.items())), f, indent=2)
         mo.save_file(enc, os.path.join(outdir, "model.safetensors"), metadata={"format": "pt"})
