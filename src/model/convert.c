@@ -15,8 +15,8 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "io/st_write.h"
-#include "model/synth_glm53.h"
 #include "model/shipped.h"
+#include "model/synth_glm53.h"
 #include "quant/fp8.h"
 #include "quant/qtensor.h"
 
