@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "io/file_stdio.h"
 #include "io/st_write.h"
 #include "model/shipped.h"
 #include "model/synth_glm53.h"
@@ -265,83 +266,6 @@ static uint64_t plan_hash(const struct item *items, int n, int shard, const stru
     return v;
 }
 
-/* A FILE whose writes go through a io_fs (glibc's fopencookie), so the
- * safetensors writer and the copies below stay stdio code while every byte
- * reaches the disk through the interface the crash tests break. */
-struct io_file {
-    const struct io_fs *io;
-    void *fh;
-    uint64_t off;
-};
-
-static ssize_t io_file_write(void *c, const char *buf, size_t n)
-{
-    struct io_file *k = c;
-    int rc = k->io->write(k->io, k->fh, buf, n, k->off);
-    if (rc) {
-        errno = -rc;
-        return -1;
-    }
-    k->off += n;
-    return (ssize_t)n;
-}
-
-static int io_file_close(void *c)
-{
-    struct io_file *k = c;
-    int rc = k->io->close(k->io, k->fh);
-    free(k);
-    if (rc) errno = -rc;
-    return rc ? -1 : 0;
-}
-
-/* Creates (or truncates) path for writing; NULL with errno set on failure. */
-static FILE *io_create(const struct io_fs *io, const char *path, struct io_file **out)
-{
-    struct io_file *k = calloc(1, sizeof *k);
-    if (!k) return NULL;
-    int rc = io->open(io, path, IO_OPEN_WRITE | IO_OPEN_CREATE, &k->fh);
-    if (rc) {
-        free(k);
-        errno = rc < -4095 ? EINVAL : -rc;   /* io_fs's non-regular-file codes are no errno */
-        return NULL;
-    }
-    k->io = io;
-    FILE *f = fopencookie(k, "w", (cookie_io_functions_t){ .write = io_file_write, .close = io_file_close });
-    if (!f) {
-        io->close(io, k->fh);
-        free(k);
-        return NULL;
-    }
-    *out = k;
-    return f;
-}
-
-/* Flushes f and makes it durable; 0 or -1 with errno set. */
-static int io_commit(FILE *f, struct io_file *k)
-{
-    if (fflush(f)) return -1;
-    int rc = k->io->sync(k->io, k->fh);
-    if (rc) errno = -rc;
-    return rc ? -1 : 0;
-}
-
-/* Writes len bytes to path atomically: temp file, sync, rename (which syncs
- * the directory). */
-static int io_write_atomic(const struct io_fs *io, const char *path, const void *buf, size_t len,
-                           struct colibri_err *err)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    struct io_file *k;
-    FILE *f = io_create(io, tmp, &k);
-    int bad = !f || fwrite(buf, 1, len, f) != len || io_commit(f, k);
-    if (f && fclose(f)) bad = 1;
-    int rc = bad ? -errno : io->rename(io, tmp, path);
-    if (rc) return base_err_set(err, COLIBRI_EIO, "%s: cannot write: %s", path, strerror(-rc ? -rc : EIO));
-    return 0;
-}
-
 /* Writes `bytes` and folds them into *hash. */
 static int put(FILE *f, const void *p, size_t n, XXH64_state_t *h)
 {
@@ -528,8 +452,8 @@ static int write_shard(const struct io_fs *io, const char *dst, const char *fnam
             n_meta++;
         }
     }
-    struct io_file *file = NULL;
-    FILE *f = io_create(io, tmp, &file);
+    struct io_stdio *file = NULL;
+    FILE *f = io_stdio_create(io, tmp, &file);
     int rc = f ? st_write_header(f, tmp, outs, no, meta, n_meta, err)
                : base_err_set(err, COLIBRI_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     free(outs); free(meta); free(keys);
@@ -540,7 +464,7 @@ static int write_shard(const struct io_fs *io, const char *dst, const char *fnam
         for (int k = 0; k < items[i].n_out; k++) *done += items[i].out[k].nbytes;
         if (pr) base_progress_update(pr, *done);
     }
-    if (!rc && io_commit(f, file)) rc = base_err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
+    if (!rc && io_stdio_commit(f, file)) rc = base_err_set(err, COLIBRI_EIO, "%s: flush failed: %s", tmp, strerror(errno));
     if (fclose(f) && !rc) rc = base_err_set(err, COLIBRI_EIO, "%s: close failed", tmp);
     int rn = rc ? 0 : io->rename(io, tmp, path);
     if (rn) rc = base_err_set(err, COLIBRI_EIO, "%s: rename failed: %s", path, strerror(-rn));
@@ -577,7 +501,7 @@ static int copy_file(const struct io_fs *io, const char *src, const char *dst, c
     size_t len;
     char *buf = base_read_file_all(a, &len);
     if (!buf) return required ? base_err_set(err, COLIBRI_EIO, "%s: cannot read: %s", a, strerror(errno)) : 0;
-    int rc = io_write_atomic(io, b, buf, len, err);
+    int rc = io_stdio_write_atomic(io, b, buf, len, err);
     free(buf);
     return rc;
 }
@@ -620,7 +544,7 @@ static int write_index(const struct io_fs *io, const char *dst, const struct ite
     if (!json) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory for the index", dst);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dst);
-    int rc = io_write_atomic(io, path, json, strlen(json), err);
+    int rc = io_stdio_write_atomic(io, path, json, strlen(json), err);
     free(json);
     return rc;
 }
@@ -701,7 +625,7 @@ static int drop_quant_config(const struct io_fs *io, const char *dst, struct col
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
     if (!json) return base_err_set(err, COLIBRI_ENOMEM, "%s: out of memory", path);
-    int rc = io_write_atomic(io, path, json, strlen(json), err);
+    int rc = io_stdio_write_atomic(io, path, json, strlen(json), err);
     free(json);
     return rc;
 }
@@ -900,7 +824,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         int n = s.n;
         s.n = 0;
         model_synth_glm53(&c, f->embed_fmt, f->dense_fmt, f->experts_fmt, glm53_add, &s);
-        rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
+        rc = io_stdio_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
         if (!rc) rc = write_container(NULL, dst, NULL, s.items, n, o, rep, err);
         free(s.items);
         return rc;
@@ -911,7 +835,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
         struct item *items = NULL;
         int n = 0;
         rc = synth_v4_items(&c, o, seed, &items, &n, err);
-        if (!rc) rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
+        if (!rc) rc = io_stdio_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
         if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
         free(items);
         return rc;
@@ -994,7 +918,7 @@ int model_synth(const char *dst, const char *config_json, const struct convert_o
 #undef N
 #undef NT
     }
-    rc = io_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
+    rc = io_stdio_write_atomic(o->io ? o->io : io_fs_posix(), path, config_json, strlen(config_json), err);
     if (!rc) rc = write_container(NULL, dst, NULL, items, n, o, rep, err);
     free(items);
     return rc;
