@@ -283,6 +283,16 @@ struct colibri_session_opts {
      * per row, 132 B per token per layer at index_head_dim 128; its cost is
      * in bench/dsa-results.md). Ignored by other models. */
     const char *kv_index;
+    /* Models whose attention state does not rewind (DeepSeek-V4: a window
+     * ring and compressor blocks): the session snapshots that state every
+     * kv_snapshot_every positions (0: 512) and at the end of each prefill
+     * call, keeping at most kv_snapshots of them (0: 8), spread over the
+     * context; colibri_session_resume_point says where it can go back to.
+     * Each snapshot holds every layer's window and open blocks (about 23 MB
+     * at V4-Flash dims), counted in colibri_session_bytes. Ignored by other
+     * models; negative values are refused. */
+    int kv_snapshot_every;
+    int kv_snapshots;
 };
 
 int  colibri_session_new(colibri_model *m, const struct colibri_session_opts *opts,
@@ -322,14 +332,29 @@ int64_t colibri_session_kv_token_bytes(const colibri_session *s);
  * committed as rows are written), attention scratch and run buffers. */
 int64_t colibri_session_bytes(const colibri_session *s);
 
-/* Forgets every cached token at position >= n (n <= pos). */
+/* The largest position <= n (n clamped to [0, pos]) the session can be
+ * truncated to, or copied from: n itself for a model whose cache rewinds
+ * anywhere (MLA); for one whose attention state only goes forward
+ * (DeepSeek-V4), its position, the latest of its snapshots at or before n
+ * (colibri_session_opts.kv_snapshot_every), or 0. To go back to n: truncate
+ * to this, then feed the tokens from it to n again (the same logits as a
+ * cold prefill, bit for bit). */
+int colibri_session_resume_point(const colibri_session *s, int n);
+
+/* Forgets every cached token at position >= n (n <= pos). A session whose
+ * attention state only goes forward goes back exactly to n or refuses
+ * (COLIBRI_EUNSUPPORTED naming the resume point) when n is not one of its
+ * resume points (colibri_session_resume_point(s, n) != n). */
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err);
 
 /* Makes dst's cache the first n cached positions of src (n <= src's pos and
  * < dst's n_ctx): their rows are copied byte for byte, so dst then computes
  * exactly what it would after prefilling those tokens itself. Both sessions
  * must be of one model with the same KV layout (else COLIBRI_EINVAL naming
- * the difference, dst untouched). Drafting state (MTP) is not copied: dst's
+ * the difference, dst untouched). A model whose attention state only goes
+ * forward copies the state of a resume point of src (n must be one:
+ * colibri_session_resume_point(src, n) == n, else COLIBRI_EUNSUPPORTED) and
+ * src's snapshots up to it. Drafting state (MTP) is not copied: dst's
  * drafts after the copied rows are worse, never its output (as after a KV
  * file restore). */
 int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src, int n, struct colibri_err *err);

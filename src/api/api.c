@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/internal.h"
+#include "api/snapshots.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "colibri_dev.h"
@@ -598,6 +599,18 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         free(s);
         return rc;
     }
+    int every = opts && opts->kv_snapshot_every ? opts->kv_snapshot_every : SESSION_SNAP_EVERY;
+    int cap = opts && opts->kv_snapshots ? opts->kv_snapshots : SESSION_SNAP_CAP;
+    if (every < 0 || cap < 0)
+        rc = base_err_set(err, COLIBRI_EINVAL, "kv_snapshot_every %d / kv_snapshots %d: must not be negative", every, cap);
+    if (!rc) rc = session_snaps_new(&s->st, every, cap, &s->snaps, &s->snaps_bytes, err);
+    if (rc) {
+        if (s->dev_kv) model_dev_kv_free(cm->dev, s->dev_kv, &s->st);
+        fwd_state_free(&s->st);
+        free(s->tokens);
+        free(s);
+        return rc;
+    }
     s->model = cm;
     *out = s;
     return 0;
@@ -607,20 +620,40 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     colibri_spec_free(s->spec);
+    session_snaps_free(s->snaps);
     if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv, &s->st);
     fwd_state_free(&s->st);
     free(s->tokens);
     free(s);
 }
 
+void colibri_api_session_advanced(colibri_session *s)
+{
+    if (s->snaps && s->snaps->cap && s->pos % s->snaps->every == 0) session_snaps_take(s->snaps, &s->st, s->pos);
+}
+
+/* With snapshots the forward stops at each multiple of the interval to take
+ * one (a prefill cut into pieces gives the same bits), and takes one at the
+ * end. */
 int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
                             struct colibri_err *err)
 {
-    struct fwd_out out = { .logits = logits, .all_logits = all_logits };
-    int rc = model_forward(&s->model->m, &s->st, tokens, n, s->pos, FWD_EXPANDED, &out, err);
-    if (!rc) {
-        memcpy(s->tokens + s->pos, tokens, (size_t)n * sizeof *tokens);
-        s->pos += n;
+    int done = 0, V = s->model->m.cfg.vocab_size, rc = 0;
+    while (!rc && (done < n || (n == 0 && !done))) {
+        int k = n - done, ev = s->snaps && s->snaps->cap ? s->snaps->every : 0;
+        if (ev && k > ev - s->pos % ev) k = ev - s->pos % ev;
+        int last = done + k == n;
+        struct fwd_out out = { .logits = logits && (all_logits || last) ? logits + (all_logits ? (size_t)done * V : 0)
+                                                                        : NULL,
+                               .all_logits = all_logits };
+        rc = model_forward(&s->model->m, &s->st, tokens + done, k, s->pos, FWD_EXPANDED, &out, err);
+        if (rc) break;
+        memcpy(s->tokens + s->pos, tokens + done, (size_t)k * sizeof *tokens);
+        s->pos += k;
+        done += k;
+        if (last && s->snaps && s->snaps->cap && k) session_snaps_take(s->snaps, &s->st, s->pos);
+        else colibri_api_session_advanced(s);
+        if (!n) break;
     }
     return rc;
 }
@@ -630,7 +663,10 @@ int colibri_session_decode(colibri_session *s, int32_t token, float *logits, str
     /* on the session's device when its model has one (model/fwd_device.h) */
     struct fwd_out out = { .logits = logits, .on_device = 1 };
     int rc = model_forward(&s->model->m, &s->st, &token, 1, s->pos, FWD_ABSORBED, &out, err);
-    if (!rc) s->tokens[s->pos++] = token;
+    if (!rc) {
+        s->tokens[s->pos++] = token;
+        colibri_api_session_advanced(s);
+    }
     return rc;
 }
 
@@ -652,19 +688,89 @@ int64_t colibri_session_kv_token_bytes(const colibri_session *s)
     return s->st.kv ? (int64_t)kv_cache_token_bytes(s->st.kv) : 0;
 }
 
-int64_t colibri_session_bytes(const colibri_session *s) { return fwd_state_bytes(&s->st) + colibri_spec_bytes(s->spec); }
+int64_t colibri_session_bytes(const colibri_session *s)
+{
+    return fwd_state_bytes(&s->st) + colibri_spec_bytes(s->spec) + (int64_t)s->snaps_bytes;
+}
+
+int colibri_session_resume_point(const colibri_session *s, int n)
+{
+    if (n < 0) n = 0;
+    if (n >= s->pos || !s->st.mixer_state) return n < s->pos ? n : s->pos;
+    int i = session_snaps_find(s->snaps, n);
+    return i < 0 ? 0 : s->snaps->pos[i];
+}
+
+/* Brings a state that only goes forward back to n, one of its resume points. */
+static int rewind_state(colibri_session *s, int n, struct colibri_err *err)
+{
+    if (n == s->pos) return 0;
+    int at = colibri_session_resume_point(s, n);
+    if (at != n)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "cannot truncate to %d tokens: this model's attention state "
+                            "(DeepSeek-V4's window and compressors) does not rewind; the latest snapshot at or before "
+                            "it is at %d (colibri_session_resume_point): truncate there and feed the tokens after it",
+                            n, at);
+    session_snaps_drop_after(s->snaps, n);
+    if (n == 0) {
+        model_fwd_state_reset_mixers(&s->st);
+        return 0;
+    }
+    int rc = session_snap_restore(&s->st, s->snaps->slot[session_snaps_find(s->snaps, n)], NULL, err);
+    if (rc) {   /* cannot happen with the session's own ring: start over rather than go on from a broken state */
+        model_fwd_state_reset_mixers(&s->st);
+        s->snaps->n = 0;
+        s->pos = 0;
+    }
+    return rc;
+}
 
 int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 {
     if (n < 0 || n > s->pos)
         return base_err_set(err, COLIBRI_EINVAL, "cannot truncate to %d tokens: the session holds %d", n, s->pos);
-    if (n != s->pos && n != 0 && s->st.mixer_state)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "cannot truncate to %d tokens: this model's attention state "
-                            "(DeepSeek-V4's window and compressors) does not rewind (only to 0); prefix reuse is not "
-                            "implemented for it", n);
-    if (n != s->pos && s->st.mixer_state) model_fwd_state_reset_mixers(&s->st);
+    int rc = s->st.mixer_state ? rewind_state(s, n, err) : 0;
+    if (rc) return rc;
     s->pos = n;
     model_dev_kv_forget(s->dev_kv, n);
+    return 0;
+}
+
+/* copy_prefix for a state that only goes forward: src's state at n (its
+ * current one, or a snapshot) with the rows below it, and its snapshots. */
+static int copy_state(colibri_session *dst, const colibri_session *src, int n, struct colibri_err *err)
+{
+    if (colibri_session_resume_point(src, n) != n)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: DeepSeek-V4's attention state can be "
+                            "copied at a snapshot only; the latest at or before %d is at %d "
+                            "(colibri_session_resume_point)", n, colibri_session_resume_point(src, n));
+    if (!src->snaps || !dst->snaps || src->snaps->bytes != dst->snaps->bytes || dst->model != src->model)
+        return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: the sessions are of different models or "
+                            "keep no snapshots");
+    if (n == 0) {
+        model_fwd_state_reset_mixers(&dst->st);
+        dst->snaps->n = 0;
+        return 0;
+    }
+    /* the state at n goes through a free slot of dst's ring, or its oldest */
+    int i = session_snaps_find(src->snaps, n);
+    const unsigned char *from = i >= 0 && src->snaps->pos[i] == n ? src->snaps->slot[i] : NULL;
+    unsigned char *tmp = dst->snaps->slot[dst->snaps->n < dst->snaps->cap ? dst->snaps->n : 0];
+    if (!from) {
+        if (!dst->snaps->cap)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: the target keeps no snapshots");
+        session_snap_save(&src->st, tmp);
+        from = tmp;
+    }
+    int rc = session_snap_restore(&dst->st, from, &src->st, err);
+    if (rc) {
+        model_fwd_state_reset_mixers(&dst->st);
+        dst->snaps->n = 0;
+        dst->pos = 0;
+        return rc;
+    }
+    session_snaps_copy(dst->snaps, src->snaps, n);
+    if (!dst->snaps->n || dst->snaps->pos[dst->snaps->n - 1] != n) session_snaps_take(dst->snaps, &dst->st, n);
     return 0;
 }
 
@@ -674,9 +780,18 @@ int colibri_session_copy_prefix(colibri_session *dst, const colibri_session *src
     if (n < 0 || n > src->pos || n >= dst->st.n_ctx)
         return base_err_set(err, COLIBRI_EINVAL, "cannot copy %d positions: the source holds %d, the target takes %d",
                             n, src->pos, dst->st.n_ctx - 1);
-    if (src->st.mixer_state || !src->st.kv || !dst->st.kv)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: this model's attention state "
-                            "(DeepSeek-V4's window and compressors) cannot be copied yet");
+    if (src->st.mixer_state || dst->st.mixer_state) {
+        int rc = copy_state(dst, src, n, err);
+        if (rc) return rc;
+        if (!src->st.kv && !dst->st.kv) {
+            memcpy(dst->tokens, src->tokens, (size_t)n * sizeof *dst->tokens);
+            dst->pos = n;
+            model_dev_kv_forget(dst->dev_kv, 0);
+            return 0;
+        }
+    }
+    if (!src->st.kv || !dst->st.kv)
+        return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: the sessions are of different models");
     const struct kv_cache *a = src->st.kv;
     struct kv_cache *b = dst->st.kv;
     if (dst->model != src->model || a->n_layers != b->n_layers)

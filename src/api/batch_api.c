@@ -48,6 +48,7 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
     if (!rc) {
         for (int i = 0; i < ok; i++) {
             s[i]->tokens[s[i]->pos++] = tokens[i];
+            colibri_api_session_advanced(s[i]);
             if (logits && logits[i]) memcpy(logits[i], out + (int64_t)i * V, (size_t)V * sizeof *out);
         }
         if (n_done) *n_done = ok;

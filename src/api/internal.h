@@ -8,6 +8,8 @@
 #include "model/fwd_device.h"
 #include "model/model.h"
 
+struct session_snaps;
+
 struct colibri_model {
     struct model m;
     int n_threads;              /* colibri_model_opts.n_threads (0: OpenMP default) */
@@ -30,7 +32,13 @@ struct colibri_session {
     int32_t *tokens;            /* [n_ctx]; tokens[i] is the token cached at position i */
     struct session_spec *spec;  /* MTP drafting state (api/spec.c), NULL until a generation asks for it */
     struct model_dev_kv *dev_kv;  /* the device copy of the cache when the model has a device */
+    struct session_snaps *snaps;  /* snapshots of a state that only goes forward (api/snapshots.h); NULL: none */
+    size_t snaps_bytes;
 };
+
+/* After the session advanced to s->pos: a snapshot when it sits on a
+ * multiple of the snapshot interval (api/api.c). */
+void colibri_api_session_advanced(colibri_session *s);
 
 /* After this rank's load of cm (load_rc its result, load_err its message):
  * the MPI handshake of mpi_hello (mpi/ranks.h); on rank 0 a success makes

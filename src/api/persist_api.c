@@ -100,8 +100,8 @@ int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int 
     if (!s || (!prompt && n > 0) || n < 0) return base_err_set(err, COLIBRI_EINVAL, "colibri_session_reuse_prefix: bad arguments");
     int keep = colibri_session_common_prefix(s, prompt, n);
     if (keep >= n) keep = n > 0 ? n - 1 : 0;   /* the last prompt token is fed again for its logits */
-    /* a state that does not rewind (DeepSeek-V4) starts over unless the prompt extends it */
-    if (s->st.mixer_state && keep < colibri_session_pos(s)) keep = 0;
+    /* a state that only goes forward (DeepSeek-V4) resumes from its latest snapshot within the prefix */
+    keep = colibri_session_resume_point(s, keep);
     int rc = colibri_session_truncate(s, keep, err);
     return rc ? rc : keep;
 }

@@ -45,6 +45,7 @@ struct v4_state {
     uint8_t *win;               /* [2 * window][kc.row_bytes]: row p at p % window and p % window + window */
     struct v4_compress_state cs, ics;
     float *cmem, *icmem;        /* the compressors' open blocks */
+    size_t cmem_bytes, icmem_bytes;
     uint8_t *entries, *ikeys;   /* [cap_entries][kc.row_bytes], [cap_entries][ic.row_bytes] */
     float *row, *score, *qrot;  /* [max(dim, idim)] an entry before encoding, [cap_entries], [index heads][idim] */
     int32_t *sel;
@@ -299,11 +300,13 @@ static int state_new(const struct model *m, int li, int n_ctx, const struct kv_l
     s->win = take((size_t)2 * s->window, rb, &b, &ok);
     s->row = take((size_t)(s->dim > s->idim ? s->dim : s->idim), sizeof(float), &b, &ok);
     if (s->type != MODEL_V4_SLIDING) {
+        s->cmem_bytes = model_v4_compress_state_floats(&cp) * sizeof(float);
         s->cmem = take(model_v4_compress_state_floats(&cp), sizeof(float), &b, &ok);
         s->entries = take((size_t)s->cap_entries, rb, &b, &ok);
         if (ok) model_v4_compress_state_init(&cp, &s->cs, s->cmem);
     }
     if (s->type == MODEL_V4_CSA) {
+        s->icmem_bytes = model_v4_compress_state_floats(&icp) * sizeof(float);
         s->icmem = take(model_v4_compress_state_floats(&icp), sizeof(float), &b, &ok);
         s->ikeys = take((size_t)s->cap_entries, s->ic.row_bytes, &b, &ok);
         s->score = take((size_t)s->cap_entries, sizeof(float), &b, &ok);
@@ -562,5 +565,100 @@ static void state_reset(void *p)
     s->ics.n_buf = s->ics.n_entries = 0;
 }
 
+/* ---- snapshots (parts.h snap_*): the window ring's rows, the open blocks
+ * and the counts; the entries and indexer keys are append-only rows, kept in
+ * place. Only the bytes per row of each array matter here. */
+
+static size_t win_row_bytes(const struct v4_state *s) { return s->kc.row_bytes; }
+static size_t entry_row_bytes(const struct v4_state *s) { return s->kc.row_bytes; }
+static size_t ikey_row_bytes(const struct v4_state *s) { return s->ic.row_bytes; }
+
+/* A snapshot's fixed part: the layout it was taken in, then the counts. */
+struct v4_snap_hdr {
+    int64_t type, window, dim, idim, win_row, cmem_bytes, icmem_bytes;
+    int64_t pos, n_buf, n_entries, in_buf, in_entries;
+};
+
+static size_t snap_bytes(const void *p)
+{
+    const struct v4_state *s = p;
+    return sizeof(struct v4_snap_hdr) + (size_t)s->window * win_row_bytes(s) + s->cmem_bytes + s->icmem_bytes;
+}
+
+static void snap_hdr(const struct v4_state *s, struct v4_snap_hdr *h)
+{
+    *h = (struct v4_snap_hdr){ s->type, s->window, s->dim, s->idim, (int64_t)win_row_bytes(s), (int64_t)s->cmem_bytes,
+                               (int64_t)s->icmem_bytes, s->pos, s->cs.n_buf, s->cs.n_entries, s->ics.n_buf,
+                               s->ics.n_entries };
+}
+
+/* The ring keeps each row twice (at p % window and p % window + window):
+ * the snapshot holds the first copy. */
+static void snap_save(const void *p, void *buf)
+{
+    const struct v4_state *s = p;
+    struct v4_snap_hdr h;
+    snap_hdr(s, &h);
+    unsigned char *o = buf;
+    memcpy(o, &h, sizeof h);
+    o += sizeof h;
+    size_t wb = (size_t)s->window * win_row_bytes(s);
+    memcpy(o, s->win, wb);
+    o += wb;
+    if (s->cmem_bytes) memcpy(o, s->cmem, s->cmem_bytes);
+    if (s->icmem_bytes) memcpy(o + s->cmem_bytes, s->icmem, s->icmem_bytes);
+}
+
+static int snap_restore(void *p, const void *buf, const void *rows_from, struct colibri_err *err)
+{
+    struct v4_state *s = p;
+    const struct v4_state *from = rows_from;
+    struct v4_snap_hdr h, want;
+    memcpy(&h, buf, sizeof h);
+    snap_hdr(s, &want);
+    const char *bad = h.type != want.type ? "layer type" : h.window != want.window ? "sliding_window"
+                    : h.dim != want.dim || h.win_row != want.win_row ? "head_dim"
+                    : h.idim != want.idim ? "index_head_dim"
+                    : h.cmem_bytes != want.cmem_bytes || h.icmem_bytes != want.icmem_bytes ? "compressor blocks"
+                    : NULL;
+    if (bad)
+        return base_err_set(err, COLIBRI_EMISMATCH, "DeepSeek-V4 state snapshot: its %s differs from this layer's", bad);
+    if (h.pos < 0 || h.n_entries < 0 || h.in_entries < 0 || h.n_entries > s->cap_entries ||
+        h.in_entries > s->cap_entries || h.n_buf < 0 || h.in_buf < 0 ||
+        (from && (from->dim != s->dim || from->idim != s->idim || from->kc.row_bytes != s->kc.row_bytes ||
+                  from->ic.row_bytes != s->ic.row_bytes || h.n_entries > from->cap_entries ||
+                  h.in_entries > from->cap_entries)))
+        return base_err_set(err, COLIBRI_EINVAL, "DeepSeek-V4 state snapshot at position %lld: its %lld entries do "
+                            "not fit this session's %d", (long long)h.pos, (long long)h.n_entries, s->cap_entries);
+    const unsigned char *i = (const unsigned char *)buf + sizeof h;
+    size_t wr = win_row_bytes(s), wb = (size_t)s->window * wr;
+    memcpy(s->win, i, wb);
+    memcpy((unsigned char *)s->win + wb, i, wb);
+    i += wb;
+    if (s->cmem_bytes) memcpy(s->cmem, i, s->cmem_bytes);
+    if (s->icmem_bytes) memcpy(s->icmem, i + s->cmem_bytes, s->icmem_bytes);
+    if (from && from != s) {
+        if (h.n_entries) memcpy(s->entries, from->entries, (size_t)h.n_entries * entry_row_bytes(s));
+        if (h.in_entries) memcpy(s->ikeys, from->ikeys, (size_t)h.in_entries * ikey_row_bytes(s));
+    }
+    s->pos = (int)h.pos;
+    s->cs.n_buf = (int)h.n_buf;
+    s->cs.n_entries = (int)h.n_entries;
+    s->ics.n_buf = (int)h.in_buf;
+    s->ics.n_entries = (int)h.in_entries;
+    return 0;
+}
+
+static int state_rows(void *p, struct mixer_rows *rows, int max)
+{
+    struct v4_state *s = p;
+    int n = 0;
+    if (s->type != MODEL_V4_SLIDING && n < max)
+        rows[n++] = (struct mixer_rows){ s->entries, entry_row_bytes(s), s->cs.n_entries, s->cap_entries };
+    if (s->type == MODEL_V4_CSA && n < max)
+        rows[n++] = (struct mixer_rows){ s->ikeys, ikey_row_bytes(s), s->ics.n_entries, s->cap_entries };
+    return n;
+}
+
 const struct token_mixer model_mixer_v4 = { "v4", v4_load, v4_forward, v4_cache_parts, state_new, state_free,
-                                            state_reset };
+                                            state_reset, snap_bytes, snap_save, snap_restore, state_rows };

@@ -26,6 +26,9 @@
  * keys [rows][row_bytes] likewise in the index tier (f32 or fp8, --kv-index,
  * as DSA's). Attention reads f32 rows in place and decodes the others to
  * f32 first (the decoded rows then take f32's arithmetic).
+ * It goes back to a snapshot (parts.h snap_*): the window's rows, the open
+ * blocks and the counts; the entries and keys are append-only, kept in place
+ * below them.
  *
  * Tensor names: the official spelling ("layers.N.attn.wq_a.weight", ...);
  * each is also found under "model." (transformers' save_pretrained), and

@@ -59,6 +59,14 @@ struct part_run {
     const struct fwd_exec *ex;
 };
 
+/* One append-only row array of a mixer's state (token_mixer.state_rows). */
+struct mixer_rows {
+    void *base;
+    size_t row_bytes;
+    int n;              /* rows in use at the state's position */
+    int cap;
+};
+
 struct token_mixer {
     const char *name;
     part_load_fn load;
@@ -73,12 +81,28 @@ struct token_mixer {
      * cache rows: made for a context of n_ctx positions (*bytes: what it
      * holds), freed by state_free, its rows laid out as spec (the layer's
      * KV tier and parts, cache_parts applied; NULL: f32). Such state only
-     * moves forward: a session with it can be reset to position 0, not
-     * truncated elsewhere or copied. NULL: none. */
+     * moves forward; it goes back only to position 0 (state_reset) or to a
+     * snapshot. NULL: none. */
     int (*state_new)(const struct model *m, int li, int n_ctx, const struct kv_layer_spec *spec, void **state,
                      size_t *bytes, struct colibri_err *err);
     void (*state_free)(void *state);
     void (*state_reset)(void *state);   /* back to an empty session (position 0) */
+    /* Snapshots of such a state (NULL: none). The state is what goes forward
+     * (a window, open blocks) plus append-only row arrays (rows, once
+     * written, never change), so a snapshot holds the first part and the
+     * row counts, not the rows: snap_bytes(state) bytes, the same for every
+     * state of one layer of one model and session size. snap_save writes
+     * the state at its position to buf; snap_restore makes the state what
+     * it was when buf was saved, taking the rows below the snapshot's counts
+     * from rows_from (another state of the same layer, or NULL: the rows
+     * are in place already: the state held them, or state_rows filled
+     * them); a snapshot of another layout is refused naming the field.
+     * state_rows lists the row arrays (at most max): base, bytes per row,
+     * rows in use at the state's position, capacity; returns how many. */
+    size_t (*snap_bytes)(const void *state);
+    void (*snap_save)(const void *state, void *buf);
+    int (*snap_restore)(void *state, const void *buf, const void *rows_from, struct colibri_err *err);
+    int (*state_rows)(void *state, struct mixer_rows *rows, int max);
 };
 
 struct channel_mixer {

@@ -209,6 +209,16 @@ static int sibling_prefilling(const struct sched *s, const struct slot *sl, cons
     return 0;
 }
 
+/* The positions of j's prompt a session can keep: its common prefix, less
+ * the last prompt token (it runs again for its logits), back to where the
+ * session can resume (a DeepSeek-V4 state: its latest snapshot there). */
+static int reusable(const colibri_session *ss, const struct job *j)
+{
+    int lcp = colibri_session_common_prefix(ss, j->prompt, j->n_prompt);
+    if (lcp > j->n_prompt - 1) lcp = j->n_prompt - 1;
+    return colibri_session_resume_point(ss, lcp);
+}
+
 /* A later choice of a request (index > 0) shares the prompt its siblings
  * prefilled: the rows of the longest common prefix any other slot holds
  * (busy or free) are copied into sl's session when that beats what sl
@@ -217,14 +227,13 @@ static int sibling_prefilling(const struct sched *s, const struct slot *sl, cons
  * slots of one server) is logged and the prompt prefilled as usual. */
 static void share_prefix(struct sched *s, struct slot *sl, const struct job *j)
 {
-    int own = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
+    int own = reusable(sl->sess, j);
     int best = own, from = -1;
     for (int i = 0; i < s->o.n_slots; i++) {
         if (&s->slots[i] == sl || s->slots[i].in_flight) continue;
-        int lcp = colibri_session_common_prefix(s->slots[i].sess, j->prompt, j->n_prompt);
+        int lcp = reusable(s->slots[i].sess, j);
         if (lcp > best) best = lcp, from = i;
     }
-    if (best > j->n_prompt - 1) best = j->n_prompt - 1;    /* the last prompt token runs again for its logits */
     if (from < 0 || best <= own) return;
     struct colibri_err err = { 0 };
     if (colibri_session_copy_prefix(sl->sess, s->slots[from].sess, best, &err))
@@ -442,7 +451,7 @@ static int offload_settled(const struct sched *s)
 
 /* ------------------------------------------------------------ the thread */
 
-/* The free slot with the longest common prefix with j's prompt; ties go to
+/* The free slot that keeps the most of j's prompt (reusable); ties go to
  * the least recently used. Called with mu held. */
 static struct slot *pick_slot(struct sched *s, const struct job *j)
 {
@@ -451,7 +460,7 @@ static struct slot *pick_slot(struct sched *s, const struct job *j)
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
         if (sl->job) continue;
-        int lcp = colibri_session_common_prefix(sl->sess, j->prompt, j->n_prompt);
+        int lcp = reusable(sl->sess, j);
         if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) {
             best = sl;
             best_lcp = lcp;

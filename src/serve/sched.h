@@ -3,8 +3,10 @@
  * A slot is one colibri_session and the generator (colibri_gen) bound to it.
  * A submitted job waits in a FIFO; when a slot is free the scheduler gives the
  * job to the free slot whose cached tokens share the longest prefix with the
- * job's prompt (ties: the least recently used); the generator keeps that
- * prefix and prefills only the rest, in chunks, so that other slots keep
+ * job's prompt, as far back as the session can resume there (a DeepSeek-V4
+ * state: its latest snapshot within the prefix, colibri_session_resume_point;
+ * ties: the least recently used); the generator keeps that prefix and
+ * prefills only the rest, in chunks, so that other slots keep
  * decoding meanwhile. Each scheduler iteration advances every busy slot by one
  * step (a prefill chunk or one generated token): continuous batching, the
  * tokens of all decoding slots fed in one batched forward

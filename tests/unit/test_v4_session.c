@@ -2,7 +2,8 @@
  * from the repo root): the per-session attention state (window ring,
  * compressors, indexer keys) gives the same logits however a prompt is cut
  * into forwards, after a reset to position 0, and batched with other
- * sessions; what it cannot do (rewind elsewhere, copy) is refused by name.
+ * sessions; what it cannot do (rewind or copy elsewhere than at a snapshot)
+ * is refused by name (test_v4_snapshots: going back to snapshots).
  * Agreement with transformers is tests/cli/oracle_v4.sh's job. */
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,12 @@ static void test_reuse_resets_or_extends(void)
     CHECK(keep == 15, "reuse kept %d, not the 15 held", keep);
     CHECK(!colibri_session_prefill(e, b + keep, T - keep, ls, 0, &err), "%s", err.msg);
     CHECK(memcmp(lc, ls, (size_t)V * sizeof *lc) == 0, "an extended session's logits differ from a cold prefill");
-    /* refused by name: rewinding elsewhere than 0, copying */
-    CHECK(colibri_session_truncate(e, 5, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "does not rewind"),
-          "truncate to 5: %s", err.msg);
+    /* refused by name: rewinding or copying elsewhere than a resume point
+     * (position 0, the session's end, the end of the prefill of 15) */
+    CHECK(colibri_session_resume_point(e, 5) == 0 && colibri_session_resume_point(e, 20) == 15,
+          "resume points %d %d", colibri_session_resume_point(e, 5), colibri_session_resume_point(e, 20));
+    CHECK(colibri_session_truncate(e, 5, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "does not rewind") &&
+          strstr(err.msg, "at 0"), "truncate to 5: %s", err.msg);
     CHECK(colibri_session_copy_prefix(cold, e, 5, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "DeepSeek-V4"),
           "copy_prefix: %s", err.msg);
     colibri_session_free(cold);
