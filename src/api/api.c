@@ -612,6 +612,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
         return rc;
     }
     s->model = cm;
+    snprintf(s->kv_tier, sizeof s->kv_tier, "%s", opts && opts->kv_tier ? opts->kv_tier : "f32");
     *out = s;
     return 0;
 }

@@ -34,6 +34,7 @@ struct colibri_session {
     struct model_dev_kv *dev_kv;  /* the device copy of the cache when the model has a device */
     struct session_snaps *snaps;  /* snapshots of a state that only goes forward (api/snapshots.h); NULL: none */
     size_t snaps_bytes;
+    char kv_tier[16];             /* colibri_session_opts.kv_tier ("f32" when not set), for KV files of state */
 };
 
 /* After the session advanced to s->pos: a snapshot when it sits on a

@@ -8,13 +8,19 @@
 #include <time.h>
 
 #include "api/internal.h"
+#include "api/snapshots.h"
 #include "base/err.h"
 #include "kv/persist.h"
+#include "kv/persist_state.h"
+#include "model/parts.h"
 #include "quant/format.h"
 
 struct colibri_kv_file {
     colibri_session *s;
     struct kv_file *f;
+    /* a session whose attention state only goes forward: a version-3 file */
+    struct kv_state_file *sf;
+    struct kv_state_mem mem;
 };
 
 
@@ -39,6 +45,88 @@ static uint64_t new_salt(void)
     return salt;
 }
 
+/* The layout of s's mixer states as a version-3 file sees it (*want) and
+ * the memory it reads into and writes from. */
+static int state_layout(colibri_session *s, struct kv_state_hdr *want, struct kv_state_mem *mem,
+                        struct colibri_err *err)
+{
+    const struct model *m = &s->model->m;
+    const struct model_config *c = &m->cfg;
+    weights_label(m, want->weights, sizeof want->weights);
+    snprintf(want->tier, sizeof want->tier, "%s", s->kv_tier);
+    want->model = colibri_api_model_fingerprint(m);
+    want->salt = new_salt();
+    want->n_layers = (uint32_t)c->num_hidden_layers;
+    mem->tokens = s->tokens;
+    mem->max_tokens = s->st.n_ctx;
+    for (int l = 0; l < c->num_hidden_layers && l < KV_FILE_LAYERS_MAX; l++) {
+        const struct token_mixer *tm = m->layers[l].parts.mixer;
+        void *st = s->st.mixer_state[l];
+        struct kv_state_layer *y = &want->layer[l];
+        if (!st || !tm->snap_bytes || !tm->state_rows)
+            return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: its attention state cannot be saved", l);
+        y->kind = c->attn_kind == MODEL_ATTN_V4 ? (uint32_t)c->v4_layer_type[l] : 0;
+        y->snap_bytes = (uint32_t)tm->snap_bytes(st);
+        struct mixer_rows r[KV_STATE_ARRAYS];
+        y->n_arrays = (uint32_t)tm->state_rows(st, r, KV_STATE_ARRAYS);
+        for (uint32_t a = 0; a < y->n_arrays; a++) {
+            y->row_bytes[a] = (uint32_t)r[a].row_bytes;
+            y->ratio[a] = (uint32_t)r[a].every;
+            mem->rows[l][a] = r[a].base;
+            mem->cap[l][a] = (uint32_t)r[a].cap;
+        }
+    }
+    return kv_state_hdr_finish(want, err);
+}
+
+/* Each restored chunk's snapshot goes to the session's ring. */
+static int put_snap(void *ctx, uint64_t pos, const uint8_t *snap, struct colibri_err *err)
+{
+    (void)err;
+    colibri_session *s = ctx;
+    memcpy(session_snaps_add(s->snaps, (int)pos), snap, s->snaps->bytes);
+    return 0;
+}
+
+static int open_state(colibri_session *s, const char *path, colibri_kv_file *kf, struct colibri_kv_info *info,
+                      struct colibri_err *err)
+{
+    struct kv_state_hdr *want = calloc(1, sizeof *want);
+    if (!want) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    struct kv_state_report rep;
+    int rc = !s->snaps || !s->snaps->cap
+                 ? base_err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: the session keeps no state snapshots", path)
+                 : state_layout(s, want, &kf->mem, err);
+    if (!rc) rc = kv_state_open(io_fs_posix(), path, want, &kf->mem, put_snap, s, &rep, &kf->sf, err);
+    free(want);
+    int at = rc ? -1 : session_snaps_find(s->snaps, (int)rep.positions);
+    if (!rc && rep.positions && (at < 0 || s->snaps->pos[at] != (int)rep.positions))
+        rc = base_err_set(err, COLIBRI_EINVAL, "kv file %s: no snapshot at position %llu", path,
+                          (unsigned long long)rep.positions);
+    if (!rc && rep.positions) rc = session_snap_restore(&s->st, s->snaps->slot[at], NULL, err);
+    if (rc) {
+        kv_state_close(kf->sf);
+        kf->sf = NULL;
+        model_fwd_state_reset_mixers(&s->st);
+        s->snaps->n = 0;
+        return rc;
+    }
+    s->pos = (int)rep.positions;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->restored = (int32_t)rep.positions;
+        info->in_file = (int32_t)rep.positions;
+        info->trimmed = (int32_t)(rep.published - rep.kept);
+        info->created = rep.created;
+        info->read_only = rep.read_only;
+        if (rep.first_bad >= 0)
+            snprintf(info->message, sizeof info->message, "kept %llu of %llu chunks (positions 0..%llu): %s",
+                     (unsigned long long)rep.kept, (unsigned long long)rep.published,
+                     (unsigned long long)rep.positions, rep.why);
+    }
+    return 0;
+}
+
 int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file **out, struct colibri_kv_info *info,
                          struct colibri_err *err)
 {
@@ -46,9 +134,20 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
     if (s->pos != 0)
         return base_err_set(err, COLIBRI_EINVAL, "kv file %s: the session already holds %d tokens; open the file first",
                        path, s->pos);
-    if (s->st.mixer_state || !s->st.kv)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: this model's attention state (DeepSeek-V4's "
-                            "window and compressors) is not persisted yet", path);
+    if (s->st.mixer_state) {
+        colibri_kv_file *kf = calloc(1, sizeof *kf);
+        if (!kf) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+        int rc = open_state(s, path, kf, info, err);
+        if (rc) {
+            free(kf);
+            return rc;
+        }
+        kf->s = s;
+        *out = kf;
+        return 0;
+    }
+    if (!s->st.kv)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "kv file %s: this model keeps no cache", path);
     const struct model *m = &s->model->m;
     char weights[KV_FILE_WEIGHTS_MAX];
     weights_label(m, weights, sizeof weights);
@@ -85,13 +184,26 @@ int colibri_kv_file_open(colibri_session *s, const char *path, colibri_kv_file *
 int colibri_kv_file_save(colibri_kv_file *kf, struct colibri_err *err)
 {
     if (!kf) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_save: no file");
+    if (kf->sf) {
+        /* the chunk's snapshot is the state now: the ring's newest when it is there */
+        colibri_session *s = kf->s;
+        struct session_snaps *r = s->snaps;
+        unsigned char *snap = r->n && r->pos[r->n - 1] == s->pos ? r->slot[r->n - 1] : malloc(r->bytes);
+        if (!snap) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for a snapshot");
+        int own = !(r->n && r->pos[r->n - 1] == s->pos);
+        if (own) session_snap_save(&s->st, snap);
+        int rc = kv_state_save(kf->sf, &kf->mem, s->pos, snap, err);
+        if (own) free(snap);
+        return rc;
+    }
     return kv_file_save(kf->f, kf->s->st.kv, kf->s->tokens, kf->s->pos, err);
 }
 
 void colibri_kv_file_close(colibri_kv_file *kf)
 {
     if (!kf) return;
-    kv_file_close(kf->f);
+    kv_state_close(kf->sf);
+    if (kf->f) kv_file_close(kf->f);
     free(kf);
 }
 

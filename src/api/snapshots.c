@@ -91,11 +91,10 @@ static void drop(struct session_snaps *r, int i)
     r->slot[r->n] = b;
 }
 
-void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos)
+unsigned char *session_snaps_add(struct session_snaps *r, int pos)
 {
-    if (!r) return;
     session_snaps_drop_after(r, pos);
-    if (r->n && r->pos[r->n - 1] == pos) return;   /* the same tokens give the same state */
+    if (r->n && r->pos[r->n - 1] == pos) return r->slot[r->n - 1];
     if (r->n == r->cap) {
         /* the one whose neighbours (position 0 before the first, the new
          * one after the last) are closest together */
@@ -106,8 +105,15 @@ void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int
         }
         drop(r, best);
     }
-    session_snap_save(st, r->slot[r->n]);
-    r->pos[r->n++] = pos;
+    r->pos[r->n] = pos;
+    return r->slot[r->n++];
+}
+
+void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos)
+{
+    if (!r || !r->cap) return;
+    if (r->n && r->pos[r->n - 1] == pos) return;   /* the same tokens give the same state */
+    session_snap_save(st, session_snaps_add(r, pos));
 }
 
 int session_snaps_find(const struct session_snaps *r, int n)

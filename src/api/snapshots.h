@@ -44,6 +44,9 @@ void session_snaps_free(struct session_snaps *r);
 
 /* Records st at position pos (every layer's state is there). */
 void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos);
+/* The slot for a snapshot at pos (cap > 0), to be filled by the caller:
+ * later ones dropped, the ring thinned when full. */
+unsigned char *session_snaps_add(struct session_snaps *r, int pos);
 /* The index of the latest snapshot at or before position n, or -1. */
 int  session_snaps_find(const struct session_snaps *r, int n);
 /* Forgets the snapshots after position n. */

@@ -51,7 +51,7 @@ static int io_err(struct colibri_err *err, int rc, const char *what, const char 
 
 /* ---------------------------------------------------------- count slots */
 
-static void slot_encode(uint8_t out[KV_FILE_SLOT_BYTES], uint64_t seq, uint64_t count, uint64_t salt)
+void kv_slot_encode(uint8_t out[KV_FILE_SLOT_BYTES], uint64_t seq, uint64_t count, uint64_t salt)
 {
     memset(out, 0, KV_FILE_SLOT_BYTES);
     memcpy(out, "KVCN", 4);
@@ -72,8 +72,8 @@ static uint64_t slot_off(int slot) { return slot ? KV_FILE_SLOT_B : KV_FILE_SLOT
 
 /* The published count: the valid slot with the larger seq. EFORMAT when
  * neither is valid (a state no crash produces: the file is refused). */
-static int read_slots(const struct io_fs *io, void *fh, const char *path, uint64_t salt, uint64_t *seq,
-                      uint64_t *count, int *slot, struct colibri_err *err)
+int kv_read_slots(const struct io_fs *io, void *fh, const char *path, uint64_t salt, uint64_t *seq, uint64_t *count,
+                  int *slot, struct colibri_err *err)
 {
     uint64_t s[2] = { 0, 0 }, c[2] = { 0, 0 };
     int ok[2];
@@ -268,7 +268,7 @@ static int publish(struct kv_file *f, uint64_t count, struct colibri_err *err)
 {
     uint8_t b[KV_FILE_SLOT_BYTES];
     int slot = f->slot ^ 1;
-    slot_encode(b, f->seq + 1, count, f->hdr.salt);
+    kv_slot_encode(b, f->seq + 1, count, f->hdr.salt);
     int rc = f->io->write(f->io, f->fh, b, sizeof b, slot_off(slot));
     if (!rc) rc = f->io->sync(f->io, f->fh);
     if (rc) return io_err(err, rc, "publishing the record count", f->path);
@@ -318,7 +318,7 @@ static int rewrite(const struct io_fs *io, const char *path, const struct kv_fil
     if (!rc && (rc = io->sync(io, fh))) rc = io_err(err, rc, "syncing records", tmp);
     if (!rc) {
         uint8_t slot[KV_FILE_SLOT_BYTES];
-        slot_encode(slot, 1, n, h->salt);
+        kv_slot_encode(slot, 1, n, h->salt);
         if ((rc = io->write(io, fh, slot, sizeof slot, KV_FILE_SLOT_A)) || (rc = io->sync(io, fh)))
             rc = io_err(err, rc, "publishing the record count", tmp);
     }
@@ -506,7 +506,7 @@ int kv_file_open(const struct io_fs *io, const char *path, const struct kv_file_
         goto fail;
     }
     if (f->hdr.write_version > KV_FILE_VERSION) f->read_only = 1;
-    if ((rc = read_slots(io, f->fh, path, f->hdr.salt, &f->seq, &f->count, &f->slot, err))) {
+    if ((rc = kv_read_slots(io, f->fh, path, f->hdr.salt, &f->seq, &f->count, &f->slot, err))) {
         rc = refuse(err, rc, path);
         goto fail;
     }
@@ -666,7 +666,7 @@ int kv_file_verify(const struct io_fs *io, const char *path, struct kv_file_veri
     } else {
         int slot;
         v->read_only = v->hdr.write_version > KV_FILE_VERSION;
-        rc = read_slots(io, fh, path, v->hdr.salt, &v->seq, &v->published, &slot, err);
+        rc = kv_read_slots(io, fh, path, v->hdr.salt, &v->seq, &v->published, &slot, err);
         if (rc) base_err_prefix(err, rc, "kv file %s", path);
         struct walk_result w;
         if (!rc && !(rc = walk_records(io, fh, path, &v->hdr, v->published, v->file_bytes, NULL, NULL, &w, err))) {

@@ -55,7 +55,8 @@
 #include "io/file.h"
 
 #define KV_FILE_MAGIC        "COLIBRKV"
-#define KV_FILE_VERSION      2          /* newest read and write version this build knows */
+#define KV_FILE_VERSION      2          /* newest read and write version of cache-row files this build knows */
+#define KV_STATE_VERSION     3          /* the state files of kv/persist_state.h */
 #define KV_FILE_LAYERS_MAX   256        /* layers a file may have in this build */
 #define KV_FILE_LAYER_BYTES  176        /* one layer's entry in the version-2 part table */
 #define KV_FILE_PART_BYTES   40         /* one part's slot in it (KV_PARTS_MAX slots) */

@@ -6,6 +6,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "colibri.h"
+#include "io/file.h"
+
+/* The count slots of every KV file version (kv/persist.c, docs/FORMATS.md):
+ * a slot's 32 bytes, and the published count of a file (the valid slot with
+ * the larger seq; COLIBRI_EFORMAT when neither is valid). */
+void kv_slot_encode(uint8_t out[32], uint64_t seq, uint64_t count, uint64_t salt);
+int  kv_read_slots(const struct io_fs *io, void *fh, const char *path, uint64_t salt, uint64_t *seq, uint64_t *count,
+                   int *slot, struct colibri_err *err);
+
 static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
 static inline void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }

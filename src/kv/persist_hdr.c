@@ -254,6 +254,10 @@ int kv_file_hdr_decode(const uint8_t in[KV_FILE_HDR_BYTES], struct kv_file_hdr *
 #define d (*hd)
     d.write_version = get16(in + 8);
     d.read_version = get16(in + 10);
+    if (d.read_version == KV_STATE_VERSION)
+        return base_err_set(err, COLIBRI_EMISMATCH, "read_version %u: a DeepSeek-V4 state file (window, compressed "
+                            "entries, snapshots: kv/persist_state.h), not cache rows; only a DeepSeek-V4 session "
+                            "opens it", d.read_version);
     if (d.read_version > KV_FILE_VERSION)
         return base_err_set(err, COLIBRI_EUNSUPPORTED,
                        "read_version %u: written by a newer colibri (this build reads version %d)",

@@ -40,7 +40,7 @@ struct v4_bufs {
 /* One layer's state in one session (mixer_v4.h). Rows are kept encoded,
  * each a fixed row_bytes under its codec (f32: the floats themselves). */
 struct v4_state {
-    int type, window, dim, idim, cap_entries, pos;
+    int type, window, dim, idim, cap_entries, pos, ratio;
     struct kv_codec kc, ic;     /* window and entries (head_dim); the indexer's keys (index_head_dim) */
     uint8_t *win;               /* [2 * window][kc.row_bytes]: row p at p % window and p % window + window */
     struct v4_compress_state cs, ics;
@@ -296,6 +296,7 @@ static int state_new(const struct model *m, int li, int n_ctx, const struct kv_l
         state_free(s);
         return base_err_prefix(err, rc, "layer %d", li);
     }
+    s->ratio = cp.ratio;
     const size_t rb = s->kc.row_bytes;
     s->win = take((size_t)2 * s->window, rb, &b, &ok);
     s->row = take((size_t)(s->dim > s->idim ? s->dim : s->idim), sizeof(float), &b, &ok);
@@ -654,9 +655,9 @@ static int state_rows(void *p, struct mixer_rows *rows, int max)
     struct v4_state *s = p;
     int n = 0;
     if (s->type != MODEL_V4_SLIDING && n < max)
-        rows[n++] = (struct mixer_rows){ s->entries, entry_row_bytes(s), s->cs.n_entries, s->cap_entries };
+        rows[n++] = (struct mixer_rows){ s->entries, entry_row_bytes(s), s->cs.n_entries, s->cap_entries, s->ratio };
     if (s->type == MODEL_V4_CSA && n < max)
-        rows[n++] = (struct mixer_rows){ s->ikeys, ikey_row_bytes(s), s->ics.n_entries, s->cap_entries };
+        rows[n++] = (struct mixer_rows){ s->ikeys, ikey_row_bytes(s), s->ics.n_entries, s->cap_entries, s->ratio };
     return n;
 }
 

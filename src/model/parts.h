@@ -63,8 +63,9 @@ struct part_run {
 struct mixer_rows {
     void *base;
     size_t row_bytes;
-    int n;              /* rows in use at the state's position */
+    int n;              /* rows in use at the state's position: position / every */
     int cap;
+    int every;          /* positions per row */
 };
 
 struct token_mixer {

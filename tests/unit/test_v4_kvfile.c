@@ -1,0 +1,272 @@
+/* DeepSeek-V4 KV files (version 3: kv/persist_state.h, docs/FORMATS.md) on
+ * the fixtures of tests/oracle_v4 (run from the repo root): a session saved
+ * and reopened resumes at the file's last chunk end, or, for a prompt that
+ * diverges earlier, at the latest chunk end within the common prefix, and
+ * the positions it then computes are a cold prefill's logits bit for bit
+ * (the cold prefill is what tests/cli/oracle_v4.sh holds to transformers);
+ * a diverged save shrinks the file first; a file cut short or damaged keeps
+ * its sound chunks; everything else is refused by name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "check.h"
+#include "colibri.h"
+
+#define FIX "tests/oracle_v4/deepseek_v4_official"
+#define T 300
+
+static char path[256];
+
+static void seq(int32_t *t, int n, int seed, int vocab)
+{
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((i * 37 + seed * 11 + i * i * (seed + 1)) % vocab);
+}
+
+static colibri_session *sess(colibri_model *m)
+{
+    struct colibri_err err = { 0 };
+    struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = 64, .kv_snapshots = 8 };
+    colibri_session *s = NULL;
+    CHECK(!colibri_session_new(m, &so, &s, &err), "%s", err.msg);
+    return s;
+}
+
+/* Cold logits of every position of p[0..T). */
+static float *cold(colibri_model *m, const int32_t *p)
+{
+    struct colibri_err err = { 0 };
+    int V = colibri_model_vocab(m);
+    float *l = malloc((size_t)T * V * sizeof *l);
+    colibri_session *s = sess(m);
+    CHECK(!colibri_session_prefill(s, p, T, l, 1, &err), "%s", err.msg);
+    colibri_session_free(s);
+    return l;
+}
+
+/* s, opened on the file, takes prompt p: it must keep `want` positions and
+ * then give cold's logits. */
+static void resume(colibri_model *m, colibri_session *s, const int32_t *p, int want, const char *what)
+{
+    struct colibri_err err = { 0 };
+    int V = colibri_model_vocab(m);
+    float *c = cold(m, p), *l = malloc((size_t)T * V * sizeof *l);
+    int keep = colibri_session_reuse_prefix(s, p, T, &err);
+    CHECK(keep == want, "%s: kept %d, want %d (%s)", what, keep, want, err.msg);
+    if (keep >= 0) {
+        CHECK(!colibri_session_prefill(s, p + keep, T - keep, l + (size_t)keep * V, 1, &err), "%s", err.msg);
+        for (int i = keep; i < T; i++)
+            if (memcmp(c + (size_t)i * V, l + (size_t)i * V, (size_t)V * sizeof *l)) {
+                CHECK(0, "%s: position %d differs from a cold prefill", what, i);
+                break;
+            }
+    }
+    free(c);
+    free(l);
+}
+
+static colibri_kv_file *open_file(colibri_session *s, struct colibri_kv_info *ki)
+{
+    struct colibri_err err = { 0 };
+    colibri_kv_file *f = NULL;
+    CHECK(!colibri_kv_file_open(s, path, &f, ki, &err), "open: %s", err.msg);
+    return f;
+}
+
+static void test_save_reopen_resume(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_model *m = NULL;
+    if (colibri_model_load(FIX, NULL, &m, &err)) { CHECK(0, "%s", err.msg); return; }
+    int V = colibri_model_vocab(m);
+    int32_t b[T];
+    seq(b, T, 3, V);
+    unlink(path);
+    struct colibri_kv_info ki;
+    colibri_session *s = sess(m);
+    colibri_kv_file *f = open_file(s, &ki);
+    CHECK(ki.created && ki.restored == 0, "created %d restored %d", ki.created, ki.restored);
+    colibri_session_prefill(s, b, 200, NULL, 0, &err);
+    CHECK(!colibri_kv_file_save(f, &err), "save: %s", err.msg);
+    for (int i = 200; i < 230; i++) colibri_session_decode(s, b[i], NULL, &err);
+    CHECK(!colibri_kv_file_save(f, &err), "save: %s", err.msg);
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+
+    /* reopened: at 230, its tokens, and the rest gives the cold logits */
+    s = sess(m);
+    f = open_file(s, &ki);
+    CHECK(ki.restored == 230 && colibri_session_pos(s) == 230 && !ki.created && ki.trimmed == 0,
+          "restored %d pos %d", ki.restored, colibri_session_pos(s));
+    CHECK(memcmp(colibri_session_tokens(s), b, 230 * sizeof *b) == 0, "restored tokens differ");
+    resume(m, s, b, 230, "reopened, extending");
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+
+    /* a prompt diverging at 215 resumes from the chunk end at 200; saving
+     * the diverged session shrinks the file, then appends */
+    int32_t c2[T];
+    memcpy(c2, b, sizeof c2);
+    c2[215] = (c2[215] + 1) % V;
+    s = sess(m);
+    f = open_file(s, &ki);
+    resume(m, s, c2, 200, "reopened, diverging at 215");
+    CHECK(!colibri_kv_file_save(f, &err), "save: %s", err.msg);
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+    s = sess(m);
+    f = open_file(s, &ki);
+    CHECK(ki.restored == T && memcmp(colibri_session_tokens(s), c2, sizeof c2) == 0, "after the diverged save: %d",
+          ki.restored);
+    c2[250] = (c2[250] + 1) % V;
+    resume(m, s, c2, 200, "the diverged file, diverging at 250");
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+    colibri_model_free(m);
+}
+
+/* The file's bytes; rewritten with put. */
+static unsigned char *slurp(long *n)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    *n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)*n);
+    if (fread(b, 1, (size_t)*n, fp) != (size_t)*n) *n = 0;
+    fclose(fp);
+    return b;
+}
+
+static void put(const unsigned char *b, long n)
+{
+    FILE *fp = fopen(path, "wb");
+    fwrite(b, 1, (size_t)n, fp);
+    fclose(fp);
+}
+
+static void le64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
+
+/* A file cut short in its last chunk, or with a damaged byte there, keeps
+ * the chunks before it; damaged headers and tables, other models, tiers
+ * and layouts, and files of another version are refused by name and left
+ * as they were. */
+static void test_damage_and_refusals(void)
+{
+    struct colibri_err err = { 0 };
+    colibri_model *m = NULL, *other = NULL, *mla = NULL;
+    if (colibri_model_load(FIX, NULL, &m, &err) || colibri_model_load("tests/oracle_v4/deepseek_v4_tiny", NULL, &other, &err) ||
+        colibri_model_load("tests/oracle/deepseek_v3_tiny", NULL, &mla, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    int V = colibri_model_vocab(m);
+    int32_t b[T];
+    seq(b, T, 4, V);
+    unlink(path);
+    colibri_session *s = sess(m);
+    colibri_kv_file *f = open_file(s, NULL);
+    colibri_session_prefill(s, b, 100, NULL, 0, &err);
+    colibri_kv_file_save(f, &err);
+    colibri_session_prefill(s, b + 100, 60, NULL, 0, &err);
+    colibri_kv_file_save(f, &err);
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+    long n = 0;
+    unsigned char *whole = slurp(&n), *w = malloc((size_t)n);
+    CHECK(whole && n > 8192, "file of %ld bytes", n);
+    if (!whole) return;
+    struct colibri_kv_info ki;
+    /* cut short anywhere in the last chunk (a few offsets), or a byte flipped in it */
+    long last = 0;
+    {   /* the last chunk starts after the first: its size is at offset 24 of the first */
+        long off0 = 8192;
+        uint64_t b0 = 0;
+        for (int i = 7; i >= 0; i--) b0 = b0 << 8 | whole[off0 + 24 + i];
+        last = off0 + (long)b0;
+    }
+    const long cuts[] = { last + 1, last + 40, (last + n) / 2, n - 1 };
+    for (int i = 0; i < 5; i++) {
+        memcpy(w, whole, (size_t)n);
+        long len = n;
+        if (i < 4) len = cuts[i];
+        else w[(last + n) / 2] ^= 0x10;
+        put(w, len);
+        s = sess(m);
+        f = open_file(s, &ki);
+        CHECK(ki.restored == 100 && ki.trimmed == 1 && strstr(ki.message, "chunk 1"), "case %d: restored %d trimmed %d: %s",
+              i, ki.restored, ki.trimmed, ki.message);
+        resume(m, s, b, 100, "after a damaged last chunk");
+        colibri_kv_file_close(f);
+        colibri_session_free(s);
+    }
+    /* refusals, each naming what differs; the file stays as it was */
+    struct { const char *what, *want; int off; unsigned char x; int fix_table; } cases[] = {
+        { "read_version 4", "read_version 4", 10, 4 ^ 3, 0 },
+        { "damaged header", "header_checksum", 60, 1, -1 },
+        { "tier", "saved with --kv", 104, 'g' ^ 'f', 0 },
+        { "a layer's row bytes", "layer 1: its row_bytes", 4096 + 32 + 16, 1, 1 },
+        { "damaged table", "table_checksum", 4096 + 32 + 16, 1, -1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(w, whole, (size_t)n);
+        w[cases[i].off] ^= cases[i].x;
+        if (cases[i].fix_table == 1) le64(w + 120, XXH64(w + 4096, 3 * 32, 0));
+        if (cases[i].fix_table >= 0) le64(w + 248, XXH64(w, 248, 0));
+        put(w, n);
+        s = sess(m);
+        f = NULL;
+        int rc = colibri_kv_file_open(s, path, &f, NULL, &err);
+        CHECK(rc != 0 && strstr(err.msg, cases[i].want) && colibri_session_pos(s) == 0, "%s: rc %d: %s",
+              cases[i].what, rc, err.msg);
+        long n2 = 0;
+        unsigned char *after = slurp(&n2);
+        CHECK(n2 == n && !memcmp(after, w, (size_t)n), "%s: the refused file was changed", cases[i].what);
+        free(after);
+        colibri_kv_file_close(f);
+        colibri_session_free(s);
+    }
+    put(whole, n);
+    /* another V4 model; an MLA model's session; a V4 session on a row file */
+    s = sess(other);
+    CHECK(colibri_kv_file_open(s, path, &f, NULL, &err) == COLIBRI_EMISMATCH && strstr(err.msg, "model"),
+          "another model: %s", err.msg);
+    colibri_session_free(s);
+    struct colibri_session_opts so = { .n_ctx = 64 };
+    colibri_session_new(mla, &so, &s, &err);
+    CHECK(colibri_kv_file_open(s, path, &f, NULL, &err) != 0 && strstr(err.msg, "read_version 3"),
+          "an MLA session: %s", err.msg);
+    colibri_session_free(s);
+    unlink(path);
+    colibri_session_new(mla, &so, &s, &err);
+    f = open_file(s, NULL);
+    int32_t t8[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    colibri_session_prefill(s, t8, 8, NULL, 0, &err);
+    colibri_kv_file_save(f, &err);
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+    s = sess(m);
+    CHECK(colibri_kv_file_open(s, path, &f, NULL, &err) == COLIBRI_EMISMATCH && strstr(err.msg, "read_version 1"),
+          "a row file: %s", err.msg);
+    colibri_session_free(s);
+    unlink(path);
+    free(whole);
+    free(w);
+    colibri_model_free(m);
+    colibri_model_free(other);
+    colibri_model_free(mla);
+}
+
+int main(void)
+{
+    snprintf(path, sizeof path, "/tmp/colibri_test_v4_kvfile_%d.ckv", (int)getpid());
+    RUN_TEST(test_save_reopen_resume);
+    RUN_TEST(test_damage_and_refusals);
+    unlink(path);
+    return CHECK_SUMMARY();
+}
