@@ -285,8 +285,9 @@ struct colibri_session_opts {
     const char *kv_index;
     /* Models whose attention state does not rewind (DeepSeek-V4: a window
      * ring and compressor blocks): the session snapshots that state every
-     * kv_snapshot_every positions (0: 512) and at the end of each prefill
-     * call, keeping at most kv_snapshots of them (0: 8), spread over the
+     * kv_snapshot_every positions (0: 512), and before the last token and at
+     * the end of each prefill call (the same prompt again keeps all but its
+     * last token), keeping at most kv_snapshots of them (0: 8), spread over the
      * context; colibri_session_resume_point says where it can go back to.
      * Each snapshot holds every layer's window and open blocks (about 23 MB
      * at V4-Flash dims), counted in colibri_session_bytes. Ignored by other

@@ -634,15 +634,19 @@ void colibri_api_session_advanced(colibri_session *s)
 }
 
 /* With snapshots the forward stops at each multiple of the interval to take
- * one (a prefill cut into pieces gives the same bits), and takes one at the
- * end. */
+ * one (a prefill cut into pieces gives the same bits), and takes one before
+ * the last token and at the end: the same prompt again (a retry, the other
+ * choices of a request) keeps all but its last token, which runs again for
+ * its logits. */
 int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
                             struct colibri_err *err)
 {
     int done = 0, V = s->model->m.cfg.vocab_size, rc = 0;
-    while (!rc && (done < n || (n == 0 && !done))) {
-        int k = n - done, ev = s->snaps && s->snaps->cap ? s->snaps->every : 0;
+    int ev = s->snaps && s->snaps->cap ? s->snaps->every : 0;
+    do {
+        int k = n - done;
         if (ev && k > ev - s->pos % ev) k = ev - s->pos % ev;
+        if (ev && done < n - 1 && done + k > n - 1) k = n - 1 - done;
         int last = done + k == n;
         struct fwd_out out = { .logits = logits && (all_logits || last) ? logits + (all_logits ? (size_t)done * V : 0)
                                                                         : NULL,
@@ -652,10 +656,8 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
         memcpy(s->tokens + s->pos, tokens + done, (size_t)k * sizeof *tokens);
         s->pos += k;
         done += k;
-        if (last && s->snaps && s->snaps->cap && k) session_snaps_take(s->snaps, &s->st, s->pos);
-        else colibri_api_session_advanced(s);
-        if (!n) break;
-    }
+        if (ev && k && (done >= n - 1 || s->pos % ev == 0)) session_snaps_take(s->snaps, &s->st, s->pos);
+    } while (done < n);
     return rc;
 }
 

@@ -7,8 +7,8 @@
  *
  * A ring of at most `cap` snapshots, each of every layer at one position,
  * sorted by position, allocated whole at session start (nothing allocates
- * when one is taken). The session takes one at every multiple of `every`
- * and at the end of each prefill call; when the ring is full the snapshot
+ * when one is taken). The session takes one at every multiple of `every`,
+ * and before the last token and at the end of each prefill call; when the ring is full the snapshot
  * whose removal leaves the smallest gap between its neighbours goes (the
  * newest stays), so the positions stay spread over the context. A snapshot
  * is valid while the tokens before its position are unchanged: truncating

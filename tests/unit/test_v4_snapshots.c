@@ -4,7 +4,8 @@
  * the common prefix and fed the rest, gives a cold prefill's logits at every
  * position it recomputes, bit for bit; so does a session copied from
  * another at a snapshot, one that went back into tokens it decoded, and one
- * whose ring was full and thinned. The cold prefill is the reference that
+ * whose ring was full and thinned, and one given the same prompt again
+ * (all but the last token kept). The cold prefill is the reference that
  * tests/cli/oracle_v4.sh holds to transformers. */
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,11 @@ static void test_decoded_and_prefill_end(void)
         CHECK(colibri_session_pos(s) == 260, "a refused truncation moved the session");
         /* into the decoded tokens: they are b's with 7 added, so b shares 123 */
         resume_and_check(&f, s, 123, "the end of a prefill call", FIXTURES[k]);
+        colibri_session_free(s);
+        /* the same prompt again keeps all but its last token (a snapshot before it) */
+        CHECK(!colibri_session_new(f.m, &so, &s, &err), "%s", err.msg);
+        colibri_session_prefill(s, f.b, T, NULL, 0, &err);
+        resume_and_check(&f, s, T - 1, "the same prompt again", FIXTURES[k]);
         colibri_session_free(s);
         /* a session that decoded b itself goes back to a snapshot it took while decoding */
         CHECK(!colibri_session_new(f.m, &so, &s, &err), "%s", err.msg);
