@@ -185,15 +185,24 @@ int colibri_kv_file_save(colibri_kv_file *kf, struct colibri_err *err)
 {
     if (!kf) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_save: no file");
     if (kf->sf) {
-        /* the chunk's snapshot is the state now: the ring's newest when it is there */
+        /* a chunk ending at each snapshot the session holds, and at its position */
         colibri_session *s = kf->s;
         struct session_snaps *r = s->snaps;
-        unsigned char *snap = r->n && r->pos[r->n - 1] == s->pos ? r->slot[r->n - 1] : malloc(r->bytes);
-        if (!snap) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for a snapshot");
-        int own = !(r->n && r->pos[r->n - 1] == s->pos);
-        if (own) session_snap_save(&s->st, snap);
-        int rc = kv_state_save(kf->sf, &kf->mem, s->pos, snap, err);
-        if (own) free(snap);
+        int n = 0, own = !(r->n && r->pos[r->n - 1] == s->pos);
+        int *pos = malloc((size_t)(r->n + 1) * sizeof *pos);
+        const uint8_t **snap = malloc((size_t)(r->n + 1) * sizeof *snap);
+        uint8_t *now = own ? malloc(r->bytes) : NULL;
+        int rc = !pos || !snap || (own && !now) ? base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory") : 0;
+        for (int i = 0; !rc && i < r->n && r->pos[i] <= s->pos; i++) pos[n] = r->pos[i], snap[n++] = r->slot[i];
+        if (!rc && own) {
+            session_snap_save(&s->st, now);
+            pos[n] = s->pos;
+            snap[n++] = now;
+        }
+        if (!rc) rc = kv_state_save(kf->sf, &kf->mem, pos, snap, n, err);
+        free(pos);
+        free(snap);
+        free(now);
         return rc;
     }
     return kv_file_save(kf->f, kf->s->st.kv, kf->s->tokens, kf->s->pos, err);

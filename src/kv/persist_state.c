@@ -514,15 +514,15 @@ fail:
 
 /* ------------------------------------------------------------------ save */
 
-int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, int n, const uint8_t *snap,
-                  struct colibri_err *err)
+int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, const int *pos, const uint8_t *const *snap,
+                  int n_snaps, struct colibri_err *err)
 {
     if (f->read_only) return 0;
     if (f->failed)
         return base_err_set(err, COLIBRI_EIO, "kv file %s: an earlier write failed; close and reopen it to save again",
                             f->path);
-    uint64_t j = 0;
-    while (j < f->n && f->ch[j].p1 <= (uint64_t)n &&
+    uint64_t n = n_snaps > 0 ? (uint64_t)pos[n_snaps - 1] : 0, j = 0;
+    while (j < f->n && f->ch[j].p1 <= n &&
            !memcmp(f->tokens + f->ch[j].p0, m->tokens + f->ch[j].p0, (f->ch[j].p1 - f->ch[j].p0) * sizeof *m->tokens))
         j++;
     int rc;
@@ -531,26 +531,41 @@ int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, int n, 
         if ((rc = publish(f, j, err))) return rc;
         f->n = j;
     }
-    uint64_t p0 = j ? f->ch[j - 1].p1 : 0, off = chunks_end(f);
-    if ((uint64_t)n <= p0) return 0;
-    uint64_t bytes = chunk_bytes(&f->hdr, p0, (uint64_t)n);
-    uint8_t *buf = malloc(bytes);
-    if (!buf) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for a chunk of %llu bytes", (unsigned long long)bytes);
-    chunk_build(&f->hdr, j, p0, (uint64_t)n, m, snap, buf);
-    /* invariant (1): the chunk is durable before the count that publishes it */
-    rc = f->io->write(f->io, f->fh, buf, bytes, off);
-    if (!rc) rc = f->io->sync(f->io, f->fh);
+    uint64_t count0 = f->n;
+    uint8_t *buf = NULL;
+    size_t have = 0;
+    rc = 0;
+    for (int i = 0; i < n_snaps && !rc; i++) {
+        uint64_t p0 = f->n ? f->ch[f->n - 1].p1 : 0, p1 = (uint64_t)pos[i], off = chunks_end(f);
+        if (p1 <= p0) continue;
+        uint64_t bytes = chunk_bytes(&f->hdr, p0, p1);
+        if (bytes > have) {
+            uint8_t *q = realloc(buf, bytes);
+            if (!q) {
+                rc = base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory for a chunk of %llu bytes",
+                                  (unsigned long long)bytes);
+                break;
+            }
+            buf = q;
+            have = bytes;
+        }
+        chunk_build(&f->hdr, f->n, p0, p1, m, snap[i], buf);
+        if ((rc = f->io->write(f->io, f->fh, buf, bytes, off))) {
+            f->failed = 1;
+            rc = io_err(err, rc, "writing a chunk", f->path);
+            break;
+        }
+        rc = chunk_push(f, (struct chunk){ p0, p1, off, bytes }, m->tokens + p0, err);
+    }
     free(buf);
-    if (rc) {
+    /* invariant (1): the chunks are durable before the count that publishes them */
+    if (!rc && f->n > count0 && (rc = f->io->sync(f->io, f->fh))) {
         f->failed = 1;
-        return io_err(err, rc, "writing a chunk", f->path);
+        rc = io_err(err, rc, "syncing chunks", f->path);
     }
-    if ((rc = chunk_push(f, (struct chunk){ p0, (uint64_t)n, off, bytes }, m->tokens + p0, err))) return rc;
-    if ((rc = publish(f, f->n, err))) {
-        f->n--;
-        return rc;
-    }
-    return 0;
+    if (!rc && f->n > count0) rc = publish(f, f->n, err);
+    if (rc) f->n = count0;
+    return rc;
 }
 
 uint64_t kv_state_count(const struct kv_state_file *f) { return f->n; }

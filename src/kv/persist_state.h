@@ -10,7 +10,8 @@
  * layers back to back). Restoring reads the chunks' tokens and rows into the
  * session's arrays and hands each chunk's snapshot to the caller, whose
  * state resumes from the last one; a new prompt goes back to the last chunk
- * end (or any snapshot the caller kept) within its common prefix.
+ * end within its common prefix: a save writes a chunk ending at each
+ * snapshot the caller holds past the file's end, then one at its position.
  *
  * The header, count slots and crash safety are those of the row files
  * (kv/persist.h invariants (1)-(8), with "record" read as "chunk"): chunks
@@ -95,12 +96,12 @@ int kv_state_open(const struct io_fs *io, const char *path, const struct kv_stat
                   const struct kv_state_mem *m, kv_state_snap_fn on_snap, void *ctx, struct kv_state_report *rep,
                   struct kv_state_file **out, struct colibri_err *err);
 
-/* Makes the file hold positions [0, n) of m: keeps the chunks whose tokens
- * m still has, publishes a shorter count first when m diverged, and appends
- * one chunk [end, n) with snap, the state at n (snap_bytes), when n is past
- * the last kept chunk's end. */
-int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, int n, const uint8_t *snap,
-                  struct colibri_err *err);
+/* Makes the file hold positions [0, n) of m, n = pos[n_snaps - 1]: keeps
+ * the chunks whose tokens m still has, publishes a shorter count first when
+ * m diverged, then appends a chunk ending at each pos[i] (ascending) past
+ * the last kept chunk's end, with snap[i], the state there (snap_bytes). */
+int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, const int *pos, const uint8_t *const *snap,
+                  int n_snaps, struct colibri_err *err);
 uint64_t kv_state_count(const struct kv_state_file *f);
 void kv_state_close(struct kv_state_file *f);
 
