@@ -23,7 +23,8 @@
  * prompt is computed once; its text is what a prefill of its own gives.
  *
  * With a KV directory, slot i opens DIR/slot-<i>.ckv at creation (restoring
- * the cache and its token ids, so a restarted server reuses prefixes) and
+ * the cache and its token ids, so a restarted server reuses prefixes; a
+ * DeepSeek-V4 slot's is a version-3 state file, kv/persist_state.h) and
  * saves it each time the slot finishes a request; a slot whose save fails
  * goes on without a file (logged).
  *
