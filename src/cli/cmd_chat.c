@@ -93,6 +93,7 @@ int cmd_chat(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny", *system = NULL, *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL;
     const char *kv_index = NULL;
+    int snap_every = 0, snaps = 0;
     const char *chat_template = NULL, *chat_kwargs = NULL;
     int kv_int8 = 0;
     int n_predict = 512, n_ctx = 0, threads = 0, seed = 0, n_draft = 0, draft = 0, draft_auto = 0;
@@ -113,6 +114,7 @@ int cmd_chat(int argc, char **argv)
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         OPTS_KV_INDEX(kv_index),
+        OPTS_KV_SNAPSHOT(snap_every, snaps),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after each reply" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
@@ -152,7 +154,8 @@ int cmd_chat(int argc, char **argv)
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     if (colibri_model_probe(dir, &err)) goto fail;
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
-                                       .kv_int8 = kv_int8, .kv_index = kv_index };
+                                       .kv_int8 = kv_int8, .kv_index = kv_index,
+                                       .kv_snapshot_every = snap_every, .kv_snapshots = snaps };
 
     if (colibri_tokenizer_load(dir, &tok, &err) || cli_load_chat_template(tok, chat_template, &err) ||
         colibri_tokenizer_chat_check(tok, &err) || colibri_model_load(dir, &mo, &m, &err) ||

@@ -19,6 +19,7 @@ int cmd_run(int argc, char **argv)
     const char *dir = "models/colibri-tiny", *prompt = NULL, *file = NULL, *system = NULL, *stop_str = NULL;
     const char *chat_template = NULL, *chat_kwargs = NULL;
     const char *kv_tier = NULL, *kv_rope = NULL, *kv_path = NULL, *kv_index = NULL;
+    int snap_every = 0, snaps = 0;
     int kv_int8 = 0, n_draft = 0;
     const char *mtp_mode = NULL;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
@@ -47,6 +48,7 @@ int cmd_run(int argc, char **argv)
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         OPTS_KV_INDEX(kv_index),
+        OPTS_KV_SNAPSHOT(snap_every, snaps),
         { "kv-file", 0, OPT_STR, &kv_path, "keep the KV cache in this file: reuse its prefix, save after generating" },
         OPTS_WEIGHT_FORMATS(mo),
         OPTS_MODEL_MEMORY(mo),
@@ -136,7 +138,8 @@ int cmd_run(int argc, char **argv)
     }
     if (!kv_tier) kv_tier = opts_env_kv_tier();
     struct colibri_session_opts sopt = { .n_ctx = n_ctx, .kv_tier = kv_tier, .kv_rope = kv_rope,
-                                       .kv_int8 = kv_int8, .kv_index = kv_index };
+                                       .kv_int8 = kv_int8, .kv_index = kv_index,
+                                       .kv_snapshot_every = snap_every, .kv_snapshots = snaps };
     if (colibri_session_new(m, &sopt, &s, &err)) goto fail;
     if (kv_path) {
         struct colibri_kv_info ki;

@@ -41,6 +41,7 @@ int cmd_serve(int argc, char **argv)
         { "kv-rope", 0, OPT_STR, &so.kv_rope, "precision of the cached RoPE part: " OPTS_LIST_KV_ROPES " (default per tier)" },
         { "kv-int8", 0, OPT_INT, &so.kv_int8, "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact "
                                               "(default), 1 int8 query, 2 16-bit query", 0, 2 },
+        OPTS_KV_SNAPSHOT(so.kv_snapshot_every, so.kv_snapshots),
         { "kv-dir", 0, OPT_STR, &kv_dir, "keep each slot's KV cache in DIR/slot-NN.ckv: restored at start, saved "
                                          "after each request (same model, weights and --kv to reuse)" },
         { "api-key-file", 0, OPT_STR, &api_key_file, "read the API key from the first line of FILE (unlike --api-key, "

@@ -88,6 +88,13 @@ int opts_int_list(const char *name, const char *s, int *out, int max, int min, i
     { "kv-int8", 0, OPT_INT, &(int8), "decode attention with integer dot products on int8/int4/fp8 tiers: 0 exact " \
                                       "(default), 1 int8 query, 2 16-bit query", 0, 2 }
 
+#define OPTS_KV_SNAPSHOT(every, count)                                                                           \
+    { "kv-snapshot", 0, OPT_INT, &(every), "DeepSeek-V4: positions between snapshots of the attention state (prefix "  \
+                                           "reuse resumes from the latest within a prompt's common prefix; default "   \
+                                           "512)", 1, 1 << 30 },                                                       \
+    { "kv-snapshots", 0, OPT_INT, &(count), "DeepSeek-V4: snapshots kept per session, each every layer's window and "  \
+                                            "open blocks (default 8)", 1, 4096 }
+
 #define OPTS_KV_INDEX(idx)                                                                                       \
     { "kv-index", 0, OPT_STR, &(idx), "DSA models: tier of the cached index keys, f32 (default, exact) or fp8 "        \
                                       "(one scale per row)" }

@@ -594,7 +594,8 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     s->slots = calloc((size_t)o->n_slots, sizeof *s->slots);
     if (!s->queue || !s->slots) goto oom_free;
     struct colibri_session_opts so = { .n_ctx = o->n_ctx, .kv_tier = o->kv_tier, .kv_rope = o->kv_rope,
-                                       .kv_int8 = o->kv_int8 };
+                                       .kv_int8 = o->kv_int8, .kv_snapshot_every = o->kv_snapshot_every,
+                                       .kv_snapshots = o->kv_snapshots };
     for (int i = 0; i < o->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         int rc = colibri_session_new(m, &so, &sl->sess, err);

@@ -44,6 +44,7 @@ struct sched_opts {
     const char *kv_tier;        /* NULL = f32 */
     const char *kv_rope;        /* NULL = the tier's default */
     int kv_int8;                /* see colibri_session_opts */
+    int kv_snapshot_every, kv_snapshots;   /* see colibri_session_opts */
     const char *kv_dir;         /* NULL, or where slot i keeps its cache in slot-<i>.ckv */
     int max_queue;              /* waiting jobs before sched_submit says full */
     int step_delay_ms;          /* sleep after each busy iteration */

@@ -119,7 +119,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
         if (info.n_mtp_layers > 0) n_draft = opts->n_draft ? opts->n_draft : 2;
         else draft_auto = 0;
     }
-    struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
+    struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_snapshot_every = opts->kv_snapshot_every, .kv_snapshots = opts->kv_snapshots, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
                              .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads,
                              .n_draft = n_draft, .draft_auto = draft_auto };
     rc = sched_new(sv->model, sv->tok, &so, &sv->met, &sv->sched, err);

@@ -52,6 +52,7 @@ struct serve_opts {
     const char *kv_tier;        /* KV-cache tier name (NULL = f32), see colibri_session_opts */
     const char *kv_rope;        /* its RoPE part's precision (NULL = the tier's default) */
     int kv_int8;                /* integer decode attention mode, see colibri_session_opts */
+    int kv_snapshot_every, kv_snapshots;   /* DeepSeek-V4 state snapshots, see colibri_session_opts (0: default) */
     const char *kv_dir;         /* NULL, or a directory of per-slot KV files (created if absent) */
     int max_queue;              /* requests waiting for a slot before 429 */
     size_t max_body;            /* request body bytes before 413 */
