@@ -693,6 +693,11 @@ struct colibri_kv_file_stat {
      * the single-layout fields above (bits, seeds, bytes, codec_check) are 0. */
     char layout[160];
     int index_key_layers;       /* layers whose rows carry an index key */
+    /* Version 3 (a DeepSeek-V4 state file): chunks published and sound, and
+     * the bytes of each chunk's snapshot; published / valid count positions
+     * up to the last sound chunk's end, first_bad the position where the
+     * first unsound chunk starts. The row fields above are 0. */
+    int64_t chunks, chunks_valid, snapshot_bytes;
 };
 int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err);
 

@@ -227,11 +227,45 @@ int colibri_session_reuse_prefix(colibri_session *s, const int32_t *prompt, int 
     return rc ? rc : keep;
 }
 
+static void state_stat(const struct kv_state_verify *v, struct colibri_kv_file_stat *st)
+{
+    const struct kv_state_hdr *h = &v->hdr;
+    memset(st, 0, sizeof *st);
+    st->write_version = h->write_version;
+    st->read_version = h->read_version;
+    st->read_only = v->read_only;
+    st->model_fingerprint = h->model;
+    st->salt = h->salt;
+    snprintf(st->weights, sizeof st->weights, "%s", h->weights);
+    snprintf(st->tier, sizeof st->tier, "%s", h->tier);
+    st->n_layers = (int)h->n_layers;
+    st->file_bytes = (int64_t)v->file_bytes;
+    st->published = st->valid = (int64_t)v->positions;
+    st->first_bad = v->first_bad >= 0 ? (int64_t)v->positions : -1;
+    st->tail_bytes = (int64_t)v->tail_bytes;
+    snprintf(st->problem, sizeof st->problem, "%s", v->why);
+    snprintf(st->layout, sizeof st->layout, "--kv %s", h->tier);
+    st->chunks = (int64_t)v->published;
+    st->chunks_valid = (int64_t)v->kept;
+    st->snapshot_bytes = (int64_t)h->snap_bytes;
+}
+
 int colibri_kv_file_stat(const char *path, struct colibri_kv_file_stat *st, struct colibri_err *err)
 {
     if (!path || !st) return base_err_set(err, COLIBRI_EINVAL, "colibri_kv_file_stat: path and st are required");
+    struct kv_state_verify *sv = malloc(sizeof *sv);
+    if (!sv) return base_err_set(err, COLIBRI_ENOMEM, "out of memory");
+    struct colibri_err serr = { 0 };
+    int rc = kv_state_verify(io_fs_posix(), path, sv, &serr);
+    if (rc != COLIBRI_EMISMATCH) {   /* a state file, or no readable file of either kind */
+        if (rc) *err = serr;
+        else state_stat(sv, st);
+        free(sv);
+        return rc;
+    }
+    free(sv);
     struct kv_file_verify v;
-    int rc = kv_file_verify(io_fs_posix(), path, &v, err);
+    rc = kv_file_verify(io_fs_posix(), path, &v, err);
     if (rc) return rc;
     const struct kv_file_hdr *h = &v.hdr;
     memset(st, 0, sizeof *st);

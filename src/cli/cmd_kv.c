@@ -23,8 +23,16 @@ static void print_stat(const char *path, const struct colibri_kv_file_stat *st)
            st->read_only ? " (newer than this build: read-only)" : "");
     printf("model:         fingerprint %016llx\n", (unsigned long long)st->model_fingerprint);
     printf("weights:       %s\n", st->weights);
-    printf("geometry:      %d layers, r %d, dr %d\n", st->n_layers, st->r, st->dr);
-    if (st->read_version >= 2) {
+    if (st->read_version == 3) {
+        /* a DeepSeek-V4 state file: chunks of tokens and rows, each with a snapshot */
+        printf("state:         DeepSeek-V4, %d layers, tier %s, %lld-byte snapshot per chunk\n", st->n_layers, st->tier,
+               (long long)st->snapshot_bytes);
+        printf("chunks:        %lld published, %lld sound\n", (long long)st->chunks, (long long)st->chunks_valid);
+    } else
+        printf("geometry:      %d layers, r %d, dr %d\n", st->n_layers, st->r, st->dr);
+    if (st->read_version == 3) {
+        /* the rows' codecs are not in a state file: its tier and layer layout are checked whole */
+    } else if (st->read_version >= 2) {
         /* per-layer layouts: codecs, sizes and seeds live in the part table */
         printf("layout:        %s\n", st->layout);
         if (st->index_key_layers) printf("index keys:    in %d of %d layers\n", st->index_key_layers, st->n_layers);

@@ -392,7 +392,7 @@ static int read_head(struct kv_state_file *f, const struct kv_state_hdr *want, s
     else if (got < f->hdr.table_bytes) rc = base_err_set(err, COLIBRI_EFORMAT, "the layer table is cut short");
     else rc = table_decode(t, &f->hdr, err);
     free(t);
-    if (!rc) rc = hdr_match(&f->hdr, want, err);
+    if (!rc && want) rc = hdr_match(&f->hdr, want, err);
     if (!rc) f->read_only = f->hdr.write_version > KV_STATE_VERSION;
     return rc;
 }
@@ -428,7 +428,7 @@ static int walk(struct kv_state_file *f, uint64_t count, uint64_t size, const st
             rep->first_bad = (int64_t)k;
             break;
         }
-        if (fits) fits = !chunk_restore(&f->hdr, buf, p0, p1, m);
+        if (fits) fits = m && !chunk_restore(&f->hdr, buf, p0, p1, m);
         if (fits) {
             rc = on_snap(ctx, p1, buf + align8(KV_STATE_CHUNK_HEAD + 4 * (p1 - p0)) + rows_bytes(&f->hdr, p0, p1), err);
             rep->restored = k + 1;
@@ -569,5 +569,41 @@ int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, const i
 }
 
 uint64_t kv_state_count(const struct kv_state_file *f) { return f->n; }
+
+int kv_state_verify(const struct io_fs *io, const char *path, struct kv_state_verify *v, struct colibri_err *err)
+{
+    memset(v, 0, sizeof *v);
+    v->first_bad = -1;
+    struct kv_state_file *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
+    }
+    f->io = io;
+    int rc = io->open(io, path, IO_OPEN_READ, &f->fh);
+    if (rc) {
+        f->fh = NULL;
+        file_free(f);
+        return io_err(err, rc, "opening", path);
+    }
+    uint64_t count = 0;
+    struct kv_state_report rep = { .first_bad = -1 };
+    rc = read_head(f, NULL, err);
+    if (!rc) rc = kv_read_slots(io, f->fh, path, f->hdr.salt, &f->seq, &count, &f->slot, err);
+    if (!rc && (rc = io_size(io, f->fh, &v->file_bytes))) rc = io_err(err, rc, "reading the size", path);
+    if (!rc) rc = walk(f, count, v->file_bytes, NULL, NULL, NULL, &rep, err);
+    if (!rc) {
+        v->hdr = f->hdr;
+        v->published = count;
+        v->kept = f->n;
+        v->positions = f->n ? f->ch[f->n - 1].p1 : 0;
+        v->first_bad = rep.first_bad;
+        v->tail_bytes = v->file_bytes > chunks_end(f) ? v->file_bytes - chunks_end(f) : 0;
+        v->read_only = f->read_only;
+        snprintf(v->why, sizeof v->why, "%s", rep.why);
+    }
+    file_free(f);
+    return rc;
+}
 
 void kv_state_close(struct kv_state_file *f) { file_free(f); }

@@ -103,6 +103,21 @@ int kv_state_open(const struct io_fs *io, const char *path, const struct kv_stat
 int kv_state_save(struct kv_state_file *f, const struct kv_state_mem *m, const int *pos, const uint8_t *const *snap,
                   int n_snaps, struct colibri_err *err);
 uint64_t kv_state_count(const struct kv_state_file *f);
+
+/* Walks a version-3 file read-only (no lock, nothing written): 0 with v
+ * filled when the header and table are readable (first_bad -1 when every
+ * published chunk is sound), else their refusal (COLIBRI_EMISMATCH for a
+ * file of cache rows, read_version 1 or 2). */
+struct kv_state_verify {
+    struct kv_state_hdr hdr;
+    uint64_t file_bytes, published, kept;   /* chunks */
+    uint64_t positions;                     /* the last sound chunk's end */
+    uint64_t tail_bytes;                    /* bytes past the sound chunks */
+    int64_t first_bad;                      /* first published chunk not sound, or -1 */
+    int read_only;
+    char why[256];
+};
+int kv_state_verify(const struct io_fs *io, const char *path, struct kv_state_verify *v, struct colibri_err *err);
 void kv_state_close(struct kv_state_file *f);
 
 #endif
