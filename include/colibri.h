@@ -635,6 +635,13 @@ int colibri_batch_decode(colibri_session *const *s, const int32_t *tokens, int n
  * advisory lock). A colibri_kv_file is bound to the session it was opened
  * with, which must outlive it. Not thread-safe. */
 
+/* A DeepSeek-V4 session (an attention state that only goes forward) keeps
+ * a version-3 file instead: chunks of tokens and compressed rows, each with
+ * the state's snapshot at its end (docs/FORMATS.md); it resumes at the last
+ * chunk's end and keeps the chunk ends as resume points
+ * (colibri_session_resume_point). The rules above hold for it with
+ * "positions" read as chunks; files of one kind refuse the other kind's
+ * sessions by their read_version. */
 typedef struct colibri_kv_file colibri_kv_file;
 
 struct colibri_kv_info {
