@@ -643,6 +643,13 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
 {
     int done = 0, V = s->model->m.cfg.vocab_size, rc = 0;
     int ev = s->snaps && s->snaps->cap ? s->snaps->every : 0;
+    /* cut into pieces, the prefill still takes all of its tokens or none */
+    if (ev && (n < 0 || n > s->st.n_ctx - s->pos))
+        return base_err_set(err, COLIBRI_ERANGE, "%d tokens after position %d exceed the context of %d tokens", n,
+                            s->pos, s->st.n_ctx);
+    for (int i = 0; ev && i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return base_err_set(err, COLIBRI_ERANGE, "token id %d at index %d is out of range [0, %d)", tokens[i], i, V);
     do {
         int k = n - done;
         if (ev && k > ev - s->pos % ev) k = ev - s->pos % ev;

@@ -239,11 +239,36 @@ static void test_thinned_ring(void)
     fx_free(&f);
 }
 
+/* A prefill cut at snapshots still takes all of its tokens or none: a bad id
+ * late in it, or too many tokens, leave the session where it was. */
+static void test_all_or_nothing(void)
+{
+    struct fx f;
+    if (!fx_load(&f, FIXTURES[0])) return;
+    struct colibri_err err = { 0 };
+    struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = 16 };
+    colibri_session *s = NULL;
+    CHECK(!colibri_session_new(f.m, &so, &s, &err), "%s", err.msg);
+    colibri_session_prefill(s, f.b, 10, NULL, 0, &err);
+    int32_t bad[T];
+    memcpy(bad, f.b, sizeof bad);
+    bad[100] = f.V;
+    CHECK(colibri_session_prefill(s, bad + 10, 120, NULL, 0, &err) == COLIBRI_ERANGE && strstr(err.msg, "index 90") &&
+              colibri_session_pos(s) == 10,
+          "a bad id: %s, pos %d", err.msg, colibri_session_pos(s));
+    CHECK(colibri_session_prefill(s, f.b, T, NULL, 0, &err) == COLIBRI_ERANGE && colibri_session_pos(s) == 10,
+          "past the context: %s, pos %d", err.msg, colibri_session_pos(s));
+    resume_and_check(&f, s, 10, "after refused prefills", FIXTURES[0]);
+    colibri_session_free(s);
+    fx_free(&f);
+}
+
 int main(void)
 {
     RUN_TEST(test_truncate_refeed);
     RUN_TEST(test_decoded_and_prefill_end);
     RUN_TEST(test_copy_prefix);
     RUN_TEST(test_thinned_ring);
+    RUN_TEST(test_all_or_nothing);
     return CHECK_SUMMARY();
 }
