@@ -603,7 +603,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     int cap = opts && opts->kv_snapshots ? opts->kv_snapshots : SESSION_SNAP_CAP;
     if (every < 0 || cap < 0)
         rc = base_err_set(err, COLIBRI_EINVAL, "kv_snapshot_every %d / kv_snapshots %d: must not be negative", every, cap);
-    if (!rc) rc = session_snaps_new(&s->st, every, cap, &s->snaps, &s->snaps_bytes, err);
+    if (!rc) rc = colibri_api_snaps_new(&s->st, every, cap, &s->snaps, &s->snaps_bytes, err);
     if (rc) {
         if (s->dev_kv) model_dev_kv_free(cm->dev, s->dev_kv, &s->st);
         fwd_state_free(&s->st);
@@ -621,7 +621,7 @@ void colibri_session_free(colibri_session *s)
 {
     if (!s) return;
     colibri_spec_free(s->spec);
-    session_snaps_free(s->snaps);
+    colibri_api_snaps_free(s->snaps);
     if (s->dev_kv) model_dev_kv_free(s->model->dev, s->dev_kv, &s->st);
     fwd_state_free(&s->st);
     free(s->tokens);
@@ -630,7 +630,7 @@ void colibri_session_free(colibri_session *s)
 
 void colibri_api_session_advanced(colibri_session *s)
 {
-    if (s->snaps && s->snaps->cap && s->pos % s->snaps->every == 0) session_snaps_take(s->snaps, &s->st, s->pos);
+    if (s->snaps && s->snaps->cap && s->pos % s->snaps->every == 0) colibri_api_snaps_take(s->snaps, &s->st, s->pos);
 }
 
 /* With snapshots the forward stops at each multiple of the interval to take
@@ -663,7 +663,7 @@ int colibri_session_prefill(colibri_session *s, const int32_t *tokens, int n, fl
         memcpy(s->tokens + s->pos, tokens + done, (size_t)k * sizeof *tokens);
         s->pos += k;
         done += k;
-        if (ev && k && (done >= n - 1 || s->pos % ev == 0)) session_snaps_take(s->snaps, &s->st, s->pos);
+        if (ev && k && (done >= n - 1 || s->pos % ev == 0)) colibri_api_snaps_take(s->snaps, &s->st, s->pos);
     } while (done < n);
     return rc;
 }
@@ -707,7 +707,7 @@ int colibri_session_resume_point(const colibri_session *s, int n)
 {
     if (n < 0) n = 0;
     if (n >= s->pos || !s->st.mixer_state) return n < s->pos ? n : s->pos;
-    int i = session_snaps_find(s->snaps, n);
+    int i = colibri_api_snaps_find(s->snaps, n);
     return i < 0 ? 0 : s->snaps->pos[i];
 }
 
@@ -721,12 +721,12 @@ static int rewind_state(colibri_session *s, int n, struct colibri_err *err)
                             "(DeepSeek-V4's window and compressors) does not rewind; the latest snapshot at or before "
                             "it is at %d (colibri_session_resume_point): truncate there and feed the tokens after it",
                             n, at);
-    session_snaps_drop_after(s->snaps, n);
+    colibri_api_snaps_drop_after(s->snaps, n);
     if (n == 0) {
         model_fwd_state_reset_mixers(&s->st);
         return 0;
     }
-    int rc = session_snap_restore(&s->st, s->snaps->slot[session_snaps_find(s->snaps, n)], NULL, err);
+    int rc = colibri_api_snap_restore(&s->st, s->snaps->slot[colibri_api_snaps_find(s->snaps, n)], NULL, err);
     if (rc) {   /* cannot happen with the session's own ring: start over rather than go on from a broken state */
         model_fwd_state_reset_mixers(&s->st);
         s->snaps->n = 0;
@@ -763,24 +763,24 @@ static int copy_state(colibri_session *dst, const colibri_session *src, int n, s
         return 0;
     }
     /* the state at n goes through a free slot of dst's ring, or its oldest */
-    int i = session_snaps_find(src->snaps, n);
+    int i = colibri_api_snaps_find(src->snaps, n);
     const unsigned char *from = i >= 0 && src->snaps->pos[i] == n ? src->snaps->slot[i] : NULL;
     unsigned char *tmp = dst->snaps->slot[dst->snaps->n < dst->snaps->cap ? dst->snaps->n : 0];
     if (!from) {
         if (!dst->snaps->cap)
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: the target keeps no snapshots");
-        session_snap_save(&src->st, tmp);
+        colibri_api_snap_save(&src->st, tmp);
         from = tmp;
     }
-    int rc = session_snap_restore(&dst->st, from, &src->st, err);
+    int rc = colibri_api_snap_restore(&dst->st, from, &src->st, err);
     if (rc) {
         model_fwd_state_reset_mixers(&dst->st);
         dst->snaps->n = 0;
         dst->pos = 0;
         return rc;
     }
-    session_snaps_copy(dst->snaps, src->snaps, n);
-    if (!dst->snaps->n || dst->snaps->pos[dst->snaps->n - 1] != n) session_snaps_take(dst->snaps, &dst->st, n);
+    colibri_api_snaps_copy(dst->snaps, src->snaps, n);
+    if (!dst->snaps->n || dst->snaps->pos[dst->snaps->n - 1] != n) colibri_api_snaps_take(dst->snaps, &dst->st, n);
     return 0;
 }
 

@@ -84,7 +84,7 @@ static int put_snap(void *ctx, uint64_t pos, const uint8_t *snap, struct colibri
 {
     (void)err;
     colibri_session *s = ctx;
-    memcpy(session_snaps_add(s->snaps, (int)pos), snap, s->snaps->bytes);
+    memcpy(colibri_api_snaps_add(s->snaps, (int)pos), snap, s->snaps->bytes);
     return 0;
 }
 
@@ -99,11 +99,11 @@ static int open_state(colibri_session *s, const char *path, colibri_kv_file *kf,
                  : state_layout(s, want, &kf->mem, err);
     if (!rc) rc = kv_state_open(io_fs_posix(), path, want, &kf->mem, put_snap, s, &rep, &kf->sf, err);
     free(want);
-    int at = rc ? -1 : session_snaps_find(s->snaps, (int)rep.positions);
+    int at = rc ? -1 : colibri_api_snaps_find(s->snaps, (int)rep.positions);
     if (!rc && rep.positions && (at < 0 || s->snaps->pos[at] != (int)rep.positions))
         rc = base_err_set(err, COLIBRI_EINVAL, "kv file %s: no snapshot at position %llu", path,
                           (unsigned long long)rep.positions);
-    if (!rc && rep.positions) rc = session_snap_restore(&s->st, s->snaps->slot[at], NULL, err);
+    if (!rc && rep.positions) rc = colibri_api_snap_restore(&s->st, s->snaps->slot[at], NULL, err);
     if (rc) {
         kv_state_close(kf->sf);
         kf->sf = NULL;
@@ -195,7 +195,7 @@ int colibri_kv_file_save(colibri_kv_file *kf, struct colibri_err *err)
         int rc = !pos || !snap || (own && !now) ? base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory") : 0;
         for (int i = 0; !rc && i < r->n && r->pos[i] <= s->pos; i++) pos[n] = r->pos[i], snap[n++] = r->slot[i];
         if (!rc && own) {
-            session_snap_save(&s->st, now);
+            colibri_api_snap_save(&s->st, now);
             pos[n] = s->pos;
             snap[n++] = now;
         }

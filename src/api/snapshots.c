@@ -15,21 +15,23 @@ static const struct token_mixer *snap_mixer(const struct fwd_state *st, int l)
     return st->mixer_state && st->mixer_state[l] && tm->snap_bytes ? tm : NULL;
 }
 
-size_t session_snap_bytes(const struct fwd_state *st)
+size_t colibri_api_snap_bytes(const struct fwd_state *st)
 {
     size_t b = 0;
     for (int l = 0; st->mixer_state && l < st->model->cfg.num_hidden_layers; l++) {
         const struct token_mixer *tm = snap_mixer(st, l);
+        /* a state without snapshot hooks (GLM-5.3's) would be left out of them: then none is taken */
+        if (!tm && st->mixer_state[l]) return 0;
         if (tm) b += tm->snap_bytes(st->mixer_state[l]);
     }
     return b;
 }
 
-int session_snaps_new(const struct fwd_state *st, int every, int cap, struct session_snaps **out, size_t *bytes,
+int colibri_api_snaps_new(const struct fwd_state *st, int every, int cap, struct session_snaps **out, size_t *bytes,
                       struct colibri_err *err)
 {
     *out = NULL;
-    size_t one = session_snap_bytes(st);
+    size_t one = colibri_api_snap_bytes(st);
     if (!one) return 0;
     struct session_snaps *r = calloc(1, sizeof *r);
     if (r) {
@@ -38,7 +40,7 @@ int session_snaps_new(const struct fwd_state *st, int every, int cap, struct ses
         r->mem = malloc((size_t)cap * one);
     }
     if (!r || !r->pos || !r->slot || !r->mem) {
-        session_snaps_free(r);
+        colibri_api_snaps_free(r);
         return base_err_set(err, COLIBRI_ENOMEM, "state snapshots: out of memory for %d of %zu bytes", cap, one);
     }
     r->every = every;
@@ -50,7 +52,7 @@ int session_snaps_new(const struct fwd_state *st, int every, int cap, struct ses
     return 0;
 }
 
-void session_snaps_free(struct session_snaps *r)
+void colibri_api_snaps_free(struct session_snaps *r)
 {
     if (!r) return;
     free(r->pos);
@@ -59,7 +61,7 @@ void session_snaps_free(struct session_snaps *r)
     free(r);
 }
 
-void session_snap_save(const struct fwd_state *st, unsigned char *buf)
+void colibri_api_snap_save(const struct fwd_state *st, unsigned char *buf)
 {
     for (int l = 0; l < st->model->cfg.num_hidden_layers; l++) {
         const struct token_mixer *tm = snap_mixer(st, l);
@@ -69,7 +71,7 @@ void session_snap_save(const struct fwd_state *st, unsigned char *buf)
     }
 }
 
-int session_snap_restore(struct fwd_state *st, const unsigned char *buf, const struct fwd_state *rows_from,
+int colibri_api_snap_restore(struct fwd_state *st, const unsigned char *buf, const struct fwd_state *rows_from,
                          struct colibri_err *err)
 {
     for (int l = 0; l < st->model->cfg.num_hidden_layers; l++) {
@@ -91,9 +93,9 @@ static void drop(struct session_snaps *r, int i)
     r->slot[r->n] = b;
 }
 
-unsigned char *session_snaps_add(struct session_snaps *r, int pos)
+unsigned char *colibri_api_snaps_add(struct session_snaps *r, int pos)
 {
-    session_snaps_drop_after(r, pos);
+    colibri_api_snaps_drop_after(r, pos);
     if (r->n && r->pos[r->n - 1] == pos) return r->slot[r->n - 1];
     if (r->n == r->cap) {
         /* the one whose neighbours (position 0 before the first, the new
@@ -109,30 +111,30 @@ unsigned char *session_snaps_add(struct session_snaps *r, int pos)
     return r->slot[r->n++];
 }
 
-void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos)
+void colibri_api_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos)
 {
     if (!r || !r->cap) return;
     if (r->n && r->pos[r->n - 1] == pos) return;   /* the same tokens give the same state */
-    session_snap_save(st, session_snaps_add(r, pos));
+    colibri_api_snap_save(st, colibri_api_snaps_add(r, pos));
 }
 
-int session_snaps_find(const struct session_snaps *r, int n)
+int colibri_api_snaps_find(const struct session_snaps *r, int n)
 {
     int i = r ? r->n - 1 : -1;
     while (i >= 0 && r->pos[i] > n) i--;
     return i;
 }
 
-void session_snaps_drop_after(struct session_snaps *r, int n)
+void colibri_api_snaps_drop_after(struct session_snaps *r, int n)
 {
     while (r && r->n && r->pos[r->n - 1] > n) r->n--;
 }
 
-void session_snaps_copy(struct session_snaps *dst, const struct session_snaps *src, int n)
+void colibri_api_snaps_copy(struct session_snaps *dst, const struct session_snaps *src, int n)
 {
     if (!dst) return;
     dst->n = 0;
-    int hi = session_snaps_find(src, n), lo = hi + 1 - dst->cap;
+    int hi = colibri_api_snaps_find(src, n), lo = hi + 1 - dst->cap;
     if (hi < 0 || src->bytes != dst->bytes) return;
     for (int i = lo < 0 ? 0 : lo; i <= hi; i++) {
         memcpy(dst->slot[dst->n], src->slot[i], src->bytes);

@@ -34,31 +34,31 @@ struct session_snaps {
 
 /* The bytes one snapshot of st's layers takes (0: no layer keeps a state
  * that snapshots). */
-size_t session_snap_bytes(const struct fwd_state *st);
+size_t colibri_api_snap_bytes(const struct fwd_state *st);
 
 /* A ring for st (every, cap > 0); *out NULL (and 0) when st has nothing to
  * snapshot. *bytes grows by what it allocates. 0 or COLIBRI_ENOMEM. */
-int  session_snaps_new(const struct fwd_state *st, int every, int cap, struct session_snaps **out, size_t *bytes,
+int  colibri_api_snaps_new(const struct fwd_state *st, int every, int cap, struct session_snaps **out, size_t *bytes,
                        struct colibri_err *err);
-void session_snaps_free(struct session_snaps *r);
+void colibri_api_snaps_free(struct session_snaps *r);
 
 /* Records st at position pos (every layer's state is there). */
-void session_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos);
+void colibri_api_snaps_take(struct session_snaps *r, const struct fwd_state *st, int pos);
 /* The slot for a snapshot at pos (cap > 0), to be filled by the caller:
  * later ones dropped, the ring thinned when full. */
-unsigned char *session_snaps_add(struct session_snaps *r, int pos);
+unsigned char *colibri_api_snaps_add(struct session_snaps *r, int pos);
 /* The index of the latest snapshot at or before position n, or -1. */
-int  session_snaps_find(const struct session_snaps *r, int n);
+int  colibri_api_snaps_find(const struct session_snaps *r, int n);
 /* Forgets the snapshots after position n. */
-void session_snaps_drop_after(struct session_snaps *r, int n);
+void colibri_api_snaps_drop_after(struct session_snaps *r, int n);
 /* Makes dst's ring the snapshots of src at or before n (the newest that fit). */
-void session_snaps_copy(struct session_snaps *dst, const struct session_snaps *src, int n);
+void colibri_api_snaps_copy(struct session_snaps *dst, const struct session_snaps *src, int n);
 
-/* One snapshot of every layer of st into buf (session_snap_bytes), and back:
+/* One snapshot of every layer of st into buf (colibri_api_snap_bytes), and back:
  * restoring takes the rows below the snapshot's counts from rows_from's
  * states (NULL: they are in st already). 0, or the layer's refusal. */
-void session_snap_save(const struct fwd_state *st, unsigned char *buf);
-int  session_snap_restore(struct fwd_state *st, const unsigned char *buf, const struct fwd_state *rows_from,
+void colibri_api_snap_save(const struct fwd_state *st, unsigned char *buf);
+int  colibri_api_snap_restore(struct fwd_state *st, const unsigned char *buf, const struct fwd_state *rows_from,
                           struct colibri_err *err);
 
 #endif
