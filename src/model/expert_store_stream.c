@@ -9,8 +9,9 @@
  * widened to EXPERT_IO_ALIGN boundaries so it can be read with O_DIRECT). A
  * read puts the ranges at aligned places in one slot and wraps the matrices
  * as qtensors of the same format and shape as the resident store would hold,
- * at the same address alignment modulo a page as in the mapping, so a
- * streamed expert computes exactly what a resident one does. A matrix the
+ * at the same address alignment modulo a page as in the mapping, with the
+ * same SwiGLU clip, so a streamed expert computes exactly what a resident
+ * one does. A matrix the
  * loader rebuilt from another encoding has its stored arrays read instead,
  * and is rebuilt after them in the same slot by the reader thread that
  * completed the read (model/expert_store_stream.h).
@@ -71,6 +72,7 @@ struct stream_range {
 
 struct stream_expert {
     struct qtensor shape[3];            /* fmt, rows, cols (no data) */
+    float clip;                         /* the resident expert's SwiGLU clip (mlp_weights.clip) */
     struct stream_extent data[3], scales[3];    /* what is read: stored arrays */
     size_t data_at[3], scales_at[3];    /* offsets in the slot */
     struct expert_stream_rebuild rb[3]; /* fn NULL: the matrix is used as read */
@@ -144,6 +146,7 @@ static void slot_done(struct expert_io_req *q, void *user)
         }
         if (rc) snprintf(q->msg, sizeof q->msg, "%s", err.msg);
     }
+    sl->w.clip = x->clip;
     pthread_mutex_lock(&s->mu);
     if (!rc) {
         sl->state = SLOT_READY;
@@ -513,6 +516,7 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
         struct stream_expert *x = &s->ex[i];
         s->where[i] = -1;
         if (!w->gate.rows) continue;    /* a dense layer after the first MoE layer: no experts, never acquired */
+        x->clip = w->clip;
         for (int j = 0; j < 3 && !rc; j++) {
             x->shape[j] = (struct qtensor){ .fmt = m[j]->fmt, .rows = m[j]->rows, .cols = m[j]->cols };
             if (m[j]->owned) {

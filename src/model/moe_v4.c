@@ -80,9 +80,6 @@ static int v4_moe_load(const struct model_loader *L, int li, struct layer_weight
     struct model *m = model_loader_model(L);
     const struct model_config *c = &m->cfg;
     int E = c->n_routed_experts, I = c->moe_intermediate_size, rc;
-    if (m->fmt.ram_bytes > 0)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "--ram: streaming DeepSeek-V4's routed experts is not "
-                            "implemented (load it resident)");
     char name[256], pre[200];
     model_v4_name(L, name, sizeof name, "layers.%d.ffn.gate.weight", li);
     if ((rc = model_loader_mat(L, name, E, c->hidden_size, MODEL_ROLE_F32, &lw->moe.router, err))) return rc;

@@ -23,7 +23,6 @@ refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
     echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
 }
 refused "--kv-rope bf16 on int8r" "RoPE precision bf16" "$COLIBRI" oracle --kv int8r --kv-rope bf16 "$fix"
-refused "--ram" "streaming DeepSeek-V4" "$COLIBRI" oracle --ram 1M "$fix"
 refused "--device" "not wired to the device" "$COLIBRI" oracle --device host "$fix"
 
 tmp=$(mktemp -d)
