@@ -3,10 +3,12 @@
  * models/deepseek_v3/modeling_deepseek_v3.py). */
 #include "model/forward.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "model/expert_store_stream.h"
 #include "model/mixer_v4.h"
 
 int fwd_state_init(struct fwd_state *st, const struct model *m, int n_ctx, int max_batch, enum kv_tier tier,
@@ -174,6 +176,14 @@ static int forward_slice(const struct fwd_exec *ex, const struct model *m, const
         for (int k = 0; k < ns && !rc; k++)
             rc = ex->ops->embed(ex, &m->embed, tokens[s], x + ((int64_t)s * ns + k) * hid, err);
     b->tok = tokens;
+    /* experts that follow from the token ids alone start reading now, in
+     * layer order, as far as the cache holds them all at once */
+    int room = expert_store_stream_slots(m->experts);
+    if (room <= 0) room = INT_MAX;
+    for (int li = 0; li < c->num_hidden_layers && room > 0; li++) {
+        const struct channel_mixer *f = m->layers[li].parts.ffn;
+        if (f->tokens_known) f->tokens_known(m, li, tokens, n, &room);
+    }
 
     for (int li = 0; li < c->num_hidden_layers && !rc; li++) rc = layer_run(ex, m, sub, n_sub, li, x, n, mode, b, err);
     if (rc || (!logits && !hidden)) return rc;

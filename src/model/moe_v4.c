@@ -10,6 +10,12 @@
  * expert too; colibri follows DeepSeek (docs/ARCHITECTURE.md), and the
  * fixtures keep the shared expert's pre-activations inside the limit.
  *
+ * Under --ram the routed experts are the streamed store's like any other
+ * family's (read as stored: float, or MXFP4 codes with their e8m0 scales).
+ * A hash layer's experts follow from the token ids alone, so
+ * tokens_known names them to the store before the slice's first layer
+ * runs (model/parts.h), and their reads overlap the layers before it.
+ *
  * Tensor names (official; also under "model."): layers.N.ffn.gate.weight,
  * ffn.gate.bias (top-k layers), ffn.gate.tid2eid (I64 [vocab][K], hash
  * layers), ffn.experts.E.w1 / w3 / w2 .weight (gate, up, down),
@@ -60,6 +66,32 @@ static int v4_moe_forward(const struct part_run *pr, const float *in, int n, flo
     return model_moe_run(pr->ex, m, pr->li, in, n, out, b, err);
 }
 
+/* A hash layer's experts for the slice are the union of tid2eid[tok[t]]:
+ * named to the store before any layer runs (model/parts.h tokens_known),
+ * ascending, as the layer's own start will name them again. */
+static void v4_moe_tokens_known(const struct model *m, int li, const int32_t *tok, int n, int *room)
+{
+    const struct model_config *c = &m->cfg;
+    const int64_t *t2e = m->layers[li].tid2eid;
+    struct expert_store *s = m->experts;
+    /* a store running experts elsewhere (no prefetch of its own) reads nothing here */
+    if (!t2e || !s->ops->prefetch || *room <= 0) return;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, cnt = 0;
+    unsigned char used[E];
+    int list[E];
+    memset(used, 0, sizeof used);
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) used[t2e[(int64_t)tok[t] * K + k]] = 1;
+    for (int e = 0; e < E; e++)
+        if (used[e]) list[cnt++] = e;
+    if (cnt > *room) {
+        *room = 0;
+        return;
+    }
+    *room -= cnt;
+    expert_store_prefetch(s, li, list, cnt);
+}
+
 static int load_expert(const struct model_loader *L, const char *pre, int inter, enum model_weight_role role,
                        float clip, struct mlp_weights *w, struct colibri_err *err)
 {
@@ -106,4 +138,4 @@ static int v4_moe_load(const struct model_loader *L, int li, struct layer_weight
     return load_expert(L, pre, I, MODEL_ROLE_DENSE, 0, &lw->moe.shared, err);
 }
 
-const struct channel_mixer model_ffn_moe_v4 = { "moe-v4", 1, v4_moe_load, v4_moe_forward, NULL };
+const struct channel_mixer model_ffn_moe_v4 = { "moe-v4", 1, v4_moe_load, v4_moe_forward, NULL, v4_moe_tokens_known };

@@ -117,6 +117,15 @@ struct channel_mixer {
      * 0, or its product's error). */
     int (*predict)(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
                    struct colibri_err *err);
+    /* Optional: told the slice's token ids tok[n] (checked in range) before
+     * any layer runs, so that a mixer whose experts follow from the ids
+     * alone (V4's hash layers) names them to the store at once and their
+     * reads overlap the layers before it (a hint: never changes the
+     * output). *room is the cache slots such early hints may still fill
+     * (INT_MAX for a store without a cache): a layer naming more than *room
+     * experts names none and sets it to 0, else subtracts what it named, so
+     * that one layer's early reads never evict another's before its use. */
+    void (*tokens_known)(const struct model *m, int li, const int32_t *tok, int n, int *room);
 };
 
 struct residual_scheme {

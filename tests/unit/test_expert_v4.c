@@ -1,0 +1,269 @@
+/* DeepSeek-V4's routed experts through the streamed store, on the oracle
+ * fixture tests/oracle_v4/deepseek_v4_tiny (4 MoE layers, hash layers 0-1,
+ * 8 f32 experts, top-2), with a recording wrapper around the store:
+ *   - hash layers: in every forward slice, before the slice's first expert
+ *     is acquired, the store is told each hash layer's experts, in layer
+ *     order, as far as the cache holds them (model/parts.h tokens_known):
+ *     exactly the union of the tid2eid rows of the slice's tokens, read
+ *     here from the checkpoint's own tensor;
+ *   - prefill: a cold store reads each routed expert at most once per
+ *     forward slice (a 20-token prompt in slices of 8, 8 and 4 rows);
+ *   - the logits of the prefill and of decoded tokens are the resident
+ *     store's bit for bit;
+ * at the smallest budget (top-k slots) and at five slots. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/expert_store_stream.h"
+#include "model/forward.h"
+
+#define FIXTURE "tests/oracle_v4/deepseek_v4_tiny"
+#define PROMPT 20
+#define SLICE 8
+#define DECODE 4
+#define MAX_EVENTS 4096
+
+/* ---- a wrapper recording the per-expert calls of the store it holds ---- */
+
+struct event {
+    int acquire;                /* 1 acquire, 0 prefetch */
+    int layer;
+    uint64_t experts;           /* bit e: expert e named (prefetch) or acquired */
+    uint64_t reads;             /* the inner store's reads after the call */
+};
+
+struct rec {
+    struct expert_store base;
+    struct expert_store *in;
+    struct event ev[MAX_EVENTS];
+    int n_ev, overflow;
+};
+
+static uint64_t inner_reads(const struct rec *r)
+{
+    struct expert_store_stats st;
+    expert_store_get_stats(r->in, &st);
+    return st.reads;
+}
+
+static void note(struct rec *r, int acquire, int layer, uint64_t experts)
+{
+    if (r->n_ev == MAX_EVENTS) {
+        r->overflow = 1;
+        return;
+    }
+    r->ev[r->n_ev++] = (struct event){ acquire, layer, experts, inner_reads(r) };
+}
+
+static int rec_acquire(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
+                       struct colibri_err *err)
+{
+    struct rec *r = (struct rec *)s;
+    int rc = expert_store_acquire(r->in, layer, expert, out, err);
+    note(r, 1, layer, 1ull << expert);
+    return rc;
+}
+
+static void rec_release(struct expert_store *s, int layer, int expert)
+{
+    expert_store_release(((struct rec *)s)->in, layer, expert);
+}
+
+static void rec_prefetch(struct expert_store *s, int layer, const int *experts, int n)
+{
+    struct rec *r = (struct rec *)s;
+    uint64_t set = 0;
+    for (int i = 0; i < n; i++) set |= 1ull << experts[i];
+    expert_store_prefetch(r->in, layer, experts, n);
+    note(r, 0, layer, set);
+}
+
+static int64_t rec_expert_bytes(const struct expert_store *s, int layer, int expert)
+{
+    return model_expert_bytes(((const struct rec *)s)->in, layer, expert);
+}
+
+static int64_t rec_resident_bytes(const struct expert_store *s)
+{
+    return model_expert_resident_bytes(((const struct rec *)s)->in);
+}
+
+static int rec_slots(const struct expert_store *s) { return expert_store_stream_slots(((const struct rec *)s)->in); }
+
+static void rec_free(struct expert_store *s) { (void)s; }
+
+static const struct expert_store_ops REC_OPS = {
+    .name = "recording",
+    .start = model_expert_local_start,
+    .finish = model_expert_local_finish,
+    .free = rec_free,
+    .acquire = rec_acquire,
+    .release = rec_release,
+    .prefetch = rec_prefetch,
+    .expert_bytes = rec_expert_bytes,
+    .resident_bytes = rec_resident_bytes,
+    .cache_slots = rec_slots,
+};
+
+/* ---- the runs ---- */
+
+static int32_t token(int i, int V) { return (int32_t)((i * 37 + 11) % V); }
+
+/* A prefill of PROMPT tokens in slices of SLICE rows, then DECODE tokens;
+ * the logits of the prompt's last row and each decoded one, [(1 + DECODE)][V]. */
+static int run(const struct model *m, float *logits)
+{
+    struct colibri_err err = { 0 };
+    struct compute_ctx cc = base_compute_ctx_make(1);
+    struct fwd_state st;
+    int rc = fwd_state_init(&st, m, PROMPT + DECODE, SLICE, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc) return rc;
+    int V = m->cfg.vocab_size;
+    int32_t t[PROMPT + DECODE];
+    for (int i = 0; i < PROMPT + DECODE; i++) t[i] = token(i, V);
+    struct fwd_out o = { .logits = logits };
+    rc = model_forward(m, &st, t, PROMPT, 0, FWD_EXPANDED, &o, &err);
+    for (int p = 0; p < DECODE && !rc; p++) {
+        o.logits = logits + (size_t)(p + 1) * V;
+        rc = model_forward(m, &st, t + PROMPT + p, 1, PROMPT + p, FWD_ABSORBED, &o, &err);
+    }
+    CHECK(rc == 0, "%s", err.msg);
+    fwd_state_free(&st);
+    return rc;
+}
+
+static int popcount64(uint64_t x)
+{
+    int n = 0;
+    for (; x; x &= x - 1) n++;
+    return n;
+}
+
+/* The union of the hash layer's table rows over tokens [lo, hi), from the
+ * checkpoint's tensor (I64 [vocab][K], unaligned in the mapping). */
+static uint64_t hash_set(const struct model *m, int layer, int lo, int hi)
+{
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%d.ffn.gate.tid2eid", layer);
+    const struct st_tensor *t = st_find(&m->st, name);
+    CHECK(t && t->dtype == ST_I64, "%s: not in the fixture as I64", name);
+    if (!t) return 0;
+    int K = m->cfg.num_experts_per_tok, V = m->cfg.vocab_size;
+    uint64_t set = 0;
+    for (int i = lo; i < hi; i++)
+        for (int k = 0; k < K; k++) {
+            int64_t e;
+            memcpy(&e, (const char *)t->data + ((size_t)token(i, V) * K + k) * sizeof e, sizeof e);
+            set |= 1ull << e;
+        }
+    return set;
+}
+
+/* Checks the events of one slice (tokens [lo, hi), events [a, b)) against
+ * what the slice must have named and read. */
+static void check_slice(const struct model *m, const struct rec *r, int slots, int lo, int hi, int a, int b,
+                        int *early_seen)
+{
+    int H = 0;
+    while (H < m->cfg.num_hidden_layers && m->cfg.hash_layer[H]) H++;
+    /* the expected early hints: hash layers in order while the cache holds them all */
+    struct event want[8];
+    int n_want = 0, room = slots;
+    for (int h = 0; h < H; h++) {
+        uint64_t set = hash_set(m, h, lo, hi);
+        if (popcount64(set) > room) break;
+        room -= popcount64(set);
+        want[n_want++] = (struct event){ 0, h, set, 0 };
+    }
+    want[n_want++] = (struct event){ 0, 0, hash_set(m, 0, lo, hi), 0 };   /* layer 0's own start */
+    int first_acq = a;
+    while (first_acq < b && !r->ev[first_acq].acquire) first_acq++;
+    CHECK(first_acq - a == n_want, "tokens [%d, %d): %d prefetch calls before the first acquire, want %d", lo, hi,
+          first_acq - a, n_want);
+    for (int i = 0; i < n_want && i < first_acq - a; i++)
+        CHECK(r->ev[a + i].layer == want[i].layer && r->ev[a + i].experts == want[i].experts,
+              "tokens [%d, %d): prefetch %d named layer %d experts %#llx, want layer %d experts %#llx", lo, hi, i,
+              r->ev[a + i].layer, (unsigned long long)r->ev[a + i].experts, want[i].layer,
+              (unsigned long long)want[i].experts);
+    *early_seen += n_want > 2;
+    /* reads: at most one per (layer, expert) acquired in the slice */
+    uint64_t acq[64] = { 0 };
+    int distinct = 0;
+    for (int i = a; i < b; i++)
+        if (r->ev[i].acquire && !(acq[r->ev[i].layer] & r->ev[i].experts)) {
+            acq[r->ev[i].layer] |= r->ev[i].experts;
+            distinct++;
+        }
+    uint64_t before = a ? r->ev[a - 1].reads : 0, after = r->ev[b - 1].reads;
+    CHECK(after - before <= (uint64_t)distinct, "tokens [%d, %d): %llu expert reads for %d experts acquired", lo, hi,
+          (unsigned long long)(after - before), distinct);
+}
+
+static void test_streamed(int slots_wanted)
+{
+    struct model m;
+    struct colibri_err err = { 0 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
+    int rc = model_load(FIXTURE, &lo, &m, &err);
+    CHECK(rc == 0, "%s: %s", FIXTURE, err.msg);
+    if (rc) return;
+    int V = m.cfg.vocab_size, K = m.cfg.num_experts_per_tok;
+    CHECK(m.cfg.hash_layer[0] && m.cfg.hash_layer[1] && m.cfg.n_routed_experts <= 64, "fixture shape");
+    size_t nl = (size_t)(1 + DECODE) * V;
+    float *want = malloc(nl * sizeof *want), *got = malloc(nl * sizeof *got);
+    struct rec *r = calloc(1, sizeof *r);
+    struct expert_store *resident = m.experts, *s = NULL;
+    if (!want || !got || !r || run(&m, want)) goto done;
+    /* the slot size: a store holding every expert */
+    if ((rc = expert_store_stream_new(&m.st, resident, (int64_t)1 << 30, K, NULL, &s, &err))) goto done;
+    int64_t slot = model_expert_resident_bytes(s) / expert_store_stream_slots(s);
+    expert_store_free(s);
+    if ((rc = expert_store_stream_new(&m.st, resident, slot * slots_wanted, K, NULL, &s, &err))) goto done;
+    int slots = expert_store_stream_slots(s);
+    CHECK(slots == slots_wanted, "%d slots, want %d", slots, slots_wanted);
+    r->base = (struct expert_store){ .ops = &REC_OPS, .n_layers = s->n_layers, .first_moe_layer = s->first_moe_layer,
+                                     .n_experts = s->n_experts };
+    r->in = s;
+    m.experts = &r->base;
+    rc = run(&m, got);
+    m.experts = resident;
+    if (rc) goto done;
+    CHECK(!memcmp(want, got, nl * sizeof *want), "%d slots: the logits differ from the resident store's", slots);
+    CHECK(!r->overflow, "more than %d events", MAX_EVENTS);
+    /* slices begin where layer 0 is named after a later layer's acquire */
+    int starts[PROMPT + DECODE + 1], n_starts = 0, later = 1;
+    for (int i = 0; i < r->n_ev; i++) {
+        if (!r->ev[i].acquire && r->ev[i].layer == 0 && later) starts[n_starts++] = i;
+        later = r->ev[i].acquire ? r->ev[i].layer > 0 : later && r->ev[i].layer > 0;
+    }
+    int n_slices = (PROMPT + SLICE - 1) / SLICE + DECODE, early = 0;
+    CHECK(n_starts == n_slices, "%d slices seen, want %d", n_starts, n_slices);
+    for (int j = 0; j < n_starts && j < n_slices; j++) {
+        int tlo = j * SLICE < PROMPT ? j * SLICE : PROMPT + (j - (PROMPT + SLICE - 1) / SLICE);
+        int thi = j * SLICE < PROMPT ? (tlo + SLICE < PROMPT ? tlo + SLICE : PROMPT) : tlo + 1;
+        check_slice(&m, r, slots, tlo, thi, starts[j], j + 1 < n_starts ? starts[j + 1] : r->n_ev, &early);
+    }
+    /* with room for two layers' experts the decode names layer 1's ahead */
+    if (slots >= 2 * K) CHECK(early >= DECODE, "%d slices named a later hash layer early", early);
+done:
+    CHECK(rc == 0, "%s", err.msg);
+    m.experts = resident;
+    expert_store_free(s);
+    free(r);
+    free(want);
+    free(got);
+    model_free(&m);
+}
+
+static void test_smallest_budget(void) { test_streamed(2); }
+static void test_five_slots(void) { test_streamed(5); }
+
+int main(void)
+{
+    RUN_TEST(test_smallest_budget);
+    RUN_TEST(test_five_slots);
+    return CHECK_SUMMARY();
+}
