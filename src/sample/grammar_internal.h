@@ -42,6 +42,13 @@ struct grammar {
     struct gtrie trie;
 };
 
+/* What a state has cost, for tests that bound it without timing: work
+ * counts elementary steps since sample_grammar_state_new (a node looked up,
+ * made or copied, a stack added to a set, a number serialized); stacks and
+ * nodes are the kept state's stacks and the distinct nodes they hold. */
+struct grammar_stats { uint64_t work; uint32_t stacks, nodes; };
+void sample_grammar_stats(const struct grammar_state *st, struct grammar_stats *out);
+
 int sample_grammar_build_trie(struct grammar *g, struct colibri_err *err);
 void sample_grammar_free_trie(struct gtrie *t);
 

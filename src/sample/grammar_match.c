@@ -8,7 +8,14 @@
  * come next is found by walking the vocabulary's byte trie from the state,
  * dropping a subtree as soon as no stack survives; the answer is cached per
  * state, since a state recurs (every character inside a JSON string leaves
- * the same one). */
+ * the same one).
+ *
+ * Nodes are interned by (item, node below) in a table per arena, so equal
+ * stacks are the same pointer and the set of stacks is a graph that shares
+ * every common tail. Comparing, hashing and deduplicating a stack then
+ * costs one step whatever its depth, and keeping a state copies each shared
+ * node once: a deeply nested or ambiguous grammar costs per step what its
+ * number of stacks costs, not that times their depth. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,18 +27,33 @@
 #define MAX_EXPAND 100000       /* node creations per expansion */
 #define N_CACHE 64               /* masks kept per state, as bits (16 KB each for 129k ids) */
 
-struct gnode { uint32_t pos; struct gnode *up; };
+/* id: the node's number in its state, for hashing (so a walk's work does
+ * not depend on where memory lies); fwd: its copy while a state is kept;
+ * mark: the last set (epoch) it joined, or the last listing that numbered
+ * it idx (serialize()); xmark: the last set it was expanded into, at a cost
+ * of xcount calls. */
+struct gnode { uint32_t pos, id, idx, xcount; struct gnode *up, *fwd; uint64_t mark, xmark; };
 
-struct gset { struct gnode **s; uint64_t *h; uint32_t n; };   /* h: each stack's hash */
+/* Open addressing over node pointers; used[] lists the filled slots so a
+ * table empties in the time it took to fill. */
+struct gtab { struct gnode **slot; uint32_t *used; uint32_t cap, n; };
+
+/* An arena and the table interning its nodes. */
+struct ggen { struct base_arena arena; struct gtab tab; };
+
+struct gset { struct gnode **s; uint32_t n; int empty; };   /* empty: NULL is in s */
 
 struct gcache { uint64_t key; uint32_t *ser; uint32_t n_ser; uint64_t *bits; int32_t count; uint64_t used; };
 
 struct grammar_state {
     const struct grammar *g;
-    struct base_arena cur, next, scratch;
+    struct ggen cur, next, scratch;   /* the state's stacks; the next state's; one query's */
     struct gset set;
     int dead, eog;
-    uint64_t clock;
+    uint64_t clock, epoch, work;
+    uint32_t n_made;                  /* nodes made, for their ids */
+    struct gnode **path;              /* copy_stack's nodes still to copy */
+    uint32_t path_cap;
     struct gcache cache[N_CACHE];
     /* partial UTF-8 carried between tokens */
     uint32_t cp, need, lo, hi, min;
@@ -42,7 +64,88 @@ int32_t sample_grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
 
 /* ------------------------------------------------------------ stacks */
 
-static struct gnode *cont(struct grammar_state *st, struct base_arena *a, uint32_t pos, struct gnode *up, int *ok)
+static uint64_t node_hash(uint32_t pos, const struct gnode *up)
+{
+    uint64_t x = (up ? up->id + 1ull : 0) * 0x9E3779B97F4A7C15ull ^ (uint64_t)pos * 0xC2B2AE3D27D4EB4Full;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    return x ^ x >> 29;
+}
+
+/* The slot holding (pos, up), or the empty slot where it would go. */
+static uint32_t tab_slot(struct grammar_state *st, const struct gtab *t, uint32_t pos, const struct gnode *up, uint64_t h)
+{
+    uint32_t i = (uint32_t)h & (t->cap - 1);
+    for (;;) {
+        st->work++;
+        const struct gnode *n = t->slot[i];
+        if (!n || (n->pos == pos && n->up == up)) return i;
+        i = (i + 1) & (t->cap - 1);
+    }
+}
+
+static struct gnode *tab_get(struct grammar_state *st, const struct gtab *t, uint32_t pos, const struct gnode *up, uint64_t h)
+{
+    return t->n ? t->slot[tab_slot(st, t, pos, up, h)] : NULL;
+}
+
+/* Doubles t (kept at most half full); 0 out of memory. */
+static int tab_grow(struct grammar_state *st, struct gtab *t)
+{
+    uint32_t cap = t->cap ? t->cap * 2 : 256;
+    struct gnode **slot = calloc(cap, sizeof *slot);
+    uint32_t *used = malloc(cap / 2 * sizeof *used);
+    if (!slot || !used) { free(slot); free(used); return 0; }
+    struct gtab nt = { slot, used, cap, 0 };
+    for (uint32_t k = 0; k < t->n; k++) {
+        struct gnode *n = t->slot[t->used[k]];
+        uint32_t i = tab_slot(st, &nt, n->pos, n->up, node_hash(n->pos, n->up));
+        nt.slot[i] = n;
+        nt.used[nt.n++] = i;
+    }
+    free(t->slot);
+    free(t->used);
+    *t = nt;
+    return 1;
+}
+
+static void gen_reset(struct ggen *gen)
+{
+    for (uint32_t k = 0; k < gen->tab.n; k++) gen->tab.slot[gen->tab.used[k]] = NULL;
+    gen->tab.n = 0;
+    base_arena_reset(&gen->arena);
+}
+
+static void gen_free(struct ggen *gen)
+{
+    free(gen->tab.slot);
+    free(gen->tab.used);
+    base_arena_free(&gen->arena);
+}
+
+/* The node (pos, up) of gen, made if new. A scratch stack may rest on the
+ * kept state's nodes, so scratch asks the kept table first: a stack has one
+ * node whichever arena holds it. */
+static struct gnode *node_get(struct grammar_state *st, struct ggen *gen, uint32_t pos, struct gnode *up, int *ok)
+{
+    uint64_t h = node_hash(pos, up);
+    if (gen == &st->scratch) {
+        struct gnode *n = tab_get(st, &st->cur.tab, pos, up, h);
+        if (n) return n;
+    }
+    struct gtab *t = &gen->tab;
+    if (2 * (t->n + 1) > t->cap && !tab_grow(st, t)) { *ok = 0; return NULL; }
+    uint32_t i = tab_slot(st, t, pos, up, h);
+    if (t->slot[i]) return t->slot[i];
+    struct gnode *n = base_arena_alloc(&gen->arena, sizeof *n);
+    if (!n) { *ok = 0; return NULL; }
+    *n = (struct gnode){ .pos = pos, .id = st->n_made++, .up = up };
+    t->slot[i] = n;
+    t->used[t->n++] = i;
+    return n;
+}
+
+static struct gnode *cont(struct grammar_state *st, struct ggen *gen, uint32_t pos, struct gnode *up, int *ok)
 {
     const struct gitem *it = st->g->items;
     while (it[pos].kind == GI_END) {   /* the rule is done: go on where its caller continues */
@@ -50,69 +153,61 @@ static struct gnode *cont(struct grammar_state *st, struct base_arena *a, uint32
         pos = up->pos;
         up = up->up;
     }
-    struct gnode *n = base_arena_alloc(a, sizeof *n);
-    if (!n) { *ok = 0; return NULL; }
-    n->pos = pos;
-    n->up = up;
-    return n;
+    return node_get(st, gen, pos, up, ok);
 }
 
-static int same_stack(const struct gnode *a, const struct gnode *b)
+/* A new set: members are marked with a fresh epoch, so a stack already in
+ * the set is found by its mark. */
+static void set_begin(struct grammar_state *st, struct gset *out)
 {
-    while (a && b) {
-        if (a == b) return 1;
-        if (a->pos != b->pos) return 0;
-        a = a->up;
-        b = b->up;
-    }
-    return a == b;
+    *out = (struct gset){ 0 };
+    st->epoch++;
 }
 
-static uint64_t stack_hash(const struct gnode *n)
+/* Adds stack n unless the set (the last begun) holds it. 0 past MAX_STACKS
+ * or out of memory. */
+static int set_add(struct grammar_state *st, struct ggen *gen, struct gset *out, struct gnode *n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; n; n = n->up) h = (h ^ n->pos) * 1099511628211ull;
-    return h;
-}
-
-/* Adds stack n unless the set holds an equal one: the hashes are compared
- * first, since a grammar of many alternatives makes sets of hundreds of
- * stacks and each advance adds as many. */
-static int set_add(struct grammar_state *st, struct base_arena *a, struct gset *out, struct gnode *n)
-{
-    (void)st;
-    uint64_t h = stack_hash(n);
-    for (uint32_t i = 0; i < out->n; i++) if (out->h[i] == h && same_stack(out->s[i], n)) return 1;
+    st->work++;
+    if (n ? n->mark == st->epoch : out->empty) return 1;
     if (out->n >= MAX_STACKS) return 0;
     if ((out->n & (out->n - 1)) == 0) {   /* grow at powers of two */
         uint32_t cap = out->n ? out->n * 2 : 4;
-        struct gnode **ns = base_arena_alloc(a, cap * sizeof *ns);
-        uint64_t *nh = base_arena_alloc(a, cap * sizeof *nh);
-        if (!ns || !nh) return 0;
-        if (out->n) memcpy(ns, out->s, out->n * sizeof *ns), memcpy(nh, out->h, out->n * sizeof *nh);
+        struct gnode **ns = base_arena_alloc(&gen->arena, cap * sizeof *ns);
+        if (!ns) return 0;
+        if (out->n) memcpy(ns, out->s, out->n * sizeof *ns);
         out->s = ns;
-        out->h = nh;
     }
-    out->h[out->n] = h;
+    if (n) n->mark = st->epoch;
+    else out->empty = 1;
     out->s[out->n++] = n;
     return 1;
 }
 
-/* Adds the stacks n expands to (tops on classes, or NULL). 0 on overflow. */
-static int expand(struct grammar_state *st, struct base_arena *a, struct gnode *n, struct gset *out)
+/* Adds the stacks n expands to (tops on classes, or NULL). 0 on overflow.
+ * The budget counts calls. A node expanded before into the same set added
+ * all it leads to then, so it is charged what it cost then and not walked
+ * again: alternatives that reach one rule by many paths cost each path
+ * once, and a grammar is refused at exactly the budget a full walk meets. */
+static int expand(struct grammar_state *st, struct ggen *gen, struct gnode *n, struct gset *out)
 {
+    long before = st->budget;
     if (--st->budget < 0) return 0;
-    if (!n) return set_add(st, a, out, NULL);
+    if (!n) return set_add(st, gen, out, NULL);
     const struct grammar *g = st->g;
     struct gitem it = g->items[n->pos];
-    if (it.kind == GI_CLASS) return set_add(st, a, out, n);
+    if (it.kind == GI_CLASS) return set_add(st, gen, out, n);
+    st->work++;
+    if (n->xmark == st->epoch) { st->budget = before - n->xcount; return st->budget >= 0; }
     int ok = 1;
-    struct gnode *up = cont(st, a, n->pos + 1, n->up, &ok);
+    struct gnode *up = cont(st, gen, n->pos + 1, n->up, &ok);
     if (!ok) return 0;
     for (uint32_t k = g->rule_alt[it.v]; k < g->rule_alt[it.v + 1]; k++) {
-        struct gnode *m = cont(st, a, g->alt_start[k], up, &ok);
-        if (!ok || !expand(st, a, m, out)) return 0;
+        struct gnode *m = cont(st, gen, g->alt_start[k], up, &ok);
+        if (!ok || !expand(st, gen, m, out)) return 0;
     }
+    n->xmark = st->epoch;
+    n->xcount = (uint32_t)(before - st->budget);
     return 1;
 }
 
@@ -134,10 +229,10 @@ static int class_meets(const struct gclass *c, uint32_t lo, uint32_t hi)
 }
 
 /* The set after code point cp. 0 on overflow (out then undefined). */
-static int advance(struct grammar_state *st, struct base_arena *a, const struct gset *in, uint32_t cp, struct gset *out)
+static int advance(struct grammar_state *st, struct ggen *a, const struct gset *in, uint32_t cp, struct gset *out)
 {
     const struct grammar *g = st->g;
-    *out = (struct gset){ 0 };
+    set_begin(st, out);
     st->budget = MAX_EXPAND;
     for (uint32_t i = 0; i < in->n; i++) {
         struct gnode *n = in->s[i];
@@ -192,7 +287,7 @@ static int u8_feed(struct u8 *u, unsigned char b, int *done)
 }
 
 /* Runs bytes p[0..n) from *set; 1 if something survives (*set updated). */
-static int run_bytes(struct grammar_state *st, struct base_arena *a, struct gset *set, struct u8 *u,
+static int run_bytes(struct grammar_state *st, struct ggen *a, struct gset *set, struct u8 *u,
                      const char *p, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
@@ -208,20 +303,40 @@ static int run_bytes(struct grammar_state *st, struct base_arena *a, struct gset
 
 /* ------------------------------------------------------------ state */
 
-static int copy_set(struct grammar_state *st, struct base_arena *a, const struct gset *in, struct gset *out)
+/* The copy of stack n in st->next. A node is copied once (then found by
+ * fwd), so a set whose stacks share their tails copies in the time of its
+ * distinct nodes; the nodes still to copy are gathered first, since a stack
+ * can be as deep as the text is long. */
+static struct gnode *copy_stack(struct grammar_state *st, struct gnode *n, int *ok)
 {
-    *out = (struct gset){ 0 };
-    for (uint32_t i = 0; i < in->n; i++) {
-        struct gnode *head = NULL, **link = &head;
-        for (const struct gnode *n = in->s[i]; n; n = n->up) {
-            struct gnode *c = base_arena_alloc(a, sizeof *c);
-            if (!c) return 0;
-            c->pos = n->pos;
-            c->up = NULL;
-            *link = c;
-            link = &c->up;
+    uint32_t k = 0;
+    for (; n && !n->fwd; n = n->up) {
+        st->work++;
+        if (k == st->path_cap) {
+            uint32_t cap = st->path_cap ? st->path_cap * 2 : 64;
+            struct gnode **p = realloc(st->path, cap * sizeof *p);
+            if (!p) { *ok = 0; return NULL; }
+            st->path = p;
+            st->path_cap = cap;
         }
-        if (!set_add(st, a, out, head)) return 0;
+        st->path[k++] = n;
+    }
+    struct gnode *below = n ? n->fwd : NULL;
+    while (k-- > 0) {
+        below = node_get(st, &st->next, st->path[k]->pos, below, ok);
+        if (!*ok) return NULL;
+        st->path[k]->fwd = below;
+    }
+    return below;
+}
+
+static int copy_set(struct grammar_state *st, const struct gset *in, struct gset *out)
+{
+    set_begin(st, out);
+    for (uint32_t i = 0; i < in->n; i++) {
+        int ok = 1;
+        struct gnode *c = copy_stack(st, in->s[i], &ok);
+        if (!ok || !set_add(st, &st->next, out, c)) return 0;
     }
     return 1;
 }
@@ -232,7 +347,8 @@ int sample_grammar_state_new(const struct grammar *g, struct grammar_state **out
     if (!st) return base_err_set(err, COLIBRI_ENOMEM, "grammar: out of memory");
     st->g = g;
     st->budget = MAX_EXPAND;
-    struct gset start = { 0 };
+    struct gset start;
+    set_begin(st, &start);
     int ok = 1;
     for (uint32_t k = g->rule_alt[g->root]; ok && k < g->rule_alt[g->root + 1]; k++) {
         struct gnode *m = cont(st, &st->cur, g->alt_start[k], NULL, &ok);
@@ -247,17 +363,19 @@ int sample_grammar_state_new(const struct grammar *g, struct grammar_state **out
 void sample_grammar_state_free(struct grammar_state *st)
 {
     if (!st) return;
-    base_arena_free(&st->cur);
-    base_arena_free(&st->next);
-    base_arena_free(&st->scratch);
+    gen_free(&st->cur);
+    gen_free(&st->next);
+    gen_free(&st->scratch);
+    free(st->path);
     for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].bits); }
     free(st);
 }
 
-static int accepting(const struct gset *s)
+static int accepting(const struct gset *s) { return s->empty; }
+
+void sample_grammar_stats(const struct grammar_state *st, struct grammar_stats *out)
 {
-    for (uint32_t i = 0; i < s->n; i++) if (!s->s[i]) return 1;
-    return 0;
+    *out = (struct grammar_stats){ .work = st->work, .stacks = st->set.n, .nodes = st->cur.tab.n };
 }
 
 int sample_grammar_done(const struct grammar_state *st)
@@ -274,7 +392,7 @@ int sample_grammar_allows(struct grammar_state *st, int32_t id)
     struct gset set = st->set;
     struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
     int r = run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id]);
-    base_arena_reset(&st->scratch);
+    gen_reset(&st->scratch);
     return r;
 }
 
@@ -290,18 +408,18 @@ int sample_grammar_accept(struct grammar_state *st, int32_t id)
     struct gset set = st->set;
     struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
     if (!g->piece[id] || !run_bytes(st, &st->scratch, &set, &u, g->piece[id], g->piece_len[id])) {
-        base_arena_reset(&st->scratch);
+        gen_reset(&st->scratch);
         st->dead = 1;
         return COLIBRI_EINVAL;
     }
     /* keep the new set in a fresh arena; the old one (and scratch) go */
-    base_arena_reset(&st->next);
+    gen_reset(&st->next);
     struct gset kept;
-    if (!copy_set(st, &st->next, &set, &kept)) { st->dead = 1; return COLIBRI_ENOMEM; }
-    struct base_arena t = st->cur;
+    if (!copy_set(st, &set, &kept)) { st->dead = 1; return COLIBRI_ENOMEM; }
+    struct ggen t = st->cur;
     st->cur = st->next;
     st->next = t;
-    base_arena_reset(&st->scratch);
+    gen_reset(&st->scratch);
     st->set = kept;
     st->cp = u.cp; st->need = u.need; st->lo = u.lo; st->hi = u.hi; st->min = u.min;
     return 0;
@@ -319,14 +437,14 @@ struct walker { struct grammar_state *st; struct wset *v; int32_t n, cap; uint8_
 static uint64_t set_hash(const struct gset *s)
 {
     uint64_t h = 1469598103934665603ull ^ s->n;
-    for (uint32_t i = 0; i < s->n; i++) h = (h ^ s->h[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < s->n; i++) h = (h ^ (uint64_t)(uintptr_t)s->s[i]) * 1099511628211ull;
     return h;
 }
 
 static int same_set(const struct gset *a, const struct gset *b)
 {
     if (a->n != b->n) return 0;
-    for (uint32_t i = 0; i < a->n; i++) if (!same_stack(a->s[i], b->s[i])) return 0;
+    for (uint32_t i = 0; i < a->n; i++) if (a->s[i] != b->s[i]) return 0;   /* interned: equal is same */
     return 1;
 }
 
@@ -380,17 +498,29 @@ static void walk(struct walker *w, uint32_t node, int32_t si, struct u8 u)
     }
 }
 
-/* the state as a list of numbers, for the cache */
-static uint32_t *serialize(const struct grammar_state *st, uint32_t *n_out)
+/* The state as a list of numbers, for the cache: the UTF-8 carry, then per
+ * stack the items of the nodes not yet listed, top first, and the number of
+ * the node they rest on (UINT32_MAX: none). Shared tails are listed once,
+ * and since nodes are interned, equal states give equal lists. */
+static uint32_t *serialize(struct grammar_state *st, uint32_t *n_out)
 {
     uint32_t n = 5;
-    for (uint32_t i = 0; i < st->set.n; i++) { n++; for (const struct gnode *x = st->set.s[i]; x; x = x->up) n++; }
-    uint32_t *s = malloc(n * sizeof *s), k = 0;
+    st->epoch++;
+    for (uint32_t i = 0; i < st->set.n; i++) {
+        n += 2;
+        for (struct gnode *x = st->set.s[i]; x && x->mark != st->epoch; x = x->up) { x->mark = st->epoch; n++; }
+    }
+    st->work += n;
+    uint32_t *s = malloc(n * sizeof *s), k = 0, idx = 0;
     if (!s) return NULL;
     s[k++] = st->cp; s[k++] = st->need; s[k++] = st->lo; s[k++] = st->hi; s[k++] = st->min;
+    st->epoch++;
     for (uint32_t i = 0; i < st->set.n; i++) {
-        for (const struct gnode *x = st->set.s[i]; x; x = x->up) s[k++] = x->pos;
-        s[k++] = UINT32_MAX;
+        uint32_t at = k++, c = 0;
+        struct gnode *x = st->set.s[i];
+        for (; x && x->mark != st->epoch; x = x->up) { x->mark = st->epoch; x->idx = idx++; s[k++] = x->pos; c++; }
+        s[at] = c;
+        s[k++] = x ? x->idx : UINT32_MAX;
     }
     *n_out = n;
     return s;
@@ -421,7 +551,7 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
     int32_t root = intern(&w, &st->set);
     if (root >= 0) walk(&w, 0, root, u);
     free(w.v);
-    base_arena_reset(&st->scratch);
+    gen_reset(&st->scratch);
     if (!st->need && accepting(&st->set))
         for (int32_t i = 0; i < g->n_vocab; i++) if (g->is_eog[i] && !allowed[i]) { allowed[i] = 1; count++; }
     if (ser) {   /* replace the least recently used entry */
