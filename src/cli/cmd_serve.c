@@ -34,6 +34,10 @@ int cmd_serve(int argc, char **argv)
         { "host", 0, OPT_STR, &so.host, "address or host name to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)" },
         { "port", 0, OPT_INT, &so.port, "TCP port (default 8080; 0 = any free port, printed at start)", 0, 65535 },
         { "slots", 0, OPT_INT, &so.n_slots, "sessions generating at once (default 4)", 1, 64 },
+        { "grammar-slots", 0, OPT_INT, &so.grammar_slots, "slots that requests with a grammar (grammar, "
+                                                          "response_format, tool_choice required) may hold at once; "
+                                                          "more wait in the queue while others pass them (default: "
+                                                          "half the slots, at least 1)", 0, 64 },
         { "ctx", 'c', OPT_INT, &so.n_ctx, "context tokens per slot (default min(model context, 4096))", 0, 1 << 24 },
         { "kv", 0, OPT_STR, &kv, "KV-cache tier of every slot: " OPTS_LIST_KV_TIERS " "
                                  "(default f32; env aliases KV8=1, KV_TQ=N, KV_TQ_POLAR=1); per layer: "

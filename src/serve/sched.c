@@ -67,6 +67,7 @@ struct sched {
     struct job **queue;         /* FIFO ring of max_queue */
     int q_head, q_len;
     int n_busy;
+    int n_grammar;              /* busy slots whose job has a grammar (at most o.grammar_slots) */
     int64_t kv_tokens;
     int closed, quit;
     pthread_t thread;
@@ -154,6 +155,7 @@ static void slot_release(struct sched *s, struct slot *sl)
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
     s->n_busy--;
+    s->n_grammar -= j->p.grammar != NULL;
     pthread_mutex_unlock(&s->mu);
     sl->last_used = ++s->use_clock;
     job_release(j);
@@ -469,6 +471,41 @@ static struct slot *pick_slot(struct sched *s, const struct job *j)
     return best;
 }
 
+/* Whether job j may take a slot now: a job with a grammar waits while
+ * grammar_slots of them run, so that requests whose every token may cost a
+ * mask cannot hold every slot; the jobs queued after it pass it meanwhile.
+ * Called with mu held. */
+static int may_start(const struct sched *s, const struct job *j)
+{
+    return !j->p.grammar || s->n_grammar < s->o.grammar_slots || atomic_load(&j->cancelled);
+}
+
+/* The queue's k-th job (0: the oldest). Called with mu held. */
+static struct job *queue_at(const struct sched *s, int k)
+{
+    return s->queue[(s->q_head + k) % s->o.max_queue];
+}
+
+/* Takes the queue's k-th job out, the older ones moving up one place.
+ * Called with mu held. */
+static struct job *queue_take(struct sched *s, int k)
+{
+    struct job *j = queue_at(s, k);
+    for (int i = k; i > 0; i--) s->queue[(s->q_head + i) % s->o.max_queue] = queue_at(s, i - 1);
+    s->q_head = (s->q_head + 1) % s->o.max_queue;
+    s->q_len--;
+    return j;
+}
+
+/* 1 when a queued job may take a free slot now. Called with mu held. */
+static int queue_ready(const struct sched *s)
+{
+    if (s->n_busy >= s->o.n_slots) return 0;
+    for (int k = 0; k < s->q_len; k++)
+        if (may_start(s, queue_at(s, k))) return 1;
+    return 0;
+}
+
 static void *sched_main(void *arg)
 {
     struct sched *s = arg;
@@ -483,10 +520,9 @@ static void *sched_main(void *arg)
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        while (s->q_len > 0 && s->n_busy < s->o.n_slots && n_assign < 64) {
-            struct job *j = s->queue[s->q_head];
-            s->q_head = (s->q_head + 1) % s->o.max_queue;
-            s->q_len--;
+        for (int k = 0; k < s->q_len && s->n_busy < s->o.n_slots && n_assign < 64;) {
+            if (!may_start(s, queue_at(s, k))) { k++; continue; }
+            struct job *j = queue_take(s, k);
             if (atomic_load(&j->cancelled)) {
                 job_finish(j, JOB_FIN_CANCELLED, 0, 0);
                 atomic_fetch_add(&s->met->cancelled, 1);
@@ -496,6 +532,7 @@ static void *sched_main(void *arg)
             struct slot *sl = pick_slot(s, j);
             sl->job = j;        /* reserve; slot_assign completes it */
             s->n_busy++;
+            s->n_grammar += j->p.grammar != NULL;
             assign_sl[n_assign] = sl;
             assign_j[n_assign++] = j;
         }
@@ -540,7 +577,7 @@ static void *sched_main(void *arg)
         pthread_mutex_lock(&s->mu);
         /* only offloaded samples are pending: sleep until one is ready or a job arrives */
         if (!worked)
-            while (!s->quit && !(s->q_len > 0 && s->n_busy < s->o.n_slots) && !offload_settled(s))
+            while (!s->quit && !queue_ready(s) && !offload_settled(s))
                 pthread_cond_wait(&s->cv, &s->mu);
         s->kv_tokens = kv;
         for (int i = 0; i < s->o.n_slots; i++) s->slots[i].pos_seen = pos[i];
@@ -586,6 +623,8 @@ int sched_new(colibri_model *m, const colibri_tokenizer *t, const struct sched_o
     s->tok = t;
     s->o = *o;
     if (s->o.prefill_chunk <= 0) s->o.prefill_chunk = 256;
+    if (s->o.grammar_slots <= 0) s->o.grammar_slots = o->n_slots > 1 ? o->n_slots / 2 : 1;
+    if (s->o.grammar_slots > o->n_slots) s->o.grammar_slots = o->n_slots;
     s->met = met;
     s->n_vocab = colibri_model_vocab(m);
     pthread_mutex_init(&s->mu, NULL);

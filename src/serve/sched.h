@@ -15,6 +15,11 @@
  * ones its sampler agrees with and emits each kept token as its own event in
  * the same iteration; the output is the one without drafts.
  *
+ * Jobs with a grammar hold at most grammar_slots slots at once: one beyond
+ * that stays in the queue, and the jobs queued after it that may start pass
+ * it, so constrained requests (whose every token may cost a mask) never hold
+ * every slot.
+ *
  * The choices of one request (n > 1; jobs sharing an id, job.h) are queued
  * together and run in slots of their own. A later choice that finds a
  * sibling still prefilling the prompt waits for it, then copies the rows of
@@ -52,6 +57,7 @@ struct sched_opts {
     int n_threads;              /* compute threads of the scheduler thread (0 = default) */
     int n_draft;                /* speculative decoding with the MTP layer: drafts per slot per step (0: off) */
     int draft_auto;             /* with n_draft: each slot drafts only while it pays (colibri_gen_opts) */
+    int grammar_slots;          /* slots jobs with a grammar may hold at once (0: half the slots, at least 1) */
 };
 
 struct sched;

@@ -121,7 +121,7 @@ int serve_new(const struct serve_opts *opts, serve **out, struct colibri_err *er
     }
     struct sched_opts so = { .n_slots = opts->n_slots, .n_ctx = n_ctx, .kv_tier = opts->kv_tier, .kv_rope = opts->kv_rope, .kv_int8 = opts->kv_int8, .kv_snapshot_every = opts->kv_snapshot_every, .kv_snapshots = opts->kv_snapshots, .kv_dir = opts->kv_dir, .max_queue = opts->max_queue,
                              .step_delay_ms = opts->step_delay_ms, .n_threads = opts->n_threads,
-                             .n_draft = n_draft, .draft_auto = draft_auto };
+                             .n_draft = n_draft, .draft_auto = draft_auto, .grammar_slots = opts->grammar_slots };
     rc = sched_new(sv->model, sv->tok, &so, &sv->met, &sv->sched, err);
     if (rc) goto fail;
     rc = http_start(sv, err);

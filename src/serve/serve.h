@@ -48,6 +48,7 @@ struct serve_opts {
     const char *host;           /* IPv4 or IPv6 address, or a name (its first address) */
     int port;                   /* 0 = any free port (see serve_port) */
     int n_slots;                /* sessions decoding at once */
+    int grammar_slots;          /* of those, held by requests with a grammar at most (0: half, at least 1) */
     int n_ctx;                  /* tokens per slot; 0 = min(model context, 4096) */
     const char *kv_tier;        /* KV-cache tier name (NULL = f32), see colibri_session_opts */
     const char *kv_rope;        /* its RoPE part's precision (NULL = the tier's default) */
