@@ -383,7 +383,11 @@ static int read_head(struct kv_state_file *f, const struct kv_state_hdr *want, s
     size_t got = 0;
     int rc = f->io->read(f->io, f->fh, in, sizeof in, 0, &got);
     if (rc) return io_err(err, rc, "reading the header", f->path);
-    if (got < sizeof in) return base_err_set(err, COLIBRI_EFORMAT, "the header is cut short (%zu of %d bytes)", got, KV_FILE_HDR_BYTES);
+    /* a short file is named by its first bytes: not a KV file at all, or one cut short */
+    if (got < 8 || memcmp(in, KV_FILE_MAGIC, 8))
+        return base_err_set(err, COLIBRI_EFORMAT, "magic: not a colibri KV file (no \"%s\" at offset 0)", KV_FILE_MAGIC);
+    if (got < sizeof in)
+        return base_err_set(err, COLIBRI_EFORMAT, "the header is cut short (%zu of %d bytes)", got, KV_FILE_HDR_BYTES);
     if ((rc = hdr_decode(in, &f->hdr, err))) return rc;
     uint8_t *t = malloc(f->hdr.table_bytes);
     if (!t) return base_err_set(err, COLIBRI_ENOMEM, "kv file: out of memory");
