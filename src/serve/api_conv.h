@@ -56,6 +56,7 @@ struct serve_api_stream {
     enum serve_api api;
     char model[128];
     int n_prompt, out_tokens;
+    int cached_tokens;          /* the prompt tokens the slot reused (the chunks' usage) */
     int started, failed;        /* the first event is out; an error event ended it */
     int block, n_blocks, kind;  /* the open content block (kind 0: none) and how many were opened */
     int tool_index;             /* the chat tool_calls index of an open tool block */

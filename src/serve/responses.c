@@ -313,6 +313,16 @@ static void id_from(const cJSON *chat, const char *prefix, int k, char *id, size
     else snprintf(id, n, "%s_%s", prefix, dash ? dash + 1 : "0");
 }
 
+/* usage.prompt_tokens_details.cached_tokens of a chat reply or chunk: the
+ * prompt tokens the slot reused; 0 when absent. */
+static int cached_tokens(const cJSON *chat)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(chat, "usage");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"),
+                                                     "cached_tokens");
+    return cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+}
+
 /* The response object around output (taken), status from finish. */
 static cJSON *response_object(const cJSON *chat, const char *model, cJSON *output, const char *finish, int n_in, int n_out)
 {
@@ -339,7 +349,7 @@ static cJSON *response_object(const cJSON *chat, const char *model, cJSON *outpu
     cJSON_AddFalseToObject(o, "store");
     cJSON_AddObjectToObject(o, "metadata");
     cJSON_AddNumberToObject(u, "input_tokens", n_in);
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", cached_tokens(chat));
     cJSON_AddNumberToObject(u, "output_tokens", n_out);
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
     cJSON_AddNumberToObject(u, "total_tokens", n_in + n_out);
@@ -561,6 +571,8 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
         }
         cJSON *u = cJSON_GetObjectItemCaseSensitive(s->acc, "usage");
         cJSON_ReplaceItemInObject(u, "output_tokens", cJSON_CreateNumber(s->out_tokens));
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(u, "input_tokens_details"), "cached_tokens",
+                                  cJSON_CreateNumber(s->cached_tokens));
         cJSON_ReplaceItemInObject(u, "total_tokens", cJSON_CreateNumber(s->n_prompt + s->out_tokens));
         remember(s->acc, &s->turn);
         snapshot(s, out, done ? "response.completed" : "response.incomplete");
@@ -579,6 +591,7 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(chunk, "usage");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
     if (cJSON_IsNumber(ct)) s->out_tokens = (int)ct->valuedouble;
+    if (u) s->cached_tokens = cached_tokens(chunk);
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
     if (str(ch, "finish_reason")) snprintf(s->finish, sizeof s->finish, "%s", str(ch, "finish_reason"));

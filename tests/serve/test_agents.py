@@ -315,6 +315,12 @@ def test_responses_previous_response_id():
     st2, w4 = responses(input=full, **g)
     check(st == 200 and r4["usage"]["input_tokens"] == w4["usage"]["input_tokens"] and out_text(r4) == out_text(w4),
           f"chain: {r4['usage']} {out_text(r4)!r} vs {w4['usage']} {out_text(w4)!r}")
+    # w4's prompt is r4's, just computed: its slot reuses all of it but the last token (the Responses usage says so)
+    c4 = w4["usage"]["input_tokens_details"]["cached_tokens"]
+    check(w4["usage"]["input_tokens"] - 1 <= c4 < w4["usage"]["input_tokens"], f"cached tokens: {w4['usage']}")
+    st, text = responses(input=full, stream=True, **g)
+    u = sse(text)[-1][1]["response"]["usage"]
+    check(u["input_tokens"] - 1 <= u["input_tokens_details"]["cached_tokens"] < u["input_tokens"], f"streamed: {u}")
     # store false: answered, not kept
     st, r5 = responses(input="Hello", store=False, **g)
     check(st == 200 and r5["store"] is False, f"{r5}")
