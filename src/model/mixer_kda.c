@@ -56,10 +56,6 @@ static int kda_load(const struct model_loader *L, int li, struct layer_weights *
 {
     const struct model_config *c = &model_loader_model(L)->cfg;
     int hid = c->hidden_size, H = c->linear_num_heads, D = c->linear_head_dim, HD = H * D, rc;
-    /* the streamed store loads experts without swiglu_limit's clip */
-    if (model_loader_model(L)->fmt.ram_bytes > 0)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "--ram: streaming GLM-5.3's routed experts is not "
-                            "implemented (load it resident)");
     struct kda_weights *w = calloc(1, sizeof *w);
     if (!w) return base_err_set(err, COLIBRI_ENOMEM, "layer %d KDA weights: out of memory", li);
     lw->kda = w;

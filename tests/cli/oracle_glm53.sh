@@ -17,7 +17,6 @@ refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
     echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
 }
 refused "--kv int8r" "KDA state .* f32 only" "$COLIBRI" oracle --kv int8r "$fix"
-refused "--ram" "streaming GLM-5.3" "$COLIBRI" oracle --ram 1M "$fix"
 refused "--device" "GLM-5.3's layers are not wired to the device" "$COLIBRI" oracle --device host "$fix"
 
 tmp=$(mktemp -d)

@@ -1,5 +1,6 @@
 #!/bin/sh
-# DeepSeek-V4's routed experts streamed under --ram (tests/oracle_v4): at
+# DeepSeek-V4's and GLM-5.3's routed experts (clipped SwiGLU; V4's hash
+# layers prefetched) streamed under --ram (tests/oracle_v4, tests/oracle_glm53): at
 # every budget, from the smallest (one token's experts: top-k slots) up to
 # the largest that still streams, every logit the fixture's prefill and decode compute
 # is the resident model's bit for bit (oracle --digest), and the run says
@@ -20,7 +21,7 @@ least() {   # least DIR N HI: the smallest budget in bytes (<= HI) whose cache h
     done
     echo $hi
 }
-for f in tests/oracle_v4/*/; do
+for f in tests/oracle_v4/*/ tests/oracle_glm53/*/; do
     f=${f%/}
     k=$(sed -n 's/.*"num_experts_per_tok": *\([0-9]*\).*/\1/p' "$f/config.json")
     e=$(sed -n 's/.*"n_routed_experts": *\([0-9]*\).*/\1/p' "$f/config.json")
