@@ -15,7 +15,7 @@
 enum gitem_kind { GI_END = 0, GI_CLASS = 1, GI_RULE = 2 };
 
 struct gitem { uint32_t kind : 2, v : 30; };       /* v: class or rule index */
-struct gclass { uint32_t neg, n; uint32_t *r; };   /* n ranges [r[2i], r[2i+1]] */
+struct gclass { uint32_t neg, n; uint32_t *r; };   /* n ranges [r[2i], r[2i+1]]; compiled: sorted, merged, neg 0 */
 
 struct gtrie {                  /* the vocabulary's pieces as a byte trie */
     uint32_t *first_child, *n_child;   /* per node: children in child[] */

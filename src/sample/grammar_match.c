@@ -218,12 +218,10 @@ static int class_has(const struct gclass *c, uint32_t cp)
     return c->neg ? !in : in;
 }
 
+/* Whether any code point of [lo, hi] is in c. Classes are sorted, merged and
+ * never negated after compiling (grammar_parse.c), so this is exact. */
 static int class_meets(const struct gclass *c, uint32_t lo, uint32_t hi)
 {
-    if (c->neg) {   /* excluded only when one range covers all of [lo, hi] (a union could too: allowed then) */
-        for (uint32_t i = 0; i < c->n; i++) if (c->r[2 * i] <= lo && c->r[2 * i + 1] >= hi) return 0;
-        return 1;
-    }
     for (uint32_t i = 0; i < c->n; i++) if (c->r[2 * i] <= hi && c->r[2 * i + 1] >= lo) return 1;
     return 0;
 }

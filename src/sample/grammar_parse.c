@@ -110,9 +110,51 @@ static int add_alt(struct gparser *P, int rule, const struct vec *items)
     return 0;
 }
 
+static int range_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Ranges sorted and merged, and a negated class replaced by its complement
+ * over [0, U+10FFFF]: the matcher's class_meets then tests exact sets (a
+ * negated class whose ranges only together cover a UTF-8 lead byte's block
+ * would otherwise allow that byte). 0, or -1 out of memory. */
+static int class_normalize(struct gclass *c)
+{
+    uint32_t n = 0, *r = c->r;
+    if (c->n) qsort(r, c->n, 2 * sizeof *r, range_cmp);
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint32_t lo = r[2 * i], hi = r[2 * i + 1] > 0x10ffff ? 0x10ffff : r[2 * i + 1];
+        if (lo > hi) continue;
+        if (n && lo <= r[2 * n - 1] + 1) {
+            if (hi > r[2 * n - 1]) r[2 * n - 1] = hi;
+        } else {
+            r[2 * n] = lo;
+            r[2 * n + 1] = hi;
+            n++;
+        }
+    }
+    if (c->neg) {
+        uint32_t *o = malloc(2 * (n + 1) * sizeof *o), m = 0, next = 0;
+        if (!o) return -1;
+        for (uint32_t i = 0; i < n; i++) {
+            if (r[2 * i] > next) o[2 * m] = next, o[2 * m + 1] = r[2 * i] - 1, m++;
+            next = r[2 * i + 1] + 1;
+        }
+        if (next <= 0x10ffff) o[2 * m] = next, o[2 * m + 1] = 0x10ffff, m++;
+        free(c->r);
+        c->r = o;
+        c->neg = 0;
+        n = m;
+    }
+    c->n = n;
+    return 0;
+}
+
 static int add_class(struct gparser *P, struct gclass *c)
 {
-    if (vpush(&P->cls, c)) { free(c->r); oom(P); return -1; }
+    if (class_normalize(c) || vpush(&P->cls, c)) { free(c->r); oom(P); return -1; }
     return (int)P->cls.n - 1;
 }
 

@@ -109,6 +109,29 @@ static void test_allows(void)
         sample_grammar_state_free(sn);
         colibri_grammar_free(gn);
     }
+    /* [^À-ßà-ÿ]: two excluded ranges that only together cover U+00C0..U+00FF, all that lead byte C3
+     * starts, so C3 is not allowed (it would lead nowhere); C2 (U+0080..U+00BF) and 'a' are */
+    {
+        int32_t c2 = -1, c3b = -1;
+        for (int32_t i = 0; i < colibri_tokenizer_n_vocab(tk); i++) {
+            char *t = NULL;
+            size_t len = 0;
+            if (colibri_tokenizer_decode(tk, &i, 1, 0, &t, &len, &err) == 0 && len == 1) {
+                if ((unsigned char)t[0] == 0xc2) c2 = i;
+                if ((unsigned char)t[0] == 0xc3) c3b = i;
+            }
+            free(t);
+        }
+        colibri_grammar *gu = NULL;
+        const char *two = "root ::= [^\u00C0-\u00DF\u00E0-\u00FF]";
+        struct grammar_state *su = NULL;
+        CHECK(c2 >= 0 && c3b >= 0 && colibri_grammar_new(tk, two, strlen(two), &gu, &err) == 0 &&
+              sample_grammar_state_new(gu->g, &su, &err) == 0, "setup: %s", err.msg);
+        if (su) CHECK(!sample_grammar_allows(su, c3b) && sample_grammar_allows(su, c2) && sample_grammar_allows(su, a),
+                      "a union of excluded ranges covering C3's block excludes C3");
+        sample_grammar_state_free(su);
+        colibri_grammar_free(gu);
+    }
     uint8_t *mask = malloc((size_t)colibri_tokenizer_n_vocab(tk));
     int32_t k = sample_grammar_mask(st, mask);
     CHECK(k >= 1 && mask[eos], "mask at the end holds EOS (%d ids)", k);
