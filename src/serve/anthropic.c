@@ -455,7 +455,7 @@ void serve_anthropic_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
     start(s, out, chunk);
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(chunk, "usage");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
-    if (cJSON_IsNumber(ct)) s->out_tokens = (int)ct->valuedouble;
+    if (cJSON_IsNumber(ct)) s->out_tokens = serve_api_count(ct);
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta"), *fin = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
     if (cJSON_IsString(fin)) snprintf(s->finish, sizeof s->finish, "%s", fin->valuestring);
@@ -482,7 +482,7 @@ void serve_anthropic_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
         const cJSON *idx = cJSON_GetObjectItemCaseSensitive(tc, "index"), *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id"), *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-        int k = cJSON_IsNumber(idx) ? (int)idx->valuedouble : 0;
+        int k = serve_api_count(idx);
         if (s->kind != BLK_TOOL || s->tool_index != k) {
             cJSON *b = typed("tool_use");
             cJSON_AddStringToObject(b, "id", cJSON_IsString(id) ? id->valuestring : "");

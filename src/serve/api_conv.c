@@ -1,5 +1,7 @@
 /* serve/api_conv.c - dispatch between the agent APIs' translations, and the
  * SSE chunk splitting their streams share (contract in api_conv.h). */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,12 @@ void serve_api_turn_clear(struct serve_api_turn *t)
     if (!t) return;
     free(t->conv);
     t->conv = NULL;
+}
+
+int serve_api_count(const cJSON *n)
+{
+    if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < 1) return 0;
+    return n->valuedouble >= (double)INT_MAX ? INT_MAX : (int)n->valuedouble;
 }
 
 char *serve_api_request(enum serve_api api, const char *body, size_t len, int *stream, struct serve_api_turn *turn,

@@ -74,6 +74,12 @@ struct serve_api_stream *serve_api_stream_new(enum serve_api api, const char *mo
 void serve_api_stream_feed(struct serve_api_stream *s, struct strbuf *in, struct strbuf *out);
 void serve_api_stream_free(struct serve_api_stream *s);
 
+/* A count from a chat reply's JSON number n (a token count, an index): n
+ * rounded toward zero and clamped to [0, INT_MAX]; 0 for anything not a
+ * finite number. The replies are the server's own, but a count is never
+ * converted unchecked. */
+int serve_api_count(const struct cJSON *n);
+
 /* The pieces each API implements (anthropic.c, responses.c). */
 char *serve_anthropic_request(const char *body, size_t len, int *stream, struct oai_error *e);
 char *serve_anthropic_response(const char *chat_json);

@@ -320,7 +320,7 @@ static int cached_tokens(const cJSON *chat)
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(chat, "usage");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"),
                                                      "cached_tokens");
-    return cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+    return serve_api_count(c);
 }
 
 /* The response object around output (taken), status from finish. */
@@ -445,7 +445,7 @@ char *serve_responses_response(const char *chat_json, struct serve_api_turn *tur
     }
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"), *gt = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
     cJSON *o = response_object(chat, str(chat, "model") ? str(chat, "model") : "", output, fin ? fin : "stop",
-                               cJSON_IsNumber(pt) ? (int)pt->valuedouble : 0, cJSON_IsNumber(gt) ? (int)gt->valuedouble : 0);
+                               serve_api_count(pt), serve_api_count(gt));
     remember(o, turn);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -590,7 +590,7 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
     }
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(chunk, "usage");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
-    if (cJSON_IsNumber(ct)) s->out_tokens = (int)ct->valuedouble;
+    if (cJSON_IsNumber(ct)) s->out_tokens = serve_api_count(ct);
     if (u) s->cached_tokens = cached_tokens(chunk);
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
@@ -616,7 +616,7 @@ void serve_responses_stream_chunk(struct serve_api_stream *s, const cJSON *chunk
     const cJSON *tc;
     cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(d, "tool_calls")) {
         const cJSON *idx = cJSON_GetObjectItemCaseSensitive(tc, "index"), *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-        int k = cJSON_IsNumber(idx) ? (int)idx->valuedouble : 0;
+        int k = serve_api_count(idx);
         if (s->kind != IT_CALL || s->tool_index != k) {
             id_from(chunk, "fc", s->n_blocks, id, sizeof id);
             open_item(s, out, IT_CALL, "fc", call_item(id, str(tc, "id") ? str(tc, "id") : "",
