@@ -307,12 +307,17 @@ int model_shipped_ct_int4_source(const struct model_shipped_src *s, const char *
     return ct_int4_find(s, module, rows, cols, packed, scales, &shp, err);
 }
 
-int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
-                    struct colibri_err *err)
+int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, int defer,
+                          struct qtensor *out, struct colibri_err *err)
 {
     const struct st_tensor *p, *sc, *shp;
     int rc = ct_int4_find(s, module, rows, cols, &p, &sc, &shp, err);
     if (rc) return rc;
+    if (s->n_params) *s->n_params += (int64_t)rows * cols - p->numel - sc->numel - shp->numel;
+    if (defer) {
+        *out = (struct qtensor){ .fmt = QUANT_Q4G32, .rows = rows, .cols = cols, .owned = 1 };
+        return 0;
+    }
     const int ng = (cols + 31) / 32;
     size_t nd = quant_fmt_data_bytes(QUANT_Q4G32, rows, cols);
     uint8_t *d = base_xalloc(nd);
@@ -324,7 +329,6 @@ int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module,
     }
     model_shipped_ct_int4_repack(p->data, sc->data, sc->dtype, rows, cols, d, f);
     *out = (struct qtensor){ .fmt = QUANT_Q4G32, .rows = rows, .cols = cols, .data = d, .scales = f, .owned = 1 };
-    if (s->n_params) *s->n_params += (int64_t)rows * cols - p->numel - sc->numel - shp->numel;
     return 0;
 }
 

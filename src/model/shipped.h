@@ -67,9 +67,12 @@ int model_shipped_v4_kind(const char *name, int expert_fp4);
  * release stores it as. */
 int model_shipped_v4_check(const struct st_tensor *t, int kind, struct colibri_err *err);
 
-/* module: the Linear's name without ".weight". */
-int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, struct qtensor *out,
-                    struct colibri_err *err);
+/* module: the Linear's name without ".weight". defer: check the stored
+ * tensors and count the parameters, but leave out's data and scales NULL
+ * (owned, q4g32): a routed expert the loader repacks only once it knows the
+ * experts stay resident, or that the streamed store repacks as it reads. */
+int model_shipped_ct_int4(const struct model_shipped_src *s, const char *module, int rows, int cols, int defer,
+                          struct qtensor *out, struct colibri_err *err);
 /* The stored tensors model_shipped_ct_int4 reads (`.weight_packed`,
  * `.weight_scale`), checked as it checks them: for the streamed store, which
  * reads their bytes and repacks them itself. */

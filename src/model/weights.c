@@ -239,6 +239,18 @@ static const struct st_tensor *shipped_find(void *ctx, const char *name)
     return loader_find(ctx, name);
 }
 
+/* A routed expert's matrix in compressed-tensors int4 is repacked only once
+ * the experts are known to stay resident (ct_int4_materialize), so that a
+ * model streamed under --ram never holds every expert's q4g32 copy at load;
+ * not when --experts converts it (conversion needs the values now). */
+static int ct_int4_deferred(const struct model *m, const char *name, enum model_weight_role role)
+{
+    int layer, expert, n = 0, want = m->fmt.experts_fmt;
+    if (role != MODEL_ROLE_EXPERT || (want != MODEL_FMT_AS_STORED && want != QUANT_Q4G32)) return 0;
+    if (sscanf(name, "model.layers.%d.mlp.experts.%d.%n", &layer, &expert, &n) != 2 || !n) return 0;
+    return layer >= 0 && layer < m->cfg.num_hidden_layers;
+}
+
 /* A Linear weight in a shipped encoding (model/shipped.h) when `name` is
  * one: 1 with *stored made, 0 if it is not, or a negative error. */
 static int load_shipped(struct loader *L, const char *name, const struct st_tensor *t, int rows, int cols,
@@ -257,7 +269,7 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
         int ig = model_quant_ignored(q, module, err);
         if (ig < 0) return ig;
         if (!ig) {
-            int rc = model_shipped_ct_int4(&src, module, rows, cols, stored, err);
+            int rc = model_shipped_ct_int4(&src, module, rows, cols, ct_int4_deferred(L->m, name, role), stored, err);
             return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
         }
     }
@@ -517,6 +529,37 @@ static const struct st_tensor *stream_find(void *ctx, const char *name)
     return st_find(ctx, name);
 }
 
+/* The compressed-tensors module of routed expert (layer, expert)'s matrix
+ * (0 gate, 1 up, 2 down), with the family's tensor_prefix, as load_shipped
+ * names it. */
+static void ct_expert_module(const struct model *m, int layer, int expert, int matrix, char *out, size_t n)
+{
+    static const char *const proj[3] = { "gate_proj", "up_proj", "down_proj" };
+    const char *pre = m->cfg.family->tensor_prefix;
+    snprintf(out, n, "%smodel.layers.%d.mlp.experts.%d.%s", pre ? pre : "", layer, expert, proj[matrix]);
+}
+
+/* Repacks the routed experts ct_int4_deferred left empty, for a model
+ * whose experts stay resident. */
+static int ct_int4_materialize(struct model *m, const char *dir, struct colibri_err *err)
+{
+    if (m->cfg.quant.kind != MODEL_QUANT_CT_INT4 || !m->experts) return 0;
+    struct model_shipped_src src = { stream_find, &m->st, NULL };
+    for (int l = m->experts->first_moe_layer; l < m->experts->n_layers; l++)
+        for (int e = 0; e < m->experts->n_experts; e++) {
+            struct mlp_weights *w = expert_store_resident_slot(m->experts, l, e);
+            struct qtensor *q[3] = { w ? &w->gate : NULL, w ? &w->up : NULL, w ? &w->down : NULL };
+            for (int j = 0; j < 3; j++) {
+                if (!q[j] || q[j]->data || !q[j]->rows || q[j]->fmt != QUANT_Q4G32) continue;
+                char module[160];
+                ct_expert_module(m, l, e, j, module, sizeof module);
+                int rc = model_shipped_ct_int4(&src, module, q[j]->rows, q[j]->cols, 0, q[j], err);
+                if (rc) return base_err_prefix(err, rc, "%s", dir);
+            }
+        }
+    return 0;
+}
+
 static void ct_int4_rebuild(const void *const src[2], int scale_dtype, int rows, int cols, void *data, void *scales)
 {
     model_shipped_ct_int4_repack(src[0], src[1], scale_dtype, rows, cols, data, scales);
@@ -528,14 +571,13 @@ static void ct_int4_rebuild(const void *const src[2], int scale_dtype, int rows,
 static int stream_rebuild(void *ctx, int layer, int expert, int matrix, struct expert_stream_rebuild *out,
                           struct colibri_err *err)
 {
-    static const char *const proj[3] = { "gate_proj", "up_proj", "down_proj" };
     struct model *m = ctx;
     if (m->cfg.quant.kind != MODEL_QUANT_CT_INT4) return 0;
     const struct mlp_weights *w = expert_store_resident_slot(m->experts, layer, expert);
     const struct qtensor *q = matrix == 0 ? &w->gate : matrix == 1 ? &w->up : &w->down;
     if (q->fmt != QUANT_Q4G32) return 0;
-    char module[128];
-    snprintf(module, sizeof module, "model.layers.%d.mlp.experts.%d.%s", layer, expert, proj[matrix]);
+    char module[160];
+    ct_expert_module(m, layer, expert, matrix, module, sizeof module);
     int ig = model_quant_ignored(&m->cfg.quant, module, err);
     if (ig) return ig < 0 ? ig : 0;
     struct model_shipped_src src = { stream_find, &m->st, NULL };
@@ -859,7 +901,9 @@ int model_load(const char *dir, const struct model_load_opts *opts, struct model
     free(L.used);
     L.used = NULL;
     if (rc) goto fail;
+    struct expert_store *resident = m->experts;
     if ((rc = choose_expert_store(m, err))) goto fail;
+    if (m->experts == resident && (rc = ct_int4_materialize(m, L.dir, err))) goto fail;
     if (!m->fmt.lazy_load) prefault(m);
     return 0;
 fail:
