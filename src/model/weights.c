@@ -269,7 +269,9 @@ static int load_shipped(struct loader *L, const char *name, const struct st_tens
         int ig = model_quant_ignored(q, module, err);
         if (ig < 0) return ig;
         if (!ig) {
-            int rc = model_shipped_ct_int4(&src, module, rows, cols, ct_int4_deferred(L->m, name, role), stored, err);
+            /* the ignore list names whole modules; the finder adds the prefix itself */
+            int rc = model_shipped_ct_int4(&src, module + (pre ? strlen(pre) : 0), rows, cols,
+                                           ct_int4_deferred(L->m, name, role), stored, err);
             return rc ? base_err_prefix(err, rc, "%s", L->dir) : 1;
         }
     }

@@ -45,3 +45,34 @@ for r in 2.4M 2.6M 2.8M 3.0M; do
     echo "--ram $r: $(grep -o 'a cache of [0-9]* experts' "$tmp/err")"
     [ "$got" = "$ref" ] || { echo "--ram $r: $got"; exit 1; }
 done
+
+# Kimi K2.5 / K2.6 name the same experts under the family's tensor_prefix
+# (language_model.); the streamed store must find them there too, and a
+# resident load repacks them after the store is chosen.
+mkdir "$tmp/k25"
+cp "$tmp/m/reference.json" "$tmp/m/reference.safetensors" "$tmp/k25/"
+python3 - "$tmp/m" tests/oracle/kimi_k25_tiny/config.json "$tmp/k25" <<'PY'
+import json, struct, sys
+src, wrap, dst = sys.argv[1:]
+text = json.load(open(src + "/config.json"))
+qc = text.pop("quantization_config")
+# exact names in the ignore list are whole module names, the prefix included
+qc["ignore"] = [i if i.startswith("re:") else "language_model." + i for i in qc["ignore"]]
+top = {k: v for k, v in json.load(open(wrap)).items() if k != "text_config"}
+top.update(text_config=text, quantization_config=qc)
+json.dump(top, open(dst + "/config.json", "w"), indent=1)
+b = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h = {(k if k == "__metadata__" else "language_model." + k): v for k, v in h.items()}
+hdr = json.dumps(h).encode()
+hdr += b" " * (-len(hdr) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(hdr)) + hdr + b[8 + n:])
+PY
+k25=$("$COLIBRI" oracle --no-gate --digest "$tmp/k25")
+echo "kimi_k25 resident: $k25"
+[ "${k25#* digest=}" = "${ref#* digest=}" ] || { echo "K2.5 layout changed the logits"; exit 1; }
+got=$("$COLIBRI" oracle --no-gate --digest --ram 2.6M --state-dir none "$tmp/k25" 2>"$tmp/err") || { cat "$tmp/err"; exit 1; }
+grep -q "routed experts streamed: a cache of" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+[ "$got" = "$k25" ] || { echo "kimi_k25 --ram 2.6M: $got"; exit 1; }
+echo "kimi_k25 --ram 2.6M: same digest"
