@@ -30,10 +30,12 @@ struct colibri_tokenizer {
     struct colibri_err tpl_err;
 };
 
-/* 1 when dir/config.json names model_type deepseek_v4: its checkpoints
- * ship their prompt format as DeepSeek's Python encoder, not as a template
- * or tokens to know it by. A missing or unreadable config is not V4. */
-static int is_deepseek_v4(const char *dir)
+/* The built-in template dir/config.json's model_type chooses when the model
+ * ships none, else TOK_CHAT_NONE (the tokens decide): DeepSeek-V4 ships its
+ * prompt format as DeepSeek's Python encoder, not as a template or tokens to
+ * know it by; GLM-5.3 (glm5_next) takes GLM-5's format, the GLM renderer. A
+ * missing or unreadable config chooses nothing. */
+static enum tok_chat_kind chat_of_model_type(const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -41,10 +43,12 @@ static int is_deepseek_v4(const char *dir)
     char *text = base_read_file_all(path, &n);
     cJSON *cfg = text ? cJSON_ParseWithLength(text, n) : NULL;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
-    int v4 = cJSON_IsString(mt) && !strcmp(mt->valuestring, "deepseek_v4");
+    enum tok_chat_kind k = !cJSON_IsString(mt) ? TOK_CHAT_NONE
+                         : !strcmp(mt->valuestring, "deepseek_v4") ? TOK_CHAT_DEEPSEEK_V4
+                         : !strcmp(mt->valuestring, "glm5_next") ? TOK_CHAT_GLM : TOK_CHAT_NONE;
     cJSON_Delete(cfg);
     free(text);
-    return v4;
+    return k;
 }
 
 int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct colibri_err *err)
@@ -66,7 +70,8 @@ int colibri_tokenizer_load(const char *dir, colibri_tokenizer **out, struct coli
             return rc;
         }
     } else {
-        t->chat = is_deepseek_v4(dir) ? TOK_CHAT_DEEPSEEK_V4 : tok_chat_detect(t->tok);
+        enum tok_chat_kind k = chat_of_model_type(dir);
+        t->chat = k != TOK_CHAT_NONE ? k : tok_chat_detect(t->tok);
     }
     *out = t;
     return 0;

@@ -138,7 +138,8 @@ static void render_kimi(const struct tok *t, const struct colibri_chat_msg *msgs
 
 /* ---------------------------------------------------------------- GLM */
 
-/* The GLM-4.5 / 4.6 / 5 template (not checked against the shipped file):
+/* The GLM-4.5 / 4.6 / 5 template (not checked against the shipped file; GLM-5.3,
+ * model_type glm5_next, gets it from config.json, api/tokenizer_api.c):
  * '[gMASK]<sop>', then per message
  *   system:    '<|system|>\n' + content
  *   user:      '<|user|>\n' + content
