@@ -745,6 +745,10 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
     if (n_unloaded)
         base_log_msg("info", "%s* (%d tensors): the MTP module, not loaded (drafting with it is not implemented for "
                      "%s)", unloaded, n_unloaded, c->model_type);
+    if (c->num_nextn_predict_layers > 0 && !c->family->has_mtp)
+        snprintf(L->m->mtp_left_out, sizeof L->m->mtp_left_out, "drafting with %s's MTP layer (%slayers.%d.*, %d "
+                 "tensors) is not implemented", c->model_type, c->family->model_prefix ? c->family->model_prefix
+                 : "model.", c->num_hidden_layers, n_mtp);
     if (n_mtp)
         base_log_msg("info", "layers %d..%d (%d tensors): MTP layer, not loaded", c->num_hidden_layers,
                      c->num_hidden_layers + c->num_nextn_predict_layers - 1, n_mtp);
@@ -762,7 +766,8 @@ static int refuse_unused(const struct loader *L, struct colibri_err *err)
 static int mtp_layers_present(const struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    if (m->fmt.skip_mtp || c->num_nextn_predict_layers <= 0) return 0;
+    /* a family whose MTP layers are recognised but not run (GLM-5.3): refuse_unused names them */
+    if (m->fmt.skip_mtp || c->num_nextn_predict_layers <= 0 || !c->family->has_mtp) return 0;
     int n = 0;
     for (; n < c->num_nextn_predict_layers; n++) {
         char p[64];
