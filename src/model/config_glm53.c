@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "model/config.h"
 #include "model/kda.h"
+#include "model/quant_config.h"
 
 static const char *const TOP[] = {
     "model_type", "architectures", "text_config", "vision_config", "image_token_id", "video_token_id",
@@ -172,10 +173,19 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
     } else {
         t = top; /* a flat text-only config */
     }
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(t, "quantization_config");
-    if (qc && !cJSON_IsNull(qc))
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config: GLM-5.3's quantized releases are not "
-                            "implemented yet; only float checkpoints load", path);
+    /* quantization_config is read at the top level (model/config.c reads it again after this hook), where
+     * transformers reads it; one inside text_config would be ignored by both, so it is refused */
+    const cJSON *tqc = t != top ? cJSON_GetObjectItemCaseSensitive(t, "quantization_config") : NULL;
+    if (tqc && !cJSON_IsNull(tqc))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: text_config.quantization_config: transformers reads the "
+                            "quantization_config at the top level of config.json, not in text_config", path);
+    int rc = model_quant_config_parse(cJSON_GetObjectItemCaseSensitive(top, "quantization_config"), path, &c->quant,
+                                      err);
+    if (rc) return rc;
+    /* the FP8 release: which Linears are F8_E4M3 + weight_scale_inv is read from the checkpoint's dtypes */
+    if (c->quant.kind != MODEL_QUANT_NONE && c->quant.kind != MODEL_QUANT_FP8_BLOCK)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "%s: quantization_config: only GLM-5.3's FP8 release "
+                            "(quant_method fp8, 128x128 blocks) is implemented for glm5_next", path);
     const struct { const char *key; int *dst; int required, dflt, lo, hi; } ints[] = {
         { "vocab_size", &c->vocab_size, 0, 154880, 1, MODEL_MAX_VOCAB },
         { "hidden_size", &c->hidden_size, 0, 4096, 1, MODEL_MAX_DIM },
@@ -200,7 +210,7 @@ int model_config_parse_glm53(const cJSON *top, struct model_config *c, const cha
         { "hc_mult", &c->hc_mult, 0, 4, 1, 16 },
         { "hc_sinkhorn_iters", &c->hc_sinkhorn_iters, 0, 20, 1, 1000 },
     };
-    int rc, flag;
+    int flag;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = model_cfg_int(t, ints[i].key, ints[i].required, ints[i].dflt, ints[i].lo, ints[i].hi, ints[i].dst,
                                 path, err)))

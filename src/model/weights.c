@@ -26,12 +26,16 @@ struct loader {
 
 /* st_find of a name as the parts spell it ("model.layers.0...",
  * "lm_head.weight"), under the family's tensor_prefix when it has one (a
- * wrapper's language model: "language_model.model.layers.0..."). */
+ * wrapper's language model: "language_model.model.layers.0...") or its
+ * model_prefix; a name that already carries the prefix is found as it is. */
 static const struct st_tensor *loader_lookup(const struct loader *L, const char *name)
 {
     const struct model_family *f = L->m->cfg.family;
     const char *pre = f ? f->tensor_prefix : NULL;
     int mp = f && f->model_prefix && !strncmp(name, "model.", 6);
+    /* a name already under the prefix (a companion named from the tensor found: `<w>_scale_inv`) */
+    if (mp && !strncmp(name, f->model_prefix, strlen(f->model_prefix))) mp = 0;
+    if (pre && !strncmp(name, pre, strlen(pre))) pre = NULL;
     if (!pre && !mp) return st_find(L->st, name);
     char full[600];
     snprintf(full, sizeof full, "%s%s", mp ? f->model_prefix : pre, mp ? name + 6 : name);

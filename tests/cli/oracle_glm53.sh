@@ -1,5 +1,5 @@
 #!/bin/sh
-# GLM-5.3 (tests/oracle_glm53, tools/oracle_glm53.py): every fixture exact
+# GLM-5.3 (tests/oracle_glm53, tools/oracle_glm53.py, tools/oracle_glm53_fp8.py): every fixture exact
 # against transformers under colibri oracle's gate (decode = prefill
 # included: the decode runs KDA's recurrent form, the prefill its chunked
 # form), and what is not implemented for GLM-5.3 refused by name.
@@ -29,7 +29,7 @@ edit() {   # edit DIR PYTHON-EXPR-ON-c: a copy of the fixture with config.json c
 edit "$tmp/unknown" "t['some_new_field']=1"
 refused "an unknown text field" "text_config.some_new_field" "$COLIBRI" oracle "$tmp/unknown"
 edit "$tmp/quant" "t['quantization_config']={'quant_method':'fp8'}"
-refused "quantization_config" "quantization_config" "$COLIBRI" oracle "$tmp/quant"
+refused "quantization_config in text_config" "text_config.quantization_config" "$COLIBRI" oracle "$tmp/quant"
 edit "$tmp/shared" "t['layer_types'][1]='indexed_attention'; t['indexer_types']=['full','shared','full']"
 refused "a shared layer after a KDA layer" "layer 1 is a shared indexed layer" "$COLIBRI" oracle "$tmp/shared"
 edit "$tmp/tail" "t['layer_types'][1]='indexed_attention'; t['index_kpool_always_select_tail']=False"
@@ -40,7 +40,16 @@ edit "$tmp/rope" "t['qk_rope_head_dim']=8"
 refused "qk_rope_head_dim" "qk_rope_head_dim" "$COLIBRI" oracle "$tmp/rope"
 edit "$tmp/score" "t['scoring_func']='softmax'"
 refused "scoring_func softmax" "scoring_func 'softmax'" "$COLIBRI" oracle "$tmp/score"
+fp8=tests/oracle_glm53/glm53_fp8
+mkdir -p "$tmp/blk"
+cp "$fp8"/* "$tmp/blk"/
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['quantization_config']['weight_block_size']=[64,64]; json.dump(c, open(sys.argv[1],'w'))" "$tmp/blk/config.json"
+refused "fp8 in 64x64 blocks" "weight_block_size must be \[128, 128\]" "$COLIBRI" oracle "$tmp/blk"
 echo "refusals ok"
+
+# the FP8 release's encoding (F8_E4M3 + weight_scale_inv 128x128 blocks), read
+# exactly: dequantized to f32 it is transformers' dequantizing load's model
+"$COLIBRI" oracle --experts f32 --dense f32 "$fp8" | grep ' tf=84/84 gen=12/12 '
 
 # GLM-5's keys a release may carry, read by no GLM-5.3 text module: the same model
 edit "$tmp/glm5keys" "t.update(rope_theta=1e6, partial_rotary_factor=1.0, first_k_dense_replace=3, num_nextn_predict_layers=1, scoring_func='sigmoid', topk_method='noaux_tc')"
