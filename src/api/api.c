@@ -376,6 +376,20 @@ static const struct { const char *name; int layers; const char *json; } SYNTH_PR
     { "glm53-flash", 4,
       "{\"model_type\":\"glm5_next\",\"architectures\":[\"Glm5NextForConditionalGeneration\"],"
       "\"num_hidden_layers\":%d,\"torch_dtype\":\"bfloat16\"}" },
+    /* GLM-5.3 (744B): no config of it is available offline, so GLM-5's 744B dimensions (the glm5
+     * preset: hidden 6144, 64 heads, q_lora 2048, MLA rank 512, 256 experts of 2048 top-8 + 1
+     * shared, dense intermediate 12288, indexer 32 x 128 top-2048, 78 layers) on GLM-5.3's layer
+     * kinds, with Glm5NextTextConfig's defaults for what GLM-5 has not (heads of 256 + 256 without
+     * RoPE, KDA 64 x 128 conv 4 bound -5, pools of 16, 4 streams, swiglu_limit 10, the layer
+     * pattern); cut to L */
+    { "glm53", 4,
+      "{\"model_type\":\"glm5_next\",\"architectures\":[\"Glm5NextForConditionalGeneration\"],"
+      "\"text_config\":{\"model_type\":\"glm5_next_text\",\"vocab_size\":154880,\"hidden_size\":6144,"
+      "\"intermediate_size\":12288,\"moe_intermediate_size\":2048,\"num_hidden_layers\":%d,"
+      "\"num_attention_heads\":64,\"num_key_value_heads\":64,\"q_lora_rank\":2048,\"kv_lora_rank\":512,"
+      "\"n_routed_experts\":256,\"n_shared_experts\":1,\"num_experts_per_tok\":8,"
+      "\"index_n_heads\":32,\"index_head_dim\":128,\"index_topk\":2048,\"max_position_embeddings\":202752},"
+      "\"torch_dtype\":\"bfloat16\"}" },
     /* the same architecture in small shapes (KDA and indexed layers, dense and MoE layers; the
      * default layer pattern has no indexed layer after another, so no shared one), for tests */
     { "glm53-tiny", 4,
@@ -428,8 +442,16 @@ int colibri_synth(const char *dst_dir, const char *preset, int n_layers, int n_m
     }
     if (strstr(json, "\"glm5_next\"")) {
         if (n_mtp) return base_err_set(err, COLIBRI_EUNSUPPORTED, "--mtp-layers: not written for %s", preset);
-        /* a bf16 GLM-5.3-Flash MoE layer's 288 experts are 14.5 GB */
-        if ((!opts || !opts->experts_fmt) && !strcmp(preset, "glm53-flash")) co.fmt.experts_fmt = QUANT_MXFP4;
+        /* a bf16 MoE layer's experts are 14.5 GB (GLM-5.3-Flash's 288) or 19.3 GB (GLM-5.3's 256) */
+        if ((!opts || !opts->experts_fmt) && strcmp(preset, "glm53-tiny")) co.fmt.experts_fmt = QUANT_MXFP4;
+        /* every Linear the FP8 release quantizes in its encoding (F8_E4M3 + weight_scale_inv, 128x128
+         * blocks), the embedding and lm_head not: declared as its config.json does */
+        if (co.fmt.experts_fmt == QUANT_FP8B && co.fmt.dense_fmt == QUANT_FP8B && co.fmt.embed_fmt != QUANT_FP8B) {
+            len--;
+            len += snprintf(json + len, sizeof json - (size_t)len, ",\"quantization_config\":{\"quant_method\":"
+                            "\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":"
+                            "[128,128],\"modules_to_not_convert\":[\"model.visual\",\"lm_head\"]}}");
+        }
     }
     if (n_mtp)   /* the config's last '}' becomes the declaration of the MTP layer */
         snprintf(json + len - 1, sizeof json - (size_t)len + 1, ",\"num_nextn_predict_layers\":%d}", n_mtp);

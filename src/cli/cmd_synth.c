@@ -14,7 +14,7 @@ int cmd_synth(int argc, char **argv)
     const struct opt opts[] = {
         { "preset", 'p', OPT_STR, &preset,
           "architecture: v2-lite (default), v3, v3-moe64, tiny, v2, v32, glm5, v32-tiny, glm5-tiny, v4-flash, "
-          "v4-pro, glm53-flash, glm53-tiny" },
+          "v4-pro, glm53, glm53-flash, glm53-tiny" },
         { "layers", 'l', OPT_INT, &layers, "number of layers (default: the preset's)", 0, 1000 },
         { "experts", 0, OPT_STR, &mo.experts_fmt, "routed-expert format (default bf16)" },
         { "dense", 0, OPT_STR, &mo.dense_fmt, "attention, shared-expert and dense-MLP format (default bf16)" },
@@ -26,7 +26,7 @@ int cmd_synth(int argc, char **argv)
     };
     const struct opts_spec spec = {
         "colibri synth DST [--preset v2-lite|v3|v3-moe64|tiny|v2|v32|glm5|v32-tiny|glm5-tiny|v4-flash|v4-pro|\n"
-        "              glm53-flash|glm53-tiny] [--layers N]\n"
+        "              glm53|glm53-flash|glm53-tiny] [--layers N]\n"
         "              [--mtp-layers 1] [--experts FMT] [--dense FMT] [--embed FMT]",
         "Writes a model with random weights (fan-in scaled, seeded) in the shapes of a real architecture, in any\n"
         "weight format, for benchmarks that a tiny fixture cannot stand in for. It has no tokenizer; use it with\n"
@@ -39,8 +39,10 @@ int cmd_synth(int argc, char **argv)
         "128x128 block scales, FP4 routed experts, the rest BF16/F32; quantization_config and expert_dtype fp4 in\n"
         "config.json) unless --experts, --dense or --embed asks for colibri's formats (then the experts are mxfp4\n"
         "unless --experts says otherwise: 256 bf16 V4-Flash experts are 12.9 GB a layer); --mtp-layers is refused\n"
-        "for them. glm53-flash (GLM-5.3-Flash) and glm53-tiny are written in the release's names, 4 layers by\n"
-        "default (3 KDA, then an indexed one), glm53-flash's routed experts in mxfp4 unless --experts says otherwise.",
+        "for them. glm53 (GLM-5.3: GLM-5's 744B dimensions on GLM-5.3's layers), glm53-flash (GLM-5.3-Flash) and\n"
+        "glm53-tiny are written in the release's names, 4 layers by default (3 KDA, then an indexed one), the\n"
+        "routed experts of glm53 and glm53-flash in mxfp4 unless --experts says otherwise; with --experts fp8b\n"
+        "--dense fp8b they are the FP8 release (F8_E4M3 + weight_scale_inv, its quantization_config declared).",
         opts, sizeof opts / sizeof opts[0] };
     char *pos[1];
     int npos, rc = opts_parse(&spec, argc, argv, pos, 1, &npos);
