@@ -3,7 +3,7 @@
 # format, on a synth glm53-tiny (its forward is the oracle-checked one) with a
 # small tokenizer carrying GLM's special tokens (tests/serve/make_glm_tokenizer.py):
 #  - no template shipped: the built-in glm renderer, chosen by model_type even
-#    when the tokens would name another (the prompt run prefills is
+#    when the tokens would name another (the prompt run and chat prefill is
 #    '[gMASK]<sop><|user|>\nHi<|assistant|>'); the server refuses tools by name;
 #  - a template shipped in tokenizer_config.json, or given by --chat-template
 #    over the built-in (tests/tok/chat/glm_4_7_flash.jinja, the public GLM
@@ -32,6 +32,9 @@ want=$(count "$tmp/m" "[gMASK]<sop><|user|>
 Hi<|assistant|>")
 got=$(prefill_of "$tmp/m")
 [ "$got" = "$want" ] || fail "built-in glm prompt: prefill $got tokens, want $want"
+printf 'Hi\n' | "$COLIBRI" chat -m "$tmp/m" -n 1 --temp 0 >/dev/null 2>"$tmp/chat.err" || fail "chat: $(cat "$tmp/chat.err")"
+got=$(sed -n 's/^prefill \([0-9]*\) tok.*/\1/p' "$tmp/chat.err")
+[ "$got" = "$want" ] || fail "built-in glm prompt in chat: prefill $got tokens, want $want"
 # DeepSeek's tokens (tests/tok/tiny without its template) would choose deepseek_v3: model_type wins
 mkdir "$tmp/d"
 cp "$tmp/m"/config.json "$tmp/m"/model*.safetensors* tests/tok/tiny/tokenizer.json "$tmp/d"/
