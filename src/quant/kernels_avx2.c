@@ -12,6 +12,14 @@
  * exactly (12*127*2 < 32767); each 32-column block's 8 int32 lane sums take
  * one rescale by the activation scale times 2^(e-128). Its rows are whole
  * 16-byte blocks and the activations are zero past cols, so it has no tail.
+ *
+ * Decode is a read of the weights, and one core reads at its bound only with
+ * several sequential streams in flight and a software prefetch ahead of each
+ * (dev/readprobe.h). So every kernel walks a group of adjacent rows side by
+ * side (ROWS_PER of them for each activation count: as many as fit their
+ * accumulators in the 16 vector registers) and prefetches each row's bytes
+ * PF_AHEAD ahead, once per cache line. A row's own sequence of operations is
+ * the same whatever group it is in, so its output's bits are too.
  */
 #include <assert.h>
 #include <immintrin.h>
@@ -28,6 +36,30 @@
 #define UNROLL _Pragma("GCC unroll 16")
 
 static_assert(QUANT_NB == 4, "the kernel switches cover nj = 1..4");
+
+/* Software prefetch distance ahead of each row stream, bytes (the read
+ * probe's best distance on the Zen 3 measured). */
+#define PF_AHEAD 1024
+/* Most rows a kernel walks side by side. */
+#define MAXR 8
+
+INLINE void pf(const void *p)
+{
+    _mm_prefetch((const char *)p + PF_AHEAD, _MM_HINT_T0);
+}
+
+/* Rows walked side by side for NJ activations when the kernel's register
+ * budget is R1 rows at NJ = 1. */
+#define ROWS_PER(R1, NJ) ((R1) / (NJ) > 0 ? (R1) / (NJ) : 1)
+
+/* Calls BODY(RR, r) on groups of RR rows from r0 to r1, then on the rows
+ * left one at a time. */
+#define ROW_GROUPS(RR, BODY)                                   \
+    do {                                                       \
+        int r = r0;                                            \
+        for (; r + (RR) <= r1; r += (RR)) BODY(RR, r);         \
+        for (; r < r1; r++) BODY(1, r);                        \
+    } while (0)
 
 static const uint8_t *row_ptr(const struct qtensor *W, int r)
 {
@@ -59,34 +91,52 @@ INLINE float scalar_w(int fmt, const uint8_t *p, int c)
     return fmt == QUANT_F16 ? quant_f16_to_f32(h) : quant_bf16_to_f32(h);
 }
 
+/* Rows r .. r + R - 1 side by side. */
+INLINE void float_group(int fmt, const struct qtensor *W, int r, int R, const float *const *x,
+                        int j0, int NJ, float *Y)
+{
+    const int cols = W->cols, es = fmt == QUANT_F32 ? 4 : 2;
+    const size_t rb = quant_fmt_row_bytes(fmt, cols);
+    const uint8_t *p = row_ptr(W, r);
+    __m256 acc0[MAXR][QUANT_NB], acc1[MAXR][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) acc0[i][j] = acc1[i][j] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= cols; c += 16) {
+        if ((c * es) % 64 == 0)
+            UNROLL
+            for (int i = 0; i < R; i++) pf(p + i * rb + (size_t)es * c);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m256 w0 = load_w8(fmt, p + i * rb, c), w1 = load_w8(fmt, p + i * rb, c + 8);
+            UNROLL
+            for (int j = 0; j < NJ; j++) {
+                acc0[i][j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[j] + c), acc0[i][j]);
+                acc1[i][j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[j] + c + 8), acc1[i][j]);
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) {
+            float y = hsum8(_mm256_add_ps(acc0[i][j], acc1[i][j]));
+            for (int t = c; t < cols; t++) y += scalar_w(fmt, p + i * rb, t) * x[j][t];
+            Y[(size_t)(j0 + j) * W->rows + r + i] = y;
+        }
+}
+
 INLINE void rows_float8(int fmt, const struct qtensor *W, int r0, int r1,
                         const struct quant_act *a, int j0, int NJ, float *Y)
 {
-    const int cols = W->cols;
     const float *x[QUANT_NB];
     UNROLL
-    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        __m256 acc0[QUANT_NB], acc1[QUANT_NB];
-        UNROLL
-        for (int j = 0; j < NJ; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
-        int c = 0;
-        for (; c + 16 <= cols; c += 16) {
-            __m256 w0 = load_w8(fmt, p, c), w1 = load_w8(fmt, p, c + 8);
-            UNROLL
-            for (int j = 0; j < NJ; j++) {
-                acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[j] + c), acc0[j]);
-                acc1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[j] + c + 8), acc1[j]);
-            }
-        }
-        UNROLL
-        for (int j = 0; j < NJ; j++) {
-            float y = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
-            for (int t = c; t < cols; t++) y += scalar_w(fmt, p, t) * x[j][t];
-            Y[(size_t)(j0 + j) * W->rows + r] = y;
-        }
-    }
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * W->cols;
+#define G(RR, r) float_group(fmt, W, r, RR, x, j0, NJ, Y)
+    ROW_GROUPS(ROWS_PER(4, NJ), G);
+#undef G
 }
 
 #define NJ_SWITCH(call)                                   \
@@ -127,46 +177,77 @@ INLINE void fp8x16_to_f32_2m8(__m128i b, __m256 *lo, __m256 *hi)
     *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
+/* Rows r .. r + R - 1 side by side, all in one 128-row scale block. */
+INLINE void fp8b_group(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y)
+{
+    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    const size_t rb = quant_fmt_row_bytes(QUANT_FP8B, cols);
+    const uint8_t *p = row_ptr(W, r);
+    const float *s = W->scales + (size_t)(r / B) * nbc;
+    __m256 acc[MAXR][QUANT_NB];
+    float tail[MAXR][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) acc[i][j] = _mm256_setzero_ps(), tail[i][j] = 0.0f;
+    for (int bc = 0; bc < nbc; bc++) {
+        int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols, c = c0;
+        __m256 b0[MAXR][QUANT_NB], b1[MAXR][QUANT_NB];
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int j = 0; j < NJ; j++) b0[i][j] = b1[i][j] = _mm256_setzero_ps();
+        for (; c + 16 <= c1; c += 16) {
+            if (c % 64 == 0)
+                UNROLL
+                for (int i = 0; i < R; i++) pf(p + i * rb + c);
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                __m256 wl, wh;
+                fp8x16_to_f32_2m8(_mm_loadu_si128((const __m128i *)(p + i * rb + c)), &wl, &wh);
+                UNROLL
+                for (int j = 0; j < NJ; j++) {
+                    b0[i][j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[j] + c), b0[i][j]);
+                    b1[i][j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[j] + c + 8), b1[i][j]);
+                }
+            }
+        }
+        __m256 sv = _mm256_set1_ps(s[bc] * 256.0f);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            const uint8_t *pi = p + i * rb;
+            UNROLL
+            for (int j = 0; j < NJ; j++) {
+                acc[i][j] = _mm256_fmadd_ps(_mm256_add_ps(b0[i][j], b1[i][j]), sv, acc[i][j]);
+                float t = 0.0f;
+                for (int u = c; u < c1; u++) t += quant_fp8_e4m3_table[pi[u]] * x[j][u];
+                tail[i][j] += t * s[bc];
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r + i] = hsum8(acc[i][j]) + tail[i][j];
+}
+
+INLINE void fp8b_group_1by1(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y)
+{
+    for (int i = 0; i < R; i++) fp8b_group(W, r + i, 1, x, j0, NJ, Y);
+}
+
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
                          const struct quant_act *a, int j0, int NJ, float *Y)
 {
-    const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
+    const int B = QUANT_FP8B_BLOCK;
     const float *x[QUANT_NB];
     UNROLL
-    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * cols;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        const float *s = W->scales + (size_t)(r / B) * nbc;
-        __m256 acc[QUANT_NB];
-        float tail[QUANT_NB] = { 0 };
-        UNROLL
-        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
-        for (int bc = 0; bc < nbc; bc++) {
-            int c0 = bc * B, c1 = c0 + B < cols ? c0 + B : cols, c = c0;
-            __m256 b0[QUANT_NB], b1[QUANT_NB];
-            UNROLL
-            for (int j = 0; j < NJ; j++) b0[j] = b1[j] = _mm256_setzero_ps();
-            for (; c + 16 <= c1; c += 16) {
-                __m256 wl, wh;
-                fp8x16_to_f32_2m8(_mm_loadu_si128((const __m128i *)(p + c)), &wl, &wh);
-                UNROLL
-                for (int j = 0; j < NJ; j++) {
-                    b0[j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[j] + c), b0[j]);
-                    b1[j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[j] + c + 8), b1[j]);
-                }
-            }
-            __m256 sv = _mm256_set1_ps(s[bc] * 256.0f);
-            UNROLL
-            for (int j = 0; j < NJ; j++) {
-                acc[j] = _mm256_fmadd_ps(_mm256_add_ps(b0[j], b1[j]), sv, acc[j]);
-                float t = 0.0f;
-                for (int u = c; u < c1; u++) t += quant_fp8_e4m3_table[p[u]] * x[j][u];
-                tail[j] += t * s[bc];
-            }
-        }
-        UNROLL
-        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = hsum8(acc[j]) + tail[j];
-    }
+    for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * W->cols;
+    /* a group that would straddle scale blocks goes row by row */
+#define G(RR, r) (RR == 1 || (r) / B == ((r) + RR - 1) / B ? fp8b_group(W, r, RR, x, j0, NJ, Y) \
+                                                        : fp8b_group_1by1(W, r, RR, x, j0, NJ, Y))
+    ROW_GROUPS(ROWS_PER(4, NJ), G);
+#undef G
 }
 
 static void rows_fp8b(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
@@ -185,12 +266,14 @@ INLINE __m256 dot32(__m256i u, __m256i s)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
-/* INT4: 1 for the q4 family (nibbles), 0 for q8. G: group size, 0 = per row. */
-INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                        int j0, int NJ, float *Y, int INT4, int G)
+/* Rows r .. r + R - 1 side by side. INT4: 1 for the q4 family (nibbles),
+ * 0 for q8. G: group size, 0 = per row. */
+INLINE void int_group(const struct qtensor *W, int r, int R, const struct quant_act *a, int j0, int NJ,
+                      float *Y, int INT4, int G)
 {
     const int cols = W->cols, nchunk = (cols + 31) / 32;
     const int ng = G ? (cols + G - 1) / G : 1;
+    const size_t rb = quant_fmt_row_bytes(W->fmt, cols);
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB], *xsum[QUANT_NB];
     UNROLL
@@ -200,51 +283,73 @@ INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct qu
         xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r);
-        const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
-        __m256 acc[QUANT_NB];
-        float corr[QUANT_NB] = { 0 };
+    const uint8_t *p = row_ptr(W, r);
+    const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
+    __m256 acc[MAXR][QUANT_NB];
+    float corr[MAXR][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++)
         UNROLL
-        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
-        for (int ch = 0; ch < nchunk; ch++) {
+        for (int j = 0; j < NJ; j++) acc[i][j] = _mm256_setzero_ps(), corr[i][j] = 0.0f;
+    for (int ch = 0; ch < nchunk; ch++) {
+        /* one prefetch per line of each row: q4 reads 64 bytes per 4
+         * chunks, q8 32 per chunk; and of each row's group scales */
+        if (INT4 ? ch % 4 == 0 : ch % 2 == 0)
+            UNROLL
+            for (int i = 0; i < R; i++) pf(p + i * rb + (INT4 ? 16 : 32) * (size_t)ch);
+        if (G && ch % (16 * G / 32) == 0)
+            UNROLL
+            for (int i = 0; i < R; i++) pf(s + (size_t)i * ng + ch * 32 / G);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            const uint8_t *pi = p + i * rb;
             __m256i u;                          /* unsigned operand */
             __m256i sg = _mm256_setzero_si256();/* q8: the weights, for the sign */
             if (INT4) {
                 /* chunk ch of block k: lo nibbles of bytes (ch%2)*32.. for
                  * chunks 0,1 of the block, hi nibbles for chunks 2,3 */
                 int k = ch / 4, cc = ch % 4;
-                __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * (size_t)k + 32 * (cc & 1)));
+                __m256i v = _mm256_loadu_si256((const __m256i *)(pi + 64 * (size_t)k + 32 * (cc & 1)));
                 u = cc < 2 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             } else {
                 int n = cols - 32 * ch;
                 if (n >= 32) {
-                    sg = _mm256_loadu_si256((const __m256i *)(p + 32 * (size_t)ch));
+                    sg = _mm256_loadu_si256((const __m256i *)(pi + 32 * (size_t)ch));
                 } else {
                     uint8_t tmp[32] = { 0 };
-                    memcpy(tmp, p + 32 * (size_t)ch, (size_t)n);
+                    memcpy(tmp, pi + 32 * (size_t)ch, (size_t)n);
                     sg = _mm256_loadu_si256((const __m256i *)tmp);
                 }
                 u = _mm256_abs_epi8(sg);
             }
-            float w = G ? s[ch * 32 / G] : 1.0f;
+            float w = G ? s[(size_t)i * ng + ch * 32 / G] : 1.0f;
             UNROLL
             for (int j = 0; j < NJ; j++) {
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + 32 * (size_t)ch));
                 if (!INT4) xq = _mm256_sign_epi8(xq, sg);
-                acc[j] = _mm256_fmadd_ps(dot32(u, xq), _mm256_set1_ps(w * xs[j][ch]), acc[j]);
-                if (INT4 && G) corr[j] += w * xsum[j][ch];
+                acc[i][j] = _mm256_fmadd_ps(dot32(u, xq), _mm256_set1_ps(w * xs[j][ch]), acc[i][j]);
+                if (INT4 && G) corr[i][j] += w * xsum[j][ch];
             }
         }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
         UNROLL
         for (int j = 0; j < NJ; j++) {
-            float dot = hsum8(acc[j]), y;
-            if (!INT4) y = s[0] * dot;
-            else if (G) y = dot - 8.0f * corr[j];
-            else y = s[0] * (dot - 8.0f * a->xsum_all[j0 + j]);
-            Y[(size_t)(j0 + j) * W->rows + r] = y;
+            float dot = hsum8(acc[i][j]), y;
+            if (!INT4) y = s[i] * dot;
+            else if (G) y = dot - 8.0f * corr[i][j];
+            else y = s[i] * (dot - 8.0f * a->xsum_all[j0 + j]);
+            Y[(size_t)(j0 + j) * W->rows + r + i] = y;
         }
-    }
+}
+
+INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                        int j0, int NJ, float *Y, int INT4, int G)
+{
+#define GR(RR, r) int_group(W, r, RR, a, j0, NJ, Y, INT4, G)
+    ROW_GROUPS(ROWS_PER(8, NJ), GR);
+#undef GR
 }
 
 #define INT_KERNEL(name, INT4, G)                                                        \
@@ -266,10 +371,11 @@ INT_KERNEL(q4g128, 1, 128)
 
 /* ------------------------------------------------------------------ mxfp4 */
 
-INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
-                          int j0, int NJ, float *Y)
+/* Rows r .. r + R - 1 side by side. */
+INLINE void mxfp4_group(const struct qtensor *W, int r, int R, const struct quant_act *a, int j0, int NJ, float *Y)
 {
     const int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const size_t rb = quant_fmt_row_bytes(QUANT_MXFP4, W->cols);
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB];
     UNROLL
@@ -280,27 +386,48 @@ INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct 
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
                                          0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *p = row_ptr(W, r), *e = W->scales_e8m0 + (size_t)r * nb;
-        __m256 acc[QUANT_NB];
+    const uint8_t *p = row_ptr(W, r), *e = W->scales_e8m0 + (size_t)r * nb;
+    __m256 acc[MAXR][QUANT_NB];
+    UNROLL
+    for (int i = 0; i < R; i++)
         UNROLL
-        for (int j = 0; j < NJ; j++) acc[j] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + (size_t)b * (QUANT_MX_BLOCK / 2)));
+        for (int j = 0; j < NJ; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        /* one prefetch per line of each row's blocks and of its scales */
+        if (b % 4 == 0)
+            UNROLL
+            for (int i = 0; i < R; i++) pf(p + i * rb + (size_t)b * (QUANT_MX_BLOCK / 2));
+        if (b % 64 == 0)
+            UNROLL
+            for (int i = 0; i < R; i++) pf(e + (size_t)i * nb + b);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + i * rb + (size_t)b * (QUANT_MX_BLOCK / 2)));
             __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
             /* elements in column order: low, high nibble of each byte */
             __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
             __m256i w2 = _mm256_shuffle_epi8(lut, nib), u = _mm256_abs_epi8(w2);
-            float h = quant_e8m0_half(e[b]);
+            float h = quant_e8m0_half(e[(size_t)i * nb + b]);
             UNROLL
             for (int j = 0; j < NJ; j++) {
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)b * QUANT_MX_BLOCK));
-                acc[j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w2)), _mm256_set1_ps(h * xs[j][b]), acc[j]);
+                acc[i][j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w2)), _mm256_set1_ps(h * xs[j][b]),
+                                            acc[i][j]);
             }
         }
-        UNROLL
-        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r] = hsum8(acc[j]);
     }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r + i] = hsum8(acc[i][j]);
+}
+
+INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
+                          int j0, int NJ, float *Y)
+{
+#define G(RR, r) mxfp4_group(W, r, RR, a, j0, NJ, Y)
+    ROW_GROUPS(ROWS_PER(8, NJ), G);
+#undef G
 }
 
 static void rows_mxfp4(const struct qtensor *W, int r0, int r1, const struct quant_act *a, int j0, int nj, float *Y)
