@@ -371,10 +371,37 @@ INT_KERNEL(q4g128, 1, 128)
 
 /* ------------------------------------------------------------------ mxfp4 */
 
-/* Rows r .. r + R - 1 side by side. */
+/* 8 e8m0 bytes -> 8 x quant_e8m0_half, the same bits. */
+INLINE __m256 e8m0_half8(const uint8_t *e)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    __m256i one = _mm256_set1_epi32(1);
+    __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(v, one), 23);
+    __m256i sub = _mm256_srlv_epi32(_mm256_set1_epi32(0x00400000), _mm256_sub_epi32(one, v));
+    __m256i h = _mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v));
+    h = _mm256_blendv_epi8(h, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(v, _mm256_set1_epi32(0xFF)));
+    return _mm256_castsi256_ps(h);
+}
+
+/* Two 16-byte blocks of 32 codes -> twice their e2m1 values as int8, each
+ * block's 32 in column order (low, high nibble of each byte). */
+INLINE void mx_decode2(const uint8_t *p, __m256i lut, __m256i *w0, __m256i *w1)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    /* per 128-bit lane (one block each): its columns 0..15, then 16..31 */
+    __m256i a = _mm256_shuffle_epi8(lut, _mm256_unpacklo_epi8(lo, hi));
+    __m256i b = _mm256_shuffle_epi8(lut, _mm256_unpackhi_epi8(lo, hi));
+    *w0 = _mm256_permute2x128_si256(a, b, 0x20);
+    *w1 = _mm256_permute2x128_si256(a, b, 0x31);
+}
+
+/* Rows r .. r + R - 1 side by side. Blocks go 8 at a time (their scales
+ * times the activation's made as one vector), the rest one at a time. */
 INLINE void mxfp4_group(const struct qtensor *W, int r, int R, const struct quant_act *a, int j0, int NJ, float *Y)
 {
-    const int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK;
+    const int nb = (W->cols + QUANT_MX_BLOCK - 1) / QUANT_MX_BLOCK, BB = QUANT_MX_BLOCK / 2;
     const size_t rb = quant_fmt_row_bytes(QUANT_MXFP4, W->cols);
     const int8_t *q[QUANT_NB];
     const float *xs[QUANT_NB];
@@ -388,21 +415,45 @@ INLINE void mxfp4_group(const struct qtensor *W, int r, int R, const struct quan
                                          0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const uint8_t *p = row_ptr(W, r), *e = W->scales_e8m0 + (size_t)r * nb;
     __m256 acc[MAXR][QUANT_NB];
+    _Alignas(32) float hx[MAXR][QUANT_NB][8];
     UNROLL
     for (int i = 0; i < R; i++)
         UNROLL
         for (int j = 0; j < NJ; j++) acc[i][j] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
+    int b = 0;
+    for (; b + 8 <= nb; b += 8) {
         /* one prefetch per line of each row's blocks and of its scales */
-        if (b % 4 == 0)
-            UNROLL
-            for (int i = 0; i < R; i++) pf(p + i * rb + (size_t)b * (QUANT_MX_BLOCK / 2));
-        if (b % 64 == 0)
-            UNROLL
-            for (int i = 0; i < R; i++) pf(e + (size_t)i * nb + b);
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + i * rb + (size_t)b * (QUANT_MX_BLOCK / 2)));
+            pf(p + i * rb + (size_t)b * BB);
+            pf(p + i * rb + (size_t)b * BB + 64);
+            if (b % 64 == 0) pf(e + (size_t)i * nb + b);
+            __m256 h = e8m0_half8(e + (size_t)i * nb + b);
+            UNROLL
+            for (int j = 0; j < NJ; j++) _mm256_store_ps(hx[i][j], _mm256_mul_ps(h, _mm256_loadu_ps(xs[j] + b)));
+        }
+        UNROLL
+        for (int k = 0; k < 8; k += 2)
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                __m256i w[2];
+                mx_decode2(p + i * rb + (size_t)(b + k) * BB, lut, &w[0], &w[1]);
+                UNROLL
+                for (int t = 0; t < 2; t++) {
+                    __m256i u = _mm256_abs_epi8(w[t]);
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) {
+                        __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)(b + k + t) * QUANT_MX_BLOCK));
+                        acc[i][j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w[t])),
+                                                    _mm256_broadcast_ss(&hx[i][j][k + t]), acc[i][j]);
+                    }
+                }
+            }
+    }
+    for (; b < nb; b++) {
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + i * rb + (size_t)b * BB));
             __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
             /* elements in column order: low, high nibble of each byte */
             __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
