@@ -266,8 +266,45 @@ INLINE __m256 dot32(__m256i u, __m256i s)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
+/* Row chunk ch (32 columns) as the unsigned operand u, and for q8 the
+ * weights sg for the sign (INT4: 1 for the q4 family, 0 for q8). */
+INLINE __m256i int_chunk(const uint8_t *p, int cols, int ch, int INT4, __m256i *sg)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (INT4) {
+        /* chunk ch of block k: lo nibbles of bytes (ch%2)*32.. for chunks
+         * 0,1 of the block, hi nibbles for chunks 2,3 */
+        int k = ch / 4, cc = ch % 4;
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * (size_t)k + 32 * (cc & 1)));
+        return cc < 2 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    int n = cols - 32 * ch;
+    if (n >= 32) {
+        *sg = _mm256_loadu_si256((const __m256i *)(p + 32 * (size_t)ch));
+    } else {
+        uint8_t tmp[32] = { 0 };
+        memcpy(tmp, p + 32 * (size_t)ch, (size_t)n);
+        *sg = _mm256_loadu_si256((const __m256i *)tmp);
+    }
+    return _mm256_abs_epi8(*sg);
+}
+
+/* The group scales of chunks ch .. ch + 7 (s: the row's, G: 32, 64, 128). */
+INLINE __m256 group_scales8(const float *s, int ch, int G)
+{
+    if (G == 32) return _mm256_loadu_ps(s + ch);
+    if (G == 64) {
+        __m128 v = _mm_loadu_ps(s + ch / 2);
+        return _mm256_set_m128(_mm_unpackhi_ps(v, v), _mm_unpacklo_ps(v, v));
+    }
+    __m128 lo = _mm_set1_ps(s[ch * 32 / G]), hi = _mm_set1_ps(s[(ch + 4) * 32 / G]);
+    return _mm256_set_m128(hi, lo);
+}
+
 /* Rows r .. r + R - 1 side by side. INT4: 1 for the q4 family (nibbles),
- * 0 for q8. G: group size, 0 = per row. */
+ * 0 for q8. G: group size, 0 = per row. With groups, chunks go 8 at a time
+ * (their scale x activation products made as one vector), the rest one at
+ * a time. */
 INLINE void int_group(const struct qtensor *W, int r, int R, const struct quant_act *a, int j0, int NJ,
                       float *Y, int INT4, int G)
 {
@@ -282,16 +319,45 @@ INLINE void int_group(const struct qtensor *W, int r, int R, const struct quant_
         xs[j] = a->xs + (size_t)(j0 + j) * a->nblk;
         xsum[j] = a->xsum + (size_t)(j0 + j) * a->nblk;
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const uint8_t *p = row_ptr(W, r);
     const float *s = G ? W->scales + (size_t)r * ng : W->scales + r;
     __m256 acc[MAXR][QUANT_NB];
     float corr[MAXR][QUANT_NB];
+    _Alignas(32) float wx[MAXR][QUANT_NB][8], wsum[MAXR][QUANT_NB][8];
     UNROLL
     for (int i = 0; i < R; i++)
         UNROLL
         for (int j = 0; j < NJ; j++) acc[i][j] = _mm256_setzero_ps(), corr[i][j] = 0.0f;
-    for (int ch = 0; ch < nchunk; ch++) {
+    int ch = 0;
+    if (G && INT4)
+        for (; ch + 8 <= nchunk; ch += 8) {
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                /* 8 chunks are 128 bytes of nibbles and 8 x 32 / G scales */
+                pf(p + i * rb + 16 * (size_t)ch);
+                pf(p + i * rb + 16 * (size_t)ch + 64);
+                if (ch % (16 * G / 32) == 0) pf(s + (size_t)i * ng + ch * 32 / G);
+                __m256 wv = group_scales8(s + (size_t)i * ng, ch, G);
+                UNROLL
+                for (int j = 0; j < NJ; j++) {
+                    _mm256_store_ps(wx[i][j], _mm256_mul_ps(wv, _mm256_loadu_ps(xs[j] + ch)));
+                    _mm256_store_ps(wsum[i][j], _mm256_mul_ps(wv, _mm256_loadu_ps(xsum[j] + ch)));
+                }
+            }
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                UNROLL
+                for (int i = 0; i < R; i++) {
+                    __m256i sg, u = int_chunk(p + i * rb, cols, ch + k, INT4, &sg);
+                    UNROLL
+                    for (int j = 0; j < NJ; j++) {
+                        __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + 32 * (size_t)(ch + k)));
+                        acc[i][j] = _mm256_fmadd_ps(dot32(u, xq), _mm256_broadcast_ss(&wx[i][j][k]), acc[i][j]);
+                        corr[i][j] += wsum[i][j][k];
+                    }
+                }
+        }
+    for (; ch < nchunk; ch++) {
         /* one prefetch per line of each row: q4 reads 64 bytes per 4
          * chunks, q8 32 per chunk; and of each row's group scales */
         if (INT4 ? ch % 4 == 0 : ch % 2 == 0)
@@ -302,26 +368,7 @@ INLINE void int_group(const struct qtensor *W, int r, int R, const struct quant_
             for (int i = 0; i < R; i++) pf(s + (size_t)i * ng + ch * 32 / G);
         UNROLL
         for (int i = 0; i < R; i++) {
-            const uint8_t *pi = p + i * rb;
-            __m256i u;                          /* unsigned operand */
-            __m256i sg = _mm256_setzero_si256();/* q8: the weights, for the sign */
-            if (INT4) {
-                /* chunk ch of block k: lo nibbles of bytes (ch%2)*32.. for
-                 * chunks 0,1 of the block, hi nibbles for chunks 2,3 */
-                int k = ch / 4, cc = ch % 4;
-                __m256i v = _mm256_loadu_si256((const __m256i *)(pi + 64 * (size_t)k + 32 * (cc & 1)));
-                u = cc < 2 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            } else {
-                int n = cols - 32 * ch;
-                if (n >= 32) {
-                    sg = _mm256_loadu_si256((const __m256i *)(pi + 32 * (size_t)ch));
-                } else {
-                    uint8_t tmp[32] = { 0 };
-                    memcpy(tmp, pi + 32 * (size_t)ch, (size_t)n);
-                    sg = _mm256_loadu_si256((const __m256i *)tmp);
-                }
-                u = _mm256_abs_epi8(sg);
-            }
+            __m256i sg = _mm256_setzero_si256(), u = int_chunk(p + i * rb, cols, ch, INT4, &sg);
             float w = G ? s[(size_t)i * ng + ch * 32 / G] : 1.0f;
             UNROLL
             for (int j = 0; j < NJ; j++) {
