@@ -13,7 +13,7 @@
 # missing ones are written first (colibri synth; minutes, not counted, 7 GB).
 # PARTS="matvec" or "model" runs one half (default both); NETS="v2l" one model.
 set -e
-OLD=$1 NEW=$2 MODELS=$3 ROUNDS=${4:-3} PARTS=${PARTS:-matvec model} NETS=${NETS:-v2l v4f}
+OLD=$(realpath -m "$1") NEW=$2 MODELS=$3 ROUNDS=${4:-3} PARTS=${PARTS:-matvec model} NETS=${NETS:-v2l v4f}
 FMTS=bf16,fp8b,mxfp4,q8,q4g32,q4g64
 if [ ! -x "$OLD/colibri" ]; then
     rev=$(git log --format=%H -1 --grep='^quant/kernels_avx2: walk adjacent rows')^
