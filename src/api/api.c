@@ -635,6 +635,7 @@ int colibri_session_new(colibri_model *cm, const struct colibri_session_opts *op
     }
     s->model = cm;
     snprintf(s->kv_tier, sizeof s->kv_tier, "%s", opts && opts->kv_tier ? opts->kv_tier : "f32");
+    snprintf(s->kv_index, sizeof s->kv_index, "%s", kv_tier_name((enum kv_tier)index_tier));
     *out = s;
     return 0;
 }

@@ -35,6 +35,7 @@ struct colibri_session {
     struct session_snaps *snaps;  /* snapshots of a state that only goes forward (api/snapshots.h); NULL: none */
     size_t snaps_bytes;
     char kv_tier[16];             /* colibri_session_opts.kv_tier ("f32" when not set), for KV files of state */
+    char kv_index[16];            /* the index keys' tier name (--kv-index, "f32" when not set), likewise */
 };
 
 /* After the session advanced to s->pos: a snapshot when it sits on a

@@ -66,6 +66,8 @@ static int state_layout(colibri_session *s, struct kv_state_hdr *want, struct kv
         if (!st || !tm->snap_bytes || !tm->state_rows)
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: its attention state cannot be saved", l);
         y->kind = c->attn_kind == MODEL_ATTN_V4 ? (uint32_t)c->v4_layer_type[l] : 0;
+        if (c->attn_kind == MODEL_ATTN_V4 && c->v4_layer_type[l] == MODEL_V4_CSA)
+            snprintf(want->index_tier, sizeof want->index_tier, "%s", s->kv_index);
         y->snap_bytes = (uint32_t)tm->snap_bytes(st);
         struct mixer_rows r[KV_STATE_ARRAYS];
         y->n_arrays = (uint32_t)tm->state_rows(st, r, KV_STATE_ARRAYS);
@@ -244,7 +246,8 @@ static void state_stat(const struct kv_state_verify *v, struct colibri_kv_file_s
     st->first_bad = v->first_bad >= 0 ? (int64_t)v->positions : -1;
     st->tail_bytes = (int64_t)v->tail_bytes;
     snprintf(st->problem, sizeof st->problem, "%s", v->why);
-    snprintf(st->layout, sizeof st->layout, "--kv %s", h->tier);
+    if (h->index_tier[0]) snprintf(st->layout, sizeof st->layout, "--kv %s --kv-index %s", h->tier, h->index_tier);
+    else snprintf(st->layout, sizeof st->layout, "--kv %s", h->tier);
     st->chunks = (int64_t)v->published;
     st->chunks_valid = (int64_t)v->kept;
     st->snapshot_bytes = (int64_t)h->snap_bytes;

@@ -28,6 +28,7 @@ static void print_stat(const char *path, const struct colibri_kv_file_stat *st)
         printf("state:         DeepSeek-V4, %d layers, tier %s, %lld-byte snapshot per chunk\n", st->n_layers, st->tier,
                (long long)st->snapshot_bytes);
         printf("chunks:        %lld published, %lld sound\n", (long long)st->chunks, (long long)st->chunks_valid);
+        printf("layout:        %s\n", st->layout);
     } else
         printf("geometry:      %d layers, r %d, dr %d\n", st->n_layers, st->r, st->dr);
     if (st->read_version == 3) {

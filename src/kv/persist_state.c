@@ -5,7 +5,7 @@
  *     12 u32 256, 16 u64 records_offset, 24 u64 salt, 32 u64 model,
  *     40 char[48] weights, 88 u32 n_layers, 92 u32 table_bytes,
  *     96 u64 snap_bytes, 104 char[16] tier, 120 u64 table_checksum,
- *     128..247 zero, 248 u64 XXH64(header[0,248), 0)
+ *     128 char[16] index_tier, 144..247 zero, 248 u64 XXH64(header[0,248), 0)
  *   count slots at 512 and 1024 (kv/persist.c): the published chunk count
  *   layer table at 4096: n_layers x 32: kind, snap_bytes, n_arrays, 0,
  *     then (row_bytes, ratio) x 2 (zero for arrays >= n_arrays)
@@ -86,8 +86,9 @@ int kv_state_hdr_finish(struct kv_state_hdr *h, struct colibri_err *err)
                                     l, a, y->ratio[a], y->row_bytes[a]);
         h->snap_bytes += y->snap_bytes;
     }
-    if (strnlen(h->weights, KV_FILE_WEIGHTS_MAX) >= KV_FILE_WEIGHTS_MAX || strnlen(h->tier, KV_FILE_NAME_MAX) >= KV_FILE_NAME_MAX)
-        return base_err_set(err, COLIBRI_EINVAL, "kv state file: the weights label or tier name is too long");
+    if (strnlen(h->weights, KV_FILE_WEIGHTS_MAX) >= KV_FILE_WEIGHTS_MAX || strnlen(h->tier, KV_FILE_NAME_MAX) >= KV_FILE_NAME_MAX ||
+        strnlen(h->index_tier, KV_FILE_NAME_MAX) >= KV_FILE_NAME_MAX)
+        return base_err_set(err, COLIBRI_EINVAL, "kv state file: the weights label or a tier name is too long");
     return 0;
 }
 
@@ -126,6 +127,7 @@ static void head_encode(struct kv_state_hdr *h, uint8_t *head)
     put64(head + 96, h->snap_bytes);
     memcpy(head + 104, h->tier, strnlen(h->tier, KV_FILE_NAME_MAX - 1));
     put64(head + 120, h->table_checksum);
+    memcpy(head + 128, h->index_tier, strnlen(h->index_tier, KV_FILE_NAME_MAX - 1));
     put64(head + 248, XXH64(head, 248, 0));
 }
 
@@ -157,9 +159,10 @@ static int hdr_decode(const uint8_t *in, struct kv_state_hdr *h, struct colibri_
         return base_err_set(err, COLIBRI_EFORMAT, "header_checksum: header bytes [0, 248) do not match it (damaged header)");
     if (get32(in + 12) != KV_FILE_HDR_BYTES)
         return base_err_set(err, COLIBRI_EFORMAT, "header_bytes %u (must be %d)", get32(in + 12), KV_FILE_HDR_BYTES);
-    if (!all_zero(in + 128, 120)) return base_err_set(err, COLIBRI_EFORMAT, "reserved: bytes 128..247 are not zero");
-    if (!text_ok(in + 40, KV_FILE_WEIGHTS_MAX) || !text_ok(in + 104, KV_FILE_NAME_MAX))
-        return base_err_set(err, COLIBRI_EFORMAT, "weights or tier: not a NUL-padded string");
+    if (!all_zero(in + 144, 104)) return base_err_set(err, COLIBRI_EFORMAT, "reserved: bytes 144..247 are not zero");
+    if (!text_ok(in + 40, KV_FILE_WEIGHTS_MAX) || !text_ok(in + 104, KV_FILE_NAME_MAX) ||
+        !text_ok(in + 128, KV_FILE_NAME_MAX))
+        return base_err_set(err, COLIBRI_EFORMAT, "weights, tier or index_tier: not a NUL-padded string");
     h->records_offset = get64(in + 16);
     h->salt = get64(in + 24);
     h->model = get64(in + 32);
@@ -169,6 +172,7 @@ static int hdr_decode(const uint8_t *in, struct kv_state_hdr *h, struct colibri_
     h->snap_bytes = get64(in + 96);
     memcpy(h->tier, in + 104, KV_FILE_NAME_MAX);
     h->table_checksum = get64(in + 120);
+    memcpy(h->index_tier, in + 128, KV_FILE_NAME_MAX);
     if (h->n_layers == 0 || h->n_layers > KV_FILE_LAYERS_MAX)
         return base_err_set(err, COLIBRI_EFORMAT, "n_layers %u (1 to %d)", h->n_layers, KV_FILE_LAYERS_MAX);
     struct kv_state_hdr t = *h;
@@ -221,6 +225,17 @@ static int hdr_match(const struct kv_state_hdr *f, const struct kv_state_hdr *w,
     if (strcmp(f->tier, w->tier))
         return base_err_set(err, COLIBRI_EMISMATCH, "tier: saved with --kv %s; run with --kv %s to reuse it", f->tier,
                             f->tier);
+    /* An empty index_tier in a file whose session has index keys is a file
+     * written before the field existed: its index-key rows are f32 or fp8,
+     * whose row sizes differ, so the row_bytes check below still decides. */
+    if (f->index_tier[0] && strcmp(f->index_tier, w->index_tier)) {
+        if (!w->index_tier[0])
+            return base_err_set(err, COLIBRI_EMISMATCH, "index_tier: saved with --kv-index %s, but this model keeps no "
+                                "index keys (another layout)", f->index_tier);
+        return base_err_set(err, COLIBRI_EMISMATCH, "index_tier: saved with --kv-index %s; this session runs "
+                            "--kv-index %s (run with --kv-index %s to reuse it)", f->index_tier, w->index_tier,
+                            f->index_tier);
+    }
     if (f->n_layers != w->n_layers)
         return base_err_set(err, COLIBRI_EMISMATCH, "n_layers: the file has %u, this model %u", f->n_layers, w->n_layers);
     for (uint32_t l = 0; l < f->n_layers; l++) {

@@ -20,8 +20,10 @@
  * opening keeps the chunks before the first missing, cut short, misplaced
  * or failing its checksum, and trims the rest; creation writes PATH.tmp and
  * renames it over PATH; a refused file is never written. Everything that
- * differs (model, weights, tier, layer count, a layer's kind, snapshot or
- * row sizes or ratios, version) is refused naming the field. A file whose
+ * differs (model, weights, tier, index tier, layer count, a layer's kind,
+ * snapshot or row sizes or ratios, version) is refused naming the field. A
+ * file without an index tier (written before the field) is read when its
+ * row sizes match: its index keys were f32 or fp8, which differ in size. A file whose
  * write_version is newer is restored, never written.
  *
  * This module never sees the model: the caller gives the layout and its
@@ -53,6 +55,7 @@ struct kv_state_hdr {
     uint64_t records_offset, salt, model;
     char weights[KV_FILE_WEIGHTS_MAX];
     char tier[KV_FILE_NAME_MAX];        /* the state's KV tier name */
+    char index_tier[KV_FILE_NAME_MAX];  /* the index keys' tier name (--kv-index); "" when no layer keeps them */
     uint32_t n_layers, table_bytes;
     uint64_t snap_bytes;                /* the sum of the layers' */
     uint64_t table_checksum;

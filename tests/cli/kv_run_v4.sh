@@ -4,8 +4,9 @@
 # a version-3 state file; a second run of the same prompt resumes from it at
 # all but the last prompt token, a longer prompt with the same start at the
 # whole first prompt, each printing what a run without the file prints
-# (greedy); kv verify / inspect read it; an MLA model's run refuses it by its
-# read_version and leaves it as it was.
+# (greedy); kv verify / inspect read it; a --kv-index fp8 run refuses it by
+# its index tier, an MLA model's run by its read_version, each leaving it as
+# it was.
 set -u
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -33,6 +34,10 @@ cmp -s "$tmp/1.out" "$tmp/cold1.out" && cmp -s "$tmp/2.out" "$tmp/cold1.out" && 
     || say "FAIL verify: $(cat "$tmp/v.out")"
 "$COLIBRI" kv inspect "$tmp/a.ckv" | grep -q "^state: *DeepSeek-V4" && say "ok   inspect names a V4 state file" \
     || say "FAIL inspect: $("$COLIBRI" kv inspect "$tmp/a.ckv" 2>&1)"
+cp "$tmp/a.ckv" "$tmp/before.ckv"
+run -p "$P" --kv-index fp8 --kv-file "$tmp/a.ckv" > /dev/null 2> "$tmp/5.err"
+grep -q "index_tier: saved with --kv-index f32" "$tmp/5.err" && cmp -s "$tmp/a.ckv" "$tmp/before.ckv" \
+    && say "ok   a --kv-index fp8 run refuses it by its index tier, untouched" || say "FAIL --kv-index fp8: $(cat "$tmp/5.err")"
 mla=$tmp/mla; mkdir "$mla"
 cp tests/oracle/deepseek_v3_tiny/config.json tests/oracle/deepseek_v3_tiny/model.safetensors tests/tok/tiny/* "$mla/"
 cp "$tmp/a.ckv" "$tmp/before.ckv"

@@ -152,6 +152,69 @@ static void put(const unsigned char *b, long n)
 
 static void le64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
 
+static colibri_session *sess_index(colibri_model *m, const char *kv_index)
+{
+    struct colibri_err err = { 0 };
+    struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = 64, .kv_snapshots = 8, .kv_index = kv_index };
+    colibri_session *s = NULL;
+    CHECK(!colibri_session_new(m, &so, &s, &err), "%s", err.msg);
+    return s;
+}
+
+/* rc and message of opening the file in a session of index tier kv_index,
+ * and whether the file is left as w[0..n). */
+static int open_index(colibri_model *m, const char *kv_index, const unsigned char *w, long n, int *pos,
+                      struct colibri_err *err)
+{
+    colibri_session *s = sess_index(m, kv_index);
+    colibri_kv_file *f = NULL;
+    int rc = colibri_kv_file_open(s, path, &f, NULL, err);
+    *pos = colibri_session_pos(s);
+    colibri_kv_file_close(f);
+    colibri_session_free(s);
+    long n2 = 0;
+    unsigned char *after = slurp(&n2);
+    if (rc && (n2 != n || memcmp(after, w, (size_t)n))) rc = -1000;
+    free(after);
+    return rc;
+}
+
+/* The file (whole, written with --kv-index f32) records its index tier: a
+ * session of another index tier is refused naming it, even where the row
+ * sizes would match (a header saying fp8 over f32 rows); a file of the
+ * version before the field (bytes 128..143 zero) is read when its rows
+ * match, as f32 and fp8 index keys differ in size. */
+static void index_tier_cases(colibri_model *m, const unsigned char *whole, unsigned char *w, long n)
+{
+    struct colibri_err err = { 0 };
+    int pos = -1;
+    CHECK(!memcmp(whole + 128, "f32", 4), "index_tier at offset 128: \"%.16s\"", (const char *)whole + 128);
+    struct colibri_kv_file_stat st;
+    CHECK(!colibri_kv_file_stat(path, &st, &err) && strstr(st.layout, "--kv-index f32"), "stat layout: %s (%s)",
+          st.layout, err.msg);
+    int rc = open_index(m, "fp8", whole, n, &pos, &err);
+    CHECK(rc == COLIBRI_EMISMATCH && pos == 0 && strstr(err.msg, "index_tier: saved with --kv-index f32") &&
+              strstr(err.msg, "runs --kv-index fp8"),
+          "an fp8 session on an f32 file: rc %d: %s", rc, err.msg);
+    memcpy(w, whole, (size_t)n);
+    memcpy(w + 128, "fp8", 3);
+    le64(w + 248, XXH64(w, 248, 0));
+    put(w, n);
+    rc = open_index(m, "f32", w, n, &pos, &err);
+    CHECK(rc == COLIBRI_EMISMATCH && pos == 0 && strstr(err.msg, "index_tier: saved with --kv-index fp8"),
+          "a header saying fp8 over rows of f32's size, in an f32 session: rc %d: %s", rc, err.msg);
+    memcpy(w, whole, (size_t)n);
+    memset(w + 128, 0, 16);
+    le64(w + 248, XXH64(w, 248, 0));
+    put(w, n);
+    rc = open_index(m, "f32", w, n, &pos, &err);
+    CHECK(rc == 0 && pos == 160, "a file without the field, f32 session: rc %d, restored %d: %s", rc, pos, err.msg);
+    put(w, n);
+    rc = open_index(m, "fp8", w, n, &pos, &err);
+    CHECK(rc == COLIBRI_EMISMATCH && pos == 0 && strstr(err.msg, "row_bytes"),
+          "a file without the field, fp8 session: rc %d: %s", rc, err.msg);
+}
+
 /* A file cut short in its last chunk, or with a damaged byte there, keeps
  * the chunks before it; damaged headers and tables, other models, tiers
  * and layouts, and files of another version are refused by name and left
@@ -252,6 +315,7 @@ static void test_damage_and_refusals(void)
         { "read_version 4", "read_version 4", 10, 4 ^ 3, 0 },
         { "damaged header", "header_checksum", 60, 1, -1 },
         { "tier", "saved with --kv", 104, 'g' ^ 'f', 0 },
+        { "index tier", "index_tier: saved with --kv-index g32", 128, 'g' ^ 'f', 0 },
         { "a layer's row bytes", "layer 1: its row_bytes", 4096 + 32 + 16, 1, 1 },
         { "damaged table", "table_checksum", 4096 + 32 + 16, 1, -1 },
     };
@@ -273,6 +337,8 @@ static void test_damage_and_refusals(void)
         colibri_kv_file_close(f);
         colibri_session_free(s);
     }
+    put(whole, n);
+    index_tier_cases(m, whole, w, n);
     put(whole, n);
     /* another V4 model; an MLA model's session; a V4 session on a row file */
     s = sess(other);
