@@ -1,6 +1,7 @@
 /* model/mixer_v4.c - DeepSeek-V4's token mixer as a layer part (see
  * mixer_v4.h): projections over chunks of rows, then each row in order
- * through its session's window ring, compressors and indexer. */
+ * through its session's window ring and compressors, then the chunk's
+ * indexer selections and attentions together. */
 #include "model/mixer_v4.h"
 
 #include <stdarg.h>
@@ -26,15 +27,29 @@
 /* Rows projected together: the products read each weight once per chunk. */
 #define V4_CHUNK 16
 
+/* What a chunk's row takes from its state to its attention (chunk_attend). */
+struct v4_row {
+    struct v4_state *s;
+    int pos, n_win, n_ent, n_ikeys;     /* entries and indexer keys there were at pos */
+    const uint8_t *win;                 /* its window rows, oldest first */
+};
+
 struct v4_bufs {
     int rows;
     float *qa, *q, *kv, *ckv, *cgate, *ikv, *igate, *iq, *iw, *att, *mid;
-    /* model_v4_bufs_reserve: the attended rows decoded to f32 (quantized
-     * tiers), the kernels' per-thread work and the indexer's shared part */
-    int n_threads, max_rows, tile_rows;
-    float *tile;                /* [tile_rows][head_dim] */
-    void *work, *ishared;       /* [n_threads][work_stride] bytes, 64-byte aligned */
-    size_t work_stride;
+    struct v4_row rows_at[V4_CHUNK];
+    struct colibri_err errs[V4_CHUNK];  /* the rows' attentions run together */
+    /* model_v4_bufs_reserve: per thread, the attended rows decoded to f32
+     * (quantized tiers), the kernels' work, the indexer's shared part, its
+     * scores, rotated query and selection; the chunk's window copies */
+    int n_threads, max_rows, tile_rows, score_cap, sel_cap;
+    float *tile;                /* [n_threads][tile_rows][head_dim] */
+    void *work, *ishared;       /* [n_threads][work_stride / ishared_stride] bytes, 64-byte aligned */
+    size_t work_stride, ishared_stride;
+    float *score, *qrot;        /* [n_threads][score_cap], [n_threads][index heads * index_head_dim] */
+    int32_t *sel;               /* [n_threads][sel_cap] */
+    uint8_t *cwin;              /* [cwin_bytes]: rows * window rows of the widest row */
+    size_t cwin_bytes;
 };
 
 /* One layer's state in one session (mixer_v4.h). Rows are kept encoded,
@@ -47,8 +62,7 @@ struct v4_state {
     float *cmem, *icmem;        /* the compressors' open blocks */
     size_t cmem_bytes, icmem_bytes;
     uint8_t *entries, *ikeys;   /* [cap_entries][kc.row_bytes], [cap_entries][ic.row_bytes] */
-    float *row, *score, *qrot;  /* [max(dim, idim)] an entry before encoding, [cap_entries], [index heads][idim] */
-    int32_t *sel;
+    float *row;                 /* [max(dim, idim)] an entry before encoding */
 };
 
 void model_v4_name(const struct model_loader *L, char *out, size_t n, const char *fmt, ...)
@@ -251,7 +265,7 @@ static void state_free(void *p)
 {
     struct v4_state *s = p;
     if (!s) return;
-    void *all[] = { s->win, s->cmem, s->icmem, s->entries, s->ikeys, s->row, s->score, s->qrot, s->sel };
+    void *all[] = { s->win, s->cmem, s->icmem, s->entries, s->ikeys, s->row };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     kv_codec_free(&s->kc);
     kv_codec_free(&s->ic);
@@ -310,9 +324,6 @@ static int state_new(const struct model *m, int li, int n_ctx, const struct kv_l
         s->icmem_bytes = model_v4_compress_state_floats(&icp) * sizeof(float);
         s->icmem = take(model_v4_compress_state_floats(&icp), sizeof(float), &b, &ok);
         s->ikeys = take((size_t)s->cap_entries, s->ic.row_bytes, &b, &ok);
-        s->score = take((size_t)s->cap_entries, sizeof(float), &b, &ok);
-        s->qrot = take((size_t)c->index_n_heads * s->idim, sizeof(float), &b, &ok);
-        s->sel = take((size_t)c->index_topk, sizeof(int32_t), &b, &ok);
         if (ok) model_v4_compress_state_init(&icp, &s->ics, s->icmem);
     }
     if (!ok) {
@@ -368,29 +379,42 @@ int model_v4_bufs_reserve(struct v4_bufs *b, const struct model_config *c, const
                           int n_threads, size_t *bytes, struct colibri_err *err)
 {
     if (!b) return 0;
-    int rows = 0, quantized = 0, csa = 0;
+    int rows = 0, quantized = 0, csa = 0, keys = 0;
+    size_t rb = (size_t)c->head_dim * sizeof(float);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         int type = c->v4_layer_type[l], r = c->compress_ratio[l], e = 0;
         if (type == MODEL_V4_HCA) e = n_ctx / r + 1;
-        if (type == MODEL_V4_CSA) e = n_ctx / r + 1 < c->index_topk ? n_ctx / r + 1 : c->index_topk, csa = 1;
+        if (type == MODEL_V4_CSA) {
+            e = n_ctx / r + 1 < c->index_topk ? n_ctx / r + 1 : c->index_topk, csa = 1;
+            if (n_ctx / r + 1 > keys) keys = n_ctx / r + 1;
+        }
         if (e > rows) rows = e;
         quantized |= spec && spec[l].tier != KV_TIER_F32;
+        size_t lb = spec ? kv_tier_row_bytes(spec[l].tier, c->head_dim) : 0;
+        if (lb > rb) rb = lb;
     }
     rows += c->sliding_window;
     size_t stride = model_v4_attn_work_bytes(c->head_dim, rows);
     if (csa && model_v4_index_work_bytes(c->index_n_heads, c->index_head_dim) > stride)
         stride = model_v4_index_work_bytes(c->index_n_heads, c->index_head_dim);
-    free(b->tile);
-    free(b->work);
-    free(b->ishared);
+    void *old[] = { b->tile, b->work, b->ishared, b->score, b->qrot, b->sel, b->cwin };
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) free(old[i]);
     int ok = 1;
-    b->n_threads = n_threads > 0 ? n_threads : 1;
+    size_t nt = (size_t)(b->n_threads = n_threads > 0 ? n_threads : 1), qdim = (size_t)c->index_n_heads * c->index_head_dim;
     b->max_rows = rows;
     b->tile_rows = quantized ? rows : 0;
-    b->tile = quantized ? take((size_t)rows * c->head_dim, sizeof(float), bytes, &ok) : NULL;
+    b->tile = quantized ? take(nt * rows * c->head_dim, sizeof(float), bytes, &ok) : NULL;
     b->work_stride = stride;
-    b->work = take_aligned(stride * (size_t)b->n_threads, bytes, &ok);
-    b->ishared = csa ? take_aligned(model_v4_index_shared_bytes(c->index_n_heads, c->index_head_dim), bytes, &ok) : NULL;
+    b->work = take_aligned(stride * nt, bytes, &ok);
+    b->ishared_stride = csa ? model_v4_index_shared_bytes(c->index_n_heads, c->index_head_dim) : 0;
+    b->ishared = csa ? take_aligned(b->ishared_stride * nt, bytes, &ok) : NULL;
+    b->score_cap = csa ? keys : 0;
+    b->sel_cap = csa ? c->index_topk : 0;
+    b->score = csa ? take(nt * keys, sizeof(float), bytes, &ok) : NULL;
+    b->qrot = csa ? take(nt * qdim, sizeof(float), bytes, &ok) : NULL;
+    b->sel = csa ? take(nt * c->index_topk, sizeof(int32_t), bytes, &ok) : NULL;
+    b->cwin_bytes = b->rows > 1 ? (size_t)b->rows * c->sliding_window * rb : 0;
+    b->cwin = b->cwin_bytes ? take(b->cwin_bytes, 1, bytes, &ok) : NULL;
     if (!ok)
         return base_err_set(err, COLIBRI_ENOMEM, "DeepSeek-V4 attention buffers for %d rows on %d threads: out of memory",
                             rows, b->n_threads);
@@ -401,7 +425,7 @@ void model_v4_bufs_free(struct v4_bufs *b)
 {
     if (!b) return;
     void *all[] = { b->qa, b->q, b->kv, b->ckv, b->cgate, b->ikv, b->igate, b->iq, b->iw, b->att, b->mid,
-                    b->tile, b->work, b->ishared };
+                    b->tile, b->work, b->ishared, b->score, b->qrot, b->sel, b->cwin };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(b);
 }
@@ -415,32 +439,40 @@ static void decode_rows(const struct kv_codec *kc, const uint8_t *enc, const int
                                                                             kc->row_bytes, out + (size_t)t * kc->dim););
 }
 
-/* Row r of the chunk at position pos through the state s: window, the
- * compressors, the indexer's selection, the attention into vb->att. */
-static int v4_row(const struct model_config *c, const struct v4_attn *a, const struct v4_compressor *cp,
-                  const struct v4_compressor *icp, const struct v4_indexer *ix, struct v4_bufs *vb, int r, int pos,
-                  struct v4_state *s, struct colibri_err *err)
+/* Row r of the chunk (at position pos of state s) through the state, in
+ * order: its window row, the compressors and their new entries; ri keeps
+ * what its attention (row_attend) needs. cw: the segment's own copy of its
+ * window (rows of positions cw_first ..), or NULL to read the ring. */
+static int row_state(const struct v4_attn *a, const struct v4_compressor *cp, const struct v4_compressor *icp,
+                     struct v4_bufs *vb, int r, int pos, struct v4_state *s, uint8_t *cw, int cw_first,
+                     struct v4_row *ri, struct colibri_err *err)
 {
-    int H = c->num_attention_heads, D = c->head_dim, Di = c->index_head_dim, Hi = c->index_n_heads, W = s->window;
+    int H = a->n_heads, D = a->head_dim, Di = icp->head_dim, W = s->window;
     if (pos != s->pos)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "DeepSeek-V4 attention state is at position %d; position %d "
                             "cannot be computed (its window and compressors do not rewind)", s->pos, pos);
     if (!vb->work) return base_err_set(err, COLIBRI_EINVAL, "DeepSeek-V4 attention: buffers not reserved");
     float *q = vb->q + (size_t)r * H * D, *kv = vb->kv + (size_t)r * D;
     const size_t rb = s->kc.row_bytes;
-    int rc, emitted, n_sel = 0;
+    int rc, emitted;
     if ((rc = model_v4_attn_prep_q(a, pos, q, err)) || (rc = model_v4_attn_prep_kv(a, pos, kv, err))) return rc;
-    kv_codec_encode(&s->kc, kv, s->win + (size_t)(pos % W) * rb);
-    memcpy(s->win + (size_t)(pos % W + W) * rb, s->win + (size_t)(pos % W) * rb, rb);
-    int n_win = pos + 1 < W ? pos + 1 : W, start = pos + 1 <= W ? 0 : (pos + 1) % W;
-    const int32_t *sel = NULL;
+    uint8_t *slot = s->win + (size_t)(pos % W) * rb;
+    kv_codec_encode(&s->kc, kv, slot);
+    memcpy(slot + (size_t)W * rb, slot, rb);
+    int n_win = pos + 1 < W ? pos + 1 : W;
+    const uint8_t *win = s->win + (size_t)(pos + 1 <= W ? 0 : (pos + 1) % W) * rb;
+    if (cw) {
+        memcpy(cw + (size_t)(pos - cw_first) * rb, slot, rb);
+        win = cw + (size_t)(pos + 1 - n_win - cw_first) * rb;
+    }
+    *ri = (struct v4_row){ s, pos, n_win, 0, 0, win };
     if (s->type != MODEL_V4_SLIDING) {
         int w2 = s->type == MODEL_V4_CSA ? 2 * D : D, n0 = s->cs.n_entries;
         if ((rc = model_v4_compress_push(cp, &s->cs, vb->ckv + (size_t)r * w2, vb->cgate + (size_t)r * w2, s->row,
                                          &emitted, err)))
             return rc;
         if (emitted) kv_codec_encode(&s->kc, s->row, s->entries + (size_t)n0 * rb);
-        n_sel = s->cs.n_entries;
+        ri->n_ent = s->cs.n_entries;
     }
     if (s->type == MODEL_V4_CSA) {
         int n0 = s->ics.n_entries;
@@ -448,33 +480,101 @@ static int v4_row(const struct model_config *c, const struct v4_attn *a, const s
                                          s->row, &emitted, err)))
             return rc;
         if (emitted) kv_codec_encode(&s->ic, s->row, s->ikeys + (size_t)n0 * s->ic.row_bytes);
-        n_sel = 0;
-        if (s->ics.n_entries > 0 &&
+        ri->n_ikeys = s->ics.n_entries;
+    }
+    s->pos++;
+    return 0;
+}
+
+/* Row r's attention into vb->att from what row_state left in ri: the
+ * indexer's selection among the keys the row saw (CSA), then window +
+ * entries. The entries and keys only grow, so the rows a later row of the
+ * chunk added are past the counts this row reads. t: the calling thread's
+ * buffers; n_threads: the threads this row may use itself. */
+static int row_attend(const struct v4_attn *a, const struct v4_indexer *ix, struct v4_bufs *vb, int r,
+                      const struct v4_row *ri, int t, int n_threads, struct colibri_err *err)
+{
+    const struct v4_state *s = ri->s;
+    int H = a->n_heads, D = a->head_dim, Di = ix->head_dim, Hi = ix->n_heads, pos = ri->pos, n_win = ri->n_win;
+    int rc, n_sel = s->type == MODEL_V4_HCA ? ri->n_ent : 0;
+    const int32_t *sel = NULL;
+    if (s->type == MODEL_V4_CSA) {
+        if (ri->n_ikeys > vb->score_cap)
+            return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 indexer at position %d: %d keys over the %d its "
+                                "buffers were reserved for", pos, ri->n_ikeys, vb->score_cap);
+        int32_t *tsel = vb->sel + (size_t)t * vb->sel_cap;
+        if (ri->n_ikeys > 0 &&
             ((rc = model_v4_index_scores_mt(ix, pos, vb->iq + (size_t)r * Hi * Di, vb->iw + (size_t)r * Hi, &s->ic,
-                                            s->ikeys, s->ics.n_entries, s->qrot, s->score, vb->ishared, vb->work,
-                                            vb->work_stride, vb->n_threads, err)) ||
-             (rc = model_v4_indexer_select(ix, pos, s->score, s->ics.n_entries, s->sel, &n_sel, err))))
+                                            s->ikeys, ri->n_ikeys, vb->qrot + (size_t)t * Hi * Di,
+                                            vb->score + (size_t)t * vb->score_cap,
+                                            (char *)vb->ishared + (size_t)t * vb->ishared_stride, vb->work,
+                                            vb->work_stride, n_threads, err)) ||
+             (rc = model_v4_indexer_select(ix, pos, vb->score + (size_t)t * vb->score_cap, ri->n_ikeys, tsel, &n_sel,
+                                           err))))
             return rc;
-        sel = s->sel;
+        sel = tsel;
     }
     if (n_win + n_sel > vb->max_rows)
         return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 attention at position %d: %d rows over the %d its "
                             "buffers were reserved for", pos, n_win + n_sel, vb->max_rows);
-    const float *win = (const float *)(s->win + (size_t)start * rb), *comp = (const float *)s->entries;
+    const float *win = (const float *)ri->win, *comp = (const float *)s->entries;
     if (s->kc.tier != KV_TIER_F32) {
         if (n_win + n_sel > vb->tile_rows)
             return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 attention: %d %s rows to decode, room for %d",
                                 n_win + n_sel, kv_tier_name(s->kc.tier), vb->tile_rows);
-        decode_rows(&s->kc, s->win, NULL, start, n_win, vb->tile, vb->n_threads);
-        decode_rows(&s->kc, s->entries, sel, 0, n_sel, vb->tile + (size_t)n_win * D, vb->n_threads);
-        win = vb->tile;
-        comp = vb->tile + (size_t)n_win * D;
+        float *tile = vb->tile + (size_t)t * vb->tile_rows * D;
+        decode_rows(&s->kc, ri->win, NULL, 0, n_win, tile, n_threads);
+        decode_rows(&s->kc, s->entries, sel, 0, n_sel, tile + (size_t)n_win * D, n_threads);
+        win = tile;
+        comp = tile + (size_t)n_win * D;
         sel = NULL;
     }
-    if ((rc = model_v4_attn_query_mt(a, pos, q, win, n_win, comp, sel, n_sel, vb->att + (size_t)r * H * D, vb->work,
-                                     vb->work_stride, vb->n_threads, err)))
-        return rc;
-    s->pos++;
+    return model_v4_attn_query_mt(a, pos, vb->q + (size_t)r * H * D, win, n_win, comp, sel, n_sel,
+                                  vb->att + (size_t)r * H * D, vb->work, vb->work_stride, n_threads, err);
+}
+
+/* The chunk's rows [0, k): each through its state in order (row_state),
+ * then their attentions together, a row per thread (row_attend; a row's
+ * bits do not depend on the threads). Rows of one state at consecutive
+ * positions (a prefill's segment) read their windows from a copy of the
+ * segment's window rows, as the ring keeps only the last window. */
+static int chunk_attend(const struct part_run *pr, const struct v4_attn *a, const struct v4_compressor *cp,
+                        const struct v4_compressor *icp, const struct v4_indexer *ix, struct v4_bufs *vb, int r0,
+                        int k, int *g, struct colibri_err *err)
+{
+    int li = pr->li, rc = 0, W = a->window;
+    size_t used = 0;
+    for (int r = 0; r < k && !rc;) {
+        int i = r0 + r;
+        while (i >= pr->grp[*g].row0 + pr->grp[*g].n) (*g)++;
+        const struct fwd_group *gr = &pr->grp[*g];
+        struct v4_state *s = gr->st->mixer_state[li - gr->st->kv_layer0];
+        int pos = gr->pos0 + (i - gr->row0), len = gr->row0 + gr->n - i < k - r ? gr->row0 + gr->n - i : k - r;
+        uint8_t *cw = NULL;
+        int first = pos + 1 < W ? 0 : pos + 1 - W;
+        if (len > 1) {
+            size_t rb = s->kc.row_bytes, need = (size_t)(pos - first + len) * rb;
+            if (used + need > vb->cwin_bytes)
+                return base_err_set(err, COLIBRI_ERANGE, "DeepSeek-V4 attention: %zu window bytes for a chunk, room "
+                                    "for %zu", used + need, vb->cwin_bytes);
+            cw = vb->cwin + used;
+            used += need;
+            if (pos > first) memcpy(cw, s->win + (size_t)(first % W) * rb, (size_t)(pos - first) * rb);
+        }
+        for (int j = 0; j < len && !rc; j++)
+            rc = row_state(a, cp, icp, vb, r + j, pos + j, s, cw, first, &vb->rows_at[r + j], err);
+        r += len;
+    }
+    if (rc) return rc;
+    if (k == 1) return row_attend(a, ix, vb, 0, &vb->rows_at[0], 0, vb->n_threads, err);
+    int rcs[V4_CHUNK];
+    BASE_PAR_FOR_N(vb->n_threads, for (int r = 0; r < k; r++) rcs[r] =
+                   row_attend(a, ix, vb, r, &vb->rows_at[r], omp_get_thread_num(), 1, &vb->errs[r]););
+    for (int r = 0; r < k; r++)
+        if (rcs[r]) {
+            if (err) *err = vb->errs[r];
+            return rcs[r];
+        }
     return 0;
 }
 
@@ -508,13 +608,7 @@ static int v4_forward(const struct part_run *pr, const float *in, int n, float *
                                      (rc = model_linear(&w->idx_wq_b, vb->qa, k, vb->iq, qs, err)) ||
                                      (rc = model_linear(&w->idx_wproj, x, k, vb->iw, qs, err))))
             break;
-        for (int r = 0; r < k && !rc; r++) {
-            int i = r0 + r;
-            while (i >= pr->grp[g].row0 + pr->grp[g].n) g++;
-            const struct fwd_group *gr = &pr->grp[g];
-            struct v4_state *s = gr->st->mixer_state[li - gr->st->kv_layer0];
-            rc = v4_row(c, &a, &cp, &icp, &ix, vb, r, gr->pos0 + (i - gr->row0), s, err);
-        }
+        if ((rc = chunk_attend(pr, &a, &cp, &icp, &ix, vb, r0, k, &g, err))) break;
         /* the grouped output projection, one row at a time per group block
          * (a row's product has the same bits alone or in a batch) */
         for (int r = 0; r < k && !rc; r++)

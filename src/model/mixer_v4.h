@@ -18,7 +18,9 @@
  * last sliding_window kv rows, the compressed entries, the compressors'
  * open blocks and the indexer's keys, sized at session start for its n_ctx,
  * and advanced one position at a time in order, so a prefill and
- * token-by-token decode do the same arithmetic per token. It cannot be
+ * token-by-token decode do the same arithmetic per token (a prefill chunk's
+ * attentions then run together, a row per thread, each row reading only
+ * what its own position saw). It cannot be
  * rewound: a position other than the next is refused by name. The ring and
  * the entries are plain arrays of rows [rows][row_bytes], each row the
  * head_dim values (RoPE part included) encoded whole by the layer's KV tier
