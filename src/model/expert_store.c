@@ -47,6 +47,7 @@ int model_expert_local_finish(struct expert_store *s, const struct expert_batch 
 {
     const struct fwd_exec *ex = b->ex ? b->ex : &model_fwd_cpu;
     int hid = b->hid, rc = 0;
+    int ahead = s->ops->prefetch && s->ops->cache_slots && b->n_used > s->ops->cache_slots(s);
     for (int j = 0; j < b->n_used && !rc; j++) {
         int e = b->list[j], cnt = model_expert_batch_rows(b, e, b->tok, b->tw);
         /* an expert every row routes to reads the rows where they are
@@ -59,6 +60,11 @@ int model_expert_local_finish(struct expert_store *s, const struct expert_batch 
         }
         const struct mlp_weights *ew;
         if ((rc = expert_store_acquire(s, b->layer, e, &ew, err))) break;
+        /* read-ahead: more experts than the cache holds, so the start's
+         * prefetch left some unread; name the rest again while this one
+         * computes, and the slots released since take them (the hook is not
+         * told: it records routing, and this adds none) */
+        if (ahead && j + 1 < b->n_used) s->ops->prefetch(s, b->layer, b->list + j + 1, b->n_used - j - 1);
         rc = model_mlp_run(ex, ew, in, cnt, b->res, b->g, b->u, b->qs, err);
         expert_store_release(s, b->layer, e);
         if (!rc) rc = ex->ops->expert_add(ex, out, b->tok, b->tw, b->res, cnt, hid, err);

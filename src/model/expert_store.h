@@ -165,7 +165,10 @@ static inline int expert_store_finish(struct expert_store *s, const struct exper
 
 /* start and finish of a store holding its experts here: the prefetch hint
  * for b's experts; then per expert of b.list ascending, its rows gathered,
- * acquire, SwiGLU, release, model_expert_batch_add. finish fails with the
+ * acquire, SwiGLU, release, model_expert_batch_add. When b names more
+ * experts than the store's cache has slots, each acquire is followed by a
+ * prefetch of the experts after it (read-ahead into the slots released so
+ * far; the route hook is not told). finish fails with the
  * first acquire's or product's error (the experts before it are added). */
 int model_expert_local_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err);
 int model_expert_local_finish(struct expert_store *s, const struct expert_batch *b, float *out,

@@ -7,7 +7,9 @@
  *     exactly the union of the tid2eid rows of the slice's tokens, read
  *     here from the checkpoint's own tensor;
  *   - prefill: a cold store reads each routed expert at most once per
- *     forward slice (a 20-token prompt in slices of 8, 8 and 4 rows);
+ *     forward slice (a 20-token prompt in slices of 8, 8 and 4 rows), and
+ *     reads ahead: a slice's experts beyond the cache's slots are read as
+ *     slots free up, so no acquire starts a read of its own (no misses);
  *   - the logits of the prefill and of decoded tokens are the resident
  *     store's bit for bit;
  * at the smallest budget (top-k slots) and at five slots. */
@@ -232,6 +234,12 @@ static void test_streamed(int slots_wanted)
     m.experts = resident;
     if (rc) goto done;
     CHECK(!memcmp(want, got, nl * sizeof *want), "%d slots: the logits differ from the resident store's", slots);
+    /* read-ahead: every read was started by a prefetch before its acquire */
+    struct expert_store_stats es;
+    expert_store_get_stats(s, &es);
+    CHECK(es.misses == 0 && es.reads == es.prefetch_reads, "%d slots: %llu of %llu reads started by an acquire (a "
+          "miss), %llu by a prefetch", slots, (unsigned long long)es.misses, (unsigned long long)es.reads,
+          (unsigned long long)es.prefetch_reads);
     CHECK(!r->overflow, "more than %d events", MAX_EVENTS);
     /* slices begin where layer 0 is named after a later layer's acquire */
     int starts[PROMPT + DECODE + 1], n_starts = 0, later = 1;
