@@ -29,7 +29,7 @@ class ModelOpts(Structure):
 
 class SessionOpts(Structure):
     _fields_ = [("n_ctx", c_int), ("kv_tier", c_char_p), ("kv_rope", c_char_p), ("kv_int8", c_int),
-                ("kv_index", c_char_p)]
+                ("kv_index", c_char_p), ("kv_snapshot_every", c_int), ("kv_snapshots", c_int)]
 
 
 class SamplerOpts(Structure):
