@@ -6,9 +6,8 @@
 set -eu
 lib=${COLIBRI_LIB:-build/pic/libcolibri.so.0.2.0}
 [ -f "$lib" ] || { echo "$lib is missing: run make shared (make test builds it)"; exit 1; }
-COLIBRI_LIB=$lib timeout 300 "${PYTHON:-python3}" tests/python/test_binding.py
 
-# ctypes mirrors of the public structs must be exactly the C ones: a field
+# First, the ctypes mirrors of the public structs must be exactly the C ones: a field
 # missing at the end makes the library read past the Python object.
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/sizes.c" <<'C'
@@ -38,3 +37,5 @@ for line in open(sys.argv[1]):
         print(f"ok   {name} is {got} bytes, as in colibri.h")
 sys.exit(bad)
 PY
+
+COLIBRI_LIB=$lib timeout 300 "${PYTHON:-python3}" tests/python/test_binding.py
