@@ -741,8 +741,9 @@ static int rewind_state(colibri_session *s, int n, struct colibri_err *err)
     int at = colibri_session_resume_point(s, n);
     if (at != n)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "cannot truncate to %d tokens: this model's attention state "
-                            "(DeepSeek-V4's window and compressors) does not rewind; the latest snapshot at or before "
-                            "it is at %d (colibri_session_resume_point): truncate there and feed the tokens after it",
+                            "(DeepSeek-V4's window and compressors, GLM-5.3's KDA states) does not rewind; the latest "
+                            "snapshot at or before it is at %d (colibri_session_resume_point): truncate there and feed "
+                            "the tokens after it",
                             n, at);
     colibri_api_snaps_drop_after(s->snaps, n);
     if (n == 0) {
@@ -774,8 +775,8 @@ int colibri_session_truncate(colibri_session *s, int n, struct colibri_err *err)
 static int copy_state(colibri_session *dst, const colibri_session *src, int n, struct colibri_err *err)
 {
     if (colibri_session_resume_point(src, n) != n)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: DeepSeek-V4's attention state can be "
-                            "copied at a snapshot only; the latest at or before %d is at %d "
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "session_copy_prefix: this model's attention state "
+                            "(DeepSeek-V4, GLM-5.3) can be copied at a snapshot only; the latest at or before %d is at %d "
                             "(colibri_session_resume_point)", n, colibri_session_resume_point(src, n));
     if (!src->snaps || !dst->snaps || src->snaps->bytes != dst->snaps->bytes || dst->model != src->model)
         return base_err_set(err, COLIBRI_EINVAL, "session_copy_prefix: the sessions are of different models or "

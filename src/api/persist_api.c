@@ -65,7 +65,9 @@ static int state_layout(colibri_session *s, struct kv_state_hdr *want, struct kv
         struct kv_state_layer *y = &want->layer[l];
         if (!st || !tm->snap_bytes || !tm->state_rows)
             return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: its attention state cannot be saved", l);
-        y->kind = c->attn_kind == MODEL_ATTN_V4 ? (uint32_t)c->v4_layer_type[l] : 0;
+        /* GLM-5.3: 0 KDA, 1 full indexed attention, 2 shared indexed attention */
+        y->kind = c->attn_kind == MODEL_ATTN_V4 ? (uint32_t)c->v4_layer_type[l]
+                : c->attn_kind == MODEL_ATTN_GLM53 ? (c->kda_layer[l] ? 0u : c->indexer_full[l] ? 1u : 2u) : 0;
         if (c->attn_kind == MODEL_ATTN_V4 && c->v4_layer_type[l] == MODEL_V4_CSA)
             snprintf(want->index_tier, sizeof want->index_tier, "%s", s->kv_index);
         y->snap_bytes = (uint32_t)tm->snap_bytes(st);

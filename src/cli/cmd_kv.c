@@ -24,9 +24,9 @@ static void print_stat(const char *path, const struct colibri_kv_file_stat *st)
     printf("model:         fingerprint %016llx\n", (unsigned long long)st->model_fingerprint);
     printf("weights:       %s\n", st->weights);
     if (st->read_version == 3) {
-        /* a DeepSeek-V4 state file: chunks of tokens and rows, each with a snapshot */
-        printf("state:         DeepSeek-V4, %d layers, tier %s, %lld-byte snapshot per chunk\n", st->n_layers, st->tier,
-               (long long)st->snapshot_bytes);
+        /* a state file (DeepSeek-V4, GLM-5.3): chunks of tokens and rows, each with a snapshot */
+        printf("state:         DeepSeek-V4 / GLM-5.3, %d layers, tier %s, %lld-byte snapshot per chunk\n", st->n_layers,
+               st->tier, (long long)st->snapshot_bytes);
         printf("chunks:        %lld published, %lld sound\n", (long long)st->chunks, (long long)st->chunks_valid);
         printf("layout:        %s\n", st->layout);
     } else

@@ -150,7 +150,7 @@ static int hdr_decode(const uint8_t *in, struct kv_state_hdr *h, struct colibri_
                             "version %d)", h->read_version, KV_STATE_VERSION);
     if (h->read_version >= 1 && h->read_version < KV_STATE_VERSION)
         return base_err_set(err, COLIBRI_EMISMATCH, "read_version %u: a file of cache rows (another model's); this "
-                            "model's attention state (DeepSeek-V4) is kept in version %d files", h->read_version,
+                            "model's attention state (DeepSeek-V4, GLM-5.3) is kept in version %d files", h->read_version,
                             KV_STATE_VERSION);
     if (h->read_version != KV_STATE_VERSION || h->write_version < KV_STATE_VERSION)
         return base_err_set(err, COLIBRI_EFORMAT, "read_version %u / write_version %u", h->read_version,

@@ -34,6 +34,7 @@ struct glm53_mla_bufs {
 
 struct glm53_mla_state {
     int pos, cap;
+    int r, di, kpool, indexer;                      /* the layout: kv_lora_rank, index_head_dim, index_kpool */
     float *latent, *ikey, *igate, *pkeys;           /* [cap][r], [cap][dI] x 2, [cap / kpool][dI] */
 };
 
@@ -337,6 +338,10 @@ static int state_new(const struct model *m, int li, int n_ctx, const struct kv_l
     int ok = 1, idx = c->indexer_full[li];
     size_t b = sizeof *s, dI = (size_t)c->index_head_dim;
     s->cap = n_ctx;
+    s->r = c->glm53_kv_lora_rank;
+    s->di = c->index_head_dim;
+    s->kpool = c->index_kpool;
+    s->indexer = idx;
     s->latent = take((size_t)n_ctx * c->glm53_kv_lora_rank, sizeof(float), &b, &ok);
     if (idx) {
         s->ikey = take((size_t)n_ctx * dI, sizeof(float), &b, &ok);
@@ -358,5 +363,92 @@ static void state_reset(void *p)
     ((struct glm53_mla_state *)p)->pos = 0;
 }
 
+/* ---- snapshots (parts.h snap_*): the latents and the complete pools' keys
+ * are append-only rows, kept in place; what goes forward is the position
+ * and the open pool's index keys and gates (fewer than index_kpool rows,
+ * needed for its key once it completes), which the snapshot holds, padded
+ * to index_kpool - 1 rows. */
+
+struct glm53_snap_hdr {
+    int64_t indexer, r, di, kpool, pos;
+};
+
+static size_t open_pool_bytes(const struct glm53_mla_state *s)
+{
+    return s->indexer ? 2 * (size_t)(s->kpool - 1) * (size_t)s->di * sizeof(float) : 0;
+}
+
+static size_t snap_bytes(const void *p)
+{
+    return sizeof(struct glm53_snap_hdr) + open_pool_bytes(p);
+}
+
+static void snap_save(const void *p, void *buf)
+{
+    const struct glm53_mla_state *s = p;
+    struct glm53_snap_hdr h = { s->indexer, s->r, s->di, s->kpool, s->pos };
+    unsigned char *o = buf;
+    memcpy(o, &h, sizeof h);
+    o += sizeof h;
+    if (!s->indexer) return;
+    size_t p0 = (size_t)(s->pos / s->kpool * s->kpool), row = (size_t)s->di * sizeof(float);
+    size_t open = (size_t)s->pos - p0, half = open_pool_bytes(s) / 2;
+    memset(o, 0, 2 * half);
+    if (open) {
+        memcpy(o, s->ikey + p0 * s->di, open * row);
+        memcpy(o + half, s->igate + p0 * s->di, open * row);
+    }
+}
+
+static int snap_restore(void *p, const void *buf, const void *rows_from, struct colibri_err *err)
+{
+    struct glm53_mla_state *s = p;
+    const struct glm53_mla_state *from = rows_from;
+    struct glm53_snap_hdr h;
+    memcpy(&h, buf, sizeof h);
+    const char *bad = h.indexer != s->indexer ? "indexer (full or shared)" : h.r != s->r ? "kv_lora_rank"
+                    : h.di != s->di ? "index_head_dim" : h.kpool != s->kpool ? "index_kpool" : NULL;
+    if (bad)
+        return base_err_set(err, COLIBRI_EMISMATCH, "GLM-5.3 attention state snapshot: its %s differs from this "
+                            "layer's", bad);
+    if (h.pos < 0 || h.pos > s->cap || (from && (from->r != s->r || from->indexer != s->indexer || h.pos > from->cap)))
+        return base_err_set(err, COLIBRI_EINVAL, "GLM-5.3 attention state snapshot at position %lld: it does not "
+                            "fit this session's %d positions", (long long)h.pos, s->cap);
+    const int pos = (int)h.pos;
+    if (from && from != s) {
+        memcpy(s->latent, from->latent, (size_t)pos * s->r * sizeof(float));
+        if (s->indexer) memcpy(s->pkeys, from->pkeys, (size_t)(pos / s->kpool) * s->di * sizeof(float));
+    }
+    if (s->indexer) {
+        const unsigned char *i = (const unsigned char *)buf + sizeof h;
+        size_t p0 = (size_t)(pos / s->kpool * s->kpool), open = (size_t)pos - p0, half = open_pool_bytes(s) / 2;
+        size_t row = (size_t)s->di * sizeof(float);
+        if (open) {
+            memcpy(s->ikey + p0 * s->di, i, open * row);
+            memcpy(s->igate + p0 * s->di, i + half, open * row);
+        }
+    }
+    s->pos = pos;
+    return 0;
+}
+
+static int state_rows(void *p, struct mixer_rows *rows, int max)
+{
+    struct glm53_mla_state *s = p;
+    int n = 0;
+    if (n < max) rows[n++] = (struct mixer_rows){ s->latent, (size_t)s->r * sizeof(float), s->pos, s->cap, 1 };
+    if (s->indexer && n < max)
+        rows[n++] = (struct mixer_rows){ s->pkeys, (size_t)s->di * sizeof(float), s->pos / s->kpool,
+                                         s->cap / s->kpool + 1, s->kpool };
+    return n;
+}
+
+size_t model_glm53_mla_snap_bytes(const struct model_config *c, int li)
+{
+    return sizeof(struct glm53_snap_hdr) +
+           (c->indexer_full[li] ? 2 * (size_t)(c->index_kpool - 1) * (size_t)c->index_head_dim * sizeof(float) : 0);
+}
+
 const struct token_mixer model_mixer_glm53_mla = { "glm53-mla", mla_load, mla_forward, mla_cache_parts, state_new,
-                                                   state_free, state_reset };
+                                                   state_free, state_reset, snap_bytes, snap_save, snap_restore,
+                                                   state_rows };

@@ -19,7 +19,11 @@
  *
  * Its cache is a per-session state (token_mixer state_new) of n_ctx
  * positions x (kv_lora_rank + 2 index_head_dim) floats plus the pool keys,
- * f32; it does not rewind (model/parts.h). Tensor names:
+ * f32. It goes back only to a snapshot (model/parts.h snap_*): the latents
+ * (one row per position) and the complete pools' keys (one row per
+ * index_kpool positions) are its append-only row arrays; a snapshot holds
+ * the position and the open pool's index keys and gates
+ * (model_glm53_mla_snap_bytes). Tensor names:
  * model.layers.N.self_attn.{q_a_proj,q_a_layernorm,q_b_proj,
  * kv_a_proj_with_mqa,kv_a_layernorm,kv_b_proj,o_proj}.weight and
  * self_attn.indexer.{wq_b,wk,weights_proj}.weight, indexer.k_norm.{weight,
@@ -58,5 +62,8 @@ void model_glm53_mla_bufs_free(struct glm53_mla_bufs *b);
 /* Bytes per position of one full indexed layer's state (latent, index key,
  * gate; a shared layer keeps the latent only). */
 size_t model_glm53_mla_bytes_per_pos(const struct model_config *c);
+/* Bytes of layer li's snapshot: a 40-byte header, and on a full indexed
+ * layer index_kpool - 1 rows of index keys and as many of gates. */
+size_t model_glm53_mla_snap_bytes(const struct model_config *c, int li);
 
 #endif

@@ -253,5 +253,60 @@ static void state_reset(void *p)
     memset(s->rec, 0, sizeof(float) * s->n_rec);
 }
 
+/* ---- snapshots (parts.h snap_*): the whole state (its size is fixed), after
+ * a header of its two sizes; no row arrays. */
+
+struct kda_snap_hdr {
+    int64_t n_conv, n_rec;
+};
+
+static size_t snap_bytes(const void *p)
+{
+    const struct kda_state *s = p;
+    return sizeof(struct kda_snap_hdr) + (s->n_conv + s->n_rec) * sizeof(float);
+}
+
+static void snap_save(const void *p, void *buf)
+{
+    const struct kda_state *s = p;
+    struct kda_snap_hdr h = { (int64_t)s->n_conv, (int64_t)s->n_rec };
+    unsigned char *o = buf;
+    memcpy(o, &h, sizeof h);
+    o += sizeof h;
+    if (s->n_conv) memcpy(o, s->conv, s->n_conv * sizeof(float));
+    memcpy(o + s->n_conv * sizeof(float), s->rec, s->n_rec * sizeof(float));
+}
+
+static int snap_restore(void *p, const void *buf, const void *rows_from, struct colibri_err *err)
+{
+    struct kda_state *s = p;
+    (void)rows_from;
+    struct kda_snap_hdr h;
+    memcpy(&h, buf, sizeof h);
+    if (h.n_conv != (int64_t)s->n_conv || h.n_rec != (int64_t)s->n_rec)
+        return base_err_set(err, COLIBRI_EMISMATCH, "GLM-5.3 KDA state snapshot: its %s (%lld floats) differs from "
+                            "this layer's (%zu)", h.n_conv != (int64_t)s->n_conv ? "convolution state" : "recurrent state",
+                            (long long)(h.n_conv != (int64_t)s->n_conv ? h.n_conv : h.n_rec),
+                            h.n_conv != (int64_t)s->n_conv ? s->n_conv : s->n_rec);
+    const unsigned char *i = (const unsigned char *)buf + sizeof h;
+    if (s->n_conv) memcpy(s->conv, i, s->n_conv * sizeof(float));
+    memcpy(s->rec, i + s->n_conv * sizeof(float), s->n_rec * sizeof(float));
+    return 0;
+}
+
+static int state_rows(void *p, struct mixer_rows *rows, int max)
+{
+    (void)p;
+    (void)rows;
+    (void)max;
+    return 0;
+}
+
+size_t model_kda_snap_bytes(const struct model_config *c)
+{
+    struct kda k = core_of(c, NULL);
+    return sizeof(struct kda_snap_hdr) + (model_kda_conv_state_floats(&k) + model_kda_rec_state_floats(&k)) * sizeof(float);
+}
+
 const struct token_mixer model_mixer_kda = { "kda", kda_load, kda_forward, kda_cache_parts, state_new, state_free,
-                                             state_reset };
+                                             state_reset, snap_bytes, snap_save, snap_restore, state_rows };

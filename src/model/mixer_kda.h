@@ -8,9 +8,10 @@
  * (3 HD floats each) and the recurrent state (H x D x D floats), both f32,
  * not growing with the context. A group's rows run in slices of at most
  * KDA_CHUNK rows: a slice of several rows through the chunked form, one row
- * through the recurrent form (as transformers' prefill and decode). Such a
- * state does not rewind: truncation, prefix copy and KV files are refused
- * for it (model/parts.h). Tensor names, the release's (transformers maps them
+ * through the recurrent form (as transformers' prefill and decode), so the
+ * bits depend on where a feed starts and stops. Such a state does not
+ * rewind: it goes back only to a snapshot (model/parts.h snap_*), which
+ * holds the whole state (model_kda_snap_bytes), and has no row arrays. Tensor names, the release's (transformers maps them
  * onto its modules): model.layers.N.self_attn.{q_proj,k_proj,v_proj,b_proj,
  * f_a_proj,f_b_proj,g_a_proj,g_b_proj,o_proj}.weight, {q,k,v}_conv1d.weight
  * [HD, 1, K], dt_bias, A_log, o_norm.weight. */
@@ -47,5 +48,7 @@ void model_kda_bufs_free(struct kda_bufs *b);
 
 /* Bytes of one KDA layer's per-session state. */
 size_t model_kda_state_bytes(const struct model_config *c);
+/* Bytes of one KDA layer's snapshot: its state and a 16-byte header. */
+size_t model_kda_snap_bytes(const struct model_config *c);
 
 #endif

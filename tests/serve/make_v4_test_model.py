@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Builds a servable DeepSeek-V4 model directory from a tests/oracle_v4
-fixture (config.json + model.safetensors, vocab 64 or 96, no tokenizer).
+fixture (config.json + model.safetensors, vocab 64 or 96, no tokenizer), or
+from a tests/oracle_glm53 one (its text_config's vocab).
 
 A byte-level tokenizer needs 256 byte ids, more than the fixture has, so
 DIR/tokenizer.json is a BPE without merges over two special tokens and single
@@ -14,12 +15,13 @@ import os
 import sys
 
 SPECIALS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]
-CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?-+=*/()[]{}<>@#$%&~^_|"
+CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?-+=*/()[]{}<>@#$%&~^_|'\"`\\"
 
 
 def main():
     fixture, out = sys.argv[1], sys.argv[2]
-    n_vocab = json.load(open(os.path.join(fixture, "config.json")))["vocab_size"]
+    cfg = json.load(open(os.path.join(fixture, "config.json")))
+    n_vocab = cfg.get("text_config", cfg)["vocab_size"]   # GLM-5.3 fixtures nest the text model's
     vocab = {s: i for i, s in enumerate(SPECIALS)}
     for c in CHARS:
         if len(vocab) < n_vocab:
