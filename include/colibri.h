@@ -157,6 +157,8 @@ struct colibri_model_info {
     int64_t kv_session_bytes;   /* cache bytes a session holds whatever its length (V4: the window
                                    rings, f32); 0 for MLA */
     char attention[192];        /* the attention in words */
+    int64_t snapshot_bytes;     /* one session snapshot of every layer's state (GLM-5.3: the KDA
+                                   states and the indexed layers' open pools); 0 where not stated */
     int64_t weight_bytes;       /* every weight as loaded (data + scales) */
     int64_t active_bytes;       /* weight bytes one decode step reads: attention, dense or
                                    shared MLPs, top-k average routed experts, routers, lm_head,

@@ -536,6 +536,7 @@ void colibri_model_get_info(const colibri_model *cm, struct colibri_model_info *
         info->kv_bytes_per_token = 0;
         for (int l = 0; l < c->num_hidden_layers; l++) {
             n_kda += c->kda_layer[l];
+            info->snapshot_bytes += (int64_t)(c->kda_layer[l] ? model_kda_snap_bytes(c) : model_glm53_mla_snap_bytes(c, l));
             /* a shared indexed layer keeps its latents only */
             if (!c->kda_layer[l])
                 info->kv_bytes_per_token += c->indexer_full[l] ? (int64_t)model_glm53_mla_bytes_per_pos(c)

@@ -81,6 +81,10 @@ int cmd_info(int argc, char **argv)
                (long long)in.kv_bytes_per_token, human(h1, in.kv_session_bytes));
     else
         printf("kv cache:     %lld bytes per token (f32 latent + rope, all layers)\n", (long long)in.kv_bytes_per_token);
+    if (in.snapshot_bytes)
+        printf("snapshots:    %s each (%lld bytes: every layer's KDA state and open index pool at one position; a "
+               "session keeps --kv-snapshots of them, one per KV-file chunk)\n", human(h1, in.snapshot_bytes),
+               (long long)in.snapshot_bytes);
     int ctx = n_ctx ? n_ctx : in.max_position_embeddings;
     int64_t kv = (in.kv_bytes_per_token * ctx + in.kv_session_bytes) * n_slots;
     printf("at --ctx %d x %d slot%s: KV %s (f32%s), with the weights %s\n", ctx, n_slots,

@@ -7,8 +7,8 @@
 # run without the file prints (greedy; KDA's chunked prefill makes the
 # logits depend on where a prefill is cut to rounding, so bitwise logits are
 # test_glm53_snapshots' and test_glm53_kvfile's to check); kv verify /
-# inspect read it; an MLA model's run refuses it by its read_version and
-# leaves it as it was.
+# inspect read it, its snapshot size the one colibri info states; an MLA
+# model's run refuses it by its read_version and leaves it as it was.
 set -u
 PY=${PYTHON:-python3}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -36,6 +36,10 @@ cmp -s "$tmp/1.out" "$tmp/cold1.out" && cmp -s "$tmp/2.out" "$tmp/cold1.out" && 
     || say "FAIL verify: $(cat "$tmp/v.out")"
 "$COLIBRI" kv inspect "$tmp/a.ckv" | grep -q "^state: .*GLM-5.3, 4 layers" && say "ok   inspect names a state file" \
     || say "FAIL inspect: $("$COLIBRI" kv inspect "$tmp/a.ckv" 2>&1)"
+# colibri info states the snapshot size from the config; the file's chunks hold the states' own
+snap=$("$COLIBRI" info -m "$tmp/m" 2>/dev/null | sed -n 's/^snapshots: .*(\([0-9]*\) bytes.*/\1/p')
+"$COLIBRI" kv inspect "$tmp/a.ckv" | grep -q "tier f32, ${snap:-x}-byte snapshot per chunk" \
+    && say "ok   info's snapshot bytes ($snap) are the file's" || say "FAIL info's snapshot bytes: '$snap'"
 mla=$tmp/mla; mkdir "$mla"
 cp tests/oracle/deepseek_v3_tiny/config.json tests/oracle/deepseek_v3_tiny/model.safetensors tests/tok/tiny/* "$mla/"
 cp "$tmp/a.ckv" "$tmp/before.ckv"
