@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "base/par.h"
+#include "kv/codec.h"
 #include "model/forward.h"
 #include "model/linear.h"
 #include "model/loader.h"
@@ -27,6 +28,7 @@ struct glm53_mla_bufs {
     float *qa, *q, *kv, *iq, *iw, *ik, *ig, *att;   /* [SLICE][...] */
     float *qlat, *olat, *score;                     /* [n_threads][...]: one head's */
     float *pscore;                                  /* one row's pool scores */
+    float *dlat;                                    /* [max_sel][r]: a row's selected latents, decoded */
     int *order;
     int32_t *sel;                                   /* [cap][max_sel]: each forward row's selection */
     int *n_sel;                                     /* [cap] */
@@ -35,7 +37,9 @@ struct glm53_mla_bufs {
 struct glm53_mla_state {
     int pos, cap;
     int r, di, kpool, indexer;                      /* the layout: kv_lora_rank, index_head_dim, index_kpool */
-    float *latent, *ikey, *igate, *pkeys;           /* [cap][r], [cap][dI] x 2, [cap / kpool][dI] */
+    struct kv_codec lat;                            /* the latents' KV tier (width r) */
+    uint8_t *latent;                                /* [cap][lat.row_bytes] */
+    float *ikey, *igate, *pkeys;                    /* [cap][dI] x 2, [cap / kpool][dI], f32 */
 };
 
 static struct pool_index pool_of(const struct model_config *c, const struct glm53_mla_weights *w)
@@ -136,7 +140,7 @@ void model_glm53_mla_bufs_free(struct glm53_mla_bufs *b)
 {
     if (!b) return;
     void *all[] = { b->qa, b->q, b->kv, b->iq, b->iw, b->ik, b->ig, b->att, b->qlat, b->olat, b->score, b->pscore,
-                    b->order, b->sel, b->n_sel };
+                    b->order, b->sel, b->n_sel, b->dlat };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(b);
 }
@@ -176,6 +180,7 @@ int model_glm53_mla_bufs_new(const struct model_config *c, int cap, int n_thread
     b->order = take(np / (size_t)c->index_kpool + 1, sizeof(int), &by, &ok);
     b->sel = take((size_t)cap * (size_t)b->max_sel, sizeof(int32_t), &by, &ok);
     b->n_sel = take((size_t)cap, sizeof(int), &by, &ok);
+    b->dlat = take((size_t)b->max_sel * r, sizeof(float), &by, &ok);
     if (!ok) {
         model_glm53_mla_bufs_free(b);
         return COLIBRI_ENOMEM;
@@ -202,9 +207,11 @@ static void layernorm(float *x, int n, const float *w, const float *b)
     for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
-/* Head h of row r over its n selected positions, with thread tid's scratch. */
+/* Head h of row r over its n selected positions' latents (lat[sel[i]], or
+ * lat[i] without sel: rows of the kv_lora_rank floats), with thread tid's
+ * scratch. */
 static void mla_head(const struct model_config *c, const struct glm53_mla_weights *w, struct glm53_mla_bufs *b, int r,
-                     const int32_t *sel, int n, const struct glm53_mla_state *s, int h, int tid)
+                     const int32_t *sel, int n, const float *lat_rows, int h, int tid)
 {
     const int H = c->num_attention_heads, R = c->glm53_kv_lora_rank, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
     const float *kvb = (const float *)w->kv_b.data;
@@ -218,7 +225,7 @@ static void mla_head(const struct model_config *c, const struct glm53_mla_weight
         for (int e = 0; e < R; e++) qlat[e] += qh[d] * wk[(size_t)d * R + e];
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) {
-        const float *lat = s->latent + (size_t)sel[i] * R;
+        const float *lat = lat_rows + (size_t)(sel ? sel[i] : i) * R;
         float sc = 0;
         for (int e = 0; e < R; e++) sc += qlat[e] * lat[e];
         score[i] = sc * scale;
@@ -228,7 +235,7 @@ static void mla_head(const struct model_config *c, const struct glm53_mla_weight
     for (int i = 0; i < n; i++) sum += score[i] = expf(score[i] - mx);
     for (int e = 0; e < R; e++) olat[e] = 0;
     for (int i = 0; i < n; i++) {
-        const float *lat = s->latent + (size_t)sel[i] * R, p = score[i] / sum;
+        const float *lat = lat_rows + (size_t)(sel ? sel[i] : i) * R, p = score[i] / sum;
         for (int e = 0; e < R; e++) olat[e] += p * lat[e];
     }
     float *o = b->att + ((size_t)r * H + h) * dv;
@@ -247,7 +254,8 @@ static int mla_row(const struct model_config *c, const struct glm53_mla_weights 
     if (pos != s->pos || pos >= s->cap || (pos + 1) / P > b->max_pools)
         return base_err_set(err, COLIBRI_EINVAL, "GLM-5.3 attention state: position %d, state at %d of %d "
                             "(max_position_embeddings %d)", pos, s->pos, s->cap, c->max_position_embeddings);
-    memcpy(s->latent + (size_t)pos * R, b->kv + (size_t)r * R, sizeof(float) * (size_t)R);
+    const size_t lb = s->lat.row_bytes;
+    kv_codec_encode(&s->lat, b->kv + (size_t)r * R, s->latent + (size_t)pos * lb);
     int32_t *sel = b->sel + (size_t)row * b->max_sel;
     if (w->indexer) {
         struct pool_index pi = pool_of(c, w);
@@ -266,7 +274,17 @@ static int mla_row(const struct model_config *c, const struct glm53_mla_weights 
     const int n = b->n_sel[row];
     /* the heads are independent: their bits do not depend on the threads */
     int nt = omp_in_parallel() ? 1 : b->n_threads;
-    BASE_PAR_FOR_N(nt, for (int h = 0; h < H; h++) mla_head(c, w, b, r, sel, n, s, h, nt > 1 ? omp_get_thread_num() : 0););
+    /* f32 latents are read in place; a quantized tier's selected rows are decoded once for every head */
+    const float *lat_rows = (const float *)s->latent;
+    const int32_t *rows_sel = sel;
+    if (s->lat.tier != KV_TIER_F32) {
+        BASE_PAR_FOR_N(nt, for (int i = 0; i < n; i++)
+                               kv_codec_decode(&s->lat, s->latent + (size_t)sel[i] * lb, b->dlat + (size_t)i * R););
+        lat_rows = b->dlat;
+        rows_sel = NULL;
+    }
+    BASE_PAR_FOR_N(nt, for (int h = 0; h < H; h++)
+                           mla_head(c, w, b, r, rows_sel, n, lat_rows, h, nt > 1 ? omp_get_thread_num() : 0););
     return 0;
 }
 
@@ -309,14 +327,19 @@ static int mla_forward(const struct part_run *pr, const float *in, int n, float 
     return rc;
 }
 
+/* The latents take the layer's KV tier; the index keys, gates and pool keys
+ * stay f32, and there is no RoPE part (qk_rope_head_dim 0). */
 static int mla_cache_parts(const struct model_config *c, int li, enum kv_tier index_tier, struct kv_layer_spec *spec,
                            struct colibri_err *err)
 {
-    (void)c;
     (void)index_tier;
-    if (spec->tier != KV_TIER_F32 || (spec->rope != KV_ROPE_DEFAULT && spec->rope != KV_ROPE_F32) || spec->n_extra)
-        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: GLM-5.3's attention state (latents, index keys) "
-                            "is kept in f32 only: KV tiers other than f32 are not implemented for it", li);
+    if (!kv_tier_row_bytes(spec->tier, c->glm53_kv_lora_rank))
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: GLM-5.3's latents (kv_lora_rank %d) cannot take "
+                            "the %s tier (its width rule)", li, c->glm53_kv_lora_rank, kv_tier_name(spec->tier));
+    if ((spec->rope != KV_ROPE_DEFAULT && spec->rope != KV_ROPE_F32 && spec->rope != kv_rope_default(spec->tier)) ||
+        spec->n_extra)
+        return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: GLM-5.3's attention has no RoPE part and keeps its "
+                            "index keys in f32: --kv-rope and per-part tiers are not implemented for it", li);
     return 0;
 }
 
@@ -324,6 +347,7 @@ static void state_free(void *p)
 {
     struct glm53_mla_state *s = p;
     if (!s) return;
+    kv_codec_free(&s->lat);
     free(s->latent); free(s->ikey); free(s->igate); free(s->pkeys);
     free(s);
 }
@@ -331,10 +355,14 @@ static void state_free(void *p)
 static int state_new(const struct model *m, int li, int n_ctx, const struct kv_layer_spec *spec, void **out,
                      size_t *bytes, struct colibri_err *err)
 {
-    (void)spec; /* f32 only (mla_cache_parts) */
     const struct model_config *c = &m->cfg;
     struct glm53_mla_state *s = calloc(1, sizeof *s);
     if (!s) return base_err_set(err, COLIBRI_ENOMEM, "layer %d attention state: out of memory", li);
+    int rc = kv_codec_init(&s->lat, spec ? spec->tier : KV_TIER_F32, c->glm53_kv_lora_rank, KV_SEED_LATENT, err);
+    if (rc) {
+        free(s);
+        return base_err_prefix(err, rc, "layer %d latents", li);
+    }
     int ok = 1, idx = c->indexer_full[li];
     size_t b = sizeof *s, dI = (size_t)c->index_head_dim;
     s->cap = n_ctx;
@@ -342,7 +370,7 @@ static int state_new(const struct model *m, int li, int n_ctx, const struct kv_l
     s->di = c->index_head_dim;
     s->kpool = c->index_kpool;
     s->indexer = idx;
-    s->latent = take((size_t)n_ctx * c->glm53_kv_lora_rank, sizeof(float), &b, &ok);
+    s->latent = take((size_t)n_ctx, s->lat.row_bytes, &b, &ok);
     if (idx) {
         s->ikey = take((size_t)n_ctx * dI, sizeof(float), &b, &ok);
         s->igate = take((size_t)n_ctx * dI, sizeof(float), &b, &ok);
@@ -370,7 +398,7 @@ static void state_reset(void *p)
  * to index_kpool - 1 rows. */
 
 struct glm53_snap_hdr {
-    int64_t indexer, r, di, kpool, pos;
+    int64_t indexer, r, lat_bytes, di, kpool, pos;
 };
 
 static size_t open_pool_bytes(const struct glm53_mla_state *s)
@@ -386,7 +414,7 @@ static size_t snap_bytes(const void *p)
 static void snap_save(const void *p, void *buf)
 {
     const struct glm53_mla_state *s = p;
-    struct glm53_snap_hdr h = { s->indexer, s->r, s->di, s->kpool, s->pos };
+    struct glm53_snap_hdr h = { s->indexer, s->r, (int64_t)s->lat.row_bytes, s->di, s->kpool, s->pos };
     unsigned char *o = buf;
     memcpy(o, &h, sizeof h);
     o += sizeof h;
@@ -407,16 +435,17 @@ static int snap_restore(void *p, const void *buf, const void *rows_from, struct 
     struct glm53_snap_hdr h;
     memcpy(&h, buf, sizeof h);
     const char *bad = h.indexer != s->indexer ? "indexer (full or shared)" : h.r != s->r ? "kv_lora_rank"
+                    : h.lat_bytes != (int64_t)s->lat.row_bytes ? "latent row bytes (KV tier)"
                     : h.di != s->di ? "index_head_dim" : h.kpool != s->kpool ? "index_kpool" : NULL;
     if (bad)
         return base_err_set(err, COLIBRI_EMISMATCH, "GLM-5.3 attention state snapshot: its %s differs from this "
                             "layer's", bad);
-    if (h.pos < 0 || h.pos > s->cap || (from && (from->r != s->r || from->indexer != s->indexer || h.pos > from->cap)))
+    if (h.pos < 0 || h.pos > s->cap || (from && (from->lat.row_bytes != s->lat.row_bytes || from->indexer != s->indexer || h.pos > from->cap)))
         return base_err_set(err, COLIBRI_EINVAL, "GLM-5.3 attention state snapshot at position %lld: it does not "
                             "fit this session's %d positions", (long long)h.pos, s->cap);
     const int pos = (int)h.pos;
     if (from && from != s) {
-        memcpy(s->latent, from->latent, (size_t)pos * s->r * sizeof(float));
+        memcpy(s->latent, from->latent, (size_t)pos * s->lat.row_bytes);
         if (s->indexer) memcpy(s->pkeys, from->pkeys, (size_t)(pos / s->kpool) * s->di * sizeof(float));
     }
     if (s->indexer) {
@@ -436,7 +465,7 @@ static int state_rows(void *p, struct mixer_rows *rows, int max)
 {
     struct glm53_mla_state *s = p;
     int n = 0;
-    if (n < max) rows[n++] = (struct mixer_rows){ s->latent, (size_t)s->r * sizeof(float), s->pos, s->cap, 1 };
+    if (n < max) rows[n++] = (struct mixer_rows){ s->latent, s->lat.row_bytes, s->pos, s->cap, 1 };
     if (s->indexer && n < max)
         rows[n++] = (struct mixer_rows){ s->pkeys, (size_t)s->di * sizeof(float), s->pos / s->kpool,
                                          s->cap / s->kpool + 1, s->kpool };

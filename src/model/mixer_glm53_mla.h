@@ -18,8 +18,9 @@
  * transformers expands K and V instead (the same sums in another order).
  *
  * Its cache is a per-session state (token_mixer state_new) of n_ctx
- * positions x (kv_lora_rank + 2 index_head_dim) floats plus the pool keys,
- * f32. It goes back only to a snapshot (model/parts.h snap_*): the latents
+ * positions x (a latent row in the KV tier (kv/codec.h) + 2 index_head_dim
+ * f32) plus the pool keys, f32; a quantized tier's selected latents are
+ * decoded once per row for all heads. It goes back only to a snapshot (model/parts.h snap_*): the latents
  * (one row per position) and the complete pools' keys (one row per
  * index_kpool positions) are its append-only row arrays; a snapshot holds
  * the position and the open pool's index keys and gates
@@ -62,7 +63,7 @@ void model_glm53_mla_bufs_free(struct glm53_mla_bufs *b);
 /* Bytes per position of one full indexed layer's state (latent, index key,
  * gate; a shared layer keeps the latent only). */
 size_t model_glm53_mla_bytes_per_pos(const struct model_config *c);
-/* Bytes of layer li's snapshot: a 40-byte header, and on a full indexed
+/* Bytes of layer li's snapshot: a 48-byte header, and on a full indexed
  * layer index_kpool - 1 rows of index keys and as many of gates. */
 size_t model_glm53_mla_snap_bytes(const struct model_config *c, int li);
 

@@ -198,15 +198,20 @@ static int kda_forward(const struct part_run *pr, const float *in, int n, float 
     return rc;
 }
 
-/* The KDA state is f32 only: a quantized tier is refused by name. */
+/* The KDA state is f32 whatever the KV tier (which the indexed layers'
+ * latents take): it does not grow with the context, and the recurrence
+ * would carry a quantized state's error to every later position. Per-part
+ * tiers name parts it does not have. */
 static int kda_cache_parts(const struct model_config *c, int li, enum kv_tier index_tier, struct kv_layer_spec *spec,
                            struct colibri_err *err)
 {
     (void)c;
     (void)index_tier;
-    if (spec->tier != KV_TIER_F32 || (spec->rope != KV_ROPE_DEFAULT && spec->rope != KV_ROPE_F32) || spec->n_extra)
+    if ((spec->rope != KV_ROPE_DEFAULT && spec->rope != KV_ROPE_F32 && spec->rope != kv_rope_default(spec->tier)) ||
+        spec->n_extra)
         return base_err_set(err, COLIBRI_EUNSUPPORTED, "layer %d: GLM-5.3's KDA state (convolution and recurrent "
-                            "state) is kept in f32 only: KV tiers other than f32 are not implemented for it", li);
+                            "state, f32 at every KV tier) has no RoPE or index parts: --kv-rope and per-part tiers "
+                            "are not implemented for it", li);
     return 0;
 }
 

@@ -2,7 +2,8 @@
 # GLM-5.3 (tests/oracle_glm53, tools/oracle_glm53.py, tools/oracle_glm53_fp8.py): every fixture exact
 # against transformers under colibri oracle's gate (decode = prefill
 # included: the decode runs KDA's recurrent form, the prefill its chunked
-# form), and what is not implemented for GLM-5.3 refused by name.
+# form), its KV tiers, and what is not implemented for GLM-5.3 refused by
+# name.
 set -e
 out=$("$COLIBRI" oracle tests/oracle_glm53/*/)
 echo "$out"
@@ -16,7 +17,17 @@ refused() {   # refused WHAT PATTERN ARGS...: the command fails naming PATTERN
     if err=$("$@" 2>&1); then echo "FAIL: $what accepted"; exit 1; fi
     echo "$err" | grep -q "$pat" || { echo "FAIL: $what: unexpected message: $err"; exit 1; }
 }
-refused "--kv int8r" "KDA state .* f32 only" "$COLIBRI" oracle --kv int8r "$fix"
+# --kv: the indexed layers' latents take the tier, the KDA states stay f32: an
+# all-KDA fixture gives the f32 bits under int8r; the indexed one under bf16
+# keeps every top-1 within 0.05 of transformers' logits, not the f32 bits
+digest() { "$COLIBRI" oracle --no-gate --digest "$@" 2>/dev/null | sed -n 's/.*digest=//p'; }
+[ "$(digest --kv int8r "$fix")" = "$(digest "$fix")" ] || { echo "FAIL: --kv int8r changed a KDA-only model"; exit 1; }
+idx=tests/oracle_glm53/glm53_indexed
+bf=$("$COLIBRI" oracle --no-gate --kv bf16 "$idx" 2>/dev/null | grep ' tf=')
+echo "$bf" | grep -q " tf=84/84 " && echo "$bf" | awk '{ split($0, a, "max_dlogit="); exit !(a[2] + 0 < 0.05) }' &&
+    [ "$(digest --kv bf16 "$idx")" != "$(digest "$idx")" ] || { echo "FAIL: --kv bf16 on $idx: $bf"; exit 1; }
+refused "--kv q4_0 on kv_lora_rank 16" "latents (kv_lora_rank 16) cannot take the q4_0 tier" "$COLIBRI" oracle --kv q4_0 "$idx"
+refused "--kv-rope" "has no RoPE" "$COLIBRI" oracle --kv bf16 --kv-rope int8 "$idx"
 refused "--device" "GLM-5.3's layers are not wired to the device" "$COLIBRI" oracle --device host "$fix"
 
 tmp=$(mktemp -d)

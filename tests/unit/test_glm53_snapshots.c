@@ -220,9 +220,9 @@ static void test_bytes(void)
     CHECK(!colibri_session_new(f.m, &so, &s2, &err), "%s", err.msg);
     /* glm53_indexed: KDA layers 0 and 3 (3 heads x 16^2 recurrent, 3 conv
      * rows of 3 x 48 floats, 16-byte header), indexed layers 1 (full: 3 rows
-     * of index keys and of gates, 8 floats each) and 2 (shared), 40-byte
+     * of index keys and of gates, 8 floats each) and 2 (shared), 48-byte
      * headers; the ring's position and slot pointer */
-    int64_t kda = 16 + 4 * (3 * 16 * 16 + 3 * 3 * 48), full = 40 + 4 * 2 * 3 * 8, shared = 40;
+    int64_t kda = 16 + 4 * (3 * 16 * 16 + 3 * 3 * 48), full = 48 + 4 * 2 * 3 * 8, shared = 48;
     int64_t one = 2 * kda + full + shared + (int64_t)sizeof(int) + (int64_t)sizeof(void *);
     CHECK(colibri_session_bytes(s2) - colibri_session_bytes(s1) == one, "a snapshot costs %lld bytes, want %lld",
           (long long)(colibri_session_bytes(s2) - colibri_session_bytes(s1)), (long long)one);
