@@ -31,6 +31,7 @@ static void seq(int32_t *t, int n, int seed, int vocab)
 struct fx {
     colibri_model *m;
     int V;
+    const char *tier;   /* the sessions' KV tier (NULL: f32) */
     int32_t b[T];       /* the prompt */
 };
 
@@ -54,7 +55,8 @@ static float *cold(struct fx *f, int every, const int *steps)
 {
     struct colibri_err err = { 0 };
     float *l = calloc((size_t)T * f->V, sizeof *l);
-    struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = every, .kv_snapshots = 64 };
+    struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = every, .kv_snapshots = 64,
+                                       .kv_tier = f->tier };
     colibri_session *c = NULL;
     CHECK(!colibri_session_new(f->m, &so, &c, &err), "%s", err.msg);
     int p = 0;
@@ -93,12 +95,15 @@ static void resume_and_check(struct fx *f, colibri_session *s, int want, const f
 
 /* Prefilled another prompt (common prefix P) with snapshots every E:
  * resumes from the last multiple of E within P, some of them inside an
- * index pool (4 positions) and a KDA chunk. */
+ * index pool (4 positions) and a KDA chunk; the indexed fixture also with
+ * its latents in the int8r and bf16 tiers. */
 static void test_truncate_refeed(void)
 {
-    for (int k = 0; k < NF; k++) {
+    static const char *const tiers[] = { NULL, "int8r", "bf16" };
+    for (int k = 0; k < NF + 2; k++) {
         struct fx f;
-        if (!fx_load(&f, FIXTURES[k])) continue;
+        if (!fx_load(&f, FIXTURES[k < NF ? k : 0])) continue;
+        f.tier = tiers[k < NF ? 0 : k - NF + 1];
         struct colibri_err err = { 0 };
         static const int cases[][2] = { { 7, 5 }, { 190, 7 }, { 250, 100 }, { 131, 129 } };   /* P, E */
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -107,14 +112,15 @@ static void test_truncate_refeed(void)
             seq(a, T, 5, f.V);
             memcpy(a, f.b, (size_t)P * sizeof *a);
             a[P] = (f.b[P] + 1) % f.V;
-            struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = E, .kv_snapshots = 64 };
+            struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = E, .kv_snapshots = 64,
+                                               .kv_tier = f.tier };
             colibri_session *s = NULL;
             CHECK(!colibri_session_new(f.m, &so, &s, &err), "%s", err.msg);
             CHECK(!colibri_session_prefill(s, a, T, NULL, 0, &err), "%s", err.msg);
-            char what[64];
-            snprintf(what, sizeof what, "prefix %d, snapshots every %d", P, E);
+            char what[80];
+            snprintf(what, sizeof what, "prefix %d, snapshots every %d, kv %s", P, E, f.tier ? f.tier : "f32");
             float *ref = cold(&f, E, NULL);
-            resume_and_check(&f, s, P / E * E, ref, what, FIXTURES[k]);
+            resume_and_check(&f, s, P / E * E, ref, what, FIXTURES[k < NF ? k : 0]);
             free(ref);
             colibri_session_free(s);
         }
@@ -170,14 +176,18 @@ static void test_decoded_and_prefill_end(void)
 
 /* copy_prefix at a snapshot and at the source's end: the copy goes on as a
  * cold session; between snapshots it is refused, the target untouched; the
- * snapshots copied with the prefix are resume points. */
+ * snapshots copied with the prefix are resume points. The indexed fixture
+ * also with its latents in the q8-sized int8r tier (rows of another size). */
 static void test_copy_prefix(void)
 {
-    for (int k = 0; k < NF; k++) {
+    for (int k = 0; k < NF + 1; k++) {
         struct fx f;
-        if (!fx_load(&f, FIXTURES[k])) continue;
+        if (!fx_load(&f, FIXTURES[k < NF ? k : 0])) continue;
+        f.tier = k < NF ? NULL : "int8r";
+        const char *fix = FIXTURES[k < NF ? k : 0];
         struct colibri_err err = { 0 };
-        struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = 60, .kv_snapshots = 4 };
+        struct colibri_session_opts so = { .n_ctx = T + 8, .kv_snapshot_every = 60, .kv_snapshots = 4,
+                                           .kv_tier = f.tier };
         colibri_session *src = NULL, *dst = NULL;
         CHECK(!colibri_session_new(f.m, &so, &src, &err) && !colibri_session_new(f.m, &so, &dst, &err), "%s",
               err.msg);
@@ -185,21 +195,21 @@ static void test_copy_prefix(void)
         colibri_session_prefill(dst, f.b + 1, 30, NULL, 0, &err);
         CHECK(colibri_session_copy_prefix(dst, src, 201, &err) == COLIBRI_EUNSUPPORTED && strstr(err.msg, "at 180") &&
                   colibri_session_pos(dst) == 30,
-              "%s: copy at 201: %s (pos %d)", FIXTURES[k], err.msg, colibri_session_pos(dst));
+              "%s: copy at 201: %s (pos %d)", fix, err.msg, colibri_session_pos(dst));
         /* 250 first: dst never held b's index keys of the open pool [248, 250) */
         static const int whole[] = { 250, 0 };
         const int at[] = { 250, 180 };
         for (int i = 0; i < 2; i++) {
-            CHECK(colibri_session_copy_prefix(dst, src, at[i], &err) == 0, "%s: %s", FIXTURES[k], err.msg);
+            CHECK(colibri_session_copy_prefix(dst, src, at[i], &err) == 0, "%s: %s", fix, err.msg);
             char what[48];
             snprintf(what, sizeof what, "a copy at %d", at[i]);
             float *ref = cold(&f, 60, i ? NULL : whole);
-            resume_and_check(&f, dst, at[i], ref, what, FIXTURES[k]);
+            resume_and_check(&f, dst, at[i], ref, what, fix);
             free(ref);
         }
         f.b[130] = (f.b[130] + 1) % f.V;
         float *ref = cold(&f, 60, NULL);
-        resume_and_check(&f, dst, 120, ref, "a snapshot copied with the prefix", FIXTURES[k]);
+        resume_and_check(&f, dst, 120, ref, "a snapshot copied with the prefix", fix);
         free(ref);
         colibri_session_free(src);
         colibri_session_free(dst);
