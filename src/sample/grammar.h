@@ -17,9 +17,12 @@
  * grammar text; end-of-generation tokens are allowed exactly when the text
  * so far is a complete sentence of the grammar.
  *
- * A struct grammar is read-only after sample_grammar_compile() and may be shared by
- * any number of matchers on any threads; a struct grammar_state belongs to
- * one sampler (not thread-safe). */
+ * A struct grammar is read-only after sample_grammar_compile() (but for its
+ * mask cache, which fills under its own lock) and may be shared by any
+ * number of matchers on any threads; a struct grammar_state belongs to one
+ * sampler (not thread-safe). A mask may take a one-time precompute per new
+ * stack top (bounded; see grammar_internal.h) and allocates the state's
+ * buffers as they grow. */
 #ifndef COLIBRI_SAMPLE_GRAMMAR_H
 #define COLIBRI_SAMPLE_GRAMMAR_H
 

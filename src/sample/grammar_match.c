@@ -8,7 +8,9 @@
  * come next is found by walking the vocabulary's byte trie from the state,
  * dropping a subtree as soon as no stack survives; the answer is cached per
  * state, since a state recurs (every character inside a JSON string leaves
- * the same one).
+ * the same one). Before walking, a mask asks the grammar's cache
+ * (grammar_mcache.c) what each stack's top lets through whatever lies below
+ * it, and walks only the ids that reach below, from the whole set.
  *
  * Nodes are interned by (item, node below) in a table per arena, so equal
  * stacks are the same pointer and the set of stacks is a graph that shares
@@ -58,6 +60,15 @@ struct grammar_state {
     /* partial UTF-8 carried between tokens */
     uint32_t cp, need, lo, hi, min;
     long budget;
+    int flags;                        /* MASK_NO_CACHE, MASK_NO_MEMO (tests) */
+    uint32_t masks_cached;
+    /* the cached mask's buffers, grown to the largest set and list met */
+    const struct gmc_entry **ents;
+    uint32_t ents_cap, cd_cap;
+    int32_t *cd[2];
+    uint8_t *cdmark;
+    int32_t *dsi;                     /* per byte of a piece: the walk's set, and its UTF-8 carry */
+    struct u8 *du;
 };
 
 int32_t sample_grammar_n_vocab(const struct grammar *g) { return g->n_vocab; }
@@ -366,6 +377,12 @@ void sample_grammar_state_free(struct grammar_state *st)
     gen_free(&st->scratch);
     free(st->path);
     for (int i = 0; i < N_CACHE; i++) { free(st->cache[i].ser); free(st->cache[i].bits); }
+    free(st->ents);
+    free(st->cd[0]);
+    free(st->cd[1]);
+    free(st->cdmark);
+    free(st->dsi);
+    free(st->du);
     free(st);
 }
 
@@ -373,7 +390,7 @@ static int accepting(const struct gset *s) { return s->empty; }
 
 void sample_grammar_stats(const struct grammar_state *st, struct grammar_stats *out)
 {
-    *out = (struct grammar_stats){ .work = st->work, .stacks = st->set.n, .nodes = st->cur.tab.n };
+    *out = (struct grammar_stats){ .work = st->work, .stacks = st->set.n, .nodes = st->cur.tab.n, .masks_cached = st->masks_cached };
 }
 
 int sample_grammar_done(const struct grammar_state *st)
@@ -429,8 +446,9 @@ int sample_grammar_accept(struct grammar_state *st, int32_t id)
  * JSON string every ordinary character leads back to the same set), so sets
  * are interned by structure and each one remembers where each ASCII
  * character takes it: most trie nodes then cost a table lookup. */
-struct wset { struct gset set; uint64_t hash; int32_t next[128]; };   /* next: -2 unknown, -1 dead */
-struct walker { struct grammar_state *st; struct wset *v; int32_t n, cap; uint8_t *allowed; int32_t *count; int oom; };
+struct wset { struct gset set; uint64_t hash; int32_t next[128]; int sent; };   /* next: -2 unknown, -1 dead */
+struct walker { struct grammar_state *st; struct wset *v; int32_t n, cap; uint8_t *allowed; int32_t *count; int oom;
+                const struct gnode *sent; };   /* sent: the sentinel node, when classifying; wset.sent: the set holds it */
 
 static uint64_t set_hash(const struct gset *s)
 {
@@ -461,6 +479,8 @@ static int32_t intern(struct walker *w, const struct gset *s)
     struct wset *e = &w->v[w->n];
     e->set = *s;
     e->hash = h;
+    e->sent = 0;
+    for (uint32_t i = 0; w->sent && i < s->n; i++) e->sent |= s->s[i] == w->sent;
     for (int c = 0; c < 128; c++) e->next[c] = -2;
     return w->n++;
 }
@@ -524,6 +544,266 @@ static uint32_t *serialize(struct grammar_state *st, uint32_t *n_out)
     return s;
 }
 
+/* ------------------------------------------------------------ mask cache */
+
+#define MC_MAX_WORK 50000000ull   /* steps (grammar_stats' work) one key's precompute may take before it is refused */
+
+/* One key's classification walk: the stack top with the sentinel below.
+ * A trie node whose set holds the sentinel has reached below the key, so
+ * every id at or under it depends on what is there (cd); an id whose every
+ * prefix keeps a set without it is accepted whatever is below (acc). */
+struct mcw {
+    struct walker w;
+    struct gmc_entry *e;
+    uint32_t cap_acc, cap_cd;
+    uint64_t work0;
+    int stop;                     /* refused, or out of memory (oom) */
+};
+
+static int push_id(int32_t **v, uint32_t *n, uint32_t *cap, int32_t id)
+{
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 256;
+        int32_t *nv = realloc(*v, nc * sizeof *nv);
+        if (!nv) return 0;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = id;
+    return 1;
+}
+
+static void mc_subtree(struct mcw *m, uint32_t node)
+{
+    const struct gtrie *t = &m->w.st->g->trie;
+    m->w.st->work++;
+    for (uint32_t q = 0; q < t->n_tok[node] && !m->stop; q++)
+        if (!push_id(&m->e->cd, &m->e->n_cd, &m->cap_cd, t->tok[t->tok_first[node] + q])) m->stop = m->w.oom = 1;
+    for (uint32_t k = 0; k < t->n_child[node] && !m->stop; k++) mc_subtree(m, t->child[t->first_child[node] + k]);
+}
+
+static void mc_walk(struct mcw *m, uint32_t node, int32_t si, struct u8 u)
+{
+    struct walker *w = &m->w;
+    struct grammar_state *st = w->st;
+    const struct gtrie *t = &st->g->trie;
+    for (uint32_t k = 0; k < t->n_child[node] && !m->stop; k++) {
+        uint32_t ch = t->child[t->first_child[node] + k];
+        struct u8 v = u;
+        int done;
+        if (!u8_feed(&v, t->byte[ch], &done)) continue;
+        int32_t ni = si;
+        if (done) {
+            int ascii = v.cp < 128;
+            ni = ascii ? w->v[si].next[v.cp] : -2;
+            if (ni == -2) {
+                struct gset next;
+                if (!advance(st, &st->scratch, &w->v[si].set, v.cp, &next)) { m->stop = 1; return; }
+                uint32_t charge = (uint32_t)(MAX_EXPAND - st->budget);
+                if (charge > m->e->max_charge) m->e->max_charge = charge;
+                if (next.n > m->e->max_set) m->e->max_set = next.n;
+                ni = next.n ? intern(w, &next) : -1;
+                if (w->oom) { m->stop = 1; return; }
+                if (ascii) w->v[si].next[v.cp] = ni;
+            }
+            if (ni < 0) continue;
+            if (w->v[ni].sent) { mc_subtree(m, ch); continue; }
+        } else if (!any_meets(st, &w->v[si].set, v.lo, v.hi)) {
+            continue;
+        }
+        for (uint32_t q = 0; q < t->n_tok[ch] && !m->stop; q++)
+            if (!push_id(&m->e->acc, &m->e->n_acc, &m->cap_acc, t->tok[t->tok_first[ch] + q])) m->stop = w->oom = 1;
+        if (st->work - m->work0 > MC_MAX_WORK) m->stop = 1;
+        else mc_walk(m, ch, ni, v);
+    }
+}
+
+int sample_grammar_mc_classify(const struct grammar *g, const uint32_t *key, uint32_t n, int bottom_null,
+                               struct gmc_entry *e)
+{
+    struct grammar_state *st = calloc(1, sizeof *st);
+    if (!st) return COLIBRI_ENOMEM;
+    st->g = g;
+    int ok = 1;
+    struct gnode *sent = bottom_null ? NULL : node_get(st, &st->cur, g->sent, NULL, &ok), *top = sent;
+    for (uint32_t i = n; ok && i-- > 0;) top = node_get(st, &st->cur, key[i], top, &ok);
+    struct gset start;
+    set_begin(st, &start);
+    ok = ok && set_add(st, &st->cur, &start, top);
+    struct mcw m = { .w = { .st = st, .sent = sent }, .e = e };
+    e->max_set = 1;
+    int32_t root = ok ? intern(&m.w, &start) : -1;
+    if (root >= 0) mc_walk(&m, 0, root, (struct u8){ 0 });
+    int rc = !ok || m.w.oom ? COLIBRI_ENOMEM : 0;
+    free(m.w.v);
+    sample_grammar_state_free(st);
+    if (!rc && m.stop) {   /* refused: keep nothing but the verdict */
+        free(e->acc); free(e->cd);
+        *e = (struct gmc_entry){ .refused = 1 };
+    }
+    if (!rc && !e->refused && (size_t)e->n_acc * 32 > (size_t)g->n_vocab) {   /* many: as bits */
+        size_t n_words = ((size_t)g->n_vocab + 63) / 64;
+        e->acc_bits = calloc(n_words, sizeof *e->acc_bits);
+        if (!e->acc_bits) return COLIBRI_ENOMEM;
+        for (uint32_t i = 0; i < e->n_acc; i++) e->acc_bits[e->acc[i] >> 6] |= 1ull << (e->acc[i] & 63);
+        free(e->acc);
+        e->acc = NULL;
+    }
+    e->bytes = sizeof *e + (e->acc ? e->n_acc * sizeof *e->acc : 0) + e->n_cd * sizeof *e->cd +
+               (e->acc_bits ? ((size_t)g->n_vocab + 63) / 64 * 8 : 0);
+    return rc;
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t sz)
+{
+    if (need <= *cap) return 1;
+    uint32_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    void *np = realloc(*p, nc * sz);
+    if (!np) return 0;
+    *p = np;
+    *cap = nc;
+    return 1;
+}
+
+/* a[0..na) and b[0..nb) (each in trie order) into out, once each; returns the length */
+static uint32_t merge(const uint32_t *rank, const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb, int32_t *out)
+{
+    uint32_t i = 0, j = 0, k = 0;
+    while (i < na || j < nb) {
+        if (j == nb || (i < na && rank[a[i]] < rank[b[j]])) out[k++] = a[i++];
+        else if (i == na || rank[b[j]] < rank[a[i]]) out[k++] = b[j++];
+        else if (a[i] == b[j]) { out[k++] = a[i++]; j++; }
+        else out[k++] = a[i++];   /* same bytes, other id: b's comes in its turn */
+    }
+    return k;
+}
+
+static void allow(uint8_t *allowed, int32_t *count, int32_t id)
+{
+    if (!allowed[id]) { allowed[id] = 1; (*count)++; }
+}
+
+/* Walks the ids cd[0..n) (trie order) from the state's whole set, sharing
+ * each id's prefix with the one before: what the trie walk does for them. */
+static void cd_walk(struct walker *w, const int32_t *cd, uint32_t n, int32_t root)
+{
+    struct grammar_state *st = w->st;
+    const struct grammar *g = st->g;
+    const char *prev = NULL;
+    uint32_t prev_len = 0, good = 0;
+    int failed = 0;
+    st->dsi[0] = root;
+    st->du[0] = (struct u8){ st->cp, st->need, st->lo, st->hi, st->min };
+    for (uint32_t i = 0; i < n; i++) {
+        const char *p = g->piece[cd[i]];
+        uint32_t len = g->piece_len[cd[i]], lcp = 0, lim = len < prev_len ? len : prev_len;
+        while (lcp < lim && p[lcp] == prev[lcp]) lcp++;
+        prev = p;
+        prev_len = len;
+        if (failed && lcp > good) continue;   /* the byte the last one failed on, from the same set */
+        uint32_t d = lcp < good ? lcp : good;
+        failed = 0;
+        for (; d < len && !failed; d++) {
+            struct u8 v = st->du[d];
+            int32_t si = st->dsi[d], ni = si, done;
+            if (!u8_feed(&v, (unsigned char)p[d], &done)) { failed = 1; break; }
+            if (done) {
+                int ascii = v.cp < 128;
+                ni = ascii ? w->v[si].next[v.cp] : -2;
+                if (ni == -2) {
+                    struct gset next;
+                    int ok = advance(st, &st->scratch, &w->v[si].set, v.cp, &next) && next.n;
+                    ni = ok ? intern(w, &next) : -1;
+                    if (ascii) w->v[si].next[v.cp] = ni;
+                }
+                if (ni < 0) { failed = 1; break; }
+            } else if (!any_meets(st, &w->v[si].set, v.lo, v.hi)) {
+                failed = 1;
+                break;
+            }
+            st->dsi[d + 1] = ni;
+            st->du[d + 1] = v;
+        }
+        good = d;
+        if (!failed) allow(w->allowed, w->count, cd[i]);
+    }
+}
+
+/* The mask from the cache: the accepted lists of the stacks' tops, except
+ * ids some top leaves to the stack below, which are walked from the whole
+ * set. 0 (allowed untouched) when some top has no usable entry, the carry
+ * holds a partial character, or the set's bounds could reach MAX_EXPAND or
+ * MAX_STACKS: then the caller walks the whole vocabulary. */
+static int mask_cached(struct grammar_state *st, uint8_t *allowed, int32_t *count)
+{
+    const struct grammar *g = st->g;
+    if (!g->mc || st->need || (st->flags & MASK_NO_CACHE)) return 0;
+    if (!grow((void **)&st->ents, &st->ents_cap, st->set.n, sizeof *st->ents)) return 0;
+    uint64_t charge = 0, size = 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < st->set.n; i++) {
+        const struct gnode *x = st->set.s[i];
+        if (!x) continue;   /* the empty stack matches no text */
+        uint32_t key[GMC_DEPTH], n = 0;
+        for (; x && n < GMC_DEPTH; x = x->up) key[n++] = x->pos;
+        const struct gmc_entry *e = sample_grammar_mc_get(g, key, n, !x);
+        if (!e || e->refused) return 0;
+        charge += e->max_charge;
+        size += e->max_set;
+        st->ents[k++] = e;
+    }
+    if (charge > MAX_EXPAND || size > MAX_STACKS) return 0;
+    if (!st->dsi) {
+        st->dsi = malloc((g->trie.max_piece + 1) * sizeof *st->dsi);
+        st->du = malloc((g->trie.max_piece + 1) * sizeof *st->du);
+        if (!st->dsi || !st->du) { free(st->dsi); free(st->du); st->dsi = NULL; st->du = NULL; return 0; }
+    }
+    const int32_t *cd = k ? st->ents[0]->cd : NULL;
+    uint32_t n_cd = k ? st->ents[0]->n_cd : 0;
+    if (k > 1) {   /* the union of the lists, in trie order */
+        uint32_t total = 0;
+        for (uint32_t i = 0; i < k; i++) total += st->ents[i]->n_cd;
+        uint32_t c0 = st->cd_cap, c1 = st->cd_cap;
+        if (!grow((void **)&st->cd[0], &c0, total, sizeof(int32_t)) || !grow((void **)&st->cd[1], &c1, total, sizeof(int32_t)))
+            return 0;
+        st->cd_cap = c0 < c1 ? c0 : c1;
+        if (!st->cdmark && !(st->cdmark = calloc((size_t)g->n_vocab, 1))) return 0;
+        int b = 0;
+        n_cd = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            n_cd = merge(g->trie.tok_rank, st->cd[b], n_cd, st->ents[i]->cd, st->ents[i]->n_cd, st->cd[!b]);
+            b = !b;
+        }
+        cd = st->cd[b];
+        for (uint32_t i = 0; i < n_cd; i++) st->cdmark[cd[i]] = 1;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        const struct gmc_entry *e = st->ents[i];
+        if (!e->acc_bits) {
+            for (uint32_t j = 0; j < e->n_acc; j++) if (k == 1 || !st->cdmark[e->acc[j]]) allow(allowed, count, e->acc[j]);
+            continue;
+        }
+        for (size_t wd = 0; wd < ((size_t)g->n_vocab + 63) / 64; wd++)
+            for (uint64_t bits = e->acc_bits[wd]; bits; bits &= bits - 1) {
+                int32_t id = (int32_t)(wd * 64 + (size_t)__builtin_ctzll(bits));
+                if (k == 1 || !st->cdmark[id]) allow(allowed, count, id);
+            }
+    }
+    if (k > 1) for (uint32_t i = 0; i < n_cd; i++) st->cdmark[cd[i]] = 0;
+    if (n_cd) {
+        struct walker w = { .st = st, .allowed = allowed, .count = count };
+        int32_t root = intern(&w, &st->set);
+        if (root >= 0) cd_walk(&w, cd, n_cd, root);
+        free(w.v);
+        gen_reset(&st->scratch);
+    }
+    st->masks_cached++;
+    return 1;
+}
+
+void sample_grammar_mask_flags(struct grammar_state *st, int flags) { st->flags = flags; }
+
 int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
 {
     const struct grammar *g = st->g;
@@ -534,7 +814,7 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
     uint64_t key = 1469598103934665603ull;
     for (uint32_t i = 0; ser && i < n_ser; i++) key = (key ^ ser[i]) * 1099511628211ull;
     st->clock++;
-    for (int i = 0; ser && i < N_CACHE; i++) {
+    for (int i = 0; ser && !(st->flags & MASK_NO_MEMO) && i < N_CACHE; i++) {
         struct gcache *c = &st->cache[i];
         if (c->bits && c->key == key && c->n_ser == n_ser && !memcmp(c->ser, ser, n_ser * sizeof *ser)) {
             for (int32_t v = 0; v < g->n_vocab; v++) allowed[v] = (uint8_t)(c->bits[v >> 6] >> (v & 63) & 1);
@@ -544,12 +824,14 @@ int32_t sample_grammar_mask(struct grammar_state *st, uint8_t *allowed)
         }
     }
     int32_t count = 0;
-    struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
-    struct walker w = { .st = st, .allowed = allowed, .count = &count };
-    int32_t root = intern(&w, &st->set);
-    if (root >= 0) walk(&w, 0, root, u);
-    free(w.v);
-    gen_reset(&st->scratch);
+    if (!mask_cached(st, allowed, &count)) {
+        struct u8 u = { st->cp, st->need, st->lo, st->hi, st->min };
+        struct walker w = { .st = st, .allowed = allowed, .count = &count };
+        int32_t root = intern(&w, &st->set);
+        if (root >= 0) walk(&w, 0, root, u);
+        free(w.v);
+        gen_reset(&st->scratch);
+    }
     if (!st->need && accepting(&st->set))
         for (int32_t i = 0; i < g->n_vocab; i++) if (g->is_eog[i] && !allowed[i]) { allowed[i] = 1; count++; }
     if (ser) {   /* replace the least recently used entry */

@@ -480,7 +480,7 @@ int sample_grammar_compile(const char *gbnf, size_t len, const struct grammar_vo
             for (size_t k = 0; k < pr[i].alts.n; k++) n_items += a[k].n + 1;
         }
         g->n_rules = (uint32_t)P.rules.n;
-        g->items = malloc((n_items + 1) * sizeof *g->items);
+        g->items = malloc((n_items + 2) * sizeof *g->items);
         g->alt_start = malloc((n_alts + 1) * sizeof *g->alt_start);
         g->rule_alt = malloc((P.rules.n + 1) * sizeof *g->rule_alt);
         if (!g->items || !g->alt_start || !g->rule_alt) oom(&P);
@@ -502,6 +502,17 @@ int sample_grammar_compile(const char *gbnf, size_t len, const struct grammar_vo
             g->root = (uint32_t)root;
             check_left_recursion(&P, g);
         }
+        if (!P.rc) {   /* the sentinel: a class matching nothing, then END, in no rule */
+            struct gclass *nc = realloc(g->cls, (g->n_cls + 1) * sizeof *nc);
+            if (!nc) oom(&P);
+            else {
+                g->cls = nc;
+                g->cls[g->n_cls] = (struct gclass){ 0, 0, NULL };
+                g->sent = (uint32_t)it;
+                g->items[it] = (struct gitem){ GI_CLASS, g->n_cls++ };
+                g->items[it + 1] = (struct gitem){ GI_END, 0 };
+            }
+        }
     }
     if (!P.rc) {   /* the vocabulary */
         g->n_vocab = vocab->n;
@@ -518,6 +529,7 @@ int sample_grammar_compile(const char *gbnf, size_t len, const struct grammar_vo
             g->piece_len[i] = vocab->piece_len[i];
         }
         if (!P.rc && sample_grammar_build_trie(g, err)) P.rc = COLIBRI_ENOMEM;
+        if (!P.rc && sample_grammar_mc_new(g)) oom(&P);
     }
     free_parser(&P);
     if (P.rc) {
@@ -541,5 +553,6 @@ void sample_grammar_free(struct grammar *g)
     free(g->piece_len);
     free(g->is_eog);
     sample_grammar_free_trie(&g->trie);
+    sample_grammar_mc_free(g->mc);
     free(g);
 }

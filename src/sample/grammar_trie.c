@@ -68,6 +68,19 @@ int sample_grammar_build_trie(struct grammar *g, struct colibri_err *err)
     memset(t->n_tok, 0, n_nodes * sizeof *t->n_tok);
     for (int32_t id = 0; id < g->n_vocab; id++)
         if (g->piece_len[id]) { uint32_t v = end_node[id]; t->tok[t->tok_first[v] + t->n_tok[v]++] = id; }
+    /* ranks in preorder, so lists kept in this order visit a prefix before its extensions */
+    t->tok_rank = calloc((size_t)g->n_vocab + 1, sizeof *t->tok_rank);
+    uint32_t *todo = malloc((size_t)n_nodes * sizeof *todo), n_todo = 0, rank = 0;
+    if (!t->tok_rank || !todo) { free(todo); rc = base_err_set(err, COLIBRI_ENOMEM, "grammar: vocabulary trie"); goto out; }
+    todo[n_todo++] = 0;
+    while (n_todo) {
+        uint32_t v = todo[--n_todo];
+        for (uint32_t q = 0; q < t->n_tok[v]; q++) t->tok_rank[t->tok[t->tok_first[v] + q]] = rank;
+        rank++;
+        for (uint32_t k = t->n_child[v]; k-- > 0;) todo[n_todo++] = t->child[t->first_child[v] + k];
+    }
+    free(todo);
+    for (int32_t id = 0; id < g->n_vocab; id++) if (g->piece_len[id] > t->max_piece) t->max_piece = g->piece_len[id];
 out:
     free(parent);
     free(end_node);
@@ -83,5 +96,6 @@ void sample_grammar_free_trie(struct gtrie *t)
     free(t->tok_first);
     free(t->n_tok);
     free(t->tok);
+    free(t->tok_rank);
     memset(t, 0, sizeof *t);
 }
