@@ -751,9 +751,9 @@ static int mask_cached(struct grammar_state *st, uint8_t *allowed, int32_t *coun
         if (!e || e->refused) return 0;
         charge += e->max_charge;
         size += e->max_set;
+        if (charge > MAX_EXPAND || size > MAX_STACKS) return 0;   /* before making the other tops' entries */
         st->ents[k++] = e;
     }
-    if (charge > MAX_EXPAND || size > MAX_STACKS) return 0;
     if (!st->dsi) {
         st->dsi = malloc((g->trie.max_piece + 1) * sizeof *st->dsi);
         st->du = malloc((g->trie.max_piece + 1) * sizeof *st->du);
