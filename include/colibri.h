@@ -203,6 +203,21 @@ struct colibri_expert_stats {
 };
 void colibri_model_expert_stats(const colibri_model *m, struct colibri_expert_stats *out);
 
+/* One layer's share of those counts, kept by a store that reads (zeros for a
+ * resident store, a dense layer or a layer out of range). Reads by why:
+ * [0] an acquire missed, [1] the layer's routing named the expert (prefetch),
+ * [2] the previous layer's prediction named it (speculative); for each the
+ * experts read, the bytes read and how many of those reads an acquire used
+ * before the slot was reused (reads - used: wasted reads; a read still
+ * cached and not yet used counts as wasted). Then the layer's predictions:
+ * routed experts of steps that had one and how many it named, steps that
+ * predicted and how many withheld their reads. */
+struct colibri_expert_layer_stats {
+    uint64_t reads[3], bytes[3], used[3];
+    uint64_t predicted, predicted_hits, predict_steps, predict_withheld;
+};
+void colibri_model_expert_layer_stats(const colibri_model *m, int layer, struct colibri_expert_layer_stats *out);
+
 /* ------------------------------------------- expert parallelism over MPI */
 
 /* Built with `make MPI=1`; otherwise each of these is COLIBRI_EUNSUPPORTED

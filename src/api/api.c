@@ -498,6 +498,20 @@ void colibri_model_expert_stats(const colibri_model *cm, struct colibri_expert_s
                                           s.predicted_hits, s.predict_steps, s.predict_withheld };
 }
 
+void colibri_model_expert_layer_stats(const colibri_model *cm, int layer, struct colibri_expert_layer_stats *out)
+{
+    struct expert_layer_reads s;
+    model_expert_layer_stats(cm->m.experts, layer, &s);
+    *out = (struct colibri_expert_layer_stats){ .predicted = s.predicted, .predicted_hits = s.predicted_hits,
+                                                .predict_steps = s.predict_steps,
+                                                .predict_withheld = s.predict_withheld };
+    for (int w = 0; w < 3; w++) {
+        out->reads[w] = s.reads[w];
+        out->bytes[w] = s.bytes[w];
+        out->used[w] = s.used[w];
+    }
+}
+
 int colibri_model_check(const colibri_model *cm, struct colibri_err *err)
 {
     return st_files_sound(&cm->m.st, err);

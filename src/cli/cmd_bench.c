@@ -361,7 +361,7 @@ static int bench_mtp(colibri_model *m, const char *dir, int n_draft, int draft_a
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = "models/colibri-tiny";
-    int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0;
+    int n_prompt = 128, n_gen = 64, threads = 0, reps = 3, bw = 0, expert_layers = 0;
     struct colibri_model_opts mo = { 0 };
     struct cli_mpi cm = CLI_MPI_INIT;
     const char *kv = NULL, *kv_rope = NULL, *attn_ctx = "1024,8192,32768", *attn_heads = "16,128";
@@ -400,6 +400,8 @@ int cmd_bench(int argc, char **argv)
         { "reps", 'r', OPT_INT, &reps, "repetitions; the best is reported (default 3)", 1, 100 },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         { "bw", 0, OPT_FLAG, &bw, "also probe read bandwidth and compare decode with its bound" },
+        { "expert-layers", 0, OPT_FLAG, &expert_layers, "with streamed experts (--ram), also print per MoE layer "
+                                                        "what was read and why, and how much of it went unused" },
         { "depth", 'd', OPT_STR, &depths, "comma-separated depths: tokens cached before each prefill and decode "
                                           "(llama-bench's -d); prints a table over them" },
         { "output", 'o', OPT_STR, &output, "md (a table, the default with -d) or json (one object per depth)" },
@@ -586,6 +588,7 @@ int cmd_bench(int argc, char **argv)
                peak, stated / peak);
     }
     if (!rc) gen_print_expert_stats(stdout, m, (uint64_t)reps * (uint64_t)(n_prompt + n_gen), wall);   /* over every repetition */
+    if (!rc && expert_layers) gen_print_expert_layers(stdout, m);
     if (!rc) cli_mpi_span_print(stdout, &dec_span, &cm, "decoded");
     if (!rc && bw) {
         struct colibri_model_info in;

@@ -22,6 +22,7 @@ int cmd_run(int argc, char **argv)
     int snap_every = 0, snaps = 0;
     int kv_int8 = 0, n_draft = 0;
     const char *mtp_mode = NULL;
+    int expert_layers = 0;
     int n_predict = 128, n_ctx = 0, chat = 0, threads = 0, seed = 0, raw = 0, show_prompt = 0, hide_prompt = 0;
     struct colibri_sampler_opts so = colibri_sampler_default_opts();
     struct colibri_model_opts mo = { 0 };
@@ -45,6 +46,8 @@ int cmd_run(int argc, char **argv)
                                                        "when stdout is a terminal; not with --chat)" },
         { "no-display-prompt", 0, OPT_FLAG, &hide_prompt, "print only the generated text" },
         { "no-special", 0, OPT_FLAG, &raw, "no BOS, and special-token text in the prompt stays text" },
+        { "expert-layers", 0, OPT_FLAG, &expert_layers, "with streamed experts (--ram), also print per MoE layer "
+                                                        "what was read and why, and how much of it went unused" },
         { "threads", 't', OPT_INT, &threads, "OpenMP threads (default: all cores)", 0, 1024 },
         OPTS_KV_CACHE(kv_tier, kv_rope, kv_int8),
         OPTS_KV_INDEX(kv_index),
@@ -175,6 +178,7 @@ int cmd_run(int argc, char **argv)
     if (kvf && colibri_kv_file_save(kvf, &err)) fprintf(stderr, "colibri run: %s\n", err.msg);
     gen_print_stats(stderr, &st);
     gen_print_expert_stats(stderr, m, (uint64_t)(st.n_prefilled + st.n_generated), st.t_prefill + st.t_generate);
+    if (expert_layers) gen_print_expert_layers(stderr, m);
     cli_mpi_print_stats(stderr, m, &cm);
     status = 0;
     goto done;

@@ -54,6 +54,57 @@ void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const
     fprintf(f, "\n");
 }
 
+/* Unused bytes of one why: its bytes times its share of reads not used. */
+static double unused_bytes(const struct colibri_expert_layer_stats *l, int w)
+{
+    return l->reads[w] ? (double)l->bytes[w] * (double)(l->reads[w] - l->used[w]) / (double)l->reads[w] : 0.0;
+}
+
+void gen_print_expert_layers(FILE *f, const colibri_model *m)
+{
+    struct colibri_model_info in;
+    colibri_model_get_info(m, &in);
+    if (strcmp(in.expert_store, "streamed")) return;
+    const double MiB = 1048576.0;
+    struct colibri_expert_layer_stats t = { 0 };
+    double tu[3] = { 0 };
+    fprintf(f, "| layer | MiB read | miss / routed / predicted | unused MiB: routed / predicted | unused %% of bytes | "
+               "prediction recall | predicted reads used | withheld steps |\n|---|---|---|---|---|---|---|---|\n");
+    for (int li = 0; li <= in.n_layers; li++) {
+        struct colibri_expert_layer_stats l;
+        double u[3];
+        if (li < in.n_layers) {
+            colibri_model_expert_layer_stats(m, li, &l);
+            if (!l.reads[0] && !l.reads[1] && !l.reads[2] && !l.predict_steps) continue;
+            for (int w = 0; w < 3; w++) {
+                t.reads[w] += l.reads[w];
+                t.bytes[w] += l.bytes[w];
+                t.used[w] += l.used[w];
+                tu[w] += u[w] = unused_bytes(&l, w);
+            }
+            t.predicted += l.predicted;
+            t.predicted_hits += l.predicted_hits;
+            t.predict_steps += l.predict_steps;
+            t.predict_withheld += l.predict_withheld;
+        } else {   /* the totals: each layer's unused bytes summed */
+            l = t;
+            memcpy(u, tu, sizeof u);
+        }
+        double all = (double)(l.bytes[0] + l.bytes[1] + l.bytes[2]);
+        char name[16];
+        snprintf(name, sizeof name, li < in.n_layers ? "%d" : "all", li);
+        fprintf(f, "| %s | %.1f | %.1f / %.1f / %.1f | %.1f / %.1f | %.1f%% | ", name, all / MiB, l.bytes[0] / MiB,
+                l.bytes[1] / MiB, l.bytes[2] / MiB, u[1] / MiB, u[2] / MiB,
+                all > 0 ? 100.0 * (u[0] + u[1] + u[2]) / all : 0.0);
+        if (l.predicted) fprintf(f, "%.1f%% | ", 100.0 * l.predicted_hits / l.predicted);
+        else fprintf(f, "- | ");
+        if (l.reads[2]) fprintf(f, "%llu of %llu | ", (unsigned long long)l.used[2], (unsigned long long)l.reads[2]);
+        else fprintf(f, "0 | ");
+        if (l.predict_steps) fprintf(f, "%.1f%% |\n", 100.0 * l.predict_withheld / l.predict_steps);
+        else fprintf(f, "- |\n");
+    }
+}
+
 void gen_print_expert_stats(FILE *f, const colibri_model *m, uint64_t tokens, double seconds)
 {
     struct colibri_model_info in;

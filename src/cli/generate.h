@@ -35,6 +35,13 @@ void gen_print_stats(FILE *f, const struct colibri_gen_stats *st);
  * ran). The three shares add up to 100%.
  * Nothing for a resident store. */
 void gen_print_expert_stats(FILE *f, const colibri_model *m, uint64_t tokens, double seconds);
+/* With a streamed expert store, a table of what each MoE layer read since
+ * load: MiB read in all and by why (a miss, the layer's routing, the previous
+ * layer's prediction), the unused reads' MiB and share of the layer's bytes
+ * (a layer's experts are one size, so bytes follow reads), the prediction's
+ * recall and precision and the share of steps that withheld its reads; then
+ * the totals. Nothing for a resident store. */
+void gen_print_expert_layers(FILE *f, const colibri_model *m);
 /* The same from two snapshots (b - a). */
 void gen_print_expert_delta(FILE *f, const struct colibri_expert_stats *a, const struct colibri_expert_stats *b,
                             uint64_t tokens, double seconds);

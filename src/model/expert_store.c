@@ -90,18 +90,49 @@ void expert_store_get_stats(const struct expert_store *store, struct expert_stor
     out->predict_withheld = atomic_load(&s->predict_withheld);
 }
 
-void model_expert_note_predict_step(struct expert_store *store, int withheld)
+static struct expert_layer_counts *layer_counts(const struct expert_store *s, int layer)
 {
-    struct expert_store *s = expert_store_local(store);
-    atomic_fetch_add_explicit(&s->predict_steps, 1, memory_order_relaxed);
-    if (withheld) atomic_fetch_add_explicit(&s->predict_withheld, 1, memory_order_relaxed);
+    return s->layer_counts && layer >= 0 && layer < s->n_layers ? &s->layer_counts[layer] : NULL;
 }
 
-void model_expert_note_prediction(struct expert_store *store, int routed, int predicted)
+void model_expert_note_predict_step(struct expert_store *store, int layer, int withheld)
 {
     struct expert_store *s = expert_store_local(store);
+    struct expert_layer_counts *lc = layer_counts(s, layer);
+    atomic_fetch_add_explicit(&s->predict_steps, 1, memory_order_relaxed);
+    if (withheld) atomic_fetch_add_explicit(&s->predict_withheld, 1, memory_order_relaxed);
+    if (lc) {
+        atomic_fetch_add_explicit(&lc->predict_steps, 1, memory_order_relaxed);
+        if (withheld) atomic_fetch_add_explicit(&lc->predict_withheld, 1, memory_order_relaxed);
+    }
+}
+
+void model_expert_note_prediction(struct expert_store *store, int layer, int routed, int predicted)
+{
+    struct expert_store *s = expert_store_local(store);
+    struct expert_layer_counts *lc = layer_counts(s, layer);
     atomic_fetch_add_explicit(&s->predicted, (uint64_t)routed, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->predicted_hits, (uint64_t)predicted, memory_order_relaxed);
+    if (lc) {
+        atomic_fetch_add_explicit(&lc->predicted, (uint64_t)routed, memory_order_relaxed);
+        atomic_fetch_add_explicit(&lc->predicted_hits, (uint64_t)predicted, memory_order_relaxed);
+    }
+}
+
+void model_expert_layer_stats(const struct expert_store *store, int layer, struct expert_layer_reads *out)
+{
+    const struct expert_layer_counts *lc = layer_counts(expert_store_local(store), layer);
+    *out = (struct expert_layer_reads){ 0 };
+    if (!lc) return;
+    for (int w = 0; w < EXPERT_READ_WHYS; w++) {
+        out->reads[w] = atomic_load(&lc->reads[w]);
+        out->bytes[w] = atomic_load(&lc->bytes[w]);
+        out->used[w] = atomic_load(&lc->used[w]);
+    }
+    out->predicted = atomic_load(&lc->predicted);
+    out->predicted_hits = atomic_load(&lc->predicted_hits);
+    out->predict_steps = atomic_load(&lc->predict_steps);
+    out->predict_withheld = atomic_load(&lc->predict_withheld);
 }
 
 int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err)

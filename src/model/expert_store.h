@@ -104,6 +104,24 @@ struct expert_store_stats {
     uint64_t predict_withheld;  /* of those, whose reads were withheld (model/moe.h: the precision gate) */
 };
 
+/* Why a streamed expert was read: an acquire found it missing, the layer's
+ * routing named it (prefetch), or the previous layer's prediction did. */
+enum expert_read_why { EXPERT_READ_MISS, EXPERT_READ_ROUTED, EXPERT_READ_PREDICTED, EXPERT_READ_WHYS };
+
+/* One MoE layer's reads by why: experts read, bytes read (aligned ranges, as
+ * bytes_read counts them), and how many of those reads were acquired before
+ * their slot was reused (a read never acquired is a wasted read); and the
+ * layer's next-layer predictions (model/moe.h): routed experts and how many
+ * were predicted, steps that predicted and how many withheld their reads. */
+struct expert_layer_reads {
+    uint64_t reads[EXPERT_READ_WHYS], bytes[EXPERT_READ_WHYS], used[EXPERT_READ_WHYS];
+    uint64_t predicted, predicted_hits, predict_steps, predict_withheld;
+};
+struct expert_layer_counts {
+    _Atomic uint64_t reads[EXPERT_READ_WHYS], bytes[EXPERT_READ_WHYS], used[EXPERT_READ_WHYS];
+    _Atomic uint64_t predicted, predicted_hits, predict_steps, predict_withheld;
+};
+
 struct expert_store_ops {
     const char *name;
     /* ---- the seam (every store) ---- */
@@ -151,6 +169,8 @@ struct expert_store {
      * cleared only while no forward runs. */
     void (*route_hook)(void *user, int layer, const int *experts, int n, int predicted);
     void *route_user;
+    /* [n_layers]: per-layer counts, kept by a store that reads (NULL: none) */
+    struct expert_layer_counts *layer_counts;
 };
 
 static inline int expert_store_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err)
@@ -207,13 +227,16 @@ static inline struct expert_store *expert_store_local(const struct expert_store 
     return s->ops->local ? s->ops->local(s) : (struct expert_store *)s;
 }
 
-/* Counts a layer step that computed a prediction, and whether its reads
- * were withheld. */
-void model_expert_note_predict_step(struct expert_store *s, int withheld);
+/* Counts a step of layer `layer` that computed its prediction, and whether
+ * its reads were withheld. */
+void model_expert_note_predict_step(struct expert_store *s, int layer, int withheld);
 /* Counts a layer's routed experts and how many of them its prediction named. */
-void model_expert_note_prediction(struct expert_store *s, int routed, int predicted);
+void model_expert_note_prediction(struct expert_store *s, int layer, int routed, int predicted);
 
 void expert_store_get_stats(const struct expert_store *s, struct expert_store_stats *out);
+/* Layer `layer`'s counts (zeros for a store that keeps none or a layer
+ * outside [0, n_layers)). */
+void model_expert_layer_stats(const struct expert_store *s, int layer, struct expert_layer_reads *out);
 /* 0 when (layer, expert) names an expert of the store, else COLIBRI_EINVAL
  * naming both and the store's ranges (for implementations' acquire). */
 int expert_store_check(const struct expert_store *s, int layer, int expert, struct colibri_err *err);

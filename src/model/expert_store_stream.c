@@ -89,7 +89,9 @@ struct stream_slot {
     int idx;                            /* layer-major expert index, or -1 */
     int refs;
     enum slot_state state;
-    int prefetched;                     /* read by a hint, not yet acquired */
+    int prefetched;                     /* read by a hint, not yet acquired; eviction spares it */
+    int fresh;                          /* read and not yet acquired (a read wasted if evicted so) */
+    enum expert_read_why why;           /* what asked for the slot's read */
     int pinned;
     uint64_t tick, hint;
     uint8_t *buf;                       /* slot_bytes, allocated on first use */
@@ -105,6 +107,7 @@ struct stream_store {
     uint32_t *uses;                     /* acquisitions of each expert (saturating) */
     unsigned char *pin;                 /* each expert: in the hot set */
     struct stream_slot *slots;
+    struct expert_layer_counts *counts; /* [n_layers]: base.layer_counts */
     int n_slots;
     size_t slot_bytes;
     uint64_t tick, hint_gen;
@@ -163,8 +166,10 @@ static void slot_done(struct expert_io_req *q, void *user)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Starts reading expert idx into slot sl (held lock; sl evictable). */
-static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, int urgent, struct colibri_err *err)
+/* Starts reading expert idx into slot sl (held lock; sl evictable); urgent
+ * unless a prediction asked. */
+static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, enum expert_read_why why,
+                      struct colibri_err *err)
 {
     if (!sl->buf && !(sl->buf = aligned_alloc(EXPERT_IO_ALIGN, s->slot_bytes)))
         return base_err_set(err, COLIBRI_ENOMEM, "expert cache: %zu bytes for a slot", s->slot_bytes);
@@ -173,18 +178,26 @@ static int start_read(struct stream_store *s, struct stream_slot *sl, int idx, i
     sl->idx = idx;
     sl->state = SLOT_LOADING;
     sl->prefetched = 0;
+    sl->fresh = 1;
+    sl->why = why;
     sl->pinned = s->pin[idx];
     sl->tick = ++s->tick;
     s->where[idx] = (int)(sl - s->slots);
     struct expert_io_req *q = &sl->req;
     q->n_ranges = x->n_ranges;
-    for (int i = 0; i < x->n_ranges; i++)
+    uint64_t bytes = 0;
+    for (int i = 0; i < x->n_ranges; i++) {
         q->r[i] = (struct expert_io_range){ x->range[i].file, x->range[i].off, x->range[i].bytes,
                                             sl->buf + x->range[i].at, 1 };
+        bytes += x->range[i].bytes;
+    }
     q->done = slot_done;
     q->user = sl;
+    struct expert_layer_counts *lc = &s->counts[s->base.first_moe_layer + idx / s->base.n_experts];
+    atomic_fetch_add_explicit(&lc->reads[why], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lc->bytes[why], bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->base.reads, 1, memory_order_relaxed);
-    model_expert_io_submit(s->io, q, urgent);
+    model_expert_io_submit(s->io, q, why != EXPERT_READ_PREDICTED);
     return 0;
 }
 
@@ -227,7 +240,7 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
         if (v >= 0) {
             atomic_fetch_add_explicit(&b->misses, 1, memory_order_relaxed);
             missed = 1;
-            if ((rc = start_read(s, &s->slots[v], idx, 1, err))) {
+            if ((rc = start_read(s, &s->slots[v], idx, EXPERT_READ_MISS, err))) {
                 pthread_mutex_unlock(&s->mu);
                 return rc;
             }
@@ -245,8 +258,12 @@ static int stream_acquire(struct expert_store *b, int layer, int expert, const s
     struct stream_slot *sl = &s->slots[at];
     sl->refs++;
     if (s->uses[idx] < UINT32_MAX) s->uses[idx]++;
-    if (sl->prefetched) atomic_fetch_add_explicit(&b->prefetch_used, 1, memory_order_relaxed);
+    if (sl->fresh) {
+        if (sl->why != EXPERT_READ_MISS) atomic_fetch_add_explicit(&b->prefetch_used, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->counts[layer].used[sl->why], 1, memory_order_relaxed);
+    }
     sl->prefetched = 0;
+    sl->fresh = 0;
     if (sl->state == SLOT_LOADING) {
         if (!missed) atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
         model_expert_io_promote(s->io, &sl->req);
@@ -314,7 +331,7 @@ static void hint(struct stream_store *s, int layer, const int *experts, int n, i
         int v = pick_victim(s, 0);
         if (v < 0) break;
         struct colibri_err err = { 0 };
-        if (start_read(s, &s->slots[v], idx, urgent, &err)) break;   /* no memory for a slot: acquire reports it */
+        if (start_read(s, &s->slots[v], idx, urgent ? EXPERT_READ_ROUTED : EXPERT_READ_PREDICTED, &err)) break;   /* no memory for a slot: acquire reports it */
         s->slots[v].prefetched = 1;
         s->slots[v].hint = s->hint_gen;
         atomic_fetch_add_explicit(&s->base.prefetch_reads, 1, memory_order_relaxed);
@@ -357,6 +374,7 @@ static void stream_free(struct expert_store *b)
     free(s->where);
     free(s->uses);
     free(s->pin);
+    free(s->counts);
     free(s->slots);
     pthread_cond_destroy(&s->ready);
     pthread_mutex_destroy(&s->mu);
@@ -504,7 +522,9 @@ int expert_store_stream_new(const struct st_set *st, const struct expert_store *
     s->where = malloc((size_t)(n ? n : 1) * sizeof *s->where);
     s->uses = calloc((size_t)(n ? n : 1), sizeof *s->uses);
     s->pin = calloc((size_t)(n ? n : 1), 1);
-    if (!s->ex || !s->where || !s->uses || !s->pin) {
+    s->counts = calloc((size_t)s->base.n_layers + 1, sizeof *s->counts);
+    s->base.layer_counts = s->counts;
+    if (!s->ex || !s->where || !s->uses || !s->pin || !s->counts) {
         rc = base_err_set(err, COLIBRI_ENOMEM, "expert store: out of memory for %d experts", n);
         goto fail;
     }

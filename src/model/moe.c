@@ -206,7 +206,7 @@ int model_moe_run(const struct fwd_exec *ex, const struct model *m, int li, cons
         const unsigned char *pred = b->moe_pred + (size_t)slot * E;
         int hit = 0;
         for (int j = 0; j < n_used; j++) hit += pred[b->moe_list[j]];
-        model_expert_note_prediction(m->experts, n_used, hit);
+        model_expert_note_prediction(m->experts, li, n_used, hit);
         if (b->moe_pred_n[slot] > 0)
             b->moe_pred_prec[li] += ((float)hit / (float)b->moe_pred_n[slot] - b->moe_pred_prec[li]) * 0.125f;
         b->moe_pred_layer[slot] = -1;
@@ -244,7 +244,7 @@ int model_moe_predict(const struct model *m, int li, const float *resid, int n, 
         if (pred[e]) b->moe_list[n_pred++] = e;
     int read = b->moe_pred_prec[li] >= MOE_PREDICT_MIN_PRECISION;
     expert_store_predict(m->experts, li, b->moe_list, n_pred, read);
-    model_expert_note_predict_step(m->experts, !read);
+    model_expert_note_predict_step(m->experts, li, !read);
     b->moe_pred_layer[slot] = li;
     b->moe_pred_n[slot] = n_pred;
     return 0;
