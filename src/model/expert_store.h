@@ -213,12 +213,13 @@ static inline int expert_store_predicts(const struct expert_store *s)
 {
     return s->ops->predict != NULL || s->route_hook != NULL;
 }
-/* A prediction goes to the route hook always, and to the store's reads only
- * with `read` (model/moe.h's precision gate decides). */
-static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n, int read)
+/* A prediction: all of it (experts[n]) goes to the route hook, the part
+ * model/moe.h's precision gate lets read (read[n_read]) to the store. */
+static inline void expert_store_predict(struct expert_store *s, int layer, const int *experts, int n,
+                                        const int *read, int n_read)
 {
     if (s->route_hook) s->route_hook(s->route_user, layer, experts, n, 1);
-    if (read && s->ops->predict) s->ops->predict(s, layer, experts, n);
+    if (n_read && s->ops->predict) s->ops->predict(s, layer, read, n_read);
 }
 
 /* The store holding this process's experts: s, or its `local` store. */

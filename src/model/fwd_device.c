@@ -357,7 +357,7 @@ void model_dev_kv_free(struct model_dev *fd, struct model_dev_kv *dk, struct fwd
     o->free(fd->d, dk->logits);
     o->free(fd->d, dk->dpos);
     free(b->moe_logits), free(b->moe_idx), free(b->moe_wts), free(b->moe_tok), free(b->moe_tw);
-    free(b->moe_used), free(b->moe_list), free(b->moe_pred), free(b->moe_pred_prec);
+    free(b->moe_used), free(b->moe_list), free(b->moe_pred), free(b->moe_pred_prec), free(b->moe_pred_read);
     free(dk->hx), free(dk->hlat), free(dk->hzero), free(dk->hpos);
     free(dk->rows);
     free(dk->kv);
@@ -395,7 +395,8 @@ int model_dev_kv_new(struct model_dev *fd, struct fwd_state *st, struct model_de
     b->moe_used = malloc((size_t)E);
     b->moe_list = malloc((size_t)E * sizeof *b->moe_list);
     b->moe_pred = malloc(2 * (size_t)E);
-    b->moe_pred_prec = malloc((size_t)L * sizeof *b->moe_pred_prec);
+    b->moe_pred_prec = malloc((size_t)L * K * sizeof *b->moe_pred_prec);
+    b->moe_pred_read = malloc((size_t)E * sizeof *b->moe_pred_read);
     dk->hx = malloc((size_t)hid * sizeof *dk->hx);
     dk->hlat = malloc((size_t)(r + dr) * sizeof *dk->hlat);
     dk->hzero = calloc((size_t)hid, sizeof *dk->hzero);
@@ -403,11 +404,11 @@ int model_dev_kv_new(struct model_dev *fd, struct fwd_state *st, struct model_de
     dk->rows = calloc((size_t)L, sizeof *dk->rows);
     dk->kv = calloc((size_t)L, sizeof *dk->kv);
     if (!b->moe_logits || !b->moe_idx || !b->moe_wts || !b->moe_tok || !b->moe_tw || !b->moe_used || !b->moe_list ||
-        !b->moe_pred || !b->moe_pred_prec || !dk->hx || !dk->hlat || !dk->hzero || !dk->hpos || !dk->rows || !dk->kv) {
+        !b->moe_pred || !b->moe_pred_prec || !b->moe_pred_read || !dk->hx || !dk->hlat || !dk->hzero || !dk->hpos || !dk->rows || !dk->kv) {
         model_dev_kv_free(fd, dk, NULL);
         return base_err_set(err, COLIBRI_ENOMEM, "device session state");
     }
-    for (int l = 0; l < L; l++) b->moe_pred_prec[l] = 1.0f;
+    for (int l = 0; l < L * K; l++) b->moe_pred_prec[l] = 1.0f;
 #define ALLOC_DEV(f, n) \
     if (!rc && !(b->f = o->alloc(fd->d, (size_t)(n) * sizeof(float), err))) rc = err->code ? err->code : COLIBRI_ENOMEM;
     DEV_BUFS(ALLOC_DEV, c, H, dn, dr, dv, r, hid, inter)

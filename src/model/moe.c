@@ -204,11 +204,20 @@ int model_moe_run(const struct fwd_exec *ex, const struct model *m, int li, cons
     int slot = li & 1;
     if (b->moe_pred_layer[slot] == li) {
         const unsigned char *pred = b->moe_pred + (size_t)slot * E;
-        int hit = 0;
-        for (int j = 0; j < n_used; j++) hit += pred[b->moe_list[j]];
+        /* recall over the routed experts; precision per rank over the predicted ones */
+        int hit = 0, n_r[K], hit_r[K];
+        for (int j = 0; j < n_used; j++) hit += pred[b->moe_list[j]] != 0;
         model_expert_note_prediction(m->experts, li, n_used, hit);
-        if (b->moe_pred_n[slot] > 0)
-            b->moe_pred_prec[li] += ((float)hit / (float)b->moe_pred_n[slot] - b->moe_pred_prec[li]) * 0.125f;
+        memset(n_r, 0, sizeof n_r);
+        memset(hit_r, 0, sizeof hit_r);
+        for (int e = 0; e < E; e++)
+            if (pred[e]) {
+                n_r[pred[e] - 1]++;
+                hit_r[pred[e] - 1] += b->moe_used[e];
+            }
+        float *prec = b->moe_pred_prec + (size_t)li * K;
+        for (int r = 0; r < K; r++)
+            if (n_r[r]) prec[r] += ((float)hit_r[r] / (float)n_r[r] - prec[r]) * 0.125f;
         b->moe_pred_layer[slot] = -1;
     }
 
@@ -237,14 +246,21 @@ int model_moe_predict(const struct model *m, int li, const float *resid, int n, 
     memset(pred, 0, (size_t)E);
     for (int t = 0; t < n; t++) {
         moe_route(c, b->moe_logits + (int64_t)t * E, lw->moe.score_bias, b->moe_idx, b->moe_wts);
-        for (int k = 0; k < K; k++) pred[b->moe_idx[k]] = 1;
+        for (int k = 0; k < K; k++) {
+            unsigned char *p = &pred[b->moe_idx[k]];
+            if (!*p || *p > k + 1) *p = (unsigned char)(k + 1);
+        }
     }
-    int n_pred = 0;
+    /* every predicted expert, ascending (pred[e]: its best rank + 1 over the
+     * rows); then those whose rank's precision lets them read */
+    const float *prec = b->moe_pred_prec + (size_t)li * K;
+    int n_pred = 0, n_read = 0;
     for (int e = 0; e < E; e++)
         if (pred[e]) b->moe_list[n_pred++] = e;
-    int read = b->moe_pred_prec[li] >= MOE_PREDICT_MIN_PRECISION;
-    expert_store_predict(m->experts, li, b->moe_list, n_pred, read);
-    model_expert_note_predict_step(m->experts, li, !read);
+    for (int j = 0; j < n_pred; j++)
+        if (prec[pred[b->moe_list[j]] - 1] >= MOE_PREDICT_MIN_PRECISION) b->moe_pred_read[n_read++] = b->moe_list[j];
+    expert_store_predict(m->experts, li, b->moe_list, n_pred, b->moe_pred_read, n_read);
+    model_expert_note_predict_step(m->experts, li, n_read == 0);
     b->moe_pred_layer[slot] = li;
     b->moe_pred_n[slot] = n_pred;
     return 0;

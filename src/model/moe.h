@@ -52,22 +52,27 @@ void model_moe_route_sqrtsoftplus(const struct model_config *c, const float *log
  * the experts layer li will likely route to; the store may start reading
  * them (expert_store_predict). Skipped when the store takes no prediction or
  * n > MOE_PREDICT_ROWS (a long prefill routes to most experts anyway). Uses
- * moe_in, moe_logits, moe_idx and moe_wts of b as scratch; moe_forward of
- * layer li counts the prediction's recall. Changes no output. 0, or the
+ * moe_in, moe_logits, moe_idx and moe_wts of b as scratch, the experts let
+ * read go to b->moe_pred_read; moe_forward of layer li scores the prediction
+ * (the store counts its recall; a step whose every expert was withheld
+ * counts as withheld). Changes no output. 0, or the
  * router product's error.
  *
  * The precision gate: a speculative read that routing does not use costs a
- * needed read's disk time, so a layer whose predictions have lately named
- * mostly experts it did not use stops reading them. The prediction is
- * still computed and scored every step (b->moe_pred_prec[li], a running
- * mean of the share of predicted experts the routing used, weight 1/8 per
- * step, starting at 1), so the layer's reads resume once it predicts well
- * again; they are withheld while that mean is below
- * MOE_PREDICT_MIN_PRECISION. On routing no better than chance the gate
- * closes within a few tokens; on DeepSeek-style routing the residual
- * names most of the next layer's experts and it stays open. */
+ * needed read's disk time, and the experts a prediction ranks low are the
+ * ones it gets wrong (DeepSeek-style top-6 on the V2-Lite synthetic: running
+ * precision about 0.9 for rank 0 down to 0.4-0.5 for rank 5; colibri-tiny's
+ * top-2: about 0.9 and 0.6). So each layer keeps a running precision per
+ * rank k (b->moe_pred_prec[li * K + k]: the share of its predicted experts of
+ * rank k, an expert taking its best rank over the rows, that the routing
+ * used; weight 1/8 per step, starting at 1), and an expert's read is
+ * withheld while its rank's precision is below MOE_PREDICT_MIN_PRECISION.
+ * The prediction is still computed and scored every step, so a rank reads
+ * again once it predicts well. On routing no better than chance every rank
+ * closes within a few tokens; on DeepSeek-style routing the top ranks stay
+ * open. */
 #define MOE_PREDICT_ROWS 16
-#define MOE_PREDICT_MIN_PRECISION 0.6f
+#define MOE_PREDICT_MIN_PRECISION 0.7f
 int model_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
                       struct colibri_err *err);
 

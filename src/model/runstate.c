@@ -61,8 +61,9 @@ int run_bufs_init(struct run_bufs *b, const struct model_config *c, int cap, con
     b->moe_list = take(b, (size_t)E, sizeof(int), &ok);
     b->moe_pred = take(b, 2 * (size_t)E, 1, &ok);
     b->moe_pred_layer[0] = b->moe_pred_layer[1] = -1;
-    b->moe_pred_prec = take(b, (size_t)c->num_hidden_layers, sizeof(float), &ok);
-    for (int l = 0; ok && l < c->num_hidden_layers; l++) b->moe_pred_prec[l] = 1.0f;
+    b->moe_pred_prec = take(b, (size_t)c->num_hidden_layers * K, sizeof(float), &ok);
+    for (int l = 0; ok && l < c->num_hidden_layers * K; l++) b->moe_pred_prec[l] = 1.0f;
+    b->moe_pred_read = take(b, (size_t)E, sizeof(int), &ok);
     if (ok && model_indexer_bufs_new(c, cap, &b->dsa, NULL)) ok = 0;
     if (ok && model_v4_bufs_new(c, cap, &b->v4, &b->bytes)) ok = 0;
     if (ok && model_kda_bufs_new(c, cap, cc->n_threads, &b->kda, &b->bytes)) ok = 0;
@@ -79,7 +80,7 @@ void run_bufs_free(struct run_bufs *b)
 {
     void *all[] = { b->x, b->h, b->y, b->q, b->q_a, b->kv_a, b->attn, b->abs_q, b->abs_qpe, b->abs_lat,
                     b->kvb_row, b->mlp_g, b->mlp_u, b->moe_logits, b->moe_idx, b->moe_wts, b->moe_tok,
-                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->moe_pred_prec, b->exp_kv,
+                    b->moe_tw, b->moe_in, b->moe_res, b->moe_used, b->moe_list, b->moe_pred, b->moe_pred_prec, b->moe_pred_read, b->exp_kv,
                     b->exp_lat, b->exp_rows, b->exp_p, b->exp_kvb, b->hc_post, b->hc_comb };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     model_indexer_bufs_free(b->dsa);

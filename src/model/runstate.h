@@ -59,7 +59,10 @@ struct run_bufs {
     unsigned char *moe_pred;    /* [2][E]: experts predicted for layer moe_pred_layer[slot] */
     int moe_pred_layer[2];      /* -1: no prediction pending */
     int moe_pred_n[2];          /* experts in that prediction */
-    float *moe_pred_prec;       /* [num_hidden_layers]: each layer's prediction precision (model/moe.h) */
+    /* [num_hidden_layers][K]: each layer's running precision of its predicted
+     * experts of rank k (model/moe.h) */
+    float *moe_pred_prec;
+    int *moe_pred_read;         /* [E]: the predicted experts whose reads the gate lets through */
     /* expanded prefill, grown on demand */
     float *exp_kv;   size_t exp_kv_cap;     /* [T][H * (dn + dv)] */
     float *exp_lat;  size_t exp_lat_cap;    /* [T][r] */

@@ -289,33 +289,61 @@ done:
 
 /* A reference of the gate kept from what the store is told: the route hook
  * sees every prediction (read or withheld) and every layer's routing; the
- * store's predict op sees only the predictions that read. */
+ * store's predict op sees only the experts let read. The ranks (each
+ * predicted expert's best rank over the rows, + 1) are the one thing taken
+ * from the session: its pending prediction when the hook is told of it. */
 struct gate_ref {
     struct expert_store base;
     struct expert_store *in;
-    unsigned char pred[8][64];      /* [layer][expert]: the pending prediction */
-    int n_pred[8], pending[8];
-    float prec[8];                  /* the gate's running precision, computed here */
-    long reads, withheld, wrong;    /* predictions read, withheld; reads the reference disagrees with */
-    int expect_read[8];
+    const struct run_bufs *b;       /* the session's buffers, for the ranks */
+    int E, K, decode;
+    unsigned char pred[8][64];      /* [layer][expert]: the pending prediction's ranks + 1 */
+    int pending[8];
+    float prec[8][8];               /* [layer][rank]: the gate's running precision, computed here */
+    unsigned char expect[8][64];    /* [layer][expert]: the reads the reference lets through */
+    int n_expect[8];
+    long reads, withheld, wrong, bad_ranks;
 };
 
 static void gate_hook(void *user, int layer, const int *experts, int n, int predicted)
 {
     struct gate_ref *g = user;
     if (predicted) {
+        const unsigned char *rank = g->b->moe_pred + (size_t)(layer & 1) * g->E;
+        int seen[8] = { 0 };
         memset(g->pred[layer], 0, sizeof g->pred[layer]);
-        for (int i = 0; i < n; i++) g->pred[layer][experts[i]] = 1;
-        g->n_pred[layer] = n;
+        memset(g->expect[layer], 0, sizeof g->expect[layer]);
+        g->n_expect[layer] = 0;
+        for (int i = 0; i < n; i++) {
+            int e = experts[i], r = rank[e];
+            if (r < 1 || r > g->K) {
+                g->bad_ranks++;
+                continue;
+            }
+            seen[r - 1]++;
+            g->pred[layer][e] = (unsigned char)r;
+            if (g->prec[layer][r - 1] >= MOE_PREDICT_MIN_PRECISION) {
+                g->expect[layer][e] = 1;
+                g->n_expect[layer]++;
+            }
+        }
+        for (int r = 0; g->decode && r < g->K; r++) g->bad_ranks += seen[r] != 1;   /* one row: ranks 1..K once */
         g->pending[layer] = 1;
-        g->expect_read[layer] = g->prec[layer] >= MOE_PREDICT_MIN_PRECISION;
-        if (!g->expect_read[layer]) g->withheld++;
+        if (!g->n_expect[layer]) g->withheld++;
         return;
     }
     if (!g->pending[layer]) return;
-    int hit = 0;
-    for (int i = 0; i < n; i++) hit += g->pred[layer][experts[i]];
-    g->prec[layer] += ((float)hit / (float)g->n_pred[layer] - g->prec[layer]) * 0.125f;
+    unsigned char routed[64] = { 0 };
+    for (int i = 0; i < n; i++) routed[experts[i]] = 1;
+    for (int r = 1; r <= g->K; r++) {
+        int cnt = 0, hit = 0;
+        for (int e = 0; e < g->E; e++)
+            if (g->pred[layer][e] == r) {
+                cnt++;
+                hit += routed[e];
+            }
+        if (cnt) g->prec[layer][r - 1] += ((float)hit / (float)cnt - g->prec[layer][r - 1]) * 0.125f;
+    }
     g->pending[layer] = 0;
 }
 
@@ -323,7 +351,9 @@ static void gate_predict(struct expert_store *s, int layer, const int *experts, 
 {
     struct gate_ref *g = (struct gate_ref *)s;
     g->reads++;
-    if (!g->expect_read[layer]) g->wrong++;
+    int ok = n == g->n_expect[layer];
+    for (int i = 0; i < n && ok; i++) ok = g->expect[layer][experts[i]];
+    g->wrong += !ok;
 }
 
 static int gate_start(struct expert_store *s, const struct expert_batch *b, struct colibri_err *err)
@@ -357,18 +387,20 @@ static const struct expert_store_ops GATE_OPS = {
     .resident_bytes = count_resident_bytes,
 };
 
-/* On colibri-tiny (5 MoE layers, 16 experts, top-2): every prediction is
- * read exactly while the reference's running precision is at or above the
- * gate, the session's precisions equal the reference's, a layer forced
- * below the gate withholds its next prediction, and the logits are the
- * resident store's bit for bit throughout. */
+/* On colibri-tiny (5 MoE layers, 16 experts, top-2): each prediction reads
+ * exactly its experts whose rank's running precision in the reference is at
+ * or above the gate, the session's precisions equal the reference's, a rank
+ * forced below the gate withholds its experts while the other rank still
+ * reads, every rank forced below withholds the whole step, and the logits
+ * are the resident store's bit for bit throughout. */
 static void test_prediction_gate(void)
 {
     struct model m;
     if (load(TINY, &m)) return;
     const struct model_config *c = &m.cfg;
     int V = c->vocab_size, L = c->num_hidden_layers;
-    CHECK(L <= 8 && c->n_routed_experts <= 64, "fixture sizes");
+    int K = c->num_experts_per_tok;
+    CHECK(L <= 8 && c->n_routed_experts <= 64 && K == 2, "fixture sizes");
     enum { STEPS = 24 };
     float *want = malloc((size_t)V * sizeof *want), *got = malloc((size_t)V * sizeof *got);
     struct gate_ref *g = calloc(1, sizeof *g);
@@ -386,7 +418,12 @@ static void test_prediction_gate(void)
     g->in = m.experts;
     g->base.route_hook = gate_hook;
     g->base.route_user = g;
-    for (int l = 0; l < 8; l++) g->prec[l] = 1.0f;
+    g->b = &st.bufs;
+    g->E = c->n_routed_experts;
+    g->K = K;
+    for (int l = 0; l < 8; l++)
+        for (int r = 0; r < 8; r++) g->prec[l][r] = 1.0f;
+    long reads_one_rank = -1;
     int32_t t[PROMPT + STEPS];
     for (int i = 0; i < PROMPT + STEPS; i++) t[i] = (int32_t)((i * 7919 + 13) % V);
     int same = 1;
@@ -394,8 +431,15 @@ static void test_prediction_gate(void)
         int n = p ? 1 : PROMPT, pos = p ? PROMPT + p - 1 : 0;
         const int32_t *tok = p ? t + PROMPT + p - 1 : t;
         enum fwd_mode mode = p ? FWD_ABSORBED : FWD_EXPANDED;
-        if (p == STEPS / 2) {       /* every layer below the gate: the next predictions are withheld */
-            for (int l = 0; l < L; l++) st.bufs.moe_pred_prec[l] = g->prec[l] = 0.0f;
+        g->decode = p > 0;
+        if (p == STEPS / 3) {       /* rank 1 below the gate everywhere: only rank 0 reads */
+            for (int l = 0; l < L; l++) st.bufs.moe_pred_prec[l * K + 1] = g->prec[l][1] = 0.0f;
+            reads_one_rank = g->reads;
+        }
+        if (p == STEPS / 3 + 1) reads_one_rank = g->reads - reads_one_rank;
+        if (p == 2 * STEPS / 3) {   /* every rank below the gate: the next predictions are withheld */
+            for (int l = 0; l < L * K; l++) st.bufs.moe_pred_prec[l] = 0.0f;
+            memset(g->prec, 0, sizeof g->prec);
         }
         m.experts = resident;
         struct fwd_out o = { .logits = want };
@@ -406,12 +450,17 @@ static void test_prediction_gate(void)
         same &= !rc && !memcmp(want, got, (size_t)V * sizeof *want);
     }
     CHECK(same, "the gated store's logits differ from the resident store's");
-    CHECK(g->wrong == 0, "%ld predictions read while the reference's precision was below the gate", g->wrong);
+    CHECK(g->wrong == 0, "%ld predictions read other experts than the reference's gate lets through", g->wrong);
+    CHECK(g->bad_ranks == 0, "%ld predicted experts without a rank in 1..K (or a decode step's ranks not 1..K once)",
+          g->bad_ranks);
+    CHECK(reads_one_rank > 0, "with rank 1 closed, rank 0 did not read (%ld reads)", reads_one_rank);
     CHECK(g->reads > 0 && g->withheld >= L - c->first_k_dense_replace - 1,
           "%ld predictions read, %ld withheld", g->reads, g->withheld);
     for (int l = 0; l < L; l++)
-        CHECK(fabsf(st.bufs.moe_pred_prec[l] - g->prec[l]) < 1e-6f, "layer %d: precision %g, reference %g", l,
-              st.bufs.moe_pred_prec[l], g->prec[l]);
+        for (int r = 0; r < K; r++)
+            CHECK(fabsf(st.bufs.moe_pred_prec[l * K + r] - g->prec[l][r]) < 1e-6f,
+                  "layer %d rank %d: precision %g, reference %g", l, r, st.bufs.moe_pred_prec[l * K + r],
+                  g->prec[l][r]);
     fwd_state_free(&st);
     fwd_state_free(&ref);
 done:
