@@ -40,6 +40,7 @@ for rows in (2048, 512):
 print("\ndecode n = 1, W 32768 x 7168 (448 MiB), 1 thread, GB/s by CPU time, median of rounds (range)\n")
 pr = {r: st.mean(v) for r, v in probe.items()}
 print(f"read probe (mean of the two around the products, per round): {m1(list(pr.values()))}\n")
+print("(of probe: against bench/gemm's 8-stream read loop, one variant without software prefetch; dev/readprobe.h's bound, `colibri bench --peak` or `--bw`, reads up to ~1.9x more, so these shares read high and one above 100% is the probe's error)\n")
 print("| product | GB/s | of the read probe (per round, median) | vs bf16act-avx512 |\n|---|---:|---:|---:|")
 for fm in ("bf16", "bf16act-avx512", "bf16act"):
     v = dec[(fm, 32768)]

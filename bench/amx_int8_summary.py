@@ -55,6 +55,7 @@ def main(path):
     print("\n**Decode, n = 1, 65536 x 7168, 1 thread, GB/s by CPU time**\n")
     probe = dec[("probe", "read")]
     print("read probe: %s GB/s\n" % med(probe))
+    print("(of probe: against bench/gemm's 8-stream read loop, one variant without software prefetch; dev/readprobe.h's bound, `colibri bench --peak` or `--bw`, reads up to ~1.9x more, so these shares read high and one above 100% is the probe's error)\n")
     print("| format | avx512vbmi | of probe | amx | of probe | amx / avx512vbmi |")
     print("|---|---:|---:|---:|---:|---:|")
     pm = statistics.median(probe)

@@ -81,6 +81,7 @@ def main(path):
     po, pn = dec.get(("old", "probe")), dec.get(("new", "probe"))
     print(f"Read probe (4 per round, between the formats): old binary {cell(po, '%.1f')}, "
           f"new binary {cell(pn, '%.1f')} GB/s; both of-probe columns divide by the median of all probes.\n")
+    print("(of probe: against bench/gemm's 8-stream read loop, one variant without software prefetch; dev/readprobe.h's bound, `colibri bench --peak` or `--bw`, reads up to ~1.9x more, so these shares read high and one above 100% is the probe's error)\n")
     allp = med((po or []) + (pn or []))
     print("| format | old | new | new / old | old of probe | new of probe |")
     print("|---|---:|---:|---:|---:|---:|")

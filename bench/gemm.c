@@ -62,7 +62,10 @@ static int cmp_d(const void *a, const void *b)
  * streams 12-13, so it bounded nothing there; 1, 4 and 8 vector streams read
  * about 11, 15 and 16 GB/s. This is one variant of the library's read
  * probe (dev/readprobe.h, which keeps the fastest of several); the copy
- * keeps the bench building against older libraries (bench/gemm.sh). */
+ * keeps the bench building against older libraries (bench/gemm.sh). Being
+ * one variant without software prefetch it reads below that bound (5.4-5.9
+ * against 10.5-11.2 GB/s on a Zen 3 guest, issue 38), so a share of it reads
+ * high; the summaries say so under their tables. */
 #define PROBE_STREAMS 8
 typedef uint64_t probe_vec __attribute__((vector_size(64)));
 

@@ -23,6 +23,7 @@ def cell(v):
 
 
 probe = st.median(val[("read probe", "new")])
+print("(of probe: against bench/gemm's 8-stream read loop, one variant without software prefetch; dev/readprobe.h's bound, `colibri bench --peak` or `--bw`, reads up to ~1.9x more, so these shares read high and one above 100% is the probe's error)\n")
 print("| format | old | new | new / old | old of probe | new of probe |")
 print("|---|---:|---:|---:|---:|---:|")
 print(f"| read probe, new binary (8 streams) | | {cell(val[('read probe', 'new')])} | | | |")

@@ -70,6 +70,7 @@ for thr in (1, 2):
     po, pn = probe.get(("old", thr)), probe.get(("new", thr))
     print(f"read probe, CPU time: old binary's {med(po, 1):.1f} GB/s, new binary's {med(pn, 1):.1f} GB/s "
           f"(wall {med(po, 0):.1f} / {med(pn, 0):.1f}); both of-probe columns divide by the new binary's\n")
+    print("(of probe: against bench/gemm's 8-stream read loop, one variant without software prefetch; dev/readprobe.h's bound, `colibri bench --peak` or `--bw`, reads up to ~1.9x more, so these shares read high and one above 100% is the probe's error)\n")
     print("| format | old (CPU time) | new (CPU time) | new / old | old of probe | new of probe | old wall | new wall |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for fm in fmts:
