@@ -323,6 +323,37 @@ static void test_streamed_store(void)
               "%llu of %llu routed experts predicted, %llu of %llu prefetched used",
               (unsigned long long)st.predicted_hits, (unsigned long long)st.predicted,
               (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetch_reads);
+        /* the per-layer counts add up to the store's totals (bytes as the reader threads counted them) */
+        struct expert_layer_reads sum = { 0 };
+        for (int l = 0; l < b.cfg.num_hidden_layers; l++) {
+            struct expert_layer_reads lr;
+            model_expert_layer_stats(b.experts, l, &lr);
+            uint64_t all = lr.reads[0] + lr.reads[1] + lr.reads[2];
+            CHECK(l < b.cfg.first_k_dense_replace ? all == 0 && lr.predict_steps == 0 : all > 0,
+                  "layer %d: %llu reads", l, (unsigned long long)all);
+            CHECK(lr.used[EXPERT_READ_MISS] == lr.reads[EXPERT_READ_MISS], "layer %d: a miss read not used", l);
+            for (int w = 0; w < EXPERT_READ_WHYS; w++) {
+                CHECK(lr.used[w] <= lr.reads[w] && lr.bytes[w] >= lr.reads[w] * (uint64_t)per &&
+                          lr.bytes[w] <= lr.reads[w] * (uint64_t)slot,
+                      "layer %d why %d: %llu of %llu used, %llu bytes", l, w, (unsigned long long)lr.used[w],
+                      (unsigned long long)lr.reads[w], (unsigned long long)lr.bytes[w]);
+                sum.reads[w] += lr.reads[w];
+                sum.bytes[w] += lr.bytes[w];
+                sum.used[w] += lr.used[w];
+            }
+            sum.predicted += lr.predicted;
+            sum.predicted_hits += lr.predicted_hits;
+            sum.predict_steps += lr.predict_steps;
+            sum.predict_withheld += lr.predict_withheld;
+        }
+        CHECK(sum.reads[EXPERT_READ_MISS] == st.misses &&
+                  sum.reads[EXPERT_READ_ROUTED] + sum.reads[EXPERT_READ_PREDICTED] == st.prefetch_reads &&
+                  sum.used[EXPERT_READ_ROUTED] + sum.used[EXPERT_READ_PREDICTED] == st.prefetch_used &&
+                  sum.bytes[0] + sum.bytes[1] + sum.bytes[2] == st.bytes_read && sum.predicted == st.predicted &&
+                  sum.predicted_hits == st.predicted_hits && sum.predict_steps == st.predict_steps &&
+                  sum.predict_withheld == st.predict_withheld,
+              "per-layer sums differ from the totals: %llu bytes against %llu",
+              (unsigned long long)(sum.bytes[0] + sum.bytes[1] + sum.bytes[2]), (unsigned long long)st.bytes_read);
         fwd_state_free(&sa);
         fwd_state_free(&sb);
     }
