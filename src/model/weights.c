@@ -305,7 +305,9 @@ static int load_mat(struct loader *L, const char *name, int rows, int cols, enum
 {
     const struct st_tensor *t = loader_find(L, name);
     char key[600];
-    snprintf(key, sizeof key, "colibri.fmt.%s", name);
+    /* convert and synth key the format by the tensor's name in the file,
+     * the family's prefix included */
+    snprintf(key, sizeof key, "colibri.fmt.%s", t ? t->name : name);
     const char *packed = t ? st_tensor_meta(L->st, t, key) : NULL;
     if (packed) return load_packed(L, t, packed, rows, cols, role, w, err);
     struct qtensor stored;

@@ -38,4 +38,8 @@ for k in ("lm_head.weight", "model.language_model.embed_tokens.weight"):
     assert h[k]["dtype"] == "BF16", k
 PYEOF
 "$COLIBRI" bench -m "$tmp/fp8" -p 70 -n 4 -r 1 2>/dev/null | grep -q "decode=4 tok"
+# colibri's own packed formats (glm53-flash's default mxfp4 experts; convert writes
+# the same): the format is keyed by the tensor's full name, model.language_model. included
+"$COLIBRI" synth "$tmp/mx" --preset glm53-tiny --layers 4 --experts mxfp4 --dense q8 > /dev/null 2>&1
+"$COLIBRI" bench -m "$tmp/mx" -p 70 -n 4 -r 1 2>"$tmp/err" | grep -q "decode=4 tok" || { cat "$tmp/err"; exit 1; }
 echo "synth glm53 ok"
