@@ -22,7 +22,7 @@ for f in sys.argv[1:]:
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$colibri" info -m "$model" 2>/dev/null | grep -E '^(experts|weights|memory):'
 fixed=$("$colibri" info -m "$model" --ram 1K 2>&1 | sed -n 's/.*other than routed experts need \([0-9.]*\) MiB.*/\1/p')
-k=$(sed -n 's/.*"num_experts_per_tok": *\([0-9]*\).*/\1/p' "$model/config.json")
+k=$("$colibri" info -m "$model" 2>/dev/null | sed -n 's/^experts:.*(top-\([0-9]*\)).*/\1/p')   # config.json may leave it to the family's default
 least=$("$colibri" info -m "$model" --ram 1K 2>&1 | sed -n 's/.* at least \([0-9.]*\) MiB$/\1/p')
 expert=$(awk -v a="$least" -v f="$fixed" -v k="$k" 'BEGIN { printf "%.3f", (a - f) / k }')
 ram=$(awk -v f="$fixed" -v e="$expert" -v s="$slots" 'BEGIN { printf "%.0fM", f + e * s + 4 }')
