@@ -10,9 +10,11 @@
 # Prints one line per target (runs, coverage, corpus size) and exits 1 when a
 # harness finds a crash; the crashing input is kept in build/fuzz/crashes/.
 # Each run adds a line to FUZZ_CORPUS/ledger.tsv (date, commit, target,
-# seconds, runs, coverage); the last lines printed give each target's total
-# fuzzing time there (wall-clock hours of one process; on a shared machine the
-# CPU it got is less). --merge then adds to tests/fuzz/corpus/TARGET the grown
+# seconds, runs, coverage, and the CPU seconds the harness got, user + system,
+# where /usr/bin/time exists); the last lines printed give each target's
+# total there: wall-clock hours of one process, and CPU hours over the runs
+# that measured them (on a shared machine the CPU a run gets is less than its
+# wall time). --merge then adds to tests/fuzz/corpus/TARGET the grown
 # inputs that reach coverage the committed seeds do not (libFuzzer -merge=1),
 # for a commit that grows the seeds.
 set -u
@@ -36,7 +38,9 @@ for t in $targets; do
     work=${work:-$scratch/$t}
     mkdir -p "$work"
     log=$scratch/$t.log
-    "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+    timer=""
+    [ -x /usr/bin/time ] && timer="/usr/bin/time -f %U+%S -o $scratch/$t.cpu"
+    $timer "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
         -artifact_prefix=build/fuzz/crashes/"$t"- "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
@@ -57,11 +61,13 @@ for t in $targets; do
             echo "     merged: tests/fuzz/corpus/$t $n0 -> $(ls "tests/fuzz/corpus/$t" | wc -l) inputs"
         fi
     fi
-    [ -n "$keep" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$t" "$secs" \
-        "${runs:-?}" "${cov:-?}" >>"$keep/ledger.tsv"
+    cpu=$(tail -n 1 "$scratch/$t.cpu" 2>/dev/null | awk -F+ 'NF == 2 { printf "%.0f", $1 + $2 }')
+    [ -n "$keep" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$t" "$secs" \
+        "${runs:-?}" "${cov:-?}" "${cpu:-?}" >>"$keep/ledger.tsv"
 done
 if [ -n "$keep" ] && [ -f "$keep/ledger.tsv" ]; then
-    awk -F '\t' '{ s[$3] += $4 } END { for (t in s) printf "     total fuzz_%s: %.2f hours (wall, one process) in %s\n", t, s[t] / 3600, FILENAME }' \
+    awk -F '\t' '{ s[$3] += $4; if ($7 ~ /^[0-9]+$/) c[$3] += $7 }
+        END { for (t in s) printf "     total fuzz_%s: %.2f hours (wall, one process), %.2f CPU hours measured, in %s\n", t, s[t] / 3600, c[t] / 3600, FILENAME }' \
         "$keep/ledger.tsv" | sort
 fi
 exit $status

@@ -5,7 +5,7 @@
 set -eu
 python3 - "$COLIBRI" <<'PY'
 import os, signal, subprocess, sys, time
-p = subprocess.Popen([sys.argv[1], "chat", "-n", "-1", "--seed", "1"], stdin=subprocess.PIPE,
+p = subprocess.Popen([sys.argv[1], "chat", "-n", "300", "--seed", "1", "-t", "1"], stdin=subprocess.PIPE,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 os.set_blocking(p.stdout.fileno(), False)
 p.stdin.write(b"Tell me a long story\n"); p.stdin.flush()

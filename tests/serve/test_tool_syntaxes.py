@@ -59,7 +59,7 @@ def run_choices(syntax):
     seen = set()
     choices = [("required", NAMES)] + [({"type": "function", "function": {"name": n}}, {n}) for n in sorted(NAMES)]
     for choice, names in choices:
-        for temp, seed in ((0, 0), (1.0, 1), (1.0, 2), (1.0, 3)):
+        for temp, seed in ((0, 0), (1.0, 1)):
             c = cl.chat.completions.create(tool_choice=choice, parallel_tool_calls=False, temperature=temp,
                                            seed=seed, **kw).choices[0]
             check(c.finish_reason == "tool_calls", f"{syntax} {choice} t={temp} s={seed}: finish {c.finish_reason}: "

@@ -1,7 +1,7 @@
 /* check.h - the unit-test harness: CHECK() records failures, RUN_TEST() runs a
  * test function and counts it as passed when it recorded no failure, or as
  * skipped when it called SKIP() (something it needs is missing here; never a
- * pass), and CHECK_SUMMARY() prints "N passed, N failed" (", N skipped" when
+ * pass), noting its wall time when a second or more, and CHECK_SUMMARY() prints "N passed, N failed" (", N skipped" when
  * any were) and gives main()'s exit code. Header-only; include it from
  * exactly one .c file per test binary. */
 #ifndef COLIBRI_TEST_CHECK_H
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int check_failures, tests_passed, tests_failed, tests_skipped, check_skipping;
 
@@ -42,6 +43,14 @@ static inline int check_full(void)
     return e && *e && strcmp(e, "0") != 0;
 }
 
+/* Seconds on the monotonic clock, for RUN_TEST's note of slow tests. */
+static inline double check_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* |a-b| <= tol * max(1, |b|) */
 #define CHECK_NEAR(a, b, tol)                                              \
     CHECK(fabs((double)(a) - (double)(b)) <=                               \
@@ -51,18 +60,22 @@ static inline int check_full(void)
 #define RUN_TEST(fn)                                                       \
     do {                                                                   \
         int before_ = check_failures;                                      \
+        double t0_ = check_now();                                          \
         check_skipping = 0;                                                \
         fn();                                                              \
+        double dt_ = check_now() - t0_;                                    \
         if (check_failures == before_ && check_skipping) {                 \
             tests_skipped++;                                               \
-            printf("skip %s\n", #fn);                                      \
+            printf("skip %s", #fn);                                        \
         } else if (check_failures == before_) {                            \
             tests_passed++;                                                \
-            printf("ok   %s\n", #fn);                                      \
+            printf("ok   %s", #fn);                                        \
         } else {                                                           \
             tests_failed++;                                                \
-            printf("FAIL %s\n", #fn);                                      \
+            printf("FAIL %s", #fn);                                        \
         }                                                                  \
+        if (dt_ >= 1.0) printf(" (%.1f s)", dt_);                          \
+        putchar('\n');                                                     \
         fflush(stdout);                                                    \
     } while (0)
 

@@ -18,7 +18,7 @@
 #define FIXTURE "tests/oracle/deepseek_v3_mtp"
 #define TOKDIR "tests/tok/tiny"
 #define N_CTX 512
-#define N_PREDICT 300
+#define N_PREDICT 160
 
 static colibri_tokenizer *tok;
 /* the tokenizer's end-of-generation ids, banned so that every run is
