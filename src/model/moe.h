@@ -48,7 +48,8 @@ void model_moe_route_sqrtsoftplus(const struct model_config *c, const float *log
                                   float *wts);
 
 /* Next-layer prefetch: layer li's router (after its mlp_norm) applied to
- * resid[n][hid], the residual stream before layer li - 1's MoE block, names
+ * resid[n][hid], the estimate of its FFN input that model/parts.h's
+ * predict hook is given (taken before layer li - 1's MoE block), names
  * the experts layer li will likely route to; the store may start reading
  * them (expert_store_predict). Skipped when the store takes no prediction or
  * n > MOE_PREDICT_ROWS (a long prefill routes to most experts anyway). Uses

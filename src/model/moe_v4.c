@@ -14,7 +14,10 @@
  * family's (read as stored: float, or MXFP4 codes with their e8m0 scales).
  * A hash layer's experts follow from the token ids alone, so
  * tokens_known names them to the store before the slice's first layer
- * runs (model/parts.h), and their reads overlap the layers before it.
+ * runs (model/parts.h), and their reads overlap the layers before it; a
+ * top-k layer's experts are predicted during the layer before it like any
+ * MoE layer's (model/moe.h model_moe_predict, called from
+ * model/residual_hyper.c).
  *
  * Tensor names (official; also under "model."): layers.N.ffn.gate.weight,
  * ffn.gate.bias (top-k layers), ffn.gate.tid2eid (I64 [vocab][K], hash
@@ -64,6 +67,18 @@ static int v4_moe_forward(const struct part_run *pr, const float *in, int n, flo
         if (rc) return rc;
     }
     return model_moe_run(pr->ex, m, pr->li, in, n, out, b, err);
+}
+
+/* A top-k layer predicts as any MoE layer (model/moe.h model_moe_predict:
+ * its ffn norm, router, and moe_route, which is model_router_v4_topk with
+ * the correction bias here). A hash layer predicts nothing: tokens_known
+ * named its experts before the slice's first layer ran. */
+static int v4_moe_predict(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,
+                          struct colibri_err *err)
+{
+    if (!m->layers[li].tid2eid) return model_moe_predict(m, li, resid, n, b, err);
+    b->moe_pred_layer[li & 1] = -1;
+    return 0;
 }
 
 /* A hash layer's experts for the slice are the union of tid2eid[tok[t]]:
@@ -138,4 +153,5 @@ static int v4_moe_load(const struct model_loader *L, int li, struct layer_weight
     return load_expert(L, pre, I, MODEL_ROLE_DENSE, 0, &lw->moe.shared, err);
 }
 
-const struct channel_mixer model_ffn_moe_v4 = { "moe-v4", 1, v4_moe_load, v4_moe_forward, NULL, v4_moe_tokens_known };
+const struct channel_mixer model_ffn_moe_v4 = { "moe-v4", 1, v4_moe_load, v4_moe_forward, v4_moe_predict,
+                                                 v4_moe_tokens_known };

@@ -111,8 +111,11 @@ struct channel_mixer {
     int routed;                 /* 1: routed experts (in the model's expert store) */
     part_load_fn load;
     int (*forward)(const struct part_run *pr, const float *in, int n, float *out, struct colibri_err *err);
-    /* Optional: told the residual stream before the previous layer's
-     * channel mixer runs, so that a store that reads from disk can start
+    /* Optional: told, before the previous layer's channel mixer runs, an
+     * estimate of this layer's FFN input before its norm, resid[n][hidden]:
+     * the residual after the previous layer's attention block (plain), or
+     * the streams at that point collapsed by this layer's own FFN pre-mix
+     * (hyper-connections), so that a store that reads from disk can start
      * reading this layer's likely experts (a hint: never changes the output;
      * 0, or its product's error). */
     int (*predict)(const struct model *m, int li, const float *resid, int n, struct run_bufs *b,

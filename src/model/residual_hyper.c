@@ -15,11 +15,13 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "model/expert_store.h"
 #include "model/forward.h"
 #include "model/hyper.h"
 #include "model/loader.h"
 #include "model/mixer_v4.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/norm.h"
 #include "model/parts.h"
 
@@ -45,12 +47,34 @@ static int block(const struct part_run *pr, int k, const float *norm_w, float *x
     return rc ? rc : model_hyper_post(&hc, n, x, b->y, b->hc_post, b->hc_comb, x, err);
 }
 
+/* Layer li + 1's FFN input is not known before layer li ends, so its
+ * prediction (model/parts.h predict) gets the nearest thing: the streams as
+ * they stand before layer li's FFN, collapsed by layer li + 1's own FFN
+ * pre-mix. Only when the store takes predictions and n is decode-sized, so
+ * that a resident run or a long prefill spends nothing on it. The collapse
+ * goes to b->y and its mixes to b->hc_post / b->hc_comb: block 0 is done
+ * with them (its post has folded them into x) and block 1's pre-mix writes
+ * all three again before reading them. */
+static int predict_next(const struct part_run *pr, const float *x, int n, struct colibri_err *err)
+{
+    const struct model *m = pr->m;
+    int next = pr->li + 1;
+    if (next >= m->cfg.num_hidden_layers || n > MOE_PREDICT_ROWS || !expert_store_predicts(m->experts)) return 0;
+    const struct layer_weights *nw = &m->layers[next];
+    if (!nw->parts.ffn->predict) return 0;
+    struct run_bufs *b = pr->b;
+    struct hyper_conn hc = conn(&m->cfg, nw, 1);
+    int rc = model_hyper_pre(&hc, n, x, b->y, b->hc_post, b->hc_comb, err);
+    return rc ? rc : nw->parts.ffn->predict(m, next, b->y, n, b, err);
+}
+
 static int hyper_forward(const struct part_run *pr, const struct layer_parts *p, float *x, int n,
                          struct colibri_err *err)
 {
     (void)p;
     const struct layer_weights *lw = &pr->m->layers[pr->li];
     int rc = block(pr, 0, lw->attn_norm, x, n, err);
+    if (!rc) rc = predict_next(pr, x, n, err);
     return rc ? rc : block(pr, 1, lw->mlp_norm, x, n, err);
 }
 

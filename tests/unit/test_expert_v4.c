@@ -12,7 +12,17 @@
  *     slots free up, so no acquire starts a read of its own (no misses);
  *   - the logits of the prefill and of decoded tokens are the resident
  *     store's bit for bit;
- * at the smallest budget (top-k slots) and at five slots. */
+ * at the smallest budget (top-k slots) and at five slots; and again with a
+ * store that takes next-layer predictions (model/moe.h), where moreover
+ *   - every slice (all are at most MOE_PREDICT_ROWS rows) predicts each
+ *     top-k layer after another layer (2 and 3) once, during the layer
+ *     before it, naming exactly the experts transformers routes to from the
+ *     streams before that layer's FFN collapsed by the predicted layer's
+ *     own pre-mix (tests/unit/expert_v4_predict_ref.h), and the hash
+ *     layers predict nothing;
+ *   - the read check counts an expert a prediction named like an acquired
+ *     one (a prediction may read an expert the routing then does not use);
+ *   - the per-layer prediction counts add up to the store's totals. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +30,9 @@
 #include "check.h"
 #include "model/expert_store_stream.h"
 #include "model/forward.h"
+#include "model/moe.h"
+
+#include "expert_v4_predict_ref.h"
 
 #define FIXTURE "tests/oracle_v4/deepseek_v4_tiny"
 #define PROMPT 20
@@ -30,10 +43,10 @@
 /* ---- a wrapper recording the per-expert calls of the store it holds ---- */
 
 struct event {
-    int acquire;                /* 1 acquire, 0 prefetch */
+    int acquire;                /* 1 acquire, 0 prefetch, 2 a prediction (all it named) */
     int layer;
     uint64_t experts;           /* bit e: expert e named (prefetch) or acquired */
-    uint64_t reads;             /* the inner store's reads after the call */
+    uint64_t reads, misses;     /* the inner store's reads and misses after the call */
 };
 
 struct rec {
@@ -43,12 +56,6 @@ struct rec {
     int n_ev, overflow;
 };
 
-static uint64_t inner_reads(const struct rec *r)
-{
-    struct expert_store_stats st;
-    expert_store_get_stats(r->in, &st);
-    return st.reads;
-}
 
 static void note(struct rec *r, int acquire, int layer, uint64_t experts)
 {
@@ -56,7 +63,9 @@ static void note(struct rec *r, int acquire, int layer, uint64_t experts)
         r->overflow = 1;
         return;
     }
-    r->ev[r->n_ev++] = (struct event){ acquire, layer, experts, inner_reads(r) };
+    struct expert_store_stats st;
+    expert_store_get_stats(r->in, &st);
+    r->ev[r->n_ev++] = (struct event){ acquire, layer, experts, st.reads, st.misses };
 }
 
 static int rec_acquire(struct expert_store *s, int layer, int expert, const struct mlp_weights **out,
@@ -81,6 +90,24 @@ static void rec_prefetch(struct expert_store *s, int layer, const int *experts, 
     expert_store_prefetch(r->in, layer, experts, n);
     note(r, 0, layer, set);
 }
+
+/* Takes predictions: the route hook records all a prediction named, the
+ * store's predict reads what the precision gate let through. */
+static void rec_predict(struct expert_store *s, int layer, const int *experts, int n)
+{
+    struct expert_store *in = ((struct rec *)s)->in;
+    in->ops->predict(in, layer, experts, n);
+}
+
+static void rec_hook(void *user, int layer, const int *experts, int n, int predicted)
+{
+    uint64_t set = 0;
+    for (int i = 0; i < n; i++) set |= 1ull << experts[i];
+    if (predicted) note(user, 2, layer, set);
+}
+
+/* The counts (reads and predictions alike) are the inner store's. */
+static struct expert_store *rec_local(const struct expert_store *s) { return ((const struct rec *)s)->in; }
 
 static int64_t rec_expert_bytes(const struct expert_store *s, int layer, int expert)
 {
@@ -109,18 +136,33 @@ static const struct expert_store_ops REC_OPS = {
     .cache_slots = rec_slots,
 };
 
+static const struct expert_store_ops REC_PREDICT_OPS = {
+    .name = "recording, predicting",
+    .start = model_expert_local_start,
+    .finish = model_expert_local_finish,
+    .predict = rec_predict,
+    .local = rec_local,
+    .free = rec_free,
+    .acquire = rec_acquire,
+    .release = rec_release,
+    .prefetch = rec_prefetch,
+    .expert_bytes = rec_expert_bytes,
+    .resident_bytes = rec_resident_bytes,
+    .cache_slots = rec_slots,
+};
+
 /* ---- the runs ---- */
 
 static int32_t token(int i, int V) { return (int32_t)((i * 37 + 11) % V); }
 
-/* A prefill of PROMPT tokens in slices of SLICE rows, then DECODE tokens;
+/* A prefill of PROMPT tokens in slices of `slice` rows, then DECODE tokens;
  * the logits of the prompt's last row and each decoded one, [(1 + DECODE)][V]. */
-static int run(const struct model *m, float *logits)
+static int run(const struct model *m, int slice, float *logits)
 {
     struct colibri_err err = { 0 };
     struct compute_ctx cc = base_compute_ctx_make(1);
     struct fwd_state st;
-    int rc = fwd_state_init(&st, m, PROMPT + DECODE, SLICE, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
+    int rc = fwd_state_init(&st, m, PROMPT + DECODE, slice, KV_TIER_F32, KV_ROPE_DEFAULT, KV_INT8_OFF, &cc, &err);
     CHECK(rc == 0, "%s", err.msg);
     if (rc) return rc;
     int V = m->cfg.vocab_size;
@@ -182,7 +224,7 @@ static void check_slice(const struct model *m, const struct rec *r, int slots, i
     }
     want[n_want++] = (struct event){ 0, 0, hash_set(m, 0, lo, hi), 0 };   /* layer 0's own start */
     int first_acq = a;
-    while (first_acq < b && !r->ev[first_acq].acquire) first_acq++;
+    while (first_acq < b && r->ev[first_acq].acquire != 1) first_acq++;
     CHECK(first_acq - a == n_want, "tokens [%d, %d): %d prefetch calls before the first acquire, want %d", lo, hi,
           first_acq - a, n_want);
     for (int i = 0; i < n_want && i < first_acq - a; i++)
@@ -191,20 +233,45 @@ static void check_slice(const struct model *m, const struct rec *r, int slots, i
               r->ev[a + i].layer, (unsigned long long)r->ev[a + i].experts, want[i].layer,
               (unsigned long long)want[i].experts);
     *early_seen += n_want > 2;
-    /* reads: at most one per (layer, expert) acquired in the slice */
+    /* predictions: once per top-k layer after another, the reference's experts */
+    for (int j = 0; j < PREDICT_REF_LAYERS; j++) {
+        int L = PREDICT_REF_LAYER[j], seen = 0;
+        uint64_t want_set = 0;
+        for (int t = lo; t < hi; t++) want_set |= PREDICT_REF[j][t];
+        for (int i = a; i < b; i++)
+            if (r->ev[i].acquire == 2 && r->ev[i].layer == L) {
+                seen++;
+                CHECK(r->ev[i].experts == want_set, "tokens [%d, %d): layer %d predicted %#llx, transformers %#llx",
+                      lo, hi, L, (unsigned long long)r->ev[i].experts, (unsigned long long)want_set);
+            }
+        int want_seen = r->base.ops == &REC_PREDICT_OPS && hi - lo <= MOE_PREDICT_ROWS;
+        CHECK(seen == want_seen, "tokens [%d, %d): layer %d predicted %d times, want %d", lo, hi, L, seen, want_seen);
+    }
+    for (int i = a; i < b; i++)
+        if (r->ev[i].acquire == 2) CHECK(!m->cfg.hash_layer[r->ev[i].layer], "hash layer %d predicted", r->ev[i].layer);
+    /* reads: at most one per (layer, expert) acquired in the slice, all
+     * started ahead (no misses); with a prediction in the slice, one per
+     * expert acquired or predicted, plus the misses: a predicted read holds
+     * its slot until its layer's routing is known, so the read-ahead may
+     * find no slot and an acquire read (again) what it displaced */
     uint64_t acq[64] = { 0 };
     int distinct = 0;
     for (int i = a; i < b; i++)
-        if (r->ev[i].acquire && !(acq[r->ev[i].layer] & r->ev[i].experts)) {
-            acq[r->ev[i].layer] |= r->ev[i].experts;
+        for (uint64_t e = r->ev[i].acquire ? r->ev[i].experts & ~acq[r->ev[i].layer] : 0; e; e &= e - 1) {
+            acq[r->ev[i].layer] |= e & -e;
             distinct++;
         }
-    uint64_t before = a ? r->ev[a - 1].reads : 0, after = r->ev[b - 1].reads;
-    CHECK(after - before <= (uint64_t)distinct, "tokens [%d, %d): %llu expert reads for %d experts acquired", lo, hi,
-          (unsigned long long)(after - before), distinct);
+    int predicted = 0;
+    for (int i = a; i < b; i++) predicted += r->ev[i].acquire == 2;
+    uint64_t reads = r->ev[b - 1].reads - (a ? r->ev[a - 1].reads : 0);
+    uint64_t misses = r->ev[b - 1].misses - (a ? r->ev[a - 1].misses : 0);
+    CHECK(predicted || misses == 0, "tokens [%d, %d): %llu misses with no prediction", lo, hi,
+          (unsigned long long)misses);
+    CHECK(reads <= (uint64_t)distinct + misses, "tokens [%d, %d): %llu expert reads (%llu misses) for %d experts "
+          "acquired or predicted", lo, hi, (unsigned long long)reads, (unsigned long long)misses, distinct);
 }
 
-static void test_streamed(int slots_wanted)
+static void test_streamed(int slots_wanted, int slice, int predicting)
 {
     struct model m;
     struct colibri_err err = { 0 };
@@ -218,7 +285,7 @@ static void test_streamed(int slots_wanted)
     float *want = malloc(nl * sizeof *want), *got = malloc(nl * sizeof *got);
     struct rec *r = calloc(1, sizeof *r);
     struct expert_store *resident = m.experts, *s = NULL;
-    if (!want || !got || !r || run(&m, want)) goto done;
+    if (!want || !got || !r || run(&m, SLICE, want)) goto done;
     /* the slot size: a store holding every expert */
     if ((rc = expert_store_stream_new(&m.st, resident, (int64_t)1 << 30, K, NULL, &s, &err))) goto done;
     int64_t slot = model_expert_resident_bytes(s) / expert_store_stream_slots(s);
@@ -226,36 +293,61 @@ static void test_streamed(int slots_wanted)
     if ((rc = expert_store_stream_new(&m.st, resident, slot * slots_wanted, K, NULL, &s, &err))) goto done;
     int slots = expert_store_stream_slots(s);
     CHECK(slots == slots_wanted, "%d slots, want %d", slots, slots_wanted);
-    r->base = (struct expert_store){ .ops = &REC_OPS, .n_layers = s->n_layers, .first_moe_layer = s->first_moe_layer,
-                                     .n_experts = s->n_experts };
+    r->base = (struct expert_store){ .ops = predicting ? &REC_PREDICT_OPS : &REC_OPS, .n_layers = s->n_layers,
+                                     .first_moe_layer = s->first_moe_layer, .n_experts = s->n_experts };
+    if (predicting) {
+        r->base.route_hook = rec_hook;
+        r->base.route_user = r;
+    }
     r->in = s;
     m.experts = &r->base;
-    rc = run(&m, got);
+    rc = run(&m, slice, got);
     m.experts = resident;
     if (rc) goto done;
     CHECK(!memcmp(want, got, nl * sizeof *want), "%d slots: the logits differ from the resident store's", slots);
     /* read-ahead: every read was started by a prefetch before its acquire */
     struct expert_store_stats es;
     expert_store_get_stats(s, &es);
-    CHECK(es.misses == 0 && es.reads == es.prefetch_reads, "%d slots: %llu of %llu reads started by an acquire (a "
+    CHECK((predicting || es.misses == 0) && es.reads == es.misses + es.prefetch_reads, "%d slots: %llu of %llu reads started by an acquire (a "
           "miss), %llu by a prefetch", slots, (unsigned long long)es.misses, (unsigned long long)es.reads,
           (unsigned long long)es.prefetch_reads);
     CHECK(!r->overflow, "more than %d events", MAX_EVENTS);
     /* slices begin where layer 0 is named after a later layer's acquire */
     int starts[PROMPT + DECODE + 1], n_starts = 0, later = 1;
     for (int i = 0; i < r->n_ev; i++) {
-        if (!r->ev[i].acquire && r->ev[i].layer == 0 && later) starts[n_starts++] = i;
-        later = r->ev[i].acquire ? r->ev[i].layer > 0 : later && r->ev[i].layer > 0;
+        if (r->ev[i].acquire == 0 && r->ev[i].layer == 0 && later) starts[n_starts++] = i;
+        later = r->ev[i].acquire == 1 ? r->ev[i].layer > 0 : later && r->ev[i].layer > 0;
     }
-    int n_slices = (PROMPT + SLICE - 1) / SLICE + DECODE, early = 0;
+    int n_prefill = (PROMPT + slice - 1) / slice, n_slices = n_prefill + DECODE, early = 0;
     CHECK(n_starts == n_slices, "%d slices seen, want %d", n_starts, n_slices);
     for (int j = 0; j < n_starts && j < n_slices; j++) {
-        int tlo = j * SLICE < PROMPT ? j * SLICE : PROMPT + (j - (PROMPT + SLICE - 1) / SLICE);
-        int thi = j * SLICE < PROMPT ? (tlo + SLICE < PROMPT ? tlo + SLICE : PROMPT) : tlo + 1;
+        int tlo = j < n_prefill ? j * slice : PROMPT + (j - n_prefill);
+        int thi = j < n_prefill ? (tlo + slice < PROMPT ? tlo + slice : PROMPT) : tlo + 1;
         check_slice(&m, r, slots, tlo, thi, starts[j], j + 1 < n_starts ? starts[j + 1] : r->n_ev, &early);
     }
     /* with room for two layers' experts the decode names layer 1's ahead */
     if (slots >= 2 * K) CHECK(early >= DECODE, "%d slices named a later hash layer early", early);
+    /* every slice of at most MOE_PREDICT_ROWS rows predicted layers 2 and 3,
+     * the hash layers never; the layers' counts add up to the totals */
+    int n_small = DECODE + (slice <= MOE_PREDICT_ROWS ? n_prefill : 0);
+    struct expert_layer_reads sum = { 0 };
+    for (int l = 0; l < m.cfg.num_hidden_layers; l++) {
+        struct expert_layer_reads lr;
+        model_expert_layer_stats(s, l, &lr);
+        int want_steps = predicting && !m.cfg.hash_layer[l] && l > 0 ? n_small : 0;
+        CHECK(lr.predict_steps == (uint64_t)want_steps && lr.predict_withheld <= lr.predict_steps &&
+                  lr.predicted_hits <= lr.predicted && (lr.predicted > 0) == (want_steps > 0),
+              "layer %d: %llu prediction steps (%llu withheld), want %d; %llu of %llu routed experts predicted", l,
+              (unsigned long long)lr.predict_steps, (unsigned long long)lr.predict_withheld, want_steps,
+              (unsigned long long)lr.predicted_hits, (unsigned long long)lr.predicted);
+        sum.predicted += lr.predicted;
+        sum.predicted_hits += lr.predicted_hits;
+        sum.predict_steps += lr.predict_steps;
+        sum.predict_withheld += lr.predict_withheld;
+    }
+    CHECK(sum.predicted == es.predicted && sum.predicted_hits == es.predicted_hits &&
+              sum.predict_steps == es.predict_steps && sum.predict_withheld == es.predict_withheld,
+          "the layers' prediction counts do not add up to the store's");
 done:
     CHECK(rc == 0, "%s", err.msg);
     m.experts = resident;
@@ -266,12 +358,19 @@ done:
     model_free(&m);
 }
 
-static void test_smallest_budget(void) { test_streamed(2); }
-static void test_five_slots(void) { test_streamed(5); }
+_Static_assert(SLICE <= MOE_PREDICT_ROWS && PROMPT > MOE_PREDICT_ROWS, "the slices must straddle MOE_PREDICT_ROWS");
+
+static void test_smallest_budget(void) { test_streamed(2, SLICE, 0); }
+static void test_five_slots(void) { test_streamed(5, SLICE, 0); }
+/* the prompt in one slice above MOE_PREDICT_ROWS: predictions in decode only */
+static void test_predicted_smallest_budget(void) { test_streamed(2, PROMPT, 1); }
+static void test_predicted_five_slots(void) { test_streamed(5, SLICE, 1); }
 
 int main(void)
 {
     RUN_TEST(test_smallest_budget);
     RUN_TEST(test_five_slots);
+    RUN_TEST(test_predicted_smallest_budget);
+    RUN_TEST(test_predicted_five_slots);
     return CHECK_SUMMARY();
 }
