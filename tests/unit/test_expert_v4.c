@@ -32,9 +32,11 @@
 #include "model/forward.h"
 #include "model/moe.h"
 
+#include "expert_glm53_predict_ref.h"
 #include "expert_v4_predict_ref.h"
 
 #define FIXTURE "tests/oracle_v4/deepseek_v4_tiny"
+#define GLM53_FIXTURE "tests/oracle_glm53/glm53_kda_hc4"
 #define PROMPT 20
 #define SLICE 8
 #define DECODE 4
@@ -233,22 +235,6 @@ static void check_slice(const struct model *m, const struct rec *r, int slots, i
               r->ev[a + i].layer, (unsigned long long)r->ev[a + i].experts, want[i].layer,
               (unsigned long long)want[i].experts);
     *early_seen += n_want > 2;
-    /* predictions: once per top-k layer after another, the reference's experts */
-    for (int j = 0; j < PREDICT_REF_LAYERS; j++) {
-        int L = PREDICT_REF_LAYER[j], seen = 0;
-        uint64_t want_set = 0;
-        for (int t = lo; t < hi; t++) want_set |= PREDICT_REF[j][t];
-        for (int i = a; i < b; i++)
-            if (r->ev[i].acquire == 2 && r->ev[i].layer == L) {
-                seen++;
-                CHECK(r->ev[i].experts == want_set, "tokens [%d, %d): layer %d predicted %#llx, transformers %#llx",
-                      lo, hi, L, (unsigned long long)r->ev[i].experts, (unsigned long long)want_set);
-            }
-        int want_seen = r->base.ops == &REC_PREDICT_OPS && hi - lo <= MOE_PREDICT_ROWS;
-        CHECK(seen == want_seen, "tokens [%d, %d): layer %d predicted %d times, want %d", lo, hi, L, seen, want_seen);
-    }
-    for (int i = a; i < b; i++)
-        if (r->ev[i].acquire == 2) CHECK(!m->cfg.hash_layer[r->ev[i].layer], "hash layer %d predicted", r->ev[i].layer);
     /* reads: at most one per (layer, expert) acquired in the slice, all
      * started ahead (no misses); with a prediction in the slice, one per
      * expert acquired or predicted, plus the misses: a predicted read holds
@@ -271,6 +257,98 @@ static void check_slice(const struct model *m, const struct rec *r, int slots, i
           "acquired or predicted", lo, hi, (unsigned long long)reads, (unsigned long long)misses, distinct);
 }
 
+/* A fixture's next-layer prediction reference (tools/expert_predict_ref.py):
+ * per layer predicted, the experts it routes to per token. */
+struct predict_ref {
+    int n_layers;
+    const int *layer;
+    const unsigned (*sets)[PROMPT + DECODE];
+};
+_Static_assert(V4_PREDICT_TOKENS == PROMPT + DECODE && GLM53_PREDICT_TOKENS == PROMPT + DECODE, "reference length");
+static const struct predict_ref V4_REF = { V4_PREDICT_LAYERS, V4_PREDICT_LAYER, V4_PREDICT };
+static const struct predict_ref GLM53_REF = { GLM53_PREDICT_LAYERS, GLM53_PREDICT_LAYER, GLM53_PREDICT };
+
+static int ref_index(const struct predict_ref *ref, int layer)
+{
+    for (int j = 0; j < ref->n_layers; j++)
+        if (ref->layer[j] == layer) return j;
+    return -1;
+}
+
+/* m's experts streamed with slots_wanted cache slots behind the recorder r
+ * (taking predictions or not); m's store becomes r's, *s the inner one. */
+static int wrap_streamed(struct model *m, struct rec *r, int slots_wanted, int predicting, struct expert_store **s,
+                         struct colibri_err *err)
+{
+    /* the slot size: a store holding every expert */
+    int K = m->cfg.num_experts_per_tok, rc;
+    if ((rc = expert_store_stream_new(&m->st, m->experts, (int64_t)1 << 30, K, NULL, s, err))) return rc;
+    int64_t slot = model_expert_resident_bytes(*s) / expert_store_stream_slots(*s);
+    expert_store_free(*s);
+    *s = NULL;
+    if ((rc = expert_store_stream_new(&m->st, m->experts, slot * slots_wanted, K, NULL, s, err))) return rc;
+    CHECK(expert_store_stream_slots(*s) == slots_wanted, "%d slots, want %d", expert_store_stream_slots(*s),
+          slots_wanted);
+    r->base = (struct expert_store){ .ops = predicting ? &REC_PREDICT_OPS : &REC_OPS, .n_layers = (*s)->n_layers,
+                                     .first_moe_layer = (*s)->first_moe_layer, .n_experts = (*s)->n_experts };
+    if (predicting) {
+        r->base.route_hook = rec_hook;
+        r->base.route_user = r;
+    }
+    r->in = *s;
+    m->experts = &r->base;
+    return 0;
+}
+
+/* Every slice of at most MOE_PREDICT_ROWS rows (run's slices of `slice`
+ * rows, then the decode's) predicted each of ref's layers once, naming the
+ * union of the reference's experts over its tokens; no other layer (a hash
+ * layer, the first) predicted; the layers' counts add up to the store's. */
+static void check_predictions(const struct model *m, const struct rec *r, const struct expert_store *s,
+                              const struct predict_ref *ref, int slice, int predicting)
+{
+    int small = slice <= MOE_PREDICT_ROWS ? (PROMPT + slice - 1) / slice : 0, n_small = small + DECODE;
+    for (int j = 0; j < ref->n_layers; j++) {
+        int L = ref->layer[j], seen = 0;
+        for (int i = 0; i < r->n_ev; i++) {
+            if (r->ev[i].acquire != 2 || r->ev[i].layer != L) continue;
+            int lo = seen < small ? seen * slice : PROMPT + seen - small;
+            int hi = seen < small ? (lo + slice < PROMPT ? lo + slice : PROMPT) : lo + 1;
+            uint64_t want = 0;
+            for (int t = lo; t < hi && t < PROMPT + DECODE; t++) want |= ref->sets[j][t];
+            CHECK(r->ev[i].experts == want, "tokens [%d, %d): layer %d predicted %#llx, transformers %#llx", lo, hi,
+                  L, (unsigned long long)r->ev[i].experts, (unsigned long long)want);
+            seen++;
+        }
+        CHECK(seen == (predicting ? n_small : 0), "layer %d predicted %d times, want %d", L, seen,
+              predicting ? n_small : 0);
+    }
+    for (int i = 0; i < r->n_ev; i++)
+        if (r->ev[i].acquire == 2)
+            CHECK(ref_index(ref, r->ev[i].layer) >= 0, "layer %d predicted (a hash layer, or the first)",
+                  r->ev[i].layer);
+    struct expert_store_stats es;
+    expert_store_get_stats(s, &es);
+    struct expert_layer_reads sum = { 0 };
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        struct expert_layer_reads lr;
+        model_expert_layer_stats(s, l, &lr);
+        int want_steps = predicting && ref_index(ref, l) >= 0 ? n_small : 0;
+        CHECK(lr.predict_steps == (uint64_t)want_steps && lr.predict_withheld <= lr.predict_steps &&
+                  lr.predicted_hits <= lr.predicted && (lr.predicted > 0) == (want_steps > 0),
+              "layer %d: %llu prediction steps (%llu withheld), want %d; %llu of %llu routed experts predicted", l,
+              (unsigned long long)lr.predict_steps, (unsigned long long)lr.predict_withheld, want_steps,
+              (unsigned long long)lr.predicted_hits, (unsigned long long)lr.predicted);
+        sum.predicted += lr.predicted;
+        sum.predicted_hits += lr.predicted_hits;
+        sum.predict_steps += lr.predict_steps;
+        sum.predict_withheld += lr.predict_withheld;
+    }
+    CHECK(sum.predicted == es.predicted && sum.predicted_hits == es.predicted_hits &&
+              sum.predict_steps == es.predict_steps && sum.predict_withheld == es.predict_withheld,
+          "the layers' prediction counts do not add up to the store's");
+}
+
 static void test_streamed(int slots_wanted, int slice, int predicting)
 {
     struct model m;
@@ -286,21 +364,8 @@ static void test_streamed(int slots_wanted, int slice, int predicting)
     struct rec *r = calloc(1, sizeof *r);
     struct expert_store *resident = m.experts, *s = NULL;
     if (!want || !got || !r || run(&m, SLICE, want)) goto done;
-    /* the slot size: a store holding every expert */
-    if ((rc = expert_store_stream_new(&m.st, resident, (int64_t)1 << 30, K, NULL, &s, &err))) goto done;
-    int64_t slot = model_expert_resident_bytes(s) / expert_store_stream_slots(s);
-    expert_store_free(s);
-    if ((rc = expert_store_stream_new(&m.st, resident, slot * slots_wanted, K, NULL, &s, &err))) goto done;
+    if ((rc = wrap_streamed(&m, r, slots_wanted, predicting, &s, &err))) goto done;
     int slots = expert_store_stream_slots(s);
-    CHECK(slots == slots_wanted, "%d slots, want %d", slots, slots_wanted);
-    r->base = (struct expert_store){ .ops = predicting ? &REC_PREDICT_OPS : &REC_OPS, .n_layers = s->n_layers,
-                                     .first_moe_layer = s->first_moe_layer, .n_experts = s->n_experts };
-    if (predicting) {
-        r->base.route_hook = rec_hook;
-        r->base.route_user = r;
-    }
-    r->in = s;
-    m.experts = &r->base;
     rc = run(&m, slice, got);
     m.experts = resident;
     if (rc) goto done;
@@ -308,6 +373,7 @@ static void test_streamed(int slots_wanted, int slice, int predicting)
     /* read-ahead: every read was started by a prefetch before its acquire */
     struct expert_store_stats es;
     expert_store_get_stats(s, &es);
+    CHECK(!predicting || es.predict_steps > 0, "no prediction");
     CHECK((predicting || es.misses == 0) && es.reads == es.misses + es.prefetch_reads, "%d slots: %llu of %llu reads started by an acquire (a "
           "miss), %llu by a prefetch", slots, (unsigned long long)es.misses, (unsigned long long)es.reads,
           (unsigned long long)es.prefetch_reads);
@@ -327,27 +393,43 @@ static void test_streamed(int slots_wanted, int slice, int predicting)
     }
     /* with room for two layers' experts the decode names layer 1's ahead */
     if (slots >= 2 * K) CHECK(early >= DECODE, "%d slices named a later hash layer early", early);
-    /* every slice of at most MOE_PREDICT_ROWS rows predicted layers 2 and 3,
-     * the hash layers never; the layers' counts add up to the totals */
-    int n_small = DECODE + (slice <= MOE_PREDICT_ROWS ? n_prefill : 0);
-    struct expert_layer_reads sum = { 0 };
-    for (int l = 0; l < m.cfg.num_hidden_layers; l++) {
-        struct expert_layer_reads lr;
-        model_expert_layer_stats(s, l, &lr);
-        int want_steps = predicting && !m.cfg.hash_layer[l] && l > 0 ? n_small : 0;
-        CHECK(lr.predict_steps == (uint64_t)want_steps && lr.predict_withheld <= lr.predict_steps &&
-                  lr.predicted_hits <= lr.predicted && (lr.predicted > 0) == (want_steps > 0),
-              "layer %d: %llu prediction steps (%llu withheld), want %d; %llu of %llu routed experts predicted", l,
-              (unsigned long long)lr.predict_steps, (unsigned long long)lr.predict_withheld, want_steps,
-              (unsigned long long)lr.predicted_hits, (unsigned long long)lr.predicted);
-        sum.predicted += lr.predicted;
-        sum.predicted_hits += lr.predicted_hits;
-        sum.predict_steps += lr.predict_steps;
-        sum.predict_withheld += lr.predict_withheld;
-    }
-    CHECK(sum.predicted == es.predicted && sum.predicted_hits == es.predicted_hits &&
-              sum.predict_steps == es.predict_steps && sum.predict_withheld == es.predict_withheld,
-          "the layers' prediction counts do not add up to the store's");
+    check_predictions(&m, r, s, &V4_REF, slice, predicting);
+done:
+    CHECK(rc == 0, "%s", err.msg);
+    m.experts = resident;
+    expert_store_free(s);
+    free(r);
+    free(want);
+    free(got);
+    model_free(&m);
+}
+
+/* GLM-5.3 (plain MoE layers under hyper-connections, a dense layer 0, MoE
+ * layers 1 and 2): the logits under a predicting streamed store are the
+ * resident store's, and layers 1 and 2 predict transformers' experts. */
+static void test_glm53_predicted(int slots_wanted, int slice)
+{
+    struct model m;
+    struct colibri_err err = { 0 };
+    struct model_load_opts lo = { MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, MODEL_FMT_AS_STORED, 0, 0, 0 };
+    int rc = model_load(GLM53_FIXTURE, &lo, &m, &err);
+    CHECK(rc == 0, "%s: %s", GLM53_FIXTURE, err.msg);
+    if (rc) return;
+    CHECK(m.cfg.n_routed_experts <= 64 && m.layers[0].parts.ffn->predict == NULL, "fixture shape");
+    size_t nl = (size_t)(1 + DECODE) * m.cfg.vocab_size;
+    float *want = malloc(nl * sizeof *want), *got = malloc(nl * sizeof *got);
+    struct rec *r = calloc(1, sizeof *r);
+    struct expert_store *resident = m.experts, *s = NULL;
+    /* sliced alike: KDA's prefill bits depend on where a feed is cut */
+    if (!want || !got || !r || run(&m, slice, want)) goto done;
+    if ((rc = wrap_streamed(&m, r, slots_wanted, 1, &s, &err))) goto done;
+    rc = run(&m, slice, got);
+    m.experts = resident;
+    if (rc) goto done;
+    CHECK(!memcmp(want, got, nl * sizeof *want), "%d slots: the logits differ from the resident store's",
+          slots_wanted);
+    CHECK(!r->overflow, "more than %d events", MAX_EVENTS);
+    check_predictions(&m, r, s, &GLM53_REF, slice, 1);
 done:
     CHECK(rc == 0, "%s", err.msg);
     m.experts = resident;
@@ -365,6 +447,8 @@ static void test_five_slots(void) { test_streamed(5, SLICE, 0); }
 /* the prompt in one slice above MOE_PREDICT_ROWS: predictions in decode only */
 static void test_predicted_smallest_budget(void) { test_streamed(2, PROMPT, 1); }
 static void test_predicted_five_slots(void) { test_streamed(5, SLICE, 1); }
+static void test_glm53_smallest_budget(void) { test_glm53_predicted(2, PROMPT); }
+static void test_glm53_five_slots(void) { test_glm53_predicted(5, SLICE); }
 
 int main(void)
 {
@@ -372,5 +456,7 @@ int main(void)
     RUN_TEST(test_five_slots);
     RUN_TEST(test_predicted_smallest_budget);
     RUN_TEST(test_predicted_five_slots);
+    RUN_TEST(test_glm53_smallest_budget);
+    RUN_TEST(test_glm53_five_slots);
     return CHECK_SUMMARY();
 }
