@@ -1,8 +1,10 @@
 /* quant/kernels_avx2.c - AVX2 + FMA + F16C kernels (x86-64 without AVX-512).
  *
- * Float formats widen to f32 and use FMA (fp8b through f16, as in the AVX-512
- * file: sign-extend, shift left 7, clear bit 14, then x 2^8 folded into the
- * block scale). q8 / q4* use int8 activations (blocks of 32) and VPMADDUBSW:
+ * Float formats widen to f32 and use FMA. fp8b makes the same products as
+ * the AVX-512 file's f16 route (e4m3 x 2^-8 times the activation, x 2^8
+ * folded into the block scale) from integer bits alone: e4m3 placed in an
+ * f32's low exponent bits is 2^-120 x its value, and the activation, taken
+ * x 2^112 once per row group, restores the product exactly. q8 / q4* use int8 activations (blocks of 32) and VPMADDUBSW:
  * q4 multiplies the stored nibble q+8 (unsigned) by the activation and takes
  * 8 x the block's activation sum out at the end; q8 uses |w| and the
  * activation with w's sign (no offset). Neither can saturate the 16-bit
@@ -23,6 +25,7 @@
  */
 #include <assert.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "quant/fp8.h"
@@ -168,18 +171,29 @@ static void rows_f16(const struct qtensor *W, int r0, int r1, const struct quant
 
 /* ------------------------------------------------------------------ fp8b */
 
-/* 16 e4m3 bytes -> two vectors of f32 worth 2^-8 of the e4m3 values. */
-INLINE void fp8x16_to_f32_2m8(__m128i b, __m256 *lo, __m256 *hi)
+/* 8 e4m3 bytes -> 8 f32 of 2^-120 times the e4m3 values. Sign-extended to
+ * 32 bits and shifted left 20, a byte's sign lands on bit 31 and its
+ * exponent and mantissa on f32's lowest 4 exponent and highest 3 mantissa
+ * bits, subnormals on f32 subnormals. */
+INLINE __m256 fp8x8_to_f32_2m120(const uint8_t *p)
 {
-    __m256i h = _mm256_cvtepi8_epi16(b);
-    h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xBF80));
-    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, 20), _mm256_set1_epi32((int)0x87F00000u)));
 }
 
-/* Rows r .. r + R - 1 side by side, all in one 128-row scale block. */
-INLINE void fp8b_group(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y)
+/* Rows r .. r + R - 1 side by side, all in one 128-row scale block. Every
+ * product is the e4m3 value x 2^-8 times the activation, made exactly: with
+ * LIFT 0 as (w x 2^-120 x 2^112) x a, the weight brought up per row; with
+ * LIFT 1 as (w x 2^-120) x (a x 2^112), the activation brought up once for
+ * the group. Both are the same real number (powers of two are exact while
+ * a x 2^112 stays finite, i.e. |a| < 2^16), so the sums' bits are too; a
+ * group whose output is not finite is redone with LIFT 0 (fp8b_group_safe),
+ * since an infinite a x 2^112 always leaves its row's output infinite or
+ * NaN. */
+INLINE void fp8b_group(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y,
+                       int LIFT)
 {
+    const __m256 up = _mm256_set1_ps(0x1p112f);
     const int cols = W->cols, B = QUANT_FP8B_BLOCK, nbc = (cols + B - 1) / B;
     const size_t rb = quant_fmt_row_bytes(QUANT_FP8B, cols);
     const uint8_t *p = row_ptr(W, r);
@@ -201,14 +215,20 @@ INLINE void fp8b_group(const struct qtensor *W, int r, int R, const float *const
             if (c % 64 == 0)
                 UNROLL
                 for (int i = 0; i < R; i++) pf(p + i * rb + c);
+            __m256 xl[QUANT_NB], xh[QUANT_NB];
+            UNROLL
+            for (int j = 0; j < NJ; j++) {
+                xl[j] = _mm256_loadu_ps(x[j] + c), xh[j] = _mm256_loadu_ps(x[j] + c + 8);
+                if (LIFT) xl[j] = _mm256_mul_ps(xl[j], up), xh[j] = _mm256_mul_ps(xh[j], up);
+            }
             UNROLL
             for (int i = 0; i < R; i++) {
-                __m256 wl, wh;
-                fp8x16_to_f32_2m8(_mm_loadu_si128((const __m128i *)(p + i * rb + c)), &wl, &wh);
+                __m256 wl = fp8x8_to_f32_2m120(p + i * rb + c), wh = fp8x8_to_f32_2m120(p + i * rb + c + 8);
+                if (!LIFT) wl = _mm256_mul_ps(wl, up), wh = _mm256_mul_ps(wh, up);
                 UNROLL
                 for (int j = 0; j < NJ; j++) {
-                    b0[i][j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[j] + c), b0[i][j]);
-                    b1[i][j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[j] + c + 8), b1[i][j]);
+                    b0[i][j] = _mm256_fmadd_ps(wl, xl[j], b0[i][j]);
+                    b1[i][j] = _mm256_fmadd_ps(wh, xh[j], b1[i][j]);
                 }
             }
         }
@@ -231,9 +251,24 @@ INLINE void fp8b_group(const struct qtensor *W, int r, int R, const float *const
         for (int j = 0; j < NJ; j++) Y[(size_t)(j0 + j) * W->rows + r + i] = hsum8(acc[i][j]) + tail[i][j];
 }
 
+INLINE void fp8b_group_safe(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y)
+{
+    if (R == 1) {
+        fp8b_group(W, r, 1, x, j0, NJ, Y, 0);
+        return;
+    }
+    fp8b_group(W, r, R, x, j0, NJ, Y, 1);
+    int fin = 1;
+    UNROLL
+    for (int j = 0; j < NJ; j++)
+        UNROLL
+        for (int i = 0; i < R; i++) fin &= isfinite(Y[(size_t)(j0 + j) * W->rows + r + i]);
+    if (!fin) fp8b_group(W, r, R, x, j0, NJ, Y, 0);
+}
+
 INLINE void fp8b_group_1by1(const struct qtensor *W, int r, int R, const float *const *x, int j0, int NJ, float *Y)
 {
-    for (int i = 0; i < R; i++) fp8b_group(W, r + i, 1, x, j0, NJ, Y);
+    for (int i = 0; i < R; i++) fp8b_group(W, r + i, 1, x, j0, NJ, Y, 0);
 }
 
 INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
@@ -244,7 +279,7 @@ INLINE void rows_fp8b_nj(const struct qtensor *W, int r0, int r1,
     UNROLL
     for (int j = 0; j < NJ; j++) x[j] = a->x + (size_t)(j0 + j) * W->cols;
     /* a group that would straddle scale blocks goes row by row */
-#define G(RR, r) (RR == 1 || (r) / B == ((r) + RR - 1) / B ? fp8b_group(W, r, RR, x, j0, NJ, Y) \
+#define G(RR, r) (RR == 1 || (r) / B == ((r) + RR - 1) / B ? fp8b_group_safe(W, r, RR, x, j0, NJ, Y) \
                                                         : fp8b_group_1by1(W, r, RR, x, j0, NJ, Y))
     ROW_GROUPS(ROWS_PER(4, NJ), G);
 #undef G
