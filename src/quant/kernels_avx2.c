@@ -10,8 +10,9 @@
  * activation with w's sign (no offset). Neither can saturate the 16-bit
  * pair sums (15*127*2 and 127*127*2 < 32767). Column tails that do not fill a
  * vector are finished in scalar code. mxfp4 looks each nibble up as twice its
- * e2m1 value (VPSHUFB) and multiplies |2w| by the activation with 2w's sign,
- * exactly (12*127*2 < 32767); each 32-column block's 8 int32 lane sums take
+ * e2m1 value (VPSHUFB) and multiplies the activation's magnitude (made once
+ * per row group) by 2w with the activation's sign, exactly (12*127*2 <
+ * 32767; activations are in [-127, 127]); each 32-column block's 8 int32 lane sums take
  * one rescale by the activation scale times 2^(e-128). Its rows are whole
  * 16-byte blocks and the activations are zero past cols, so it has no tail.
  *
@@ -515,22 +516,27 @@ INLINE void mxfp4_group(const struct qtensor *W, int r, int R, const struct quan
             for (int j = 0; j < NJ; j++) _mm256_store_ps(hx[i][j], _mm256_mul_ps(h, _mm256_loadu_ps(xs[j] + b)));
         }
         UNROLL
-        for (int k = 0; k < 8; k += 2)
+        for (int k = 0; k < 8; k += 2) {
+            __m256i xq[2][QUANT_NB], ax[2][QUANT_NB];
+            UNROLL
+            for (int t = 0; t < 2; t++)
+                UNROLL
+                for (int j = 0; j < NJ; j++) {
+                    xq[t][j] = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)(b + k + t) * QUANT_MX_BLOCK));
+                    ax[t][j] = _mm256_abs_epi8(xq[t][j]);
+                }
             UNROLL
             for (int i = 0; i < R; i++) {
                 __m256i w[2];
                 mx_decode2(p + i * rb + (size_t)(b + k) * BB, lut, &w[0], &w[1]);
                 UNROLL
-                for (int t = 0; t < 2; t++) {
-                    __m256i u = _mm256_abs_epi8(w[t]);
+                for (int t = 0; t < 2; t++)
                     UNROLL
-                    for (int j = 0; j < NJ; j++) {
-                        __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)(b + k + t) * QUANT_MX_BLOCK));
-                        acc[i][j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w[t])),
+                    for (int j = 0; j < NJ; j++)
+                        acc[i][j] = _mm256_fmadd_ps(dot32(ax[t][j], _mm256_sign_epi8(w[t], xq[t][j])),
                                                     _mm256_broadcast_ss(&hx[i][j][k + t]), acc[i][j]);
-                    }
-                }
             }
+        }
     }
     for (; b < nb; b++) {
         UNROLL
@@ -539,13 +545,13 @@ INLINE void mxfp4_group(const struct qtensor *W, int r, int R, const struct quan
             __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
             /* elements in column order: low, high nibble of each byte */
             __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-            __m256i w2 = _mm256_shuffle_epi8(lut, nib), u = _mm256_abs_epi8(w2);
+            __m256i w2 = _mm256_shuffle_epi8(lut, nib);
             float h = quant_e8m0_half(e[(size_t)i * nb + b]);
             UNROLL
             for (int j = 0; j < NJ; j++) {
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(q[j] + (size_t)b * QUANT_MX_BLOCK));
-                acc[i][j] = _mm256_fmadd_ps(dot32(u, _mm256_sign_epi8(xq, w2)), _mm256_set1_ps(h * xs[j][b]),
-                                            acc[i][j]);
+                acc[i][j] = _mm256_fmadd_ps(dot32(_mm256_abs_epi8(xq), _mm256_sign_epi8(w2, xq)),
+                                            _mm256_set1_ps(h * xs[j][b]), acc[i][j]);
             }
         }
     }
@@ -559,7 +565,7 @@ INLINE void rows_mxfp4_nj(const struct qtensor *W, int r0, int r1, const struct 
                           int j0, int NJ, float *Y)
 {
 #define G(RR, r) mxfp4_group(W, r, RR, a, j0, NJ, Y)
-    ROW_GROUPS(ROWS_PER(8, NJ), G);
+    ROW_GROUPS(ROWS_PER(4, NJ), G);
 #undef G
 }
 
