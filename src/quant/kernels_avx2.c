@@ -19,8 +19,9 @@
  * Decode is a read of the weights, and one core reads at its bound only with
  * several sequential streams in flight and a software prefetch ahead of each
  * (dev/readprobe.h). So every kernel walks a group of adjacent rows side by
- * side (ROWS_PER of them for each activation count: as many as fit their
- * accumulators in the 16 vector registers) and prefetches each row's bytes
+ * side (ROWS_PER of them for each activation count: about as many as fit
+ * their accumulators in the 16 vector registers, chosen per format by
+ * measurement) and prefetches each row's bytes
  * PF_AHEAD ahead, once per cache line. A row's own sequence of operations is
  * the same whatever group it is in, so its output's bits are too.
  */
@@ -430,8 +431,10 @@ INLINE void int_group(const struct qtensor *W, int r, int R, const struct quant_
 INLINE void rows_int_nj(const struct qtensor *W, int r0, int r1, const struct quant_act *a,
                         int j0, int NJ, float *Y, int INT4, int G)
 {
+    /* the q4 family at 4 rows: measured faster in cache than at 8 and no
+     * slower from memory (bench/avx2-decode-results.md); q8 keeps 8 */
 #define GR(RR, r) int_group(W, r, RR, a, j0, NJ, Y, INT4, G)
-    ROW_GROUPS(ROWS_PER(8, NJ), GR);
+    ROW_GROUPS(ROWS_PER(INT4 ? 4 : 8, NJ), GR);
 #undef GR
 }
 
